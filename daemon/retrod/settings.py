@@ -1,0 +1,53 @@
+"""Configuration: `RETROD_*` environment variables (see the README's table)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    if os.geteuid() == 0 and sys.platform != "darwin":
+        return Path("/var/lib/retrod")  # the server's OS user could not reach /root
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "retrod"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "retrod"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RETROD_", extra="ignore")
+
+    database_url: str | None = Field(
+        None, description="libpq URL of the database; unset = a private cluster under data_dir")
+    projects_dir: str | None = Field(
+        None, description="transcript root(s), comma-separated; default per CLAUDE_CONFIG_DIR")
+    data_dir: Path = Field(default_factory=default_data_dir,
+                           description="where the private PostgreSQL cluster lives")
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    host_id: str = Field(default_factory=socket.gethostname,
+                         description="names this machine's files when several share a database")
+    scan_interval_s: float = Field(300.0, gt=0, description="seconds between reconciliation scans")
+    watch_debounce_ms: int = Field(50, ge=0, description="watcher debounce; watchfiles' own is 1600")
+    batch_bytes: int = Field(4 << 20, ge=4096, description="bytes of a file folded per transaction")
+    pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries for the private cluster")
+    pg_os_user: str = Field("postgres", description="OS user that runs the private cluster when retrod runs as root")
+
+    def projects_roots(self) -> list[Path]:
+        """DESIGN §2.1: RETROD_PROJECTS_DIR, else CLAUDE_CONFIG_DIR's, else ~/.claude (and ~/.config/claude)."""
+        if self.projects_dir:
+            return [Path(p.strip()).expanduser() for p in self.projects_dir.split(",") if p.strip()]
+        config_dirs = os.environ.get("CLAUDE_CONFIG_DIR", "")
+        roots = [Path(d.strip()).expanduser() / "projects" for d in config_dirs.split(",") if d.strip()]
+        if roots:
+            return roots
+        roots = [Path.home() / ".claude" / "projects"]
+        xdg = Path.home() / ".config" / "claude" / "projects"
+        if xdg.is_dir():
+            roots.append(xdg)
+        return roots

@@ -1,0 +1,74 @@
+"""Opening the database: the user's (RETROD_DATABASE_URL) or the private cluster, migrated."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ..service.cluster import Cluster
+from ..settings import Settings
+from .migrate import migrate
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    # Safe here: each file's rows and offset commit together, so a commit lost in a server
+    # crash only means that batch is read again.
+    conn.execute("SET synchronous_commit = off")
+    conn.commit()
+
+
+def cluster_for(settings: Settings) -> Cluster:
+    return Cluster(settings.data_dir, settings.pg_bindir, settings.pg_os_user)
+
+
+@contextmanager
+def daemon_lock(data_dir: Path) -> Iterator[bool]:
+    """Held by `retrod run` for its lifetime: one daemon per data folder. Yields whether it was taken."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _daemon_running(data_dir: Path) -> bool:
+    with daemon_lock(data_dir) as taken:
+        return not taken
+
+
+@contextmanager
+def open_pool(settings: Settings, *, owner: bool = False, max_size: int = 4) -> Iterator[ConnectionPool]:
+    """A migrated pool. With the private cluster, it is started if needed; an `owner` (the
+    daemon) stops it on exit, a short command only when it started it and no daemon runs."""
+    cluster = None
+    started = False
+    url = settings.database_url
+    if url is None:
+        cluster = cluster_for(settings)
+        started = cluster.ensure_running()
+        cluster.create_database()
+        url = cluster.url()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn)
+        pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=_configure, open=False)
+        pool.open(wait=True, timeout=30)
+        try:
+            yield pool
+        finally:
+            pool.close()
+    finally:
+        if cluster is not None and (owner or (started and not _daemon_running(settings.data_dir))):
+            cluster.stop()

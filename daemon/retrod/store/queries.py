@@ -1,0 +1,28 @@
+"""Named SQL statements from the `.sql` files beside this module."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib.resources import files
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+def parse(text: str) -> dict[str, str]:
+    """Split a file of `-- name: x` blocks into {name: statement}."""
+    pieces = _NAME.split(text)
+    return {name: body.strip() for name, body in zip(pieces[1::2], pieces[2::2], strict=True)}
+
+
+@cache
+def _all() -> dict[str, str]:
+    queries: dict[str, str] = {}
+    for resource in files(__package__).iterdir():
+        if resource.name.endswith(".sql"):
+            queries.update(parse(resource.read_text(encoding="utf-8")))
+    return queries
+
+
+def q(name: str) -> str:
+    return _all()[name]

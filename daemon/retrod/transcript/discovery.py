@@ -1,0 +1,100 @@
+"""Which files under a projects root matter, and what each one is (DESIGN §2.1)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .fold import Source
+
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_AGENT_RE = re.compile(r"agent-(.+)\.jsonl")
+_META_RE = re.compile(r"agent-(.+)\.meta\.json")
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """A file retrod reads: a transcript (`source` set), a subagent's meta, or a persisted tool output."""
+
+    path: Path
+    kind: str  # main | subagent | agent_root | meta | tool_result
+    slug: str
+    session_uuid: str | None
+    agent_id: str = ""
+
+    @property
+    def is_transcript(self) -> bool:
+        return self.kind in ("main", "subagent", "agent_root")
+
+    def source(self, host_id: str, session_uuid: str) -> Source:
+        return Source(self.kind, self.slug, session_uuid, self.agent_id, f"{host_id}:{self.path}")
+
+
+def classify(root: Path, path: Path) -> FileRef | None:
+    """What `path` (below `root`) is, or None when retrod ignores it."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return None
+    if len(parts) < 2:
+        return None
+    slug, name = parts[0], parts[-1]
+    if len(parts) == 2:
+        stem = name.removesuffix(".jsonl")
+        if stem != name and UUID_RE.fullmatch(stem):
+            return FileRef(path, "main", slug, stem)
+        m = _AGENT_RE.fullmatch(name)
+        return FileRef(path, "agent_root", slug, None, m.group(1)) if m else None
+    session = parts[1]
+    if not UUID_RE.fullmatch(session) or len(parts) < 4:
+        return None
+    area = parts[2]
+    if area == "subagents":
+        m = _AGENT_RE.fullmatch(name)
+        if m:
+            return FileRef(path, "subagent", slug, session, m.group(1))
+        m = _META_RE.fullmatch(name)
+        if m:
+            return FileRef(path, "meta", slug, session, m.group(1))
+        return None
+    if area == "tool-results" and len(parts) == 4:
+        return FileRef(path, "tool_result", slug, session)
+    return None
+
+
+def _may_hold_files(root: Path, folder: Path) -> bool:
+    """Prune the walk to the folders of DESIGN §2.1 (a session folder may hold much else)."""
+    parts = folder.relative_to(root).parts
+    if len(parts) <= 1:
+        return True
+    if not UUID_RE.fullmatch(parts[1]):
+        return False
+    return len(parts) == 2 or parts[2] == "subagents" or (parts[2] == "tool-results" and len(parts) == 3)
+
+
+def walk(root: Path) -> Iterator[FileRef]:
+    """Every file under `root` that retrod reads; vanishing folders are skipped, not fatal."""
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if _may_hold_files(root, path):
+                    stack.append(path)
+            else:
+                ref = classify(root, path)
+                if ref is not None:
+                    yield ref

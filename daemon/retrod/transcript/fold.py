@@ -1,0 +1,276 @@
+"""The pure fold: transcript lines in, rows to upsert out (DESIGN §2). No I/O here.
+
+The same function serves backfill and live tailing: `fold` takes the state saved with the file's
+offset and returns the next state, so any chunking of a file gives the same rows as one pass.
+Every row it emits merges with the stored one by an order-independent rule (max, min, union),
+which is what makes re-reads and interleaved files idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from .parser import Entry, Message, Usage
+
+INLINE_AGENT = "<inline>"  # isSidechain lines of a main transcript (Claude Code 1.0.x)
+UNNAMED_AGENT = "<unnamed>"  # agent_progress copies without data.agentId
+COMPACTION_PREFIX = "acompact"
+SourceKind = Literal["main", "subagent", "agent_root"]
+
+
+def bucket_of(agent: str) -> str:
+    if agent == "":
+        return "main"
+    if agent.startswith(COMPACTION_PREFIX):
+        return "compaction"
+    return "subagents"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """What a transcript file is, from its path (see discovery)."""
+
+    kind: SourceKind
+    slug: str
+    session_uuid: str  # for a project-level agent file: its first sessionId (see first_session_id)
+    agent_id: str = ""  # "" for a main transcript
+    name: str = ""  # host-qualified path; keys the requests of records that carry no id
+
+
+@dataclass(slots=True)
+class FoldState:
+    """What must survive between chunks of one file; saved with its offset."""
+
+    last_event_us: int | None = None
+    compactions: int = 0
+    bad_lines: int = 0
+    lines: int = 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> FoldState:
+        known = {k: v for k, v in (data or {}).items() if k in cls.__slots__}
+        return cls(**known)
+
+
+_NO_TS = 1 << 62  # a missing timestamp sorts last
+
+
+@dataclass(slots=True)
+class Request:
+    key: str
+    session_uuid: str
+    agent: str
+    ts_us: int | None  # earliest timestamp of its records
+    attr_sidechain: bool
+    attr_foreign: bool
+    attr_ts_us: int | None
+    usage_main: bool  # the chosen usage comes from a non-sidechain record
+    usage: Usage
+    has_tool_use: bool
+
+    def attribution_rank(self) -> tuple:
+        ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
+        return (self.attr_sidechain, self.attr_foreign, ts, self.session_uuid, self.agent)
+
+    def usage_rank(self) -> tuple:
+        u = self.usage
+        return (self.usage_main, u.output, u.input, u.cache_create, u.cache_read,
+                u.cache_create_5m, u.cache_create_1h)
+
+    def merge(self, other: Request) -> None:
+        """Fold another record of the same request in (DESIGN §2.2)."""
+        if other.usage_rank() > self.usage_rank():
+            self.usage_main, self.usage = other.usage_main, other.usage
+        if other.attribution_rank() < self.attribution_rank():
+            self.session_uuid, self.agent = other.session_uuid, other.agent
+            self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
+            self.attr_ts_us = other.attr_ts_us
+        if other.ts_us is not None and (self.ts_us is None or other.ts_us < self.ts_us):
+            self.ts_us = other.ts_us
+        self.has_tool_use = self.has_tool_use or other.has_tool_use
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An own user/assistant line of a main transcript (DESIGN §2.3)."""
+
+    offset: int
+    ts_us: int | None
+    prev_us: int | None  # the previous event's time: the gap is [prev_us, ts_us]
+    kind: str | None  # claude / tool / human; None for the first event and untimed lines
+    gap_us: int
+    tool_result_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str | None
+    ts_us: int | None
+    description: str | None
+    subagent_type: str | None
+
+
+@dataclass(slots=True)
+class Span:
+    """A subagent seen in this chunk: its earliest and latest timestamps."""
+
+    min_us: int | None = None
+    max_us: int | None = None
+
+    def add(self, ts_us: int | None) -> None:
+        if ts_us is None:
+            return
+        if self.min_us is None or ts_us < self.min_us:
+            self.min_us = ts_us
+        if self.max_us is None or ts_us > self.max_us:
+            self.max_us = ts_us
+
+
+@dataclass(slots=True)
+class FoldResult:
+    state: FoldState
+    requests: dict[str, Request] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    tool_calls: dict[str, ToolCall] = field(default_factory=dict)
+    subagents: dict[str, Span] = field(default_factory=dict)
+    links: set[tuple[str, str]] = field(default_factory=set)  # (agent_id, tool_use_id)
+
+
+def first_session_id(entries: Iterable[Entry | None]) -> str | None:
+    """The session a project-level `agent-<id>.jsonl` belongs to (Claude Code 2.0.x)."""
+    for entry in entries:
+        if entry is not None and entry.msg.session_id is not None:
+            return entry.msg.session_id
+    return None
+
+
+def fold(source: Source, state: FoldState, entries: list[tuple[int, Entry | None]]) -> FoldResult:
+    """Fold parsed lines `(byte offset, entry or None for a bad line)` of one file."""
+    state = FoldState(**state.to_json())
+    out = FoldResult(state=state)
+    if source.kind != "main" and not source.agent_id.startswith(COMPACTION_PREFIX):
+        out.subagents[source.agent_id] = Span()  # listed as soon as its file exists
+    for offset, entry in entries:
+        state.lines += 1
+        if entry is None:
+            state.bad_lines += 1
+        else:
+            _fold_entry(source, state, out, offset, entry)
+    return out
+
+
+def _is_foreign(session_id: str | None, session: str) -> bool:
+    return session_id is not None and session_id != session
+
+
+def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
+    session = source.session_uuid
+    msg = entry.msg
+    in_subagent_file = source.kind != "main"
+    sidechain = in_subagent_file or entry.is_sidechain
+    foreign = _is_foreign(msg.session_id, session)
+
+    if in_subagent_file and source.agent_id in out.subagents:
+        out.subagents[source.agent_id].add(msg.timestamp)
+
+    if msg.type == "assistant" and msg.usage is not None:
+        if in_subagent_file:
+            agent = source.agent_id
+        else:
+            agent = INLINE_AGENT if entry.is_sidechain else ""
+        _add_record(out, source, offset, msg, msg.timestamp, sidechain, foreign, agent)
+
+    if entry.embedded is not None:
+        _fold_agent_progress(source, out, offset, entry)
+
+    if entry.result_agent_id and msg.tool_results and msg.tool_results[0][0] and not foreign:
+        out.links.add((entry.result_agent_id, msg.tool_results[0][0]))
+
+    if source.kind == "main" and not sidechain and not foreign:
+        _fold_own_line(state, out, offset, entry)
+
+
+def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry) -> None:
+    embedded = entry.embedded
+    ts = embedded.timestamp if embedded.timestamp is not None else entry.msg.timestamp
+    foreign = _is_foreign(embedded.session_id or entry.msg.session_id, source.session_uuid)
+    agent = entry.progress_agent_id
+    if agent and not foreign and entry.parent_tool_use_id:
+        out.links.add((agent, entry.parent_tool_use_id))
+    if embedded.type != "assistant" or embedded.usage is None:
+        return
+    _add_record(out, source, offset, embedded, ts, True, foreign, agent or UNNAMED_AGENT)
+    if agent and not foreign and not agent.startswith(COMPACTION_PREFIX):
+        out.subagents.setdefault(agent, Span()).add(ts)  # listed through its copied records
+
+
+def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, ts: int | None,
+                sidechain: bool, foreign: bool, agent: str) -> None:
+    key = msg.key or f"@{source.name}@{offset}"
+    record = Request(
+        key=key,
+        session_uuid=source.session_uuid,
+        agent=agent,
+        ts_us=ts,
+        attr_sidechain=sidechain,
+        attr_foreign=foreign,
+        attr_ts_us=ts,
+        usage_main=not sidechain,
+        usage=msg.usage,
+        has_tool_use=bool(msg.tool_uses),
+    )
+    known = out.requests.get(key)
+    if known is None:
+        out.requests[key] = record
+    else:
+        known.merge(record)
+
+
+def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
+    msg = entry.msg
+    if msg.type == "system":
+        if entry.subtype == "compact_boundary":
+            state.compactions += 1
+        return
+    if msg.type == "assistant":
+        for tool_use in msg.tool_uses:
+            if tool_use.id is None:
+                continue
+            call = ToolCall(tool_use.id, tool_use.name, msg.timestamp, tool_use.description,
+                            tool_use.subagent_type)
+            known = out.tool_calls.get(tool_use.id)
+            if known is None or _earlier(call.ts_us, known.ts_us):
+                out.tool_calls[tool_use.id] = call
+    elif msg.type != "user":
+        return
+    result_bytes = sum(size for _, size in msg.tool_results)
+    ts = msg.timestamp
+    if ts is None:
+        if result_bytes:
+            out.events.append(Event(offset, None, None, None, 0, result_bytes))
+        return
+    prev = state.last_event_us
+    kind = None if prev is None else _classify(entry)
+    gap = 0 if prev is None else max(0, ts - prev)
+    out.events.append(Event(offset, ts, prev, kind, gap, result_bytes))
+    state.last_event_us = ts
+
+
+def _classify(entry: Entry) -> str:
+    if entry.type == "assistant":
+        return "claude"
+    if entry.msg.tool_results:
+        return "tool"
+    if entry.is_compact_summary:
+        return "claude"
+    return "human"
+
+
+def _earlier(a: int | None, b: int | None) -> bool:
+    return a is not None and (b is None or a < b)

@@ -1,0 +1,589 @@
+"""Independent reference implementation of retrod's accounting rules (test oracle).
+
+Written from docs DESIGN.md section 2 ("Accounting rules (normative)", 2.1-2.4) and
+FORMATS.md only, without looking at the daemon's code.  It is deliberately naive:
+it reads every file whole, parses every line with json.loads, collects everything
+in plain lists and dicts, and then computes each figure with plain loops.  There
+is no incremental state and no performance trick; readability beats speed.
+
+Public API:  compute(projects_dir) -> {session_uuid: figures}
+Run:         python3 tests/reference.py ~/.claude/projects
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+import re
+import sys
+from pathlib import Path
+
+# ---------------------------------------------------------------------------
+# Constants
+# ---------------------------------------------------------------------------
+
+# DESIGN 2.1: "<uuid>" is a lower-case 8-4-4-4-12 hex UUID; other names are ignored.
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+# DESIGN 2.1: timestamps are RFC 3339 strings ("Z"/"z" or an offset; no offset = UTC).
+# [0-9] rather than \d so that non-ASCII digits are not accepted.
+TIMESTAMP_RE = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})"  # date
+    r"[Tt ]"  # separator
+    r"([0-9]{2}):([0-9]{2}):([0-9]{2})"  # time
+    r"(?:\.([0-9]+))?"  # optional fraction, any number of digits
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})?"  # optional offset
+)
+
+EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
+
+# A timestamp that is missing sorts last (DESIGN 2.2 "a missing one sorts last").
+MISSING_TIMESTAMP = float("inf")
+
+# Labels for agents that have no id of their own (DESIGN 2.2 "Agent of a record").
+# Any label works as long as it is not "" (the main thread) and does not start with
+# "acompact" (the compaction bucket).
+UNNAMED_AGENT = "<unnamed>"  # agent_progress copy without a data.agentId
+INLINE_AGENT = "<inline>"  # isSidechain: true line inside a main transcript
+
+BUCKETS = ("main", "subagents", "compaction", "total")
+
+
+# ---------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------
+
+
+def parse_timestamp(value) -> int | None:
+    """RFC 3339 string -> integer microseconds since the epoch; anything else -> None.
+
+    DESIGN 2.1: "Timestamps are RFC 3339 strings (Z/z or an offset; no offset = UTC);
+    anything else is absent."  Fraction digits beyond 6 are truncated.
+    """
+    if not isinstance(value, str):
+        return None
+    m = TIMESTAMP_RE.fullmatch(value)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    fraction = m.group(7) or ""
+    offset = m.group(8)
+    # Validate the calendar date (month range, days in month, year >= 1).
+    try:
+        date = datetime.date(year, month, day)
+    except ValueError:
+        return None
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    offset_seconds = 0
+    if offset is not None and offset not in ("Z", "z"):
+        sign = 1 if offset[0] == "+" else -1
+        off_h = int(offset[1:3])
+        off_m = int(offset[4:6])
+        if off_h > 23 or off_m > 59:
+            return None
+        offset_seconds = sign * (off_h * 3600 + off_m * 60)
+    micros = int((fraction + "000000")[:6])
+    days = date.toordinal() - EPOCH_ORDINAL
+    seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset_seconds
+    return seconds * 1_000_000 + micros
+
+
+def seconds(total_microseconds: int) -> float:
+    # DESIGN 2.3: "Seconds are reported with millisecond precision."
+    return round(total_microseconds / 1_000_000, 3)
+
+
+def non_empty_string(value) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def token_count(value) -> int:
+    # DESIGN 2.2: "A value that is not a non-negative integer (bool and float
+    # included) counts as 0."  type(...) is int excludes bool.
+    if type(value) is int and value >= 0:
+        return value
+    return 0
+
+
+def utf8_length(text: str) -> int:
+    # DESIGN 2.4: UTF-8 length; "A lone surrogate counts 3 bytes."
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def get_dict(obj, key) -> dict | None:
+    """obj[key] if obj is a dict and obj[key] is a dict, else None (wrong type = absent)."""
+    if not isinstance(obj, dict):
+        return None
+    value = obj.get(key)
+    if isinstance(value, dict):
+        return value
+    return None
+
+
+def content_blocks(line: dict) -> list[dict]:
+    """The dict elements of line.message.content when it is a list, else []."""
+    message = get_dict(line, "message")
+    if message is None:
+        return []
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, dict)]
+
+
+def _reject_constant(name):
+    # NaN / Infinity / -Infinity are not JSON (RFC 8259); make json.loads fail.
+    raise ValueError(f"not JSON: {name}")
+
+
+def read_objects(path: Path) -> list[dict]:
+    """Every complete line of the file that is a JSON object, in file order.
+
+    DESIGN 2.1: "Only complete lines (ending in \\n; a \\r before it is ignored) are
+    read" and "A line that is not a JSON object is skipped".
+    """
+    data = path.read_bytes()
+    pieces = data.split(b"\n")
+    complete_lines = pieces[:-1]  # the last piece has no "\n" after it: partial, ignored
+    objects = []
+    for raw in complete_lines:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        text = raw.decode("utf-8", errors="surrogateescape")
+        try:
+            obj = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            objects.append(obj)
+    return objects
+
+
+# ---------------------------------------------------------------------------
+# Step 1: find the transcript files (DESIGN 2.1 "Files")
+# ---------------------------------------------------------------------------
+
+
+def find_files(projects_dir: Path) -> list[dict]:
+    """One entry per transcript file that belongs to a session.
+
+    Each entry: {"path", "slug", "session", "kind": "main"|"subagent", "agent_id", "lines"}.
+    """
+    files = []
+    for slug_dir in sorted(projects_dir.iterdir()):
+        if not slug_dir.is_dir():
+            continue
+        slug = slug_dir.name
+        for entry in sorted(slug_dir.iterdir()):
+            name = entry.name
+            if entry.is_file() and name.endswith(".jsonl"):
+                stem = name[: -len(".jsonl")]
+                if UUID_RE.fullmatch(stem):
+                    # <slug>/<uuid>.jsonl: main transcript of session <uuid>.
+                    lines = read_objects(entry)
+                    files.append(
+                        {"path": entry, "slug": slug, "session": stem, "kind": "main",
+                         "agent_id": "", "lines": lines}
+                    )
+                elif stem.startswith("agent-") and len(stem) > len("agent-"):
+                    # <slug>/agent-<id>.jsonl (Claude Code 2.0.x): subagent <id> of the
+                    # session named by the first non-empty string sessionId in the file;
+                    # a file with none belongs to no session.
+                    lines = read_objects(entry)
+                    session = None
+                    for line in lines:
+                        if non_empty_string(line.get("sessionId")):
+                            session = line["sessionId"]
+                            break
+                    if session is None:
+                        continue
+                    files.append(
+                        {"path": entry, "slug": slug, "session": session, "kind": "subagent",
+                         "agent_id": stem[len("agent-"):], "lines": lines}
+                    )
+            elif entry.is_dir() and UUID_RE.fullmatch(name):
+                # <slug>/<uuid>/subagents/**/agent-<id>.jsonl (any depth below subagents/).
+                subagents_dir = entry / "subagents"
+                if not subagents_dir.is_dir():
+                    continue
+                for path in sorted(subagents_dir.rglob("agent-*.jsonl")):
+                    if not path.is_file():
+                        continue
+                    agent_id = path.name[len("agent-"): -len(".jsonl")]
+                    if agent_id == "":
+                        continue  # agent-.jsonl is ignored
+                    files.append(
+                        {"path": path, "slug": slug, "session": name, "kind": "subagent",
+                         "agent_id": agent_id, "lines": read_objects(path)}
+                    )
+    return files
+
+
+# ---------------------------------------------------------------------------
+# Step 2: classify lines (DESIGN 2.1, last paragraph)
+# ---------------------------------------------------------------------------
+
+
+def is_copied_history(line: dict, file: dict) -> bool:
+    # DESIGN 2.1: "copied history when its sessionId is a non-empty string naming
+    # another session than the file's".
+    session_id = line.get("sessionId")
+    return non_empty_string(session_id) and session_id != file["session"]
+
+
+def is_sidechain_line(line: dict, file: dict) -> bool:
+    # DESIGN 2.1: "sidechain when it comes from a subagent file (either layout) or
+    # has isSidechain: true".
+    return file["kind"] == "subagent" or line.get("isSidechain") is True
+
+
+def is_own_line(line: dict, file: dict) -> bool:
+    # DESIGN 2.1: "The main transcript's own lines are its lines that are neither."
+    return (
+        file["kind"] == "main"
+        and not is_copied_history(line, file)
+        and not is_sidechain_line(line, file)
+    )
+
+
+# ---------------------------------------------------------------------------
+# Step 3: usage records (DESIGN 2.2 "Records")
+# ---------------------------------------------------------------------------
+
+
+def usage_figures(usage: dict) -> dict:
+    """The four token fields of one usage object, sanitised (DESIGN 2.2 "Usage")."""
+    flat = usage.get("cache_creation_input_tokens")
+    if type(flat) is int:
+        # The flat field is an integer: use it (a negative one counts as 0).
+        cache_create = token_count(flat)
+    else:
+        # "when that flat field is not an integer, the sum of
+        # cache_creation.ephemeral_5m_input_tokens and ..._1h_..."
+        split = get_dict(usage, "cache_creation") or {}
+        cache_create = token_count(split.get("ephemeral_5m_input_tokens")) + token_count(
+            split.get("ephemeral_1h_input_tokens")
+        )
+    return {
+        "input": token_count(usage.get("input_tokens")),
+        "output": token_count(usage.get("output_tokens")),
+        "cache_read": token_count(usage.get("cache_read_input_tokens")),
+        "cache_create": cache_create,
+    }
+
+
+def first_key(*candidates) -> str | None:
+    # DESIGN 2.2 "Key": the first of message.id, requestId, uuid that is a non-empty string.
+    for candidate in candidates:
+        if non_empty_string(candidate):
+            return candidate
+    return None
+
+
+def records_of_line(line: dict, file: dict) -> list[dict]:
+    """The usage records (0 or 1) that one line contributes."""
+    records = []
+
+    # (a) "every assistant line whose message.usage is an object"
+    if line.get("type") == "assistant":
+        message = get_dict(line, "message")
+        usage = get_dict(message, "usage")
+        if usage is not None:
+            sidechain = is_sidechain_line(line, file)
+            # DESIGN 2.2 "Agent": "" for the main transcript's non-sidechain lines; the
+            # file's subagent id for subagent files; inline isSidechain threads never "".
+            if file["kind"] == "subagent":
+                agent = file["agent_id"]
+            elif sidechain:
+                agent = INLINE_AGENT
+            else:
+                agent = ""
+            records.append(
+                {
+                    "key": first_key(message.get("id"), line.get("requestId"), line.get("uuid")),
+                    "usage": usage_figures(usage),
+                    "is_sidechain": sidechain,
+                    "is_foreign": is_copied_history(line, file),
+                    "timestamp": parse_timestamp(line.get("timestamp")),
+                    "session": file["session"],
+                    "agent": agent,
+                    "from_agent_progress": False,
+                }
+            )
+
+    # (b) "every progress line with data.type == agent_progress whose
+    # data.message.type == assistant and whose data.message.message.usage is an object"
+    if line.get("type") == "progress":
+        data = get_dict(line, "data")
+        if data is not None and data.get("type") == "agent_progress":
+            embedded = get_dict(data, "message")  # the embedded record
+            if embedded is not None and embedded.get("type") == "assistant":
+                inner_message = get_dict(embedded, "message")
+                usage = get_dict(inner_message, "usage")
+                if usage is not None:
+                    # Agent: data.agentId when a non-empty string, else an unnamed subagent.
+                    agent_id = data.get("agentId")
+                    agent = agent_id if non_empty_string(agent_id) else UNNAMED_AGENT
+                    # is_foreign: judged by the embedded message's sessionId, else the
+                    # progress line's.
+                    if non_empty_string(embedded.get("sessionId")):
+                        foreign = embedded["sessionId"] != file["session"]
+                    else:
+                        foreign = is_copied_history(line, file)
+                    # Timestamp: the embedded message's, else the progress line's.
+                    timestamp = parse_timestamp(embedded.get("timestamp"))
+                    if timestamp is None:
+                        timestamp = parse_timestamp(line.get("timestamp"))
+                    records.append(
+                        {
+                            # Key fields are those of the record, i.e. the embedded one.
+                            "key": first_key(
+                                inner_message.get("id"), embedded.get("requestId"), embedded.get("uuid")
+                            ),
+                            "usage": usage_figures(usage),
+                            "is_sidechain": True,  # an agent_progress copy is a sidechain record
+                            "is_foreign": foreign,
+                            "timestamp": timestamp,
+                            "session": file["session"],
+                            "agent": agent,
+                            "from_agent_progress": True,
+                        }
+                    )
+    return records
+
+
+# ---------------------------------------------------------------------------
+# Step 4: requests (DESIGN 2.2 "Key", "Usage", "Attribution")
+# ---------------------------------------------------------------------------
+
+
+def usage_rank(record: dict) -> tuple:
+    # DESIGN 2.2: the record with the LARGEST
+    # (not is_sidechain, output_tokens, input_tokens, cache_creation, cache_read).
+    u = record["usage"]
+    return (not record["is_sidechain"], u["output"], u["input"], u["cache_create"], u["cache_read"])
+
+
+def attribution_rank(record: dict) -> tuple:
+    # DESIGN 2.2: the record with the SMALLEST
+    # (is_sidechain, is_foreign, timestamp, session_uuid, agent); missing timestamp last.
+    timestamp = record["timestamp"] if record["timestamp"] is not None else MISSING_TIMESTAMP
+    return (record["is_sidechain"], record["is_foreign"], timestamp, record["session"], record["agent"])
+
+
+def build_requests(all_records: list[dict]) -> list[dict]:
+    """Group records into requests; each request: {"usage", "session", "agent"}."""
+    groups: dict[str, list[dict]] = {}
+    keyless: list[list[dict]] = []
+    for record in all_records:
+        if record["key"] is None:
+            keyless.append([record])  # "a record with none of them is a request of its own"
+        else:
+            groups.setdefault(record["key"], []).append(record)  # the key is global
+
+    requests = []
+    for records in list(groups.values()) + keyless:
+        usage_record = max(records, key=usage_rank)
+        owner_record = min(records, key=attribution_rank)
+        requests.append(
+            {
+                "usage": usage_record["usage"],
+                "session": owner_record["session"],
+                "agent": owner_record["agent"],
+            }
+        )
+    return requests
+
+
+def bucket_of(agent: str) -> str:
+    # DESIGN 2.2 "Buckets": main (agent ""), compaction (id starts with acompact),
+    # subagents (every other agent).
+    if agent == "":
+        return "main"
+    if agent.startswith("acompact"):
+        return "compaction"
+    return "subagents"
+
+
+# ---------------------------------------------------------------------------
+# Step 5: per-session figures from the main transcript (DESIGN 2.3 and 2.4)
+# ---------------------------------------------------------------------------
+
+
+def has_tool_result(line: dict) -> bool:
+    return any(block.get("type") == "tool_result" for block in content_blocks(line))
+
+
+def time_figures(main_files: list[dict]) -> dict:
+    """DESIGN 2.3: classify the gaps between the main transcript's own events."""
+    totals = {"claude": 0, "tool": 0, "human": 0}
+    all_event_times = []
+    for file in main_files:
+        # Events = own user and assistant lines that have a timestamp, in file order.
+        events = []
+        for line in file["lines"]:
+            if line.get("type") not in ("user", "assistant"):
+                continue
+            if not is_own_line(line, file):
+                continue
+            timestamp = parse_timestamp(line.get("timestamp"))
+            if timestamp is None:
+                continue
+            events.append((timestamp, line))
+        for i in range(1, len(events)):
+            gap = max(0, events[i][0] - events[i - 1][0])
+            line = events[i][1]
+            if line["type"] == "assistant":
+                totals["claude"] += gap
+            elif has_tool_result(line):
+                totals["tool"] += gap
+            elif line.get("isCompactSummary") is True:
+                totals["claude"] += gap  # compaction time
+            else:
+                totals["human"] += gap
+        all_event_times.extend(t for t, _ in events)
+    # wall = latest event time - earliest event time (0 when there are no events).
+    wall = max(all_event_times) - min(all_event_times) if all_event_times else 0
+    return {
+        "wall_s": seconds(wall),
+        "claude_s": seconds(totals["claude"]),
+        "tool_s": seconds(totals["tool"]),
+        "human_s": seconds(totals["human"]),
+    }
+
+
+def tool_result_size(block: dict) -> int:
+    # DESIGN 2.4 tool_result_bytes: content string -> its UTF-8 length; content list ->
+    # the string "text" of its elements with type == "text"; anything else -> 0.
+    content = block.get("content")
+    if isinstance(content, str):
+        return utf8_length(content)
+    if isinstance(content, list):
+        size = 0
+        for element in content:
+            if isinstance(element, dict) and element.get("type") == "text":
+                text = element.get("text")
+                if isinstance(text, str):
+                    size += utf8_length(text)
+        return size
+    return 0
+
+
+def main_transcript_figures(main_files: list[dict]) -> dict:
+    compactions = 0
+    tool_call_ids = set()
+    tool_result_bytes = 0
+    for file in main_files:
+        for line in file["lines"]:
+            if not is_own_line(line, file):
+                continue
+            line_type = line.get("type")
+            # compactions: own system lines with subtype == "compact_boundary".
+            if line_type == "system" and line.get("subtype") == "compact_boundary":
+                compactions += 1
+            # tool_calls: distinct non-empty string ids of tool_use blocks of own
+            # assistant lines (timestamp not required).
+            if line_type == "assistant":
+                for block in content_blocks(line):
+                    if block.get("type") == "tool_use" and non_empty_string(block.get("id")):
+                        tool_call_ids.add(block["id"])
+            # tool_result_bytes: tool_result blocks of own user lines.
+            if line_type == "user":
+                for block in content_blocks(line):
+                    if block.get("type") == "tool_result":
+                        tool_result_bytes += tool_result_size(block)
+    return {
+        "compactions": compactions,
+        "tool_calls": len(tool_call_ids),
+        "tool_result_bytes": tool_result_bytes,
+    }
+
+
+def listed_subagents(session_files: list[dict]) -> list[str]:
+    # DESIGN 2.4 "Subagents listed": ids of its subagent files (both layouts, any
+    # content, not acompact*) and the named agents of its agent_progress copies that
+    # are not copied history.  Inline threads and unnamed agents are not listed.
+    listed = set()
+    for file in session_files:
+        if file["kind"] == "subagent" and not file["agent_id"].startswith("acompact"):
+            listed.add(file["agent_id"])
+        for line in file["lines"]:
+            for record in records_of_line(line, file):
+                if not record["from_agent_progress"]:
+                    continue
+                if record["agent"] == UNNAMED_AGENT or record["is_foreign"]:
+                    continue
+                if record["agent"].startswith("acompact"):
+                    continue  # compaction agents are never listed (DESIGN 2.1 table)
+                listed.add(record["agent"])
+    return sorted(listed)
+
+
+# ---------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------
+
+
+def empty_tokens() -> dict:
+    return {
+        bucket: {"input": 0, "output": 0, "cache_read": 0, "cache_create": 0}
+        for bucket in BUCKETS
+    }
+
+
+def compute(projects_dir: pathlib.Path) -> dict[str, dict]:
+    """Map session uuid -> figures for every session that exists per DESIGN 2.1."""
+    projects_dir = Path(projects_dir)
+    files = find_files(projects_dir)
+
+    # DESIGN 2.1: "A session exists as soon as one of its transcripts (.jsonl) exists."
+    files_by_session: dict[str, list[dict]] = {}
+    for file in files:
+        files_by_session.setdefault(file["session"], []).append(file)
+
+    # DESIGN 2.2: records from every file of every session; the key is global.
+    all_records = []
+    for file in files:
+        for line in file["lines"]:
+            all_records.extend(records_of_line(line, file))
+    requests = build_requests(all_records)
+
+    result = {}
+    for session, session_files in sorted(files_by_session.items()):
+        main_files = [f for f in session_files if f["kind"] == "main"]
+
+        # DESIGN 2.1: "Its project is the <slug> of its main transcript, else the
+        # smallest <slug> (code-point order) holding its files."
+        if main_files:
+            project_slug = min(f["slug"] for f in main_files)
+        else:
+            project_slug = min(f["slug"] for f in session_files)
+
+        tokens = empty_tokens()
+        request_count = 0
+        for request in requests:
+            if request["session"] != session:
+                continue
+            request_count += 1
+            for bucket in (bucket_of(request["agent"]), "total"):
+                for field in ("input", "output", "cache_read", "cache_create"):
+                    tokens[bucket][field] += request["usage"][field]
+
+        summary = {}
+        summary.update(time_figures(main_files))
+        summary["requests"] = request_count
+        summary.update(main_transcript_figures(main_files))
+        summary["tokens"] = tokens
+
+        result[session] = {
+            "project_slug": project_slug,
+            "summary": summary,
+            "subagents": listed_subagents(session_files),
+        }
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(compute(Path(sys.argv[1])), indent=1, sort_keys=True))
