@@ -100,7 +100,7 @@ def _as_slow(value: Any, typ: type) -> Any:
     # JavaScript writes; fall back to the standard library for that value only.
     if isinstance(value, Raw):
         try:
-            value = json.loads(bytes(value).decode("utf-8", "surrogateescape"))
+            value = json.loads(bytes(value).decode("utf-8", "surrogateescape"), parse_constant=_not_json)
         except ValueError:
             return None
     if typ is Any:
@@ -108,6 +108,10 @@ def _as_slow(value: Any, typ: type) -> Any:
     if not isinstance(value, dict) or not isinstance(typ, type) or not issubclass(typ, Struct):
         return None
     return typ(**{name: value.get(name) for name in typ.__struct_fields__ if name in value})
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _str(value: Any) -> str | None:
@@ -121,7 +125,8 @@ def _count(value: Any) -> int:
 
 
 _TS = re.compile(
-    r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:[Zz]|([+-])(\d\d):(\d\d))?"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))?"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)

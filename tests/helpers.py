@@ -1,0 +1,58 @@
+"""Helpers shared by the database tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from retrod.ingest import Ingester
+from retrod.report import model
+from retrod.store.store import Store
+
+HOST = "test-host"
+
+
+def ingest(db_url: str, roots: Iterable[Path], batch_bytes: int = 4 << 20) -> None:
+    """One catch-up scan with a fresh ingester (no state carried over in memory)."""
+    with ConnectionPool(db_url, min_size=1, max_size=2, open=True) as pool:
+        Ingester(Store(pool, HOST), roots, batch_bytes).scan()
+
+
+def reports(db_url: str) -> dict[str, dict]:
+    with psycopg.connect(db_url) as conn:
+        sessions = [r[0] for r in conn.execute(
+            "SELECT DISTINCT session_uuid FROM retrod.files WHERE session_uuid IS NOT NULL")]
+        return {s: model.build(conn, s) for s in sessions}
+
+
+# Every derived row, in a canonical order and without surrogate ids or clock times, so two
+# databases can be compared for equality.
+_SNAPSHOT = {
+    "files": "SELECT path, kind, slug, session_uuid, agent_id, size, \"offset\", state, missing"
+             " FROM retrod.files ORDER BY path",
+    "requests": "SELECT * FROM retrod.requests ORDER BY key",
+    "events": "SELECT f.path, e.\"offset\", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us,"
+              " e.tool_result_bytes FROM retrod.events e JOIN retrod.files f ON f.id = e.file_id"
+              " ORDER BY 1, 2",
+    "tool_calls": "SELECT f.path, c.tool_use_id, c.session_uuid, c.name, c.ts, c.description,"
+                  " c.subagent_type FROM retrod.tool_calls c JOIN retrod.files f ON f.id = c.file_id"
+                  " ORDER BY 1, 2",
+    "subagents": "SELECT * FROM retrod.subagents ORDER BY 1, 2",
+    "subagent_links": "SELECT * FROM retrod.subagent_links ORDER BY 1, 2, 3",
+    "subagent_meta": "SELECT * FROM retrod.subagent_meta ORDER BY 1, 2",
+}
+
+
+def snapshot(db_url: str, relative_to: Path | None = None) -> dict[str, list]:
+    """The derived tables as plain data; paths made relative so two trees can be compared."""
+    out = {}
+    with psycopg.connect(db_url) as conn:
+        for table, query in _SNAPSHOT.items():
+            rows = [list(r) for r in conn.execute(query)]
+            out[table] = json.loads(json.dumps(rows, default=str).replace(f"{relative_to}/", "")
+                                    if relative_to else json.dumps(rows, default=str))
+    return out

@@ -1,0 +1,108 @@
+"""Ingesting the real fixture tree gives, for every session, the figures of the independent
+reference computation (tests/reference.py, written from DESIGN §2 alone)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import reference
+from helpers import ingest, reports, snapshot
+
+SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
+
+
+@pytest.fixture
+def ingested(db_url: str, projects: Path) -> dict[str, dict]:
+    ingest(db_url, [projects])
+    return reports(db_url)
+
+
+def test_every_session_matches_the_reference(ingested: dict[str, dict], projects: Path) -> None:
+    expected = reference.compute(projects)
+    assert sorted(ingested) == sorted(expected)
+    assert len(expected) > 40  # the whole corpus, not a handful
+    for session, want in expected.items():
+        got = ingested[session]
+        assert got["session"]["project_slug"] == want["project_slug"], session
+        got_summary = {k: got["summary"][k] for k in want["summary"]}
+        assert got_summary == want["summary"], session
+        assert sorted(a["agent_id"] for a in got["subagents"]) == want["subagents"], session
+
+
+def test_hand_checked_session(ingested: dict[str, dict]) -> None:
+    # Worked out by hand with jq on the raw files (see the closing note of issue 2): 152 distinct
+    # message ids in the main file, 3 in agent-a881341, 1 in the compaction agent; the two
+    # agent_progress copies repeat ids of agent-a881341 and add nothing.
+    summary = ingested[SPOTTER]["summary"]
+    assert summary["requests"] == 156
+    assert summary["compactions"] == 1
+    assert summary["tokens"]["compaction"] == {"input": 3, "output": 6, "cache_read": 166758, "cache_create": 2487}
+    assert summary["tokens"]["subagents"]["output"] == 3
+    (agent,) = ingested[SPOTTER]["subagents"]
+    assert agent["agent_id"] == "a881341"
+    # Linked through the parent's toolUseResult.agentId to its Task tool_use.
+    assert agent["matched_by"] == "tool_use"
+    assert agent["agent_type"] == "claude-code-guide"
+
+
+def test_meta_json_names_subagents(ingested: dict[str, dict]) -> None:
+    agents = ingested["ef958aa1-0e93-49f0-bb71-150f63befcd1"]["subagents"]
+    assert agents and all(a["matched_by"] == "meta" for a in agents)
+    assert all(a["agent_type"] != "unknown" and a["description"] != "unknown" for a in agents)
+
+
+def test_second_run_changes_nothing(db_url: str, projects: Path) -> None:
+    ingest(db_url, [projects])
+    first = snapshot(db_url)
+    ingest(db_url, [projects])
+    assert snapshot(db_url) == first
+
+
+def test_deleted_transcript_keeps_its_figures(db_url: str, projects: Path) -> None:
+    ingest(db_url, [projects])
+    before = reports(db_url)[SPOTTER]
+    shutil.rmtree(projects / "-home-USER-projects-spotter-worktrees-spotter-gqc")
+    ingest(db_url, [projects])
+    after = reports(db_url)[SPOTTER]
+    assert after["summary"] == before["summary"]
+    assert after["session"]["transcripts_deleted"] == 3
+
+
+def test_truncated_file_is_read_again_and_requests_stay(db_url: str, projects: Path) -> None:
+    path = next(projects.glob(f"*/{SPOTTER}.jsonl"))
+    ingest(db_url, [projects])
+    before = reports(db_url)[SPOTTER]["summary"]
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:100]))  # shrinks below the stored offset
+    ingest(db_url, [projects])
+    after = reports(db_url)[SPOTTER]["summary"]
+    # Requests already counted stay counted; time and compactions follow the new content.
+    assert after["tokens"] == before["tokens"]
+    assert after["requests"] == before["requests"]
+    truncated = projects.parent / "truncated"
+    shutil.copytree(path.parent, truncated / path.parent.name)
+    want = reference.compute(truncated)[SPOTTER]["summary"]
+    for key in ("wall_s", "claude_s", "tool_s", "human_s", "compactions", "tool_calls", "tool_result_bytes"):
+        assert after[key] == want[key], key
+
+
+def test_replaced_file_is_read_again(db_url: str, projects: Path) -> None:
+    path = next(projects.glob(f"*/{SPOTTER}.jsonl"))
+    ingest(db_url, [projects])
+    before = reports(db_url)[SPOTTER]["summary"]
+    data = path.read_bytes()
+    head = b"".join(data.splitlines(keepends=True)[:100])
+    replacement = path.with_suffix(".tmp")
+    replacement.write_bytes(head + data)  # larger than the stored offset: only the inode tells
+    os.replace(replacement, path)
+    ingest(db_url, [projects])
+    after = reports(db_url)[SPOTTER]["summary"]
+    assert after["tokens"] == before["tokens"]  # the same requests, deduplicated by key
+    want = reference.compute(projects)[SPOTTER]["summary"]
+    for key in ("wall_s", "claude_s", "tool_s", "human_s", "compactions", "tool_calls", "tool_result_bytes"):
+        assert after[key] == want[key], key
+    assert after["tool_result_bytes"] > before["tool_result_bytes"]  # the head counts twice now
