@@ -84,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](settings, args)
     except UsageError as exc:
         return _fail(args, exc, EXIT_USAGE)
-    except (pydantic.ValidationError, ValueError) as exc:
-        return _fail(args, exc, EXIT_USAGE, "configuration: ")
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"RETROD_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}" for e in exc.errors())
+        return _fail(args, ValueError(problems), EXIT_USAGE, "configuration: ")
     except (ClusterError, psycopg.Error, OSError, RuntimeError) as exc:
         return _fail(args, exc, EXIT_FAILURE)
     except Exception as exc:  # a bug: still one line, the traceback with --debug

@@ -89,10 +89,7 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event) -> No
 
 def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: threading.Event,
            stop: threading.Event) -> None:
-    if scan_due.is_set():
-        scan_due.clear()
-        _scan(ingester)
-    for changes in watchfiles.watch(
+    changes_seen = watchfiles.watch(
         *roots,
         watch_filter=lambda _change, path: _watched(path),
         debounce=settings.watch_debounce_ms,
@@ -102,7 +99,10 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
         rust_timeout=1000,
         raise_interrupt=False,
         ignore_permission_denied=True,
-    ):
+    )
+    for n, changes in enumerate(changes_seen):
+        if n == 0:
+            scan_due.set()  # the watcher is up now: catch what was written before it was
         if changes:
             stats = ingester.ingest_paths(sorted({Path(path) for _change, path in changes}))
             if stats.lines:

@@ -10,8 +10,6 @@ import structlog
 
 def configure(level: str = "INFO") -> None:
     numeric = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise ValueError(f"unknown log level {level!r}; use DEBUG, INFO, WARNING or ERROR")
     renderer = (structlog.dev.ConsoleRenderer() if sys.stderr.isatty()
                 else structlog.processors.JSONRenderer())
     structlog.configure(

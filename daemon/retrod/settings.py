@@ -7,7 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -37,6 +37,13 @@ class Settings(BaseSettings):
     batch_bytes: int = Field(4 << 20, ge=4096, description="bytes of a file folded per transaction")
     pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries for the private cluster")
     pg_os_user: str = Field("postgres", description="OS user that runs the private cluster when retrod runs as root")
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ValueError("use DEBUG, INFO, WARNING or ERROR")
+        return value.upper()
 
     def projects_roots(self) -> list[Path]:
         """DESIGN §2.1: RETROD_PROJECTS_DIR, else CLAUDE_CONFIG_DIR's, else ~/.claude (and ~/.config/claude)."""

@@ -1,0 +1,90 @@
+"""The commands as a user runs them, on the embedded default (no RETROD_DATABASE_URL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import reference
+from retrod.service.cluster import Cluster
+
+SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
+
+
+@pytest.fixture(scope="module")
+def embedded_env(tmp_path_factory) -> Iterator[dict]:
+    from conftest import FIXTURES
+
+    data_dir = Path(tempfile.mkdtemp(prefix="retrod-e2e-", dir="/tmp"))  # short: socket path
+    os.chmod(data_dir, 0o711)
+    projects = tmp_path_factory.mktemp("e2e") / "projects"
+    shutil.copytree(FIXTURES, projects)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_DATA_DIR=str(data_dir / "d"), RETROD_PROJECTS_DIR=str(projects))
+    yield env
+    Cluster(data_dir / "d").stop("immediate")
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def retrod(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "retrod.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_run_once_then_report_on_the_private_cluster(embedded_env: dict) -> None:
+    first = retrod(embedded_env, "run", "--once")
+    assert first.returncode == 0, first.stderr
+    assert not Cluster(Path(embedded_env["RETROD_DATA_DIR"])).is_running()  # stopped cleanly on exit
+
+    done = retrod(embedded_env, "report", SPOTTER[:8], "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    want = reference.compute(Path(embedded_env["RETROD_PROJECTS_DIR"]))[SPOTTER]
+    assert report["session"]["uuid"] == SPOTTER
+    assert {k: report["summary"][k] for k in want["summary"]} == want["summary"]
+
+    markdown = retrod(embedded_env, "report", SPOTTER)
+    assert markdown.returncode == 0, markdown.stderr
+    assert markdown.stdout.startswith("# Session Retrospective: 2026-02-11")
+    assert "| total | 198 | 38,908 | 14,972,534 | 394,137 |" in markdown.stdout
+
+    again = retrod(embedded_env, "run", "--once")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(retrod(embedded_env, "report", SPOTTER, "--format", "json").stdout) == report
+
+
+@pytest.mark.parametrize(("prefix", "message"), [
+    ("ffffffff", "no session matches 'ffffffff'"),
+    ("", "give a session uuid"),
+])
+def test_unknown_session_is_a_usage_error(embedded_env: dict, prefix: str, message: str) -> None:
+    done = retrod(embedded_env, "report", prefix)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_ambiguous_prefix_is_a_usage_error(embedded_env: dict) -> None:
+    sessions = sorted(reference.compute(Path(embedded_env["RETROD_PROJECTS_DIR"])))
+    # The longest prefix that two sessions share, so it is ambiguous by construction.
+    shared = max((os.path.commonprefix([a, b]) for a, b in zip(sessions, sessions[1:])), key=len)
+    assert shared
+    retrod(embedded_env, "run", "--once")
+    done = retrod(embedded_env, "report", shared)
+    assert done.returncode == 2
+    assert "ambiguous" in done.stderr
+
+
+def test_bad_configuration_is_one_line(embedded_env: dict) -> None:
+    done = retrod(dict(embedded_env, RETROD_SCAN_INTERVAL_S="soon"), "run", "--once")
+    assert done.returncode == 2
+    assert done.stderr.startswith("retrod: error: configuration:")
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,85 @@
+"""Migrations and store behaviour on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from helpers import ingest, reports
+from retrod.store.migrate import load, migrate
+
+REPO = Path(__file__).resolve().parents[1]
+S = "cccccccc-0000-4000-8000-000000000000"
+
+
+def test_migrations_are_numbered_and_apply_once(db_url: str) -> None:
+    versions = [m.version for m in load()]
+    assert versions == sorted(versions) and versions[0] == 1
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert migrate(conn) == []  # the template database is migrated already
+        applied = [r[0] for r in conn.execute("SELECT version FROM retrod.migrations ORDER BY 1")]
+        assert applied == versions
+
+
+def test_user_tables_have_exactly_the_designed_columns(db_url: str) -> None:
+    with psycopg.connect(db_url) as conn:
+        def columns(table: str) -> list[str]:
+            return [r[0] for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public'"
+                " AND table_name = %s ORDER BY ordinal_position", (table,))]
+
+        assert columns("cc_sessions") == [
+            "id", "session_uuid", "project_slug", "started_at", "ended_at", "description",
+            "total_output_tokens", "total_input_tokens", "total_cache_read_tokens",
+            "total_cache_create_tokens", "claude_time_seconds", "tool_time_seconds", "human_time_seconds"]
+        assert columns("cc_session_phases") == [
+            "id", "session_id", "task", "phase", "started_at", "ended_at", "actions_summary", "verdict",
+            "subagents", "useful_info", "lessons_learned", "notes"]
+
+
+def test_existing_user_tables_are_kept(pg_cluster) -> None:
+    """The user's tables may exist before retrod; their rows survive the first migration."""
+    from conftest import fresh_database
+
+    with fresh_database(pg_cluster) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA retrod CASCADE")
+        conn.execute("INSERT INTO cc_sessions (session_uuid, project_slug, started_at) VALUES ('x', 'p', now())")
+        assert migrate(conn) == [m.version for m in load()]
+        assert conn.execute("SELECT count(*) FROM cc_sessions").fetchone()[0] == 1
+
+
+def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                            "-w", str(tmp_path), str(REPO)], capture_output=True, text=True)
+    if built.returncode != 0 and "hatchling" in built.stderr:
+        pytest.fail("hatchling is needed to build the wheel: pip install hatchling")
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("retrod-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for migration in load():
+        assert f"retrod/migrations/{migration.version:04d}_{migration.name}.sql" in names
+    assert "retrod/store/queries.sql" in names and "retrod/store/report.sql" in names
+
+
+def test_project_level_agent_file_waits_for_its_session_id(db_url: str, tmp_path: Path) -> None:
+    root = tmp_path / "projects"
+    (root / "-p").mkdir(parents=True)
+    agent = root / "-p" / "agent-0badcafe.jsonl"
+    usage = {"input_tokens": 3, "output_tokens": 11}
+    agent.write_text(json.dumps({"type": "assistant", "requestId": "r1", "timestamp": "2026-01-01T00:00:00Z",
+                                 "message": {"id": "r1", "usage": usage}}) + "\n")
+    ingest(db_url, [root])
+    assert reports(db_url) == {}  # no sessionId yet: belongs to no session
+    with agent.open("a") as f:
+        f.write(json.dumps({"type": "user", "sessionId": S, "timestamp": "2026-01-01T00:00:01Z"}) + "\n")
+    ingest(db_url, [root])
+    report = reports(db_url)[S]
+    # The first line, read before the session was known, counts too.
+    assert report["summary"]["tokens"]["subagents"]["output"] == 11
+    assert [a["agent_id"] for a in report["subagents"]] == ["0badcafe"]
