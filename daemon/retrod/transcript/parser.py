@@ -31,15 +31,15 @@ class _Line(Struct):
     uuid: Any = None
     requestId: Any = None
     parentToolUseID: Any = None
-    message: Any = _EMPTY
-    data: Any = _EMPTY
-    toolUseResult: Any = _EMPTY
+    message: Raw = _EMPTY
+    data: Raw = _EMPTY
+    toolUseResult: Raw = _EMPTY
 
 
 class _Message(Struct):
     id: Any = None
-    usage: Any = _EMPTY
-    content: Any = _EMPTY
+    usage: Raw = _EMPTY
+    content: Raw = _EMPTY
 
 
 class _Usage(Struct):
@@ -55,8 +55,8 @@ class _Block(Struct):
     id: Any = None
     name: Any = None
     tool_use_id: Any = None
-    input: Any = _EMPTY
-    content: Any = _EMPTY
+    input: Raw = _EMPTY
+    content: Raw = _EMPTY
 
 
 class _TaskInput(Struct):
@@ -71,7 +71,7 @@ class _AgentRef(Struct):
 class _Progress(Struct):
     type: Any = None
     agentId: Any = None
-    message: Any = _EMPTY
+    message: Raw = _EMPTY
 
 
 _line_decoder = msgspec.json.Decoder(_Line)
@@ -91,7 +91,8 @@ def _as(value: Any, typ: type) -> Any:
                 decoder = _decoders[typ] = msgspec.json.Decoder(typ)
             return decoder.decode(value)
         return msgspec.convert(value, typ)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeEncodeError):
+        # UnicodeEncodeError: a lone surrogate, from the standard-library path, met a Raw field.
         return _as_slow(value, typ)
 
 
