@@ -25,7 +25,8 @@ def ingest(db_url: str, roots: Iterable[Path], batch_bytes: int = 4 << 20) -> No
 def reports(db_url: str) -> dict[str, dict]:
     with psycopg.connect(db_url) as conn:
         sessions = [r[0] for r in conn.execute(
-            "SELECT DISTINCT session_uuid FROM retrod.files WHERE session_uuid IS NOT NULL")]
+            "SELECT DISTINCT session_uuid FROM retrod.files"
+            " WHERE session_uuid IS NOT NULL AND kind IN ('main', 'subagent', 'agent_root')")]
         return {s: model.build(conn, s) for s in sessions}
 
 

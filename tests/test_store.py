@@ -83,3 +83,24 @@ def test_project_level_agent_file_waits_for_its_session_id(db_url: str, tmp_path
     # The first line, read before the session was known, counts too.
     assert report["summary"]["tokens"]["subagents"]["output"] == 11
     assert [a["agent_id"] for a in report["subagents"]] == ["0badcafe"]
+
+
+def test_meta_and_tool_results_alone_make_no_session(db_url: str, tmp_path: Path) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod.report.model import SessionNotFound, resolve_session
+
+    root = tmp_path / "projects"
+    (root / "-p" / S / "subagents").mkdir(parents=True)
+    (root / "-p" / S / "tool-results").mkdir()
+    (root / "-p" / S / "subagents" / "agent-a1.meta.json").write_text('{"agentType": "Explore"}')
+    (root / "-p" / S / "tool-results" / "toolu_1.txt").write_text("x" * 100)
+    ingest(db_url, [root])
+    assert reports(db_url) == {}
+    with ConnectionPool(db_url, open=True) as pool, pool.connection() as conn:
+        with pytest.raises(SessionNotFound):
+            resolve_session(conn, S)
+    # Once a transcript appears, the persisted output is counted with it.
+    (root / "-p" / f"{S}.jsonl").write_text("")
+    ingest(db_url, [root])
+    assert reports(db_url)[S]["summary"]["persisted_outputs"] == {"count": 1, "bytes": 100}

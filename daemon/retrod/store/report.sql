@@ -2,7 +2,8 @@
 
 -- name: find_sessions
 SELECT DISTINCT session_uuid FROM retrod.files
-WHERE session_uuid IS NOT NULL AND starts_with(session_uuid, %(prefix)s)
+WHERE kind IN ('main', 'subagent', 'agent_root')  -- meta and tool-results files alone make no session
+  AND session_uuid IS NOT NULL AND starts_with(session_uuid, %(prefix)s)
 ORDER BY session_uuid LIMIT 2;
 
 -- name: session_files

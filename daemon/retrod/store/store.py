@@ -67,12 +67,12 @@ class Store:
 
     def reset(self, file: FileRow, stat: Stat) -> None:
         """Read the file again from its start (truncated or replaced)."""
+        session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(q("forget_file_events"), {"id": file.id})
             conn.execute(q("forget_file_tool_calls"), {"id": file.id})
-            self._save(conn, file.id, None if file.kind == "agent_root" else file.session_uuid,
-                       stat, 0, FoldState())
-        file.offset, file.state = 0, FoldState()
+            self._save(conn, file.id, session, stat, 0, FoldState())
+        file.offset, file.state, file.session_uuid = 0, FoldState(), session
         file.device, file.inode, file.size = stat.device, stat.inode, stat.size
 
     def commit(self, file: FileRow, session: str | None, stat: Stat, new_offset: int,
