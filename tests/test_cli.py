@@ -28,7 +28,8 @@ def embedded_env(tmp_path_factory) -> Iterator[dict]:
     projects = tmp_path_factory.mktemp("e2e") / "projects"
     shutil.copytree(FIXTURES, projects)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
-    env.update(RETROD_DATA_DIR=str(data_dir / "d"), RETROD_PROJECTS_DIR=str(projects))
+    env.update(RETROD_DATA_DIR=str(data_dir / "d"), RETROD_PROJECTS_DIR=str(projects),
+               RETROD_REPORTS_DIR=str(projects.parent / "reports"), HOME=str(projects.parent / "home"))
     yield env
     Cluster(data_dir / "d").stop("immediate")
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -54,7 +55,9 @@ def test_run_once_then_report_on_the_private_cluster(embedded_env: dict) -> None
     markdown = retrod(embedded_env, "report", SPOTTER)
     assert markdown.returncode == 0, markdown.stderr
     assert markdown.stdout.startswith("# Session Retrospective: 2026-02-11")
-    assert "| total | 198 | 38,908 | 14,972,534 | 394,137 |" in markdown.stdout
+    assert "| Output | 38,899 | 3 | 6 | 38,908 |" in markdown.stdout  # main, subagents, compaction, total
+    saved = Path(embedded_env["RETROD_REPORTS_DIR"]) / "2026-02-11-258c7280.md"
+    assert saved.read_text() == markdown.stdout
 
     again = retrod(embedded_env, "run", "--once")
     assert again.returncode == 0, again.stderr

@@ -29,6 +29,8 @@ class Settings(BaseSettings):
         None, description="transcript root(s), comma-separated; default per CLAUDE_CONFIG_DIR")
     data_dir: Path = Field(default_factory=default_data_dir,
                            description="where the private PostgreSQL cluster lives")
+    reports_dir: Path = Field(Path.home() / "session-retrospective" / "reports",
+                              description="where `retrod report` saves its Markdown")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
     host_id: str = Field(default_factory=socket.gethostname,
                          description="names this machine's files when several share a database")

@@ -1,50 +1,153 @@
-"""The report as Markdown."""
+"""The retrospective as Markdown (GitHub-flavoured, with a Mermaid timeline)."""
 
 from __future__ import annotations
 
-BUCKET_TITLES = {"main": "main", "subagents": "subagents", "compaction": "compaction", "total": "total"}
+import re
+from datetime import datetime
+
+from .model import BUCKETS
+
+TOKEN_TITLES = {"output": "Output", "input": "Input (fresh)", "cache_read": "Cache read",
+                "cache_create": "Cache create"}
+# Mermaid gantt tags: the nearest it has to colours, by how well the phase went.
+GANTT_TAG = {"high_impact": "done, ", "moderate_impact": "done, ", "small_impact": "",
+             "exploratory_useful": "active, ", "exploratory_waste": "crit, ", "avoidable_waste": "crit, "}
+NO_PHASES = ("No phases were logged for this session, so there is no verdict breakdown. Log them as you "
+             "work: `retrod phase start --task T --phase P`, then `retrod phase end --verdict V` "
+             "(or `retrod skills install` and let Claude do it).")
 
 
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+def duration(seconds: float) -> str:
+    total = int(round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+def cell(value: object) -> str:
+    """Text safe inside a table cell: one line, no column breaks."""
+    text = "" if value is None else str(value)
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ...] = (0,)) -> list[str]:
+    align = ["---" if i in text_columns else "---:" for i in range(len(header))]
+    return ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |",
+            *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def render(report: dict) -> str:
     session, summary = report["session"], report["summary"]
     date = (session["started_at"] or "")[:10] or "undated"
-    lines = [
-        f"# Session Retrospective: {date} — {session['description'] or session['uuid']}",
-        "",
-        f"Session `{session['uuid']}` in `{session['project_slug']}`.",
-        "",
-        "## Summary",
-        "",
-        "| | |",
-        "|---|---:|",
-        f"| Wall clock | {_duration(summary['wall_s'])} |",
-        f"| Claude time | {_duration(summary['claude_s'])} |",
-        f"| Tool time | {_duration(summary['tool_s'])} |",
-        f"| Human time | {_duration(summary['human_s'])} |",
-        f"| Requests | {summary['requests']:,} |",
-        f"| Tool calls | {summary['tool_calls']:,} |",
-        f"| Compactions | {summary['compactions']:,} |",
-        f"| Tool result input | ~{summary['tool_result_tokens_est']:,} tokens |",
-        "",
-        "| tokens | input (fresh) | output | cache read | cache create |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for bucket, title in BUCKET_TITLES.items():
-        t = summary["tokens"][bucket]
-        lines.append(f"| {title} | {t['input']:,} | {t['output']:,} | {t['cache_read']:,} | {t['cache_create']:,} |")
-    if report["subagents"]:
-        lines += ["", "## Subagents", "",
-                  "| agent | type | description | output | input | cache read | cache create | time |",
-                  "|---|---|---|---:|---:|---:|---:|---:|"]
-        for a in report["subagents"]:
-            t = a["tokens"]
-            desc = a["description"].replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| `{a['agent_id']}` | {a['agent_type']} | {desc} | {t['output']:,} | {t['input']:,} "
-                         f"| {t['cache_read']:,} | {t['cache_create']:,} | {_duration(a['seconds'])} |")
-    return "\n".join(lines) + "\n"
+    title = cell(session["description"]) or session["uuid"]
+    out = [f"# Session Retrospective: {date} — {title}", "",
+           f"Session `{session['uuid']}` in `{session['project_slug']}`"
+           + (f", {session['started_at'][:16].replace('T', ' ')} → {session['ended_at'][:16].replace('T', ' ')} UTC."
+              if session["started_at"] and session["ended_at"] else "."), ""]
+    out += _summary(summary)
+    if report["phases"]:
+        out += _timeline(report["phases"]) + _verdicts(report["verdicts"])
+    else:
+        out += ["", NO_PHASES]
+    out += _subagents(report["subagents"])
+    if report["phases"]:
+        out += _tasks(report["tasks"]) + _phase_detail(report["phases"]) + _lessons(report["lessons"])
+    return "\n".join(out) + "\n"
+
+
+def _summary(summary: dict) -> list[str]:
+    tokens = summary["tokens"]
+    rows = [[TOKEN_TITLES[f], *(_n(tokens[b][f]) for b in BUCKETS)] for f in ("output", "input", "cache_read",
+                                                                             "cache_create")]
+    out = ["## Summary", ""]
+    out += _table(["", "Wall clock", "Claude", "Tool", "Human", "Requests", "Tool calls", "Compactions", "Phases"],
+                  [["Time and work", duration(summary["wall_s"]), duration(summary["claude_s"]),
+                    duration(summary["tool_s"]), duration(summary["human_s"]), _n(summary["requests"]),
+                    _n(summary["tool_calls"]), _n(summary["compactions"]), _n(summary["phases"])]])
+    out += [""] + _table(["Tokens", "Main", "Subagents", "Compaction", "Total"], rows)
+    out += ["", f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
+                f"({_n(summary['tool_result_bytes'])} bytes)."]
+    return out
+
+
+def _gantt_text(text: str) -> str:
+    return re.sub(r"[:#;]", " ", " ".join(str(text).split())) or "-"
+
+
+def _gantt_time(iso: str) -> str:
+    return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _timeline(phases: list[dict]) -> list[str]:
+    out = ["", "## Timeline", "", "```mermaid", "gantt", "    title Phases by verdict (UTC)",
+           "    dateFormat YYYY-MM-DD HH:mm:ss", "    axisFormat %H:%M"]
+    section = None
+    for i, p in enumerate(phases, 1):
+        if p["task"] != section:
+            section = p["task"]
+            out.append(f"    section {_gantt_text(section)}")
+        end = p["ended_at"] or p["started_at"]
+        tag = GANTT_TAG.get(p["verdict"], "")
+        out.append(f"    {_gantt_text(p['phase'])} ({_gantt_text(p['verdict'])}) :{tag}p{i}, "
+                   f"{_gantt_time(p['started_at'])}, {_gantt_time(end)}")
+    return out + ["```"]
+
+
+def _verdicts(verdicts: dict) -> list[str]:
+    rows = [[v, _n(f["phases"]), *(_n(f["tokens"][t]) for t in ("output", "input", "cache_read", "cache_create")),
+             duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%"] for v, f in verdicts.items()]
+    return ["", "## Verdict Breakdown", ""] + _table(
+        ["Verdict", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "% of output"], rows)
+
+
+def _subagents(agents: list[dict]) -> list[str]:
+    if not agents:
+        return ["", "## Subagents", "", "No subagents."]
+    rows = [[cell(a["description"]), cell(a["agent_type"]),
+             *(_n(a["tokens"][t]) for t in ("output", "input", "cache_read", "cache_create")),
+             duration(a["seconds"]), cell(a["phase"] or "—"), cell(a["verdict"] or "—")] for a in agents]
+    return ["", "## Subagents", ""] + _table(
+        ["Description", "Type", "Output", "Input", "Cache read", "Cache create", "Time", "Phase", "Verdict"],
+        rows, text_columns=(0, 1, 7, 8))
+
+
+def _tasks(tasks: dict) -> list[str]:
+    rows = [[cell(task), _n(f["phases"]), *(_n(f["tokens"][t]) for t in ("output", "input", "cache_read",
+                                                                          "cache_create")),
+             duration(f["claude_s"]), ", ".join(f"{v} ×{n}" for v, n in f["verdicts"].items())]
+            for task, f in tasks.items()]
+    return ["", "## By Task", ""] + _table(
+        ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Verdicts"], rows,
+        text_columns=(0, 7))
+
+
+def _phase_detail(phases: list[dict]) -> list[str]:
+    out = ["", "## Phase Detail"]
+    for i, p in enumerate(phases, 1):
+        t = p["tokens"]
+        end = p["ended_at"][11:19] if p["ended_at"] else "open"
+        out += ["", f"### {i}. {cell(p['task'])} / {cell(p['phase'])} — {p['verdict']}", "",
+                f"- **When:** {p['started_at'][:19].replace('T', ' ')} → {end} UTC",
+                f"- **Actions:** {cell(p['actions_summary']) or '—'}",
+                f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
+                f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)",
+                f"- **Turns:** {_n(p['tool_turns'])} tool-heavy, {_n(p['text_turns'])} text",
+                f"- **Tool result input:** ~{_n(p['tool_result_tokens_est'])} tokens",
+                f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
+                f"human {duration(p['human_s'])}"]
+        if p["useful_info"]:
+            out.append(f"- **Useful info:** {cell(p['useful_info'])}")
+        if p["lessons_learned"]:
+            out.append(f"- **Lessons learned:** {cell(p['lessons_learned'])}")
+    return out
+
+
+def _lessons(lessons: list[str]) -> list[str]:
+    if not lessons:
+        return []
+    return ["", "## Lessons Summary", ""] + [f"{i}. {cell(text)}" for i, text in enumerate(lessons, 1)]
+

@@ -11,6 +11,8 @@ from ..store.queries import q
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
+VERDICTS = ("high_impact", "moderate_impact", "small_impact", "exploratory_useful",
+            "exploratory_waste", "avoidable_waste")
 
 
 class SessionNotFound(LookupError):
@@ -46,6 +48,8 @@ def build(conn: Connection, session: str) -> dict:
         tool_calls = cur.execute(q("session_tool_calls"), args).fetchone()["tool_calls"]
         subagent_rows = cur.execute(q("session_subagents"), args).fetchall()
         user_row = cur.execute(q("user_session"), args).fetchone()
+        phase_rows = cur.execute(q("session_phases"), args).fetchall()
+        figures = {row["id"]: row for row in cur.execute(q("phase_figures"), args)} if phase_rows else {}
 
     tokens = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS}
               for b in BUCKETS[:-1]}
@@ -53,6 +57,13 @@ def build(conn: Connection, session: str) -> dict:
     request_times = [t for row in by_bucket.values() for t in (row["first_ts"], row["last_ts"]) if t]
     started = times["first_ts"] or (min(request_times) if request_times else None)
     ended = times["last_ts"] or (max(request_times) if request_times else None)
+    phases = [_phase(row, figures[row["id"]]) for row in phase_rows]
+    subagents = [_subagent(row) for row in subagent_rows]
+    for agent, row in zip(subagents, subagent_rows):
+        phase = _phase_at(phase_rows, row["first_ts"])
+        agent["phase"] = phase and f"{phase['task']} / {phase['phase']}"
+        agent["verdict"] = phase and phase["verdict"]
+    total_output = tokens["total"]["output"]
     return {
         "session": {
             "uuid": session,
@@ -75,10 +86,79 @@ def build(conn: Connection, session: str) -> dict:
             "tool_result_bytes": int(times["tool_result_bytes"]),
             "tool_result_tokens_est": int(times["tool_result_bytes"]) // 4,
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
+            "phases": len(phases),
             "tokens": tokens,
         },
-        "subagents": [_subagent(row) for row in subagent_rows],
+        "verdicts": _by_verdict(phases, total_output),
+        "tasks": _by_task(phases),
+        "phases": phases,
+        "subagents": subagents,
+        "lessons": [p["lessons_learned"] for p in phases if p["lessons_learned"]],
     }
+
+
+def _phase(row: dict, fig: dict) -> dict:
+    return {
+        "task": row["task"],
+        "phase": row["phase"],
+        "verdict": row["verdict"],
+        "started_at": _iso(row["started_at"]),
+        "ended_at": _iso(row["ended_at"]),
+        "tokens": {f: int(fig[f]) for f in TOKEN_FIELDS},
+        "requests": fig["requests"],
+        "tool_turns": fig["tool_turns"],
+        "text_turns": fig["text_turns"],
+        "claude_s": _seconds(fig["claude_us"]),
+        "tool_s": _seconds(fig["tool_us"]),
+        "human_s": _seconds(fig["human_us"]),
+        "tool_result_bytes": int(fig["tool_result_bytes"]),
+        "tool_result_tokens_est": int(fig["tool_result_bytes"]) // 4,
+        "actions_summary": row["actions_summary"],
+        "subagents": row["subagents"],
+        "useful_info": row["useful_info"],
+        "lessons_learned": row["lessons_learned"],
+        "notes": row["notes"],
+    }
+
+
+def _phase_at(phase_rows: list[dict], ts: datetime | None) -> dict | None:
+    """The phase whose window holds `ts` (DESIGN §2.5); an open phase runs until now."""
+    if ts is None:
+        return None
+    for row in phase_rows:
+        if row["started_at"] <= ts and (row["ended_at"] is None or ts < row["ended_at"]):
+            return row
+    return None
+
+
+def _add(into: dict, phase: dict) -> None:
+    into["phases"] += 1
+    for f in TOKEN_FIELDS:
+        into["tokens"][f] += phase["tokens"][f]
+    into["claude_s"] = round(into["claude_s"] + phase["claude_s"], 3)
+
+
+def _empty() -> dict:
+    return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0}
+
+
+def _by_verdict(phases: list[dict], total_output: int) -> dict:
+    verdicts = {v: _empty() for v in VERDICTS}
+    for p in phases:
+        _add(verdicts.setdefault(p["verdict"], _empty()), p)  # keeps rows other tools wrote
+    for figures in verdicts.values():
+        out = figures["tokens"]["output"]
+        figures["output_share"] = round(out / total_output, 4) if total_output else 0.0
+    return verdicts
+
+
+def _by_task(phases: list[dict]) -> dict:
+    tasks: dict[str, dict] = {}
+    for p in phases:
+        task = tasks.setdefault(p["task"], {**_empty(), "verdicts": {}})
+        _add(task, p)
+        task["verdicts"][p["verdict"]] = task["verdicts"].get(p["verdict"], 0) + 1
+    return tasks
 
 
 def _subagent(row: dict) -> dict:
@@ -99,5 +179,6 @@ def _subagent(row: dict) -> dict:
         "requests": row["requests"],
         "seconds": _seconds(row["span_us"] or 0),
         "started_at": _iso(row["first_ts"]),
-        "phase": None,
+        "phase": None,  # filled by build()
+        "verdict": None,
     }

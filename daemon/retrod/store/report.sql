@@ -78,3 +78,49 @@ ORDER BY s.first_ts NULLS LAST, s.agent_id;
 
 -- name: user_session
 SELECT id, description, started_at, ended_at FROM public.cc_sessions WHERE session_uuid = %(session)s;
+
+-- name: session_phases
+SELECT p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at,
+       p.actions_summary, p.subagents, p.useful_info, p.lessons_learned, p.notes
+FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
+WHERE s.session_uuid = %(session)s
+ORDER BY p.started_at, p.id;
+
+-- Per phase window [started_at, ended_at) (open: until now), DESIGN §2.5: the requests whose
+-- timestamp falls in it, the overlap of each classified gap with it, the tool output read in it.
+-- name: phase_figures
+WITH p AS (
+    SELECT ph.id, ph.started_at, coalesce(ph.ended_at, now()) AS window_end
+    FROM public.cc_session_phases ph JOIN public.cc_sessions s ON s.id = ph.session_id
+    WHERE s.session_uuid = %(session)s
+)
+SELECT p.id, t.*, g.*, b.tool_result_bytes
+FROM p
+CROSS JOIN LATERAL (
+    SELECT count(*) AS requests,
+           count(*) FILTER (WHERE r.has_tool_use) AS tool_turns,
+           count(*) FILTER (WHERE NOT r.has_tool_use) AS text_turns,
+           coalesce(sum(r.input_tokens), 0)::bigint AS input,
+           coalesce(sum(r.output_tokens), 0)::bigint AS output,
+           coalesce(sum(r.cache_read_tokens), 0)::bigint AS cache_read,
+           coalesce(sum(r.cache_create_tokens), 0)::bigint AS cache_create
+    FROM retrod.requests r
+    WHERE r.session_uuid = %(session)s AND r.ts >= p.started_at AND r.ts < p.window_end
+) t
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(x.us) FILTER (WHERE x.kind = 'claude'), 0)::bigint AS claude_us,
+           coalesce(sum(x.us) FILTER (WHERE x.kind = 'tool'), 0)::bigint AS tool_us,
+           coalesce(sum(x.us) FILTER (WHERE x.kind = 'human'), 0)::bigint AS human_us
+    FROM (
+        SELECT e.kind, greatest(0, retrod.ts_to_us(least(e.ts, p.window_end))
+                                   - retrod.ts_to_us(greatest(e.prev_ts, p.started_at))) AS us
+        FROM retrod.events e
+        WHERE e.session_uuid = %(session)s AND e.kind IS NOT NULL
+          AND e.ts > p.started_at AND e.prev_ts < p.window_end AND e.ts > e.prev_ts
+    ) x
+) g
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(e.tool_result_bytes), 0)::bigint AS tool_result_bytes
+    FROM retrod.events e
+    WHERE e.session_uuid = %(session)s AND e.ts >= p.started_at AND e.ts < p.window_end
+) b;

@@ -1,0 +1,55 @@
+"""Producing a retrospective: close what is asked, fill the user's totals, build, save."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+from psycopg import Connection
+from psycopg.rows import dict_row
+
+from ..store.queries import q
+from ..tracking import ensure_session
+from . import markdown, model
+
+INT_MAX = 2**31 - 1  # cc_sessions keeps the original design's INT columns
+
+
+def slugify(text: str, max_len: int = 60) -> str:
+    """A file-name-safe slug: no separators, no dots, so no path can escape the reports folder."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    return slug[:max_len].rstrip("-")
+
+
+def file_name(report: dict) -> str:
+    session = report["session"]
+    date = (session["started_at"] or "")[:10] or "undated"
+    return f"{date}-{slugify(session['description'] or '') or session['uuid'][:8]}.md"
+
+
+def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
+            reports_dir: Path | None = None) -> tuple[dict, str]:
+    """Build the report and save it to `output`, else into `reports_dir` (None for both: not saved).
+
+    One transaction: a failure anywhere, writing the file included, leaves the database untouched.
+    """
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        user_session = ensure_session(cur, session)
+        if close:
+            cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
+        report = model.build(conn, session)
+        summary = report["summary"]
+        cur.execute(q("fill_session_totals"), {
+            "session": session, "close": close,
+            **{f: min(summary["tokens"]["total"][f], INT_MAX) for f in model.TOKEN_FIELDS},
+            "claude_s": summary["claude_s"], "tool_s": summary["tool_s"], "human_s": summary["human_s"],
+        })
+        text = markdown.render(report)
+        path = output or (reports_dir / file_name(report) if reports_dir else None)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            report["saved_to"] = str(path)
+    return report, text

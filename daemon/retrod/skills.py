@@ -1,0 +1,38 @@
+"""The Claude Code skills shipped with retrod, and installing them."""
+
+from __future__ import annotations
+
+import os
+from importlib.resources import files
+from pathlib import Path
+
+
+class SkillsError(ValueError):
+    """A skill cannot be installed as asked."""
+
+
+def default_dir() -> Path:
+    config_dirs = [d.strip() for d in os.environ.get("CLAUDE_CONFIG_DIR", "").split(",") if d.strip()]
+    base = Path(config_dirs[0]).expanduser() if config_dirs else Path.home() / ".claude"
+    return base / "skills"
+
+
+def shipped() -> dict[str, str]:
+    """skill name -> SKILL.md text."""
+    folder = files("retrod") / "skills"
+    return {d.name: (d / "SKILL.md").read_text(encoding="utf-8")
+            for d in folder.iterdir() if d.is_dir() and (d / "SKILL.md").is_file()}
+
+
+def install(target: Path, force: bool = False) -> list[str]:
+    """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`."""
+    done = []
+    for name, text in sorted(shipped().items()):
+        path = target / name / "SKILL.md"
+        if path.exists() and path.read_text(encoding="utf-8") != text and not force:
+            raise SkillsError(f"{path} differs from retrod's copy (edited?); use --force to overwrite")
+        state = "unchanged" if path.exists() and path.read_text(encoding="utf-8") == text else "installed"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        done.append(f"{state}: {path}")
+    return done
