@@ -1,12 +1,14 @@
 """Independent reference implementation of retrod's accounting rules (test oracle).
 
-Written from docs DESIGN.md section 2 ("Accounting rules (normative)", 2.1-2.4) and
+Written from docs DESIGN.md section 2 ("Accounting rules (normative)", 2.1-2.5) and
 FORMATS.md only, without looking at the daemon's code.  It is deliberately naive:
 it reads every file whole, parses every line with json.loads, collects everything
 in plain lists and dicts, and then computes each figure with plain loops.  There
 is no incremental state and no performance trick; readability beats speed.
 
 Public API:  compute(projects_dir) -> {session_uuid: figures}
+             compute_phases(projects_dir, session, windows) -> [figures per window]  (2.5)
+             subagent_phase(projects_dir, session, windows) -> {agent_id: window index | None}
 Run:         python3 tests/reference.py ~/.claude/projects
 """
 
@@ -282,6 +284,14 @@ def first_key(*candidates) -> str | None:
     return None
 
 
+def has_tool_use(message_holder: dict) -> bool:
+    """Whether message_holder.message.content holds a tool_use block.
+
+    message_holder is a line, or the embedded message of an agent_progress line.
+    """
+    return any(block.get("type") == "tool_use" for block in content_blocks(message_holder))
+
+
 def records_of_line(line: dict, file: dict) -> list[dict]:
     """The usage records (0 or 1) that one line contributes."""
     records = []
@@ -310,6 +320,8 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     "session": file["session"],
                     "agent": agent,
                     "from_agent_progress": False,
+                    # DESIGN 2.5 turns: a tool_use block in message.content.
+                    "has_tool_use": has_tool_use(line),
                 }
             )
 
@@ -349,6 +361,8 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                             "session": file["session"],
                             "agent": agent,
                             "from_agent_progress": True,
+                            # The record's message.content is the embedded one.
+                            "has_tool_use": has_tool_use(embedded),
                         }
                     )
     return records
@@ -374,7 +388,11 @@ def attribution_rank(record: dict) -> tuple:
 
 
 def build_requests(all_records: list[dict]) -> list[dict]:
-    """Group records into requests; each request: {"usage", "session", "agent"}."""
+    """Group records into requests.
+
+    Each request: {"usage", "session", "agent", "timestamp", "has_tool_use"}; the last
+    two are only used by the phase figures (DESIGN 2.5).
+    """
     groups: dict[str, list[dict]] = {}
     keyless: list[list[dict]] = []
     for record in all_records:
@@ -387,11 +405,17 @@ def build_requests(all_records: list[dict]) -> list[dict]:
     for records in list(groups.values()) + keyless:
         usage_record = max(records, key=usage_rank)
         owner_record = min(records, key=attribution_rank)
+        # DESIGN 2.2: "Timestamp of a request = the earliest timestamp of its records";
+        # None when no record has one.
+        timestamps = [r["timestamp"] for r in records if r["timestamp"] is not None]
         requests.append(
             {
                 "usage": usage_record["usage"],
                 "session": owner_record["session"],
                 "agent": owner_record["agent"],
+                "timestamp": min(timestamps) if timestamps else None,
+                # A tool_use block in message.content of ANY of its records.
+                "has_tool_use": any(r["has_tool_use"] for r in records),
             }
         )
     return requests
@@ -583,6 +607,199 @@ def compute(projects_dir: pathlib.Path) -> dict[str, dict]:
             "subagents": listed_subagents(session_files),
         }
     return result
+
+
+# ---------------------------------------------------------------------------
+# Phases (DESIGN 2.5)
+# ---------------------------------------------------------------------------
+#
+# A phase window is [start, end): start <= t < end, on integer microseconds.
+# Windows are handled one by one and independently (they may overlap or leave
+# gaps); the figures of one window never depend on the other windows.
+
+UTC_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def to_microseconds(moment: datetime.datetime) -> int:
+    """Timezone-aware datetime -> integer microseconds since the epoch (exact)."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"phase window bound must be timezone-aware: {moment!r}")
+    return (moment - UTC_EPOCH) // datetime.timedelta(microseconds=1)
+
+
+def in_window(timestamp: int | None, start: int, end: int) -> bool:
+    # A missing timestamp is in no window.
+    return timestamp is not None and start <= timestamp < end
+
+
+def overlap(gap_start: int, gap_end: int, start: int, end: int) -> int:
+    """Length of [gap_start, gap_end] intersected with [start, end), in microseconds."""
+    return max(0, min(gap_end, end) - max(gap_start, start))
+
+
+def classified_gaps(main_files: list[dict]) -> list[tuple[int, int, str]]:
+    """DESIGN 2.3 gaps as (t_prev, t_i, class), only those with t_i > t_prev.
+
+    Same events and classes as time_figures(); a gap with t_i <= t_prev adds
+    max(0, ...) = 0 there, so leaving it out changes no total.
+    """
+    gaps = []
+    for file in main_files:
+        events = []
+        for line in file["lines"]:
+            if line.get("type") not in ("user", "assistant"):
+                continue
+            if not is_own_line(line, file):
+                continue
+            timestamp = parse_timestamp(line.get("timestamp"))
+            if timestamp is None:
+                continue
+            events.append((timestamp, line))
+        for i in range(1, len(events)):
+            previous_time = events[i - 1][0]
+            time, line = events[i]
+            if time <= previous_time:
+                continue
+            if line["type"] == "assistant":
+                kind = "claude"
+            elif has_tool_result(line):
+                kind = "tool"
+            elif line.get("isCompactSummary") is True:
+                kind = "claude"  # compaction time
+            else:
+                kind = "human"
+            gaps.append((previous_time, time, kind))
+    return gaps
+
+
+def timed_tool_result_bytes(main_files: list[dict]) -> list[tuple[int | None, int]]:
+    """(timestamp, tool_result bytes) of each of the main transcript's own user lines."""
+    sizes = []
+    for file in main_files:
+        for line in file["lines"]:
+            if line.get("type") != "user" or not is_own_line(line, file):
+                continue
+            size = 0
+            for block in content_blocks(line):
+                if block.get("type") == "tool_result":
+                    size += tool_result_size(block)
+            sizes.append((parse_timestamp(line.get("timestamp")), size))
+    return sizes
+
+
+def load(projects_dir: Path, session: str) -> tuple[list[dict], list[dict]]:
+    """(the session's files, every request of the whole projects dir)."""
+    files = find_files(Path(projects_dir))
+    all_records = []
+    for file in files:
+        for line in file["lines"]:
+            all_records.extend(records_of_line(line, file))
+    requests = build_requests(all_records)  # global dedup and attribution, as in compute()
+    session_files = [f for f in files if f["session"] == session]
+    return session_files, requests
+
+
+def compute_phases(
+    projects_dir: Path, session: str, windows: list[tuple[datetime.datetime, datetime.datetime]]
+) -> list[dict]:
+    """Per phase window [start, end) (DESIGN 2.5), the figures of that session, in the order given."""
+    session_files, requests = load(projects_dir, session)
+    main_files = [f for f in session_files if f["kind"] == "main"]
+    session_requests = [r for r in requests if r["session"] == session]
+    gaps = classified_gaps(main_files)
+    user_line_sizes = timed_tool_result_bytes(main_files)
+
+    results = []
+    for window_start, window_end in windows:
+        start = to_microseconds(window_start)
+        end = to_microseconds(window_end)
+
+        # Tokens and turns: the session's requests (all buckets) whose timestamp
+        # (earliest of its records) is in the window.
+        tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_create": 0}
+        request_count = 0
+        tool_turns = 0
+        for request in session_requests:
+            if not in_window(request["timestamp"], start, end):
+                continue
+            request_count += 1
+            if request["has_tool_use"]:
+                tool_turns += 1
+            for field in tokens:
+                tokens[field] += request["usage"][field]
+
+        # Times: the overlap of each classified gap with the window.
+        times = {"claude": 0, "tool": 0, "human": 0}
+        for gap_start, gap_end, kind in gaps:
+            times[kind] += overlap(gap_start, gap_end, start, end)
+
+        # tool_result bytes of own user lines stamped inside the window.
+        result_bytes = 0
+        for timestamp, size in user_line_sizes:
+            if in_window(timestamp, start, end):
+                result_bytes += size
+
+        results.append(
+            {
+                "tokens": tokens,
+                "requests": request_count,
+                "tool_turns": tool_turns,
+                "text_turns": request_count - tool_turns,
+                "claude_s": seconds(times["claude"]),
+                "tool_s": seconds(times["tool"]),
+                "human_s": seconds(times["human"]),
+                "tool_result_bytes": result_bytes,
+            }
+        )
+    return results
+
+
+def subagent_earliest_timestamps(session_files: list[dict]) -> dict[str, int | None]:
+    """Listed subagent id -> earliest timestamp of its records and lines (DESIGN 2.4).
+
+    Its lines: every line (any type) of its subagent file(s) of this session.
+    Its records: the usage records (DESIGN 2.2) of this session's files whose agent is
+    the id and that are not copied history -- in practice the agent_progress copies
+    with data.agentId == id (their timestamp: the embedded message's, else the
+    progress line's).  None when nothing has a timestamp.
+    """
+    earliest: dict[str, int | None] = {agent: None for agent in listed_subagents(session_files)}
+
+    def consider(agent: str, timestamp: int | None) -> None:
+        if agent not in earliest or timestamp is None:
+            return
+        if earliest[agent] is None or timestamp < earliest[agent]:
+            earliest[agent] = timestamp
+
+    for file in session_files:
+        if file["kind"] == "subagent":
+            for line in file["lines"]:
+                consider(file["agent_id"], parse_timestamp(line.get("timestamp")))
+        for line in file["lines"]:
+            for record in records_of_line(line, file):
+                if not record["is_foreign"]:
+                    consider(record["agent"], record["timestamp"])
+    return earliest
+
+
+def subagent_phase(
+    projects_dir: Path, session: str, windows: list[tuple[datetime.datetime, datetime.datetime]]
+) -> dict[str, int | None]:
+    """Listed subagent id -> index of the window holding its earliest timestamp, else None.
+
+    DESIGN 2.5: "A subagent belongs to the phase that contains its earliest timestamp."
+    When windows overlap, the first window (in the order given) that contains it wins.
+    """
+    session_files, _ = load(projects_dir, session)
+    bounds = [(to_microseconds(a), to_microseconds(b)) for a, b in windows]
+    phase_of: dict[str, int | None] = {}
+    for agent, earliest in sorted(subagent_earliest_timestamps(session_files).items()):
+        phase_of[agent] = None
+        for index, (start, end) in enumerate(bounds):
+            if in_window(earliest, start, end):
+                phase_of[agent] = index
+                break
+    return phase_of
 
 
 if __name__ == "__main__":

@@ -1,0 +1,189 @@
+"""The retrospective end to end: phases logged through the CLI and with plain SQL, the report's
+figures against the independent reference, and every way the user can get it wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import reference
+from helpers import ingest
+
+SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
+SECTIONS = ["## Summary", "## Timeline", "```mermaid", "## Verdict Breakdown", "## Subagents", "## By Task",
+            "## Phase Detail", "## Lessons Summary"]
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def env(db_url: str, projects: Path, tmp_path: Path) -> dict:
+    ingest(db_url, [projects])
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    environ.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects),
+                   RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_REPORTS_DIR=str(tmp_path / "reports"),
+                   HOME=str(tmp_path / "home"))
+    return environ
+
+
+def retrod(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "retrod.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def ok(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def user_error(done: subprocess.CompletedProcess, needle: str) -> None:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert needle in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def phase_count(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("SELECT count(*) FROM cc_session_phases").fetchone()[0]
+
+
+WINDOWS = [("2026-02-11T20:36:00", "2026-02-11T21:00:00"), ("2026-02-11T21:00:00", "2026-02-11T21:24:30"),
+           ("2026-02-11T21:24:30", "2026-02-11T21:50:00")]
+
+
+def test_phases_from_cli_and_sql_match_the_reference(env: dict, db_url: str, projects: Path) -> None:
+    ok(retrod(env, "track", "start", "--session", SPOTTER[:6], "--description", "Hooks research"))
+    (s1, e1), (s2, e2), (s3, e3) = WINDOWS
+    ok(retrod(env, "phase", "log", "--session", SPOTTER, "--task", "hooks", "--phase", "read docs",
+              "--start", s1 + "Z", "--end", e1 + "Z", "--verdict", "high_impact", "--lessons", "docs first"))
+    ok(retrod(env, "phase", "log", "--session", SPOTTER, "--task", "hooks", "--phase", "subagent",
+              "--start", s2 + "+00:00", "--end", e2 + "+00:00", "--verdict", "exploratory_useful"))
+    with psycopg.connect(db_url) as conn:  # another tool writing the user's table directly
+        conn.execute("INSERT INTO cc_session_phases (session_id, task, phase, started_at, ended_at, verdict,"
+                     " lessons_learned) SELECT id, 'build', 'implement', %s, %s, 'avoidable_waste', 'test earlier'"
+                     " FROM cc_sessions WHERE session_uuid = %s", (utc(s3), utc(e3), SPOTTER))
+
+    report = json.loads(ok(retrod(env, "report", SPOTTER, "--format", "json", "--no-save")))
+    windows = [(utc(s), utc(e)) for s, e in WINDOWS]
+    want = reference.compute_phases(projects, SPOTTER, windows)
+    assert [p["verdict"] for p in report["phases"]] == ["high_impact", "exploratory_useful", "avoidable_waste"]
+    for got, expected in zip(report["phases"], want, strict=True):
+        for key, value in expected.items():
+            assert got[key] == value, key
+    (agent,) = report["subagents"]
+    index = reference.subagent_phase(projects, SPOTTER, windows)[agent["agent_id"]]
+    assert agent["phase"] == f"{report['phases'][index]['task']} / {report['phases'][index]['phase']}"
+    assert agent["verdict"] == report["phases"][index]["verdict"]
+
+    # Verdicts and tasks add the phases up; shares are of the session's output.
+    total_out = report["summary"]["tokens"]["total"]["output"]
+    for p in report["phases"]:
+        assert report["verdicts"][p["verdict"]]["tokens"] == p["tokens"]
+        assert report["verdicts"][p["verdict"]]["output_share"] == round(p["tokens"]["output"] / total_out, 4)
+    assert report["tasks"]["hooks"]["phases"] == 2 and report["tasks"]["build"]["phases"] == 1
+    assert report["lessons"] == ["docs first", "test earlier"]
+
+    markdown = ok(retrod(env, "report", SPOTTER))
+    positions = [markdown.index(section) for section in SECTIONS]
+    assert positions == sorted(positions)
+    assert markdown.startswith("# Session Retrospective: 2026-02-11 — Hooks research\n")
+    assert "1. docs first\n2. test earlier" in markdown
+    saved = Path(env["RETROD_REPORTS_DIR"]) / "2026-02-11-hooks-research.md"
+    assert saved.read_text() == markdown
+
+    with psycopg.connect(db_url) as conn:  # the report filled the user's totals
+        row = conn.execute("SELECT total_output_tokens, total_input_tokens, total_cache_read_tokens,"
+                           " total_cache_create_tokens, claude_time_seconds FROM cc_sessions"
+                           " WHERE session_uuid = %s", (SPOTTER,)).fetchone()
+    total = report["summary"]["tokens"]["total"]
+    assert row[:4] == (total["output"], total["input"], total["cache_read"], total["cache_create"])
+    assert row[4] == pytest.approx(report["summary"]["claude_s"], rel=1e-6)
+
+
+def test_live_phase_start_and_end(env: dict, db_url: str) -> None:
+    ok(retrod(env, "phase", "start", "--session", SPOTTER, "--task", "t", "--phase", "p1"))
+    user_error(retrod(env, "phase", "start", "--session", SPOTTER, "--task", "t", "--phase", "p2"), "still open")
+    user_error(retrod(env, "phase", "end", "--session", SPOTTER, "--verdict", "great"),
+               "use one of: high_impact, moderate_impact, small_impact, exploratory_useful, exploratory_waste,"
+               " avoidable_waste")
+    ok(retrod(env, "phase", "end", "--session", SPOTTER, "--verdict", "small_impact", "--actions", "a"))
+    user_error(retrod(env, "phase", "end", "--session", SPOTTER, "--verdict", "small_impact"), "no open phase")
+    listing = ok(retrod(env, "phases", SPOTTER))
+    assert "small_impact" in listing and "t / p1" in listing
+
+    ok(retrod(env, "phase", "start", "--session", SPOTTER, "--task", "t", "--phase", "p3"))
+    report = json.loads(ok(retrod(env, "report", SPOTTER, "--format", "json", "--close", "--no-save")))
+    assert all(p["ended_at"] for p in report["phases"])
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT ended_at IS NOT NULL FROM cc_sessions WHERE session_uuid = %s",
+                            (SPOTTER,)).fetchone()[0]
+
+
+def test_mistakes_write_nothing(env: dict, db_url: str) -> None:
+    before = phase_count(db_url)
+    user_error(retrod(env, "phase", "log", "--session", SPOTTER, "--task", "t", "--phase", "p", "--start",
+                      "2026-02-11T21:00:00Z", "--end", "2026-02-11T20:00:00Z", "--verdict", "high_impact"),
+               "must end")
+    user_error(retrod(env, "phase", "log", "--session", SPOTTER, "--task", "t", "--phase", "p", "--start",
+                      "yesterday", "--end", "2026-02-11T20:00:00Z", "--verdict", "high_impact"), "not a time")
+    user_error(retrod(env, "phase", "start", "--session", SPOTTER, "--task", " ", "--phase", "p"), "empty")
+    user_error(retrod(env, "report", "0"), "ambiguous")
+    user_error(retrod(env, "report", "zzzz"), "no session matches")
+    assert phase_count(db_url) == before
+
+
+def test_descriptions_cannot_escape_the_reports_folder(env: dict) -> None:
+    nasty = 'He said "hi"\nthen ../../../etc/passwd; rm -rf /'
+    ok(retrod(env, "track", "start", "--session", SPOTTER, "--description", nasty))
+    report = json.loads(ok(retrod(env, "report", SPOTTER, "--format", "json")))
+    saved = Path(report["saved_to"])
+    assert saved.parent == Path(env["RETROD_REPORTS_DIR"])
+    assert saved.name == "2026-02-11-he-said-hi-then-etc-passwd-rm-rf.md"
+    assert report["session"]["description"] == nasty
+    assert saved.read_text().splitlines()[0] == '# Session Retrospective: 2026-02-11 — He said "hi" then ../../../etc/passwd; rm -rf /'
+
+
+def test_track_start_finds_the_session_of_the_working_directory(env: dict, projects: Path, tmp_path: Path) -> None:
+    work = tmp_path / "my.repo" / "src"
+    work.mkdir(parents=True)
+    folder = projects / str(work).replace("/", "-").replace(".", "-")
+    folder.mkdir()
+    older, newer = folder / "11111111-1111-4111-8111-111111111111.jsonl", folder / f"{'2' * 8}-2222-4222-8222-{'2' * 12}.jsonl"
+    older.write_text("")
+    newer.write_text("")
+    os.utime(older, (1, 1))
+    out = ok(retrod(env, "track", "start", "--description", "here", cwd=work))
+    assert newer.stem in out
+    user_error(retrod(env, "track", "start", cwd=tmp_path), "no Claude Code transcript")
+
+
+def test_no_database_is_one_clear_line(env: dict, tmp_path: Path) -> None:
+    done = retrod(dict(env, RETROD_DATABASE_URL=f"postgresql://nobody@/x?host={tmp_path}/nowhere"), "report", "x")
+    assert done.returncode == 1
+    assert done.stderr.startswith("retrod: error:") and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_skills_install(env: dict, tmp_path: Path) -> None:
+    target = tmp_path / "skills"
+    first = ok(retrod(env, "skills", "install", "--dir", str(target)))
+    assert first.count("installed:") == 2
+    for name in ("retrod-track", "retrod-retro"):
+        text = (target / name / "SKILL.md").read_text()
+        assert text.startswith(f"---\nname: {name}\n")
+    assert all(v in (target / "retrod-track" / "SKILL.md").read_text()
+               for v in ("high_impact", "moderate_impact", "small_impact", "exploratory_useful",
+                         "exploratory_waste", "avoidable_waste"))
+    assert ok(retrod(env, "skills", "install", "--dir", str(target))).count("unchanged:") == 2
+    (target / "retrod-track" / "SKILL.md").write_text("my own edits")
+    user_error(retrod(env, "skills", "install", "--dir", str(target)), "--force")
+    assert "installed:" in ok(retrod(env, "skills", "install", "--dir", str(target), "--force"))
