@@ -93,6 +93,9 @@ WITH p AS (
     SELECT ph.id, ph.started_at, coalesce(ph.ended_at, now()) AS window_end
     FROM public.cc_session_phases ph JOIN public.cc_sessions s ON s.id = ph.session_id
     WHERE s.session_uuid = %(session)s
+), longest AS (  -- no gap is longer: bounds the events that can overlap a window
+    SELECT coalesce(max((state ->> 'max_gap_us')::bigint), 0) * interval '1 microsecond' AS gap
+    FROM retrod.files WHERE session_uuid = %(session)s AND kind = 'main'
 )
 SELECT p.id, t.*, g.*, b.tool_result_bytes
 FROM p
@@ -108,16 +111,18 @@ CROSS JOIN LATERAL (
     WHERE r.session_uuid = %(session)s AND r.ts >= p.started_at AND r.ts < p.window_end
 ) t
 CROSS JOIN LATERAL (
-    SELECT coalesce(sum(x.us) FILTER (WHERE x.kind = 'claude'), 0)::bigint AS claude_us,
-           coalesce(sum(x.us) FILTER (WHERE x.kind = 'tool'), 0)::bigint AS tool_us,
-           coalesce(sum(x.us) FILTER (WHERE x.kind = 'human'), 0)::bigint AS human_us
+    -- Interval arithmetic: exact to the microsecond, converted once per sum.
+    SELECT coalesce(retrod.interval_us(sum(x.overlap) FILTER (WHERE x.kind = 'claude')), 0) AS claude_us,
+           coalesce(retrod.interval_us(sum(x.overlap) FILTER (WHERE x.kind = 'tool')), 0) AS tool_us,
+           coalesce(retrod.interval_us(sum(x.overlap) FILTER (WHERE x.kind = 'human')), 0) AS human_us
     FROM (
-        SELECT e.kind, greatest(0, retrod.ts_to_us(least(e.ts, p.window_end))
-                                   - retrod.ts_to_us(greatest(e.prev_ts, p.started_at))) AS us
+        SELECT e.kind, least(e.ts, p.window_end) - greatest(e.prev_ts, p.started_at) AS overlap
         FROM retrod.events e
         WHERE e.session_uuid = %(session)s AND e.kind IS NOT NULL
-          AND e.ts > p.started_at AND e.prev_ts < p.window_end AND e.ts > e.prev_ts
+          AND e.ts > p.started_at AND e.ts <= p.window_end + (SELECT gap FROM longest)
+          AND e.prev_ts < p.window_end AND e.ts > e.prev_ts
     ) x
+    WHERE x.overlap > interval '0'
 ) g
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(e.tool_result_bytes), 0)::bigint AS tool_result_bytes

@@ -44,6 +44,7 @@ class FoldState:
     """What must survive between chunks of one file; saved with its offset."""
 
     last_event_us: int | None = None
+    max_gap_us: int = 0  # bounds the report's search for gaps that overlap a phase window
     compactions: int = 0
     bad_lines: int = 0
     lines: int = 0
@@ -260,6 +261,7 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
     gap = 0 if prev is None else max(0, ts - prev)
     out.events.append(Event(offset, ts, prev, kind, gap, result_bytes))
     state.last_event_us = ts
+    state.max_gap_us = max(state.max_gap_us, gap)
 
 
 def _classify(entry: Entry) -> str:
