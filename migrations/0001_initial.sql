@@ -35,14 +35,18 @@ CREATE TABLE IF NOT EXISTS public.cc_session_phases (
 -- Identifiers compare in code-point order (COLLATE "C"), as the accounting rules require.
 CREATE SCHEMA IF NOT EXISTS retrod;
 
--- Exact conversion of integer microseconds since the epoch.
+-- Exact conversions of integer microseconds since the epoch (whole seconds and the rest apart:
+-- interval arithmetic goes through float8, exact only below 2**53).
 CREATE FUNCTION retrod.us_to_ts(us BIGINT) RETURNS TIMESTAMPTZ
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN timestamptz '1970-01-01 00:00:00+00' + us * interval '1 microsecond';
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT timestamptz '1970-01-01 00:00:00+00' + (us / 1000000) * interval '1 second'
+           + (us % 1000000) * interval '1 microsecond'
+$$;
 
 CREATE FUNCTION retrod.ts_to_us(ts TIMESTAMPTZ) RETURNS BIGINT
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN (extract(epoch FROM ts) * 1000000)::BIGINT;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (extract(epoch FROM ts) * 1000000)::BIGINT
+$$;
 
 -- One row per file read, keyed by host so that several machines can share one database.
 -- `offset` is the end of the last complete line folded; `state` is the fold state at that point.
@@ -112,22 +116,28 @@ CREATE TABLE retrod.tool_calls (
 );
 CREATE INDEX tool_calls_session_ts ON retrod.tool_calls (session_uuid, ts);
 
--- Subagents listed for a session (DESIGN §2.4), with the span of their timestamps.
+-- Subagents listed for a session (DESIGN §2.4), with the span of their timestamps, as each file
+-- shows them (its own subagent file, agent_progress copies elsewhere): per file, so that a file
+-- read again from its start contributes only its new content.
 CREATE TABLE retrod.subagents (
+    file_id BIGINT NOT NULL REFERENCES retrod.files ON DELETE CASCADE,
     session_uuid TEXT COLLATE "C" NOT NULL,
     agent_id TEXT COLLATE "C" NOT NULL,
     first_ts TIMESTAMPTZ,
     last_ts TIMESTAMPTZ,
-    PRIMARY KEY (session_uuid, agent_id)
+    PRIMARY KEY (file_id, agent_id)
 );
+CREATE INDEX subagents_session ON retrod.subagents (session_uuid, agent_id);
 
 -- What a subagent answers: the Task/Agent tool_use that started it.
 CREATE TABLE retrod.subagent_links (
+    file_id BIGINT NOT NULL REFERENCES retrod.files ON DELETE CASCADE,
     session_uuid TEXT COLLATE "C" NOT NULL,
     agent_id TEXT COLLATE "C" NOT NULL,
     tool_use_id TEXT COLLATE "C" NOT NULL,
-    PRIMARY KEY (session_uuid, agent_id, tool_use_id)
+    PRIMARY KEY (file_id, agent_id, tool_use_id)
 );
+CREATE INDEX subagent_links_session ON retrod.subagent_links (session_uuid, agent_id);
 
 -- The `.meta.json` sidecars, as last read.
 CREATE TABLE retrod.subagent_meta (

@@ -5,5 +5,6 @@ CREATE INDEX tool_calls_session_id ON retrod.tool_calls (session_uuid, tool_use_
 
 -- Exact conversion of an interval of clock time (no months or days in it) to microseconds.
 CREATE FUNCTION retrod.interval_us(i INTERVAL) RETURNS BIGINT
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN (extract(epoch FROM i) * 1000000)::BIGINT;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (extract(epoch FROM i) * 1000000)::BIGINT
+$$;

@@ -42,8 +42,10 @@ _SNAPSHOT = {
     "tool_calls": "SELECT f.path, c.tool_use_id, c.session_uuid, c.name, c.ts, c.description,"
                   " c.subagent_type FROM retrod.tool_calls c JOIN retrod.files f ON f.id = c.file_id"
                   " ORDER BY 1, 2",
-    "subagents": "SELECT * FROM retrod.subagents ORDER BY 1, 2",
-    "subagent_links": "SELECT * FROM retrod.subagent_links ORDER BY 1, 2, 3",
+    "subagents": "SELECT f.path, s.agent_id, s.session_uuid, s.first_ts, s.last_ts FROM retrod.subagents s"
+                 " JOIN retrod.files f ON f.id = s.file_id ORDER BY 1, 2",
+    "subagent_links": "SELECT f.path, l.agent_id, l.tool_use_id, l.session_uuid FROM retrod.subagent_links l"
+                      " JOIN retrod.files f ON f.id = l.file_id ORDER BY 1, 2, 3",
     "subagent_meta": "SELECT * FROM retrod.subagent_meta ORDER BY 1, 2",
 }
 

@@ -169,3 +169,12 @@ def test_bad_lines_are_counted_and_skipped() -> None:
     store.feed(main(), [b"oops", assistant("r1", 1, 5), b"[]"])
     assert store.states["main-a"].bad_lines == 2 and store.states["main-a"].lines == 3
     assert store.tokens(A, "main") == 5
+
+
+def test_tool_results_count_only_on_user_lines() -> None:
+    """Found in review: a tool_result block on an assistant line is not tool output read."""
+    store = FakeStore()
+    odd = line(type="assistant", sessionId=A, timestamp=ts(1), message={
+        "content": [{"type": "tool_result", "tool_use_id": "t", "content": "0123456789"}]})
+    store.feed(main(), [odd, user(2, tool_result=True)])
+    assert sum(e.tool_result_bytes for e in store.events) == 4

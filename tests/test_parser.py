@@ -23,13 +23,15 @@ def test_timestamps(text: str, us: int) -> None:
 
 
 @pytest.mark.parametrize("bad", [None, 17, "", "yesterday", "2026-02-30T00:00:00Z", "2026-01-01T25:00:00Z",
-                                 "2026-01-01", "2026-01-01T00:00:60Z", "２０２６-01-01T00:00:00Z"])
+                                 "2026-01-01", "2026-01-01T00:00:60Z", "２０２６-01-01T00:00:00Z",
+                                 "2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00+01:60",
+                                 "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
 def test_bad_timestamps_are_absent(bad: object) -> None:
     assert parse_timestamp(bad) is None
 
 
 @pytest.mark.parametrize("raw", [b"", b"not json", b"[1, 2]", b"42", b'"text"', b"{", b"\xff\xfe",
-                                 b'{"type": NaN}'])
+                                 b'{"type": NaN}', b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"])
 def test_non_objects_are_bad_lines(raw: bytes) -> None:
     assert parse_line(raw) is None
 

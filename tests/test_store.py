@@ -104,3 +104,62 @@ def test_meta_and_tool_results_alone_make_no_session(db_url: str, tmp_path: Path
     (root / "-p" / f"{S}.jsonl").write_text("")
     ingest(db_url, [root])
     assert reports(db_url)[S]["summary"]["persisted_outputs"] == {"count": 1, "bytes": 100}
+
+
+def _line(**fields) -> str:
+    return json.dumps(fields) + "\n"
+
+
+def test_lines_the_database_would_refuse_do_not_stop_ingest(db_url: str, tmp_path: Path) -> None:
+    """Found in review: deep nesting, huge counts, NUL and lone surrogates in stored ids."""
+    root = tmp_path / "projects"
+    (root / "-a").mkdir(parents=True)
+    other = "eeeeeeee-0000-4000-8000-000000000000"
+    (root / "-a" / f"{S}.jsonl").write_text(
+        '{"type":"user","toolUseResult":' + "[" * 3000 + "]" * 3000 + "}\n"
+        + _line(type="assistant", requestId="r\ud800\u0000x", timestamp="2026-01-01T00:00:00Z",
+                message={"id": "m\u0000", "usage": {"input_tokens": 2**64, "output_tokens": 7}})
+        + _line(type="assistant", requestId="r2", timestamp="2026-01-01T00:00:01+99:99",
+                message={"usage": {"output_tokens": 1}}), encoding="utf-8", errors="surrogatepass")
+    (root / "-z").mkdir()
+    (root / "-z" / f"{other}.jsonl").write_text(_line(type="assistant", requestId="ok", message={
+        "usage": {"output_tokens": 3}}))
+    ingest(db_url, [root])
+    got = reports(db_url)
+    assert got[other]["summary"]["tokens"]["total"]["output"] == 3
+    summary = got[S]["summary"]
+    assert summary["tokens"]["total"]["output"] == 8 and summary["tokens"]["total"]["input"] == 0
+    assert got[S]["session"]["bad_lines"] == 1
+    assert summary["wall_s"] == 0.0  # "+99:99" is no offset: that line has no timestamp
+
+
+def test_replaced_subagent_file_reflects_its_new_content(db_url: str, tmp_path: Path) -> None:
+    """Found in review: the span of a subagent file read again must follow its new content."""
+    root = tmp_path / "projects"
+    sub = root / "-p" / S / "subagents"
+    sub.mkdir(parents=True)
+    path = sub / "agent-a1.jsonl"
+    path.write_text(_line(type="user", timestamp="2026-01-01T00:00:00Z")
+                    + _line(type="user", timestamp="2026-01-01T00:10:00Z"))
+    ingest(db_url, [root])
+    assert reports(db_url)[S]["subagents"][0]["seconds"] == 600.0
+    new = sub / "new.tmp"
+    new.write_text(_line(type="user", timestamp="2026-01-01T00:05:00Z"))
+    new.replace(path)
+    ingest(db_url, [root])
+    assert reports(db_url)[S]["subagents"][0]["seconds"] == 0.0
+
+
+def test_one_file_under_two_spellings_counts_once(db_url: str, tmp_path: Path, monkeypatch) -> None:
+    """Found in review: roots are resolved, so a symlinked or relative root is the same files."""
+    from retrod.settings import Settings
+
+    real = tmp_path / "real"
+    (real / "-p").mkdir(parents=True)
+    (real / "-p" / f"{S}.jsonl").write_text(
+        _line(type="user", timestamp="2026-01-01T00:00:00Z") + _line(type="user", timestamp="2026-01-01T00:00:10Z"))
+    (tmp_path / "alias").symlink_to(real)
+    monkeypatch.chdir(tmp_path)
+    for spelling in ("alias", str(real), "./real"):
+        ingest(db_url, Settings(projects_dir=spelling).projects_roots())
+    assert reports(db_url)[S]["summary"]["human_s"] == 10.0

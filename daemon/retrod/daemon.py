@@ -47,8 +47,8 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
 
 
 def _log_stats(event: str, stats: ScanStats, started: float) -> None:
-    log.info(event, files=stats.files, files_read=stats.ingested, lines=stats.lines,
-             bytes=stats.bytes, missing=stats.missing, seconds=round(time.monotonic() - started, 3))
+    log.info(event, files=stats.files, files_read=stats.ingested, lines=stats.lines, bytes=stats.bytes,
+             missing=stats.missing, failed=stats.failed, seconds=round(time.monotonic() - started, 3))
 
 
 def install_signal_handlers(stop: threading.Event) -> None:

@@ -8,12 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import structlog
 
 from .store.store import ConcurrentUpdate, FileRow, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
 from .transcript.fold import first_session_id, fold
-from .transcript.parser import parse_line
+from .transcript.parser import parse_line, storable_text
 from .transcript.tailer import read_chunk
 
 log = structlog.get_logger(__name__)
@@ -28,12 +29,14 @@ class ScanStats:
     lines: int = 0
     bytes: int = 0
     missing: int = 0
+    failed: int = 0
 
     def add(self, other: ScanStats) -> None:
         self.ingested += other.ingested
         self.lines += other.lines
         self.bytes += other.bytes
         self.missing += other.missing
+        self.failed += other.failed
 
 
 class Ingester:
@@ -41,6 +44,19 @@ class Ingester:
         self.store = store
         self.roots = [Path(r) for r in roots]
         self.batch_bytes = batch_bytes
+
+    def _guarded(self, ref: FileRef) -> ScanStats:
+        """One file's failure (a line the database refuses, a bug) must not stop the others.
+
+        A database that is away is not the file's fault: that propagates, for the daemon to retry."""
+        try:
+            return self.ingest(ref)
+        except psycopg.OperationalError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
+            log.error("file not ingested; will retry when it changes or at the next scan",
+                      path=str(ref.path), error=f"{type(exc).__name__}: {exc}")
+            return ScanStats(failed=1)
 
     def scan(self) -> ScanStats:
         """Bring every file up to date: the catch-up at start and the periodic reconciliation."""
@@ -54,7 +70,7 @@ class Ingester:
                 stats.files += 1
                 if self._unchanged(ref, known.get(path)):
                     continue
-                stats.add(self.ingest(ref))
+                stats.add(self._guarded(ref))
         for path, (*_, missing) in known.items():
             if not missing and path not in seen and any(Path(path).is_relative_to(r) for r in self.roots):
                 self.store.mark_missing(path)
@@ -67,7 +83,7 @@ class Ingester:
         for path in paths:
             ref = self.classify(path)
             if ref is not None:
-                stats.add(self.ingest(ref))
+                stats.add(self._guarded(ref))
         return stats
 
     def classify(self, path: Path) -> FileRef | None:
@@ -111,7 +127,8 @@ class Ingester:
             else:
                 self._tail(ref, file, stat, fd, stats)
         except ConcurrentUpdate:
-            log.warning("file updated by another ingester; will retry", path=str(ref.path))
+            log.warning("file updated by another ingester; read again at its next change or scan",
+                        path=str(ref.path))
         finally:
             os.close(fd)
         stats.ingested += 1
@@ -157,15 +174,14 @@ class Ingester:
         """A subagent's `.meta.json`; one that does not parse yet is retried when it changes."""
         try:
             meta = json.loads(os.pread(fd, META_MAX_BYTES, 0))
-        except ValueError:
+        except (ValueError, RecursionError):
             log.debug("meta file not readable yet", path=str(ref.path))
             return
         if not isinstance(meta, dict):
             return
 
         def text(key: str) -> str | None:
-            value = meta.get(key)
-            return value if isinstance(value, str) and value else None
+            return storable_text(meta.get(key))
 
         self.store.save_meta(file, stat, ref.agent_id, text("agentType"), text("description"))
 

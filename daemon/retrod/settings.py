@@ -50,13 +50,18 @@ class Settings(BaseSettings):
     def projects_roots(self) -> list[Path]:
         """DESIGN §2.1: RETROD_PROJECTS_DIR, else CLAUDE_CONFIG_DIR's, else ~/.claude (and ~/.config/claude)."""
         if self.projects_dir:
-            return [Path(p.strip()).expanduser() for p in self.projects_dir.split(",") if p.strip()]
+            return [_absolute(p) for p in self.projects_dir.split(",") if p.strip()]
         config_dirs = os.environ.get("CLAUDE_CONFIG_DIR", "")
-        roots = [Path(d.strip()).expanduser() / "projects" for d in config_dirs.split(",") if d.strip()]
+        roots = [_absolute(d) / "projects" for d in config_dirs.split(",") if d.strip()]
         if roots:
             return roots
-        roots = [Path.home() / ".claude" / "projects"]
-        xdg = Path.home() / ".config" / "claude" / "projects"
+        roots = [_absolute("~/.claude/projects")]
+        xdg = _absolute("~/.config/claude/projects")
         if xdg.is_dir():
             roots.append(xdg)
         return roots
+
+
+def _absolute(path: str) -> Path:
+    """Files are keyed by path: one spelling per file (no relative roots, no symlinked aliases)."""
+    return Path(path.strip()).expanduser().resolve()

@@ -35,6 +35,12 @@ DELETE FROM retrod.events WHERE file_id = %(id)s;
 -- name: forget_file_tool_calls
 DELETE FROM retrod.tool_calls WHERE file_id = %(id)s;
 
+-- name: forget_file_subagents
+DELETE FROM retrod.subagents WHERE file_id = %(id)s;
+
+-- name: forget_file_links
+DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
+
 -- The usage of a request is that of its record with the largest (main, output, input,
 -- cache_create, cache_read) tuple; its owner is the record with the smallest (sidechain,
 -- foreign, timestamp, session, agent) tuple; its time is the earliest (DESIGN §2.2).
@@ -89,15 +95,15 @@ SET name = excluded.name, ts = excluded.ts, description = excluded.description,
 WHERE excluded.ts < c.ts OR (c.ts IS NULL AND excluded.ts IS NOT NULL);
 
 -- name: upsert_subagents
-INSERT INTO retrod.subagents AS s (session_uuid, agent_id, first_ts, last_ts)
-SELECT %(session_uuid)s, a, retrod.us_to_ts(f), retrod.us_to_ts(l)
+INSERT INTO retrod.subagents AS s (file_id, session_uuid, agent_id, first_ts, last_ts)
+SELECT %(file_id)s, %(session_uuid)s, a, retrod.us_to_ts(f), retrod.us_to_ts(l)
 FROM unnest(%(agent_id)s::text[], %(first_us)s::bigint[], %(last_us)s::bigint[]) AS x(a, f, l)
-ON CONFLICT (session_uuid, agent_id) DO UPDATE
+ON CONFLICT (file_id, agent_id) DO UPDATE
 SET first_ts = least(s.first_ts, excluded.first_ts), last_ts = greatest(s.last_ts, excluded.last_ts);
 
 -- name: insert_links
-INSERT INTO retrod.subagent_links (session_uuid, agent_id, tool_use_id)
-SELECT %(session_uuid)s, a, t FROM unnest(%(agent_id)s::text[], %(tool_use_id)s::text[]) AS x(a, t)
+INSERT INTO retrod.subagent_links (file_id, session_uuid, agent_id, tool_use_id)
+SELECT %(file_id)s, %(session_uuid)s, a, t FROM unnest(%(agent_id)s::text[], %(tool_use_id)s::text[]) AS x(a, t)
 ON CONFLICT DO NOTHING;
 
 -- name: upsert_meta

@@ -53,7 +53,10 @@ SELECT s.agent_id, s.first_ts, s.last_ts,
        coalesce(t.requests, 0) AS requests, coalesce(t.input, 0) AS input,
        coalesce(t.output, 0) AS output, coalesce(t.cache_read, 0) AS cache_read,
        coalesce(t.cache_create, 0) AS cache_create
-FROM retrod.subagents s
+FROM (
+    SELECT session_uuid, agent_id, min(first_ts) AS first_ts, max(last_ts) AS last_ts
+    FROM retrod.subagents WHERE session_uuid = %(session)s GROUP BY session_uuid, agent_id
+) s
 LEFT JOIN retrod.subagent_meta m USING (session_uuid, agent_id)
 LEFT JOIN LATERAL (
     SELECT c.tool_use_id, c.subagent_type, c.description
@@ -73,7 +76,6 @@ LEFT JOIN LATERAL (
            sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create
     FROM retrod.requests r WHERE r.session_uuid = s.session_uuid AND r.agent = s.agent_id
 ) t ON true
-WHERE s.session_uuid = %(session)s
 ORDER BY s.first_ts NULLS LAST, s.agent_id;
 
 -- name: user_session

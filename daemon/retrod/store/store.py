@@ -69,8 +69,9 @@ class Store:
         """Read the file again from its start (truncated or replaced)."""
         session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
         with self.pool.connection() as conn, conn.transaction():
-            conn.execute(q("forget_file_events"), {"id": file.id})
-            conn.execute(q("forget_file_tool_calls"), {"id": file.id})
+            for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
+                           "forget_file_links"):
+                conn.execute(q(forget), {"id": file.id})
             self._save(conn, file.id, session, stat, 0, FoldState())
         file.offset, file.state, file.session_uuid = 0, FoldState(), session
         file.device, file.inode, file.size = stat.device, stat.inode, stat.size
@@ -154,13 +155,13 @@ class Store:
         if result.subagents:
             agents = sorted(result.subagents.items())
             conn.execute(q("upsert_subagents"), {
-                "session_uuid": session, "agent_id": [a for a, _ in agents],
+                "file_id": file_id, "session_uuid": session, "agent_id": [a for a, _ in agents],
                 "first_us": [s.min_us for _, s in agents], "last_us": [s.max_us for _, s in agents],
             })
         if result.links:
             links = sorted(result.links)
             conn.execute(q("insert_links"), {
-                "session_uuid": session, "agent_id": [a for a, _ in links],
+                "file_id": file_id, "session_uuid": session, "agent_id": [a for a, _ in links],
                 "tool_use_id": [t for _, t in links],
             })
 

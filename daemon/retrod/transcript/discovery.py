@@ -37,7 +37,8 @@ def classify(root: Path, path: Path) -> FileRef | None:
     """What `path` (below `root`) is, or None when retrod ignores it."""
     try:
         parts = path.relative_to(root).parts
-    except ValueError:
+        str(path).encode("utf-8")  # the database keys files by their path as text
+    except (ValueError, UnicodeEncodeError):
         return None
     if len(parts) < 2:
         return None

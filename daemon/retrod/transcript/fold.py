@@ -250,7 +250,7 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
                 out.tool_calls[tool_use.id] = call
     elif msg.type != "user":
         return
-    result_bytes = sum(size for _, size in msg.tool_results)
+    result_bytes = sum(size for _, size in msg.tool_results) if msg.type == "user" else 0
     ts = msg.timestamp
     if ts is None:
         if result_bytes:

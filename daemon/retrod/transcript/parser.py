@@ -115,14 +115,25 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _str(value: Any) -> str | None:
-    """A non-empty string, else absent."""
-    return value if isinstance(value, str) and value else None
+def storable_text(value: Any) -> str | None:
+    """A non-empty string, else absent; made storable (PostgreSQL text holds no NUL and no lone
+    surrogate, which JavaScript can write): those characters become U+FFFD."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
+
+
+# Claude Code is JavaScript: a count of 2**53 or more cannot come from it.
+_MAX_COUNT = 2**53
 
 
 def _count(value: Any) -> int:
-    """Token counts: anything but a non-negative integer (bool and float included) is 0."""
-    return value if type(value) is int and value >= 0 else 0
+    """Token counts: anything but a plausible non-negative integer (bool and float included) is 0."""
+    return value if type(value) is int and 0 <= value < _MAX_COUNT else 0
 
 
 _TS = re.compile(
@@ -141,6 +152,10 @@ def parse_timestamp(value: Any) -> int | None:
     if m is None:
         return None
     year, month, day, hour, minute, second, frac, sign, off_h, off_m = m.groups()
+    if sign and (int(off_h) > 23 or int(off_m) > 59):
+        return None
+    if not 1970 <= int(year) <= 9998:  # no transcript predates 1970; 9999 would overflow with an offset
+        return None
     try:
         dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
                       tzinfo=timezone.utc)
@@ -253,26 +268,26 @@ def _tool_result_bytes(raw: Any) -> int:
 
 
 def _message(kind: Any, session_id: Any, timestamp: Any, uuid: Any, request_id: Any, raw: Any) -> Message:
-    msg = Message(type=_str(kind), session_id=_str(session_id), timestamp=parse_timestamp(timestamp))
+    msg = Message(type=storable_text(kind), session_id=storable_text(session_id), timestamp=parse_timestamp(timestamp))
     body = _as(raw, _Message)
-    msg.key = (body and _str(body.id)) or _str(request_id) or _str(uuid)
+    msg.key = (body and storable_text(body.id)) or storable_text(request_id) or storable_text(uuid)
     if body is None:
         return msg
     msg.usage = _usage(body.usage)
     for block in _blocks(body.content):
         if block.type == "tool_use":
-            name = _str(block.name)
+            name = storable_text(block.name)
             task = _as(block.input, _TaskInput) if name in TASK_TOOL_NAMES else None
             msg.tool_uses.append(
                 ToolUse(
-                    id=_str(block.id),
+                    id=storable_text(block.id),
                     name=name,
-                    description=task and _str(task.description),
-                    subagent_type=task and _str(task.subagent_type),
+                    description=task and storable_text(task.description),
+                    subagent_type=task and storable_text(task.subagent_type),
                 )
             )
         elif block.type == "tool_result":
-            msg.tool_results.append((_str(block.tool_use_id), _tool_result_bytes(block.content)))
+            msg.tool_results.append((storable_text(block.tool_use_id), _tool_result_bytes(block.content)))
     return msg
 
 
@@ -288,24 +303,31 @@ def _decode_line(raw: bytes) -> _Line | None:
 
 def parse_line(raw: bytes) -> Entry | None:
     """Parse one complete line (without its newline). None when it is not a JSON object."""
+    try:
+        return _parse(raw)
+    except RecursionError:  # nesting deeper than any decoder will go: not a line we can read
+        return None
+
+
+def _parse(raw: bytes) -> Entry | None:
     line = _decode_line(raw)
     if line is None:
         return None
-    kind = _str(line.type)
+    kind = storable_text(line.type)
     entry = Entry(
         msg=_message(kind, line.sessionId, line.timestamp, line.uuid, line.requestId, line.message),
-        subtype=_str(line.subtype),
+        subtype=storable_text(line.subtype),
         is_sidechain=line.isSidechain is True,
         is_compact_summary=line.isCompactSummary is True,
-        parent_tool_use_id=_str(line.parentToolUseID),
+        parent_tool_use_id=storable_text(line.parentToolUseID),
     )
     if kind == "user":
         ref = _as(line.toolUseResult, _AgentRef)
-        entry.result_agent_id = ref and _str(ref.agentId)
+        entry.result_agent_id = ref and storable_text(ref.agentId)
     elif kind == "progress":
         progress = _as(line.data, _Progress)
         if progress is not None and progress.type == "agent_progress":
-            entry.progress_agent_id = _str(progress.agentId)
+            entry.progress_agent_id = storable_text(progress.agentId)
             inner = _as(progress.message, _Line)
             if inner is not None:
                 entry.embedded = _message(
