@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import reference
-from helpers import ingest, reports, snapshot
+from helpers import ingest, reports, rollups_match_raw, snapshot
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 
@@ -88,6 +88,7 @@ def test_truncated_file_is_read_again_and_requests_stay(db_url: str, projects: P
     want = reference.compute(truncated)[SPOTTER]["summary"]
     for key in ("wall_s", "claude_s", "tool_s", "human_s", "compactions", "tool_calls", "tool_result_bytes"):
         assert after[key] == want[key], key
+    rollups_match_raw(db_url)
 
 
 def test_replaced_file_is_read_again(db_url: str, projects: Path) -> None:
@@ -106,3 +107,9 @@ def test_replaced_file_is_read_again(db_url: str, projects: Path) -> None:
     for key in ("wall_s", "claude_s", "tool_s", "human_s", "compactions", "tool_calls", "tool_result_bytes"):
         assert after[key] == want[key], key
     assert after["tool_result_bytes"] > before["tool_result_bytes"]  # the head counts twice now
+    rollups_match_raw(db_url)
+
+
+def test_rollups_kept_by_triggers_equal_the_raw_rows(db_url: str, projects: Path) -> None:
+    ingest(db_url, [projects], batch_bytes=8192)  # many small batches: many trigger runs
+    rollups_match_raw(db_url)

@@ -187,3 +187,24 @@ def test_skills_install(env: dict, tmp_path: Path) -> None:
     (target / "retrod-track" / "SKILL.md").write_text("my own edits")
     user_error(retrod(env, "skills", "install", "--dir", str(target)), "--force")
     assert "installed:" in ok(retrod(env, "skills", "install", "--dir", str(target), "--force"))
+
+
+ODD_WINDOWS = [  # edges inside minutes, a window inside one minute, one across two partial minutes
+    ("2026-02-11T20:40:10.250", "2026-02-11T20:40:50"), ("2026-02-11T20:41:59", "2026-02-11T20:42:01"),
+    ("2026-02-11T20:50:00", "2026-02-11T20:50:00.000001"), ("2026-02-11T21:05:07.5", "2026-02-11T21:33:44.125"),
+    ("2026-02-11T21:33:44.125", "2026-02-11T22:00:00"),
+]
+
+
+def test_phase_edges_inside_minutes_match_the_reference(env: dict, db_url: str, projects: Path) -> None:
+    ok(retrod(env, "track", "start", "--session", SPOTTER))
+    windows = [(utc(s), utc(e)) for s, e in ODD_WINDOWS]
+    with psycopg.connect(db_url) as conn:
+        for start, end in windows:
+            conn.execute("INSERT INTO cc_session_phases (session_id, task, phase, started_at, ended_at, verdict)"
+                         " SELECT id, 't', %s, %s, %s, 'small_impact' FROM cc_sessions WHERE session_uuid = %s",
+                         (start.isoformat(), start, end, SPOTTER))
+    report = json.loads(ok(retrod(env, "report", SPOTTER, "--format", "json", "--no-save")))
+    want = reference.compute_phases(projects, SPOTTER, windows)
+    for got, expected in zip(report["phases"], want, strict=True):
+        assert {k: got[k] for k in expected} == expected, got["phase"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from psycopg import Connection
 from psycopg.rows import dict_row
@@ -54,9 +54,9 @@ def build(conn: Connection, session: str) -> dict:
     tokens = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS}
               for b in BUCKETS[:-1]}
     tokens["total"] = {f: sum(tokens[b][f] for b in BUCKETS[:-1]) for f in TOKEN_FIELDS}
-    request_times = [t for row in by_bucket.values() for t in (row["first_ts"], row["last_ts"]) if t]
-    started = times["first_ts"] or (min(request_times) if request_times else None)
-    ended = times["last_ts"] or (max(request_times) if request_times else None)
+    started = times["first_ts"] or times["first_request_ts"]
+    ended = times["last_ts"] or times["last_request_ts"]
+    wall_us = (times["last_ts"] - times["first_ts"]) // timedelta(microseconds=1) if times["first_ts"] else 0
     phases = [_phase(row, figures[row["id"]]) for row in phase_rows]
     subagents = [_subagent(row) for row in subagent_rows]
     for agent, row in zip(subagents, subagent_rows):
@@ -76,7 +76,7 @@ def build(conn: Connection, session: str) -> dict:
             "bad_lines": int(files["bad_lines"]),
         },
         "summary": {
-            "wall_s": _seconds(times["wall_us"]),
+            "wall_s": _seconds(wall_us),
             "claude_s": _seconds(times["claude_us"]),
             "tool_s": _seconds(times["tool_us"]),
             "human_s": _seconds(times["human_us"]),

@@ -21,24 +21,25 @@ FROM retrod.files WHERE session_uuid = %(session)s;
 SELECT CASE WHEN agent = '' THEN 'main'
             WHEN starts_with(agent, 'acompact') THEN 'compaction'
             ELSE 'subagents' END AS bucket,
-       count(*) AS requests,
+       sum(requests)::bigint AS requests,
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
-       sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
-       min(ts) AS first_ts, max(ts) AS last_ts
-FROM retrod.requests WHERE session_uuid = %(session)s
+       sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create
+FROM retrod.request_minutes WHERE session_uuid = %(session)s
 GROUP BY 1;
 
 -- name: session_times
-SELECT coalesce((sum(gap_us) FILTER (WHERE kind = 'claude'))::bigint, 0) AS claude_us,
-       coalesce((sum(gap_us) FILTER (WHERE kind = 'tool'))::bigint, 0) AS tool_us,
-       coalesce((sum(gap_us) FILTER (WHERE kind = 'human'))::bigint, 0) AS human_us,
-       coalesce(retrod.ts_to_us(max(ts)) - retrod.ts_to_us(min(ts)), 0) AS wall_us,
-       min(ts) AS first_ts, max(ts) AS last_ts,
-       coalesce(sum(tool_result_bytes)::bigint, 0) AS tool_result_bytes
-FROM retrod.events WHERE session_uuid = %(session)s;
+SELECT coalesce(sum(claude_us), 0)::bigint AS claude_us, coalesce(sum(tool_us), 0)::bigint AS tool_us,
+       coalesce(sum(human_us), 0)::bigint AS human_us,
+       coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes,
+       (SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s) AS first_ts,
+       (SELECT max(ts) FROM retrod.events WHERE session_uuid = %(session)s) AS last_ts,
+       (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s) AS first_request_ts,
+       (SELECT max(ts) FROM retrod.requests WHERE session_uuid = %(session)s) AS last_request_ts
+FROM retrod.event_minutes WHERE session_uuid = %(session)s;
 
 -- name: session_tool_calls
-SELECT count(DISTINCT tool_use_id) AS tool_calls FROM retrod.tool_calls WHERE session_uuid = %(session)s;
+SELECT coalesce((SELECT tool_calls FROM retrod.session_tool_calls WHERE session_uuid = %(session)s), 0)
+       AS tool_calls;
 
 -- A subagent's description and type: its .meta.json, else the Task/Agent tool_use it answers,
 -- else the nearest Task/Agent tool_use before it started, else unknown (DESIGN §2.4).
@@ -72,9 +73,10 @@ LEFT JOIN LATERAL (
     ORDER BY c.ts DESC, c.tool_use_id LIMIT 1
 ) nearest ON true
 LEFT JOIN LATERAL (
-    SELECT count(*) AS requests, sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
-           sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create
-    FROM retrod.requests r WHERE r.session_uuid = s.session_uuid AND r.agent = s.agent_id
+    SELECT sum(requests)::bigint AS requests, sum(input_tokens)::bigint AS input,
+           sum(output_tokens)::bigint AS output, sum(cache_read_tokens)::bigint AS cache_read,
+           sum(cache_create_tokens)::bigint AS cache_create
+    FROM retrod.request_minutes r WHERE r.session_uuid = s.session_uuid AND r.agent = s.agent_id
 ) t ON true
 ORDER BY s.first_ts NULLS LAST, s.agent_id;
 
@@ -88,46 +90,63 @@ FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
 WHERE s.session_uuid = %(session)s
 ORDER BY p.started_at, p.id;
 
--- Per phase window [started_at, ended_at) (open: until now), DESIGN §2.5: the requests whose
--- timestamp falls in it, the overlap of each classified gap with it, the tool output read in it.
+-- Per phase window [s, e) (open: until now), DESIGN §2.5: the requests whose timestamp falls in
+-- it, the overlap of each classified gap with it, the tool output read in it. The whole minutes
+-- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
+-- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
 -- name: phase_figures
 WITH p AS (
-    SELECT ph.id, ph.started_at, coalesce(ph.ended_at, now()) AS window_end
-    FROM public.cc_session_phases ph JOIN public.cc_sessions s ON s.id = ph.session_id
-    WHERE s.session_uuid = %(session)s
-), longest AS (  -- no gap is longer: bounds the events that can overlap a window
-    SELECT coalesce(max((state ->> 'max_gap_us')::bigint), 0) * interval '1 microsecond' AS gap
-    FROM retrod.files WHERE session_uuid = %(session)s AND kind = 'main'
+    SELECT id, s, e, whole_from, whole_to,
+           CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
+           CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
+    FROM (
+        SELECT ph.id, ph.started_at AS s, coalesce(ph.ended_at, now()) AS e,
+               retrod.minute_of(ph.started_at + interval '1 minute' - interval '1 microsecond') AS whole_from,
+               retrod.minute_of(coalesce(ph.ended_at, now())) AS whole_to
+        FROM public.cc_session_phases ph JOIN public.cc_sessions u ON u.id = ph.session_id
+        WHERE u.session_uuid = %(session)s
+    ) w
 )
-SELECT p.id, t.*, g.*, b.tool_result_bytes
+SELECT p.id, t.*, g.*
 FROM p
 CROSS JOIN LATERAL (
-    SELECT count(*) AS requests,
-           count(*) FILTER (WHERE r.has_tool_use) AS tool_turns,
-           count(*) FILTER (WHERE NOT r.has_tool_use) AS text_turns,
-           coalesce(sum(r.input_tokens), 0)::bigint AS input,
-           coalesce(sum(r.output_tokens), 0)::bigint AS output,
-           coalesce(sum(r.cache_read_tokens), 0)::bigint AS cache_read,
-           coalesce(sum(r.cache_create_tokens), 0)::bigint AS cache_create
-    FROM retrod.requests r
-    WHERE r.session_uuid = %(session)s AND r.ts >= p.started_at AND r.ts < p.window_end
+    SELECT coalesce(sum(n), 0)::bigint AS requests, coalesce(sum(tools), 0)::bigint AS tool_turns,
+           (coalesce(sum(n), 0) - coalesce(sum(tools), 0))::bigint AS text_turns,
+           coalesce(sum(i), 0)::bigint AS input, coalesce(sum(o), 0)::bigint AS output,
+           coalesce(sum(cr), 0)::bigint AS cache_read, coalesce(sum(cc), 0)::bigint AS cache_create
+    FROM (
+        SELECT requests AS n, tool_turns AS tools, input_tokens AS i, output_tokens AS o,
+               cache_read_tokens AS cr, cache_create_tokens AS cc
+        FROM retrod.request_minutes
+        WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
+        UNION ALL
+        SELECT 1, has_tool_use::int, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens
+        FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.s AND ts < p.edge1_end
+        UNION ALL
+        SELECT 1, has_tool_use::int, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens
+        FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.edge2_start AND ts < p.e
+    ) x
 ) t
 CROSS JOIN LATERAL (
-    -- Interval arithmetic: exact to the microsecond, converted once per sum.
-    SELECT coalesce(retrod.interval_us(sum(x.overlap) FILTER (WHERE x.kind = 'claude')), 0) AS claude_us,
-           coalesce(retrod.interval_us(sum(x.overlap) FILTER (WHERE x.kind = 'tool')), 0) AS tool_us,
-           coalesce(retrod.interval_us(sum(x.overlap) FILTER (WHERE x.kind = 'human')), 0) AS human_us
+    SELECT coalesce(sum(claude), 0)::bigint AS claude_us, coalesce(sum(tool), 0)::bigint AS tool_us,
+           coalesce(sum(human), 0)::bigint AS human_us, coalesce(sum(bytes), 0)::bigint AS tool_result_bytes
     FROM (
-        SELECT e.kind, least(e.ts, p.window_end) - greatest(e.prev_ts, p.started_at) AS overlap
-        FROM retrod.events e
-        WHERE e.session_uuid = %(session)s AND e.kind IS NOT NULL
-          AND e.ts > p.started_at AND e.ts <= p.window_end + (SELECT gap FROM longest)
-          AND e.prev_ts < p.window_end AND e.ts > e.prev_ts
+        SELECT claude_us AS claude, tool_us AS tool, human_us AS human, tool_result_bytes AS bytes
+        FROM retrod.event_minutes
+        WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
+        UNION ALL
+        SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
+               CASE WHEN kind = 'human' THEN us END, 0
+        FROM (
+            SELECT kind, retrod.interval_us(least(piece_end, edge_end) - greatest(piece_start, edge_start)) AS us
+            FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(edge_start, edge_end),
+                 LATERAL (SELECT kind, piece_start, piece_end FROM retrod.gap_pieces
+                          WHERE session_uuid = %(session)s AND minute >= retrod.minute_of(edge.edge_start)
+                            AND minute < edge.edge_end) gp
+            WHERE edge.edge_start < edge.edge_end
+        ) pieces WHERE us > 0
+        UNION ALL
+        SELECT 0, 0, 0, tool_result_bytes FROM retrod.events
+        WHERE session_uuid = %(session)s AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
     ) x
-    WHERE x.overlap > interval '0'
-) g
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(e.tool_result_bytes), 0)::bigint AS tool_result_bytes
-    FROM retrod.events e
-    WHERE e.session_uuid = %(session)s AND e.ts >= p.started_at AND e.ts < p.window_end
-) b;
+) g;

@@ -1,0 +1,200 @@
+-- Rollups that keep `retrod report` flat in session size: per-minute sums of requests and of
+-- classified time, kept by statement-level triggers in the same transaction as the rows they
+-- sum (so they are exactly as crash-safe). A phase window then reads the whole minutes it
+-- covers from the rollups, and only its two partial edge minutes from the raw rows.
+-- Minutes are cut in UTC; requests or lines without a timestamp go to minute 'infinity'.
+-- Each trigger applies its rows signed: +1 for rows inserted or updated to, -1 for rows
+-- updated from or deleted; a rollup row that sums to nothing is removed, so an incremental
+-- ingest leaves exactly the rollups of one pass.
+
+CREATE FUNCTION retrod.minute_of(ts TIMESTAMPTZ) RETURNS TIMESTAMPTZ
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(date_trunc('minute', ts, 'UTC'), 'infinity')
+$$;
+
+-- The rows a statement trigger saw, signed, as a query text for EXECUTE.
+CREATE FUNCTION retrod.signed_rows(op TEXT) RETURNS TEXT
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE op
+        WHEN 'INSERT' THEN 'SELECT *, 1 AS sign FROM new_rows'
+        WHEN 'UPDATE' THEN 'SELECT *, 1 AS sign FROM new_rows UNION ALL SELECT *, -1 FROM old_rows'
+        ELSE 'SELECT *, -1 AS sign FROM old_rows' END
+$$;
+
+-- Requests by (session, minute, agent).
+CREATE TABLE retrod.request_minutes (
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    minute TIMESTAMPTZ NOT NULL,
+    agent TEXT COLLATE "C" NOT NULL,
+    requests BIGINT NOT NULL,
+    tool_turns BIGINT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    cache_read_tokens BIGINT NOT NULL,
+    cache_create_tokens BIGINT NOT NULL,
+    PRIMARY KEY (session_uuid, minute, agent)
+);
+
+CREATE FUNCTION retrod.requests_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format($sql$
+        INSERT INTO retrod.request_minutes AS m
+        SELECT session_uuid, retrod.minute_of(ts), agent, sum(sign), sum(sign * has_tool_use::int),
+               sum(sign * input_tokens), sum(sign * output_tokens), sum(sign * cache_read_tokens),
+               sum(sign * cache_create_tokens)
+        FROM (%s) c GROUP BY 1, 2, 3
+        ON CONFLICT (session_uuid, minute, agent) DO UPDATE SET
+            requests = m.requests + excluded.requests, tool_turns = m.tool_turns + excluded.tool_turns,
+            input_tokens = m.input_tokens + excluded.input_tokens,
+            output_tokens = m.output_tokens + excluded.output_tokens,
+            cache_read_tokens = m.cache_read_tokens + excluded.cache_read_tokens,
+            cache_create_tokens = m.cache_create_tokens + excluded.cache_create_tokens
+    $sql$, retrod.signed_rows(TG_OP));
+    IF TG_OP <> 'INSERT' THEN
+        EXECUTE format($sql$
+            DELETE FROM retrod.request_minutes m
+            USING (SELECT DISTINCT session_uuid, retrod.minute_of(ts) AS minute, agent FROM (%s) c) c
+            WHERE m.requests = 0 AND (m.session_uuid, m.minute, m.agent) = (c.session_uuid, c.minute, c.agent)
+        $sql$, retrod.signed_rows(TG_OP));
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER requests_inserted AFTER INSERT ON retrod.requests
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.requests_changed();
+CREATE TRIGGER requests_updated AFTER UPDATE ON retrod.requests
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION retrod.requests_changed();
+
+-- Each classified gap [prev_ts, ts] cut at minute boundaries: a phase window's partial edge
+-- minutes are summed from these pieces, found by minute.
+CREATE TABLE retrod.gap_pieces (
+    file_id BIGINT NOT NULL,
+    "offset" BIGINT NOT NULL,
+    minute TIMESTAMPTZ NOT NULL,
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    kind TEXT NOT NULL,
+    piece_start TIMESTAMPTZ NOT NULL,
+    piece_end TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (file_id, "offset", minute),
+    FOREIGN KEY (file_id, "offset") REFERENCES retrod.events ON DELETE CASCADE
+);
+CREATE INDEX gap_pieces_session_minute ON retrod.gap_pieces (session_uuid, minute);
+
+CREATE FUNCTION retrod.pieces_of(prev_ts TIMESTAMPTZ, ts TIMESTAMPTZ)
+    RETURNS TABLE (minute TIMESTAMPTZ, piece_start TIMESTAMPTZ, piece_end TIMESTAMPTZ)
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT m, greatest(prev_ts, m), least(ts, m + interval '1 minute')
+    FROM generate_series(retrod.minute_of(prev_ts), ts, interval '1 minute') AS m
+    WHERE ts > prev_ts AND m < ts
+$$;
+
+-- Classified time and tool output by (session, minute).
+CREATE TABLE retrod.event_minutes (
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    minute TIMESTAMPTZ NOT NULL,
+    claude_us BIGINT NOT NULL,
+    tool_us BIGINT NOT NULL,
+    human_us BIGINT NOT NULL,
+    tool_result_bytes BIGINT NOT NULL,
+    PRIMARY KEY (session_uuid, minute)
+);
+
+CREATE FUNCTION retrod.events_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO retrod.gap_pieces
+        SELECT e.file_id, e."offset", p.minute, e.session_uuid, e.kind, p.piece_start, p.piece_end
+        FROM new_rows e, retrod.pieces_of(e.prev_ts, e.ts) p
+        WHERE e.kind IS NOT NULL;
+    END IF;
+    EXECUTE format($sql$
+        INSERT INTO retrod.event_minutes AS m
+        SELECT session_uuid, minute, coalesce(sum(us) FILTER (WHERE kind = 'claude'), 0),
+               coalesce(sum(us) FILTER (WHERE kind = 'tool'), 0),
+               coalesce(sum(us) FILTER (WHERE kind = 'human'), 0), sum(bytes)
+        FROM (
+            SELECT c.session_uuid, p.minute, c.kind,
+                   c.sign * retrod.interval_us(p.piece_end - p.piece_start) AS us, 0 AS bytes
+            FROM (%1$s) c, retrod.pieces_of(c.prev_ts, c.ts) p WHERE c.kind IS NOT NULL
+            UNION ALL
+            SELECT session_uuid, retrod.minute_of(ts), NULL, 0, sign * tool_result_bytes
+            FROM (%1$s) c WHERE tool_result_bytes <> 0
+        ) d
+        GROUP BY 1, 2
+        ON CONFLICT (session_uuid, minute) DO UPDATE SET
+            claude_us = m.claude_us + excluded.claude_us, tool_us = m.tool_us + excluded.tool_us,
+            human_us = m.human_us + excluded.human_us,
+            tool_result_bytes = m.tool_result_bytes + excluded.tool_result_bytes
+    $sql$, retrod.signed_rows(TG_OP));
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM retrod.event_minutes m
+        WHERE m.session_uuid IN (SELECT DISTINCT session_uuid FROM old_rows)
+          AND (m.claude_us, m.tool_us, m.human_us, m.tool_result_bytes) = (0, 0, 0, 0);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER events_inserted AFTER INSERT ON retrod.events
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.events_changed();
+CREATE TRIGGER events_deleted AFTER DELETE ON retrod.events
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.events_changed();
+
+-- Distinct tool_use ids per session (a session's main transcripts may repeat one).
+CREATE TABLE retrod.session_tool_calls (
+    session_uuid TEXT COLLATE "C" PRIMARY KEY,
+    tool_calls BIGINT NOT NULL
+);
+
+CREATE FUNCTION retrod.tool_calls_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    -- An id counts when its first row appears and stops counting when its last row goes: the
+    -- table already shows this statement's rows, so compare against the other files' rows.
+    EXECUTE format($sql$
+        INSERT INTO retrod.session_tool_calls AS s
+        SELECT session_uuid, sum(sign) FROM (
+            SELECT DISTINCT c.session_uuid, c.tool_use_id, c.sign FROM (%s) c
+            WHERE NOT EXISTS (SELECT 1 FROM retrod.tool_calls t WHERE t.session_uuid = c.session_uuid
+                              AND t.tool_use_id = c.tool_use_id AND t.file_id <> c.file_id)
+        ) d GROUP BY 1
+        ON CONFLICT (session_uuid) DO UPDATE SET tool_calls = s.tool_calls + excluded.tool_calls
+    $sql$, retrod.signed_rows(TG_OP));
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM retrod.session_tool_calls s
+        WHERE s.tool_calls = 0 AND s.session_uuid IN (SELECT DISTINCT session_uuid FROM old_rows);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER tool_calls_inserted AFTER INSERT ON retrod.tool_calls
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.tool_calls_changed();
+CREATE TRIGGER tool_calls_deleted AFTER DELETE ON retrod.tool_calls
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.tool_calls_changed();
+
+-- Rows ingested before this migration.
+INSERT INTO retrod.request_minutes
+SELECT session_uuid, retrod.minute_of(ts), agent, count(*), count(*) FILTER (WHERE has_tool_use),
+       sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_create_tokens)
+FROM retrod.requests GROUP BY 1, 2, 3;
+
+INSERT INTO retrod.gap_pieces
+SELECT e.file_id, e."offset", p.minute, e.session_uuid, e.kind, p.piece_start, p.piece_end
+FROM retrod.events e, retrod.pieces_of(e.prev_ts, e.ts) p WHERE e.kind IS NOT NULL;
+
+INSERT INTO retrod.event_minutes
+SELECT session_uuid, minute, sum(claude_us), sum(tool_us), sum(human_us), sum(bytes) FROM (
+    SELECT session_uuid, minute,
+           CASE WHEN kind = 'claude' THEN retrod.interval_us(piece_end - piece_start) ELSE 0 END AS claude_us,
+           CASE WHEN kind = 'tool' THEN retrod.interval_us(piece_end - piece_start) ELSE 0 END AS tool_us,
+           CASE WHEN kind = 'human' THEN retrod.interval_us(piece_end - piece_start) ELSE 0 END AS human_us,
+           0 AS bytes
+    FROM retrod.gap_pieces
+    UNION ALL
+    SELECT session_uuid, retrod.minute_of(ts), 0, 0, 0, tool_result_bytes
+    FROM retrod.events WHERE tool_result_bytes <> 0
+) d GROUP BY 1, 2;
+
+INSERT INTO retrod.session_tool_calls
+SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls GROUP BY 1;
+
+CREATE INDEX request_minutes_agent ON retrod.request_minutes (session_uuid, agent);
