@@ -36,7 +36,7 @@ def test_read_paths(rel: str, expected: tuple) -> None:
     f"slug/{U}.json",
     f"slug/{U}/subagents/agent-.jsonl",
     f"slug/{U}/session-memory/summary.md",
-    f"slug/not-a-uuid/subagents/agent-a.jsonl",
+    "slug/not-a-uuid/subagents/agent-a.jsonl",
     f"slug/{U}/tool-results/nested/x.txt",
 ])
 def test_ignored_paths(rel: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from retrod.transcript.fold import INLINE_AGENT, UNNAMED_AGENT, FoldState, Request, Source, bucket_of, fold
+from retrod.transcript.fold import INLINE_AGENT, UNNAMED_AGENT, FoldState, Request, Source, fold
 from retrod.transcript.parser import parse_line
 
 A = "aaaaaaaa-0000-4000-8000-000000000000"
@@ -36,6 +36,13 @@ def assistant(key: str, second: int | None, output: int, session: str = A, tool_
 def user(second: int, session: str = A, tool_result: bool = False, **extra) -> bytes:
     content = [{"type": "tool_result", "tool_use_id": "t", "content": "abcd"}] if tool_result else "hello"
     return line(type="user", sessionId=session, timestamp=ts(second), message={"content": content}, **extra)
+
+
+def bucket_of(agent: str) -> str:
+    """DESIGN §2.2 buckets, as the report's SQL applies them."""
+    if agent == "":
+        return "main"
+    return "compaction" if agent.startswith("acompact") else "subagents"
 
 
 @dataclass

@@ -22,6 +22,13 @@ def _shift(match: re.Match, delta: timedelta) -> str:
     return '"' + ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + 'Z"'
 
 
+def _renamed(ident: str, session: str, rep: int) -> str:
+    """A fresh id per repetition (the session's own uuid stays)."""
+    if ident == session:
+        return f'"{ident}"'
+    return f'"{ident}{rep}"' if "-" in ident else f'"{ident}x{rep}"'
+
+
 def write_session(dest: Path, session: str, target_bytes: int, source: Path = SOURCE) -> Path:
     """`dest/<slug>/<session>.jsonl` of about `target_bytes`; returns its path."""
     lines = source.read_bytes().decode().splitlines(keepends=True)
@@ -38,9 +45,8 @@ def write_session(dest: Path, session: str, target_bytes: int, source: Path = SO
             for line in lines:
                 line = line.replace(original, session)
                 if rep:
-                    line = _IDS.sub(lambda m: f'"{m.group(1)}{"" if "-" in m.group(1) else "x"}{rep}"'
-                                    if not m.group(1) == session else m.group(0), line)
-                    line = _TS.sub(lambda m: _shift(m, delta), line)
+                    line = _IDS.sub(lambda m, rep=rep: _renamed(m.group(1), session, rep), line)
+                    line = _TS.sub(lambda m, delta=delta: _shift(m, delta), line)
                 out.write(line)
                 written += len(line.encode())
                 if written >= target_bytes:

@@ -58,11 +58,7 @@ def build(conn: Connection, session: str) -> dict:
     ended = times["last_ts"] or times["last_request_ts"]
     wall_us = (times["last_ts"] - times["first_ts"]) // timedelta(microseconds=1) if times["first_ts"] else 0
     phases = [_phase(row, figures[row["id"]]) for row in phase_rows]
-    subagents = [_subagent(row) for row in subagent_rows]
-    for agent, row in zip(subagents, subagent_rows):
-        phase = _phase_at(phase_rows, row["first_ts"])
-        agent["phase"] = phase and f"{phase['task']} / {phase['phase']}"
-        agent["verdict"] = phase and phase["verdict"]
+    subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"])) for row in subagent_rows]
     total_output = tokens["total"]["output"]
     return {
         "session": {
@@ -161,7 +157,7 @@ def _by_task(phases: list[dict]) -> dict:
     return tasks
 
 
-def _subagent(row: dict) -> dict:
+def _subagent(row: dict, phase: dict | None) -> dict:
     if row["meta_type"] or row["meta_description"]:
         matched_by, agent_type, description = "meta", row["meta_type"], row["meta_description"]
     elif row["linked_tool_use_id"]:
@@ -179,6 +175,6 @@ def _subagent(row: dict) -> dict:
         "requests": row["requests"],
         "seconds": _seconds(row["span_us"] or 0),
         "started_at": _iso(row["first_ts"]),
-        "phase": None,  # filled by build()
-        "verdict": None,
+        "phase": phase and f"{phase['task']} / {phase['phase']}",
+        "verdict": phase and phase["verdict"],
     }

@@ -5,7 +5,7 @@ SELECT id, kind, session_uuid, device, inode, size, "offset", state, missing
 FROM retrod.files WHERE host_id = %(host_id)s AND path = %(path)s;
 
 -- name: all_files
-SELECT path, device, inode, size, "offset", missing, kind
+SELECT path, device, inode, size, "offset", missing
 FROM retrod.files WHERE host_id = %(host_id)s;
 
 -- name: insert_file

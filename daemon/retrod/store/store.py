@@ -59,7 +59,7 @@ class Store:
         """path -> (device, inode, size, offset, missing) for this host: lets a scan skip unchanged files."""
         with self.pool.connection() as conn:
             rows = conn.execute(q("all_files"), {"host_id": self.host_id}).fetchall()
-        return {path: (dev, ino, size, off, missing) for path, dev, ino, size, off, missing, _ in rows}
+        return {path: (dev, ino, size, off, missing) for path, dev, ino, size, off, missing in rows}
 
     def mark_missing(self, path: str) -> None:
         with self.pool.connection() as conn:

@@ -20,14 +20,6 @@ COMPACTION_PREFIX = "acompact"
 SourceKind = Literal["main", "subagent", "agent_root"]
 
 
-def bucket_of(agent: str) -> str:
-    if agent == "":
-        return "main"
-    if agent.startswith(COMPACTION_PREFIX):
-        return "compaction"
-    return "subagents"
-
-
 @dataclass(frozen=True, slots=True)
 class Source:
     """What a transcript file is, from its path (see discovery)."""
