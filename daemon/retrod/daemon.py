@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -13,6 +14,7 @@ import watchfiles
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from .ingest import Ingester, ScanStats
+from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
 from .store.db import daemon_lock, open_pool
 from .store.store import Store
@@ -30,20 +32,58 @@ def _watched(path: str) -> bool:
     return path.endswith((".jsonl", ".meta.json")) or "/tool-results/" in path
 
 
+class _Systemd:
+    """READY=1 once the watcher is up; WATCHDOG=1 from the loop that does the work (so a wedged
+    loop gets restarted); EXTEND_TIMEOUT_USEC while a first initdb or a long backfill runs."""
+
+    def __init__(self) -> None:
+        self.watchdog_s = watchdog_interval_s()
+        self.ready = False
+        self.last = 0.0
+
+    def alive(self) -> None:
+        now = time.monotonic()
+        if now - self.last < min(self.watchdog_s or 5.0, 5.0):
+            return
+        self.last = now
+        fields = ["WATCHDOG=1"] if self.watchdog_s else []
+        if not self.ready:
+            fields.append(f"EXTEND_TIMEOUT_USEC={_EXTEND_US}")
+        if fields:
+            notify(*fields)
+
+    def ready_now(self) -> None:
+        if not self.ready:
+            self.ready = True
+            notify("READY=1", "STATUS=following transcripts")
+
+
+_EXTEND_US = 30_000_000
+
+
 def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> None:
     stop = stop or threading.Event()
+    systemd = _Systemd()
+    notify(f"EXTEND_TIMEOUT_USEC={_EXTEND_US}", "STATUS=starting the database")
     with daemon_lock(settings.data_dir) as taken:
         if not taken:
             raise AlreadyRunning(f"another `retrod run` is using {settings.data_dir}")
-        with open_pool(settings, owner=True) as pool:
-            ingester = Ingester(Store(pool, settings.host_id), settings.projects_roots(), settings.batch_bytes)
-            roots = [str(r) for r in ingester.roots]
-            log.info("catching up", roots=roots)
-            started = time.monotonic()
-            stats = ingester.scan()
-            _log_stats("caught up", stats, started)
-            if not once:
-                _follow(ingester, settings, stop)
+        try:
+            with open_pool(settings, owner=True) as pool:
+                def interrupted() -> bool:
+                    systemd.alive()
+                    return stop.is_set()
+
+                ingester = Ingester(Store(pool, settings.host_id), settings.projects_roots(),
+                                    settings.batch_bytes, interrupted)
+                log.info("catching up", roots=[str(r) for r in ingester.roots])
+                notify("STATUS=catching up")
+                if once:
+                    _scan(ingester, "caught up")
+                else:
+                    _follow(ingester, settings, stop, systemd)
+        finally:
+            notify("STOPPING=1")
 
 
 def _log_stats(event: str, stats: ScanStats, started: float) -> None:
@@ -52,17 +92,26 @@ def _log_stats(event: str, stats: ScanStats, started: float) -> None:
 
 
 def install_signal_handlers(stop: threading.Event) -> None:
+    """The first SIGTERM/SIGINT stops gracefully (the batch in flight commits or rolls back, the
+    private cluster is stopped); a second one exits at once."""
+
     def handle(signum: int, _frame: object) -> None:
-        log.info("stopping", signal=signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if stop.is_set():
+            log.warning("second signal: exiting at once", signal=name)
+            os._exit(1)
+        log.info("stopping", signal=name)
         stop.set()
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
 
 
-def _follow(ingester: Ingester, settings: Settings, stop: threading.Event) -> None:
-    """Watch with watchfiles; a scheduled reconciliation scan catches what the watcher misses."""
+def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, systemd: _Systemd) -> None:
+    """Catch up, then watch with watchfiles; a scheduled reconciliation scan catches what the
+    watcher misses. A database that goes away is waited for, with backoff, and caught up on."""
     scan_due = threading.Event()
+    scan_due.set()  # the catch-up
     scheduler = BackgroundScheduler(daemon=True)
     scheduler.add_job(scan_due.set, "interval", seconds=settings.scan_interval_s,
                       id="reconciliation-scan", name="reconciliation scan", coalesce=True, max_instances=1)
@@ -73,22 +122,33 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event) -> No
             roots = [r for r in ingester.roots if r.is_dir()]
             if not roots:
                 log.info("waiting for the projects folder", roots=[str(r) for r in ingester.roots])
-                stop.wait(5)
+                systemd.ready_now()  # nothing to catch up on: up, and waiting
+                _wait(stop, systemd, 5)
                 continue
             try:
-                _watch(ingester, settings, roots, scan_due, stop)
+                _watch(ingester, settings, roots, scan_due, stop, systemd)
+                if backoff:
+                    log.info("database back")
                 backoff = 0.0
             except psycopg.OperationalError as exc:
+                if not backoff:
+                    log.warning("database unavailable; retrying with backoff", error=" ".join(str(exc).split()))
                 backoff = min(_RETRY_MAX_S, backoff * 2 or 1.0)
-                log.warning("database unavailable; retrying", error=str(exc).strip(), retry_in_s=backoff)
-                scan_due.set()
-                stop.wait(backoff)
+                scan_due.set()  # catch up on what was written meanwhile
+                _wait(stop, systemd, backoff)
     finally:
         scheduler.shutdown(wait=False)
 
 
+def _wait(stop: threading.Event, systemd: _Systemd, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and time.monotonic() < deadline:
+        systemd.alive()
+        stop.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
 def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: threading.Event,
-           stop: threading.Event) -> None:
+           stop: threading.Event, systemd: _Systemd) -> None:
     changes_seen = watchfiles.watch(
         *roots,
         watch_filter=lambda _change, path: _watched(path),
@@ -99,8 +159,10 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
         rust_timeout=1000,
         raise_interrupt=False,
         ignore_permission_denied=True,
+        force_polling=settings.watch_polling or None,
     )
     for n, changes in enumerate(changes_seen):
+        systemd.alive()
         if n == 0:
             scan_due.set()  # the watcher is up now: catch what was written before it was
         if changes:
@@ -109,12 +171,13 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
                 log.debug("ingested", files=stats.ingested, lines=stats.lines, bytes=stats.bytes)
         if scan_due.is_set():
             scan_due.clear()
-            _scan(ingester)
+            _scan(ingester, "caught up" if not systemd.ready else "reconciliation scan")
+            systemd.ready_now()
         if any(not r.is_dir() for r in roots):
             log.warning("projects folder vanished; waiting for it", roots=[str(r) for r in roots])
             return
 
 
-def _scan(ingester: Ingester) -> None:
+def _scan(ingester: Ingester, event: str) -> None:
     started = time.monotonic()
-    _log_stats("reconciliation scan", ingester.scan(), started)
+    _log_stats(event, ingester.scan(), started)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +39,19 @@ class ScanStats:
         self.failed += other.failed
 
 
+def _never() -> bool:
+    return False
+
+
 class Ingester:
-    def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20) -> None:
+    def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20,
+                 interrupted: Callable[[], bool] = _never) -> None:
+        """`interrupted` is asked between files and batches: True stops the work in hand, which
+        is safe at any batch boundary (each batch commits with its offset)."""
         self.store = store
         self.roots = [Path(r) for r in roots]
         self.batch_bytes = batch_bytes
+        self.interrupted = interrupted
 
     def _guarded(self, ref: FileRef) -> ScanStats:
         """One file's failure (a line the database refuses, a bug) must not stop the others.
@@ -65,6 +73,8 @@ class Ingester:
         seen: set[str] = set()
         for root in self.roots:
             for ref in walk(root):
+                if self.interrupted():
+                    return stats
                 path = str(ref.path)
                 seen.add(path)
                 stats.files += 1
@@ -81,6 +91,8 @@ class Ingester:
         """Files named by the watcher; paths retrod does not read are ignored."""
         stats = ScanStats()
         for path in paths:
+            if self.interrupted():
+                break
             ref = self.classify(path)
             if ref is not None:
                 stats.add(self._guarded(ref))
@@ -156,7 +168,7 @@ class Ingester:
                 self.store.commit(file, session, seen, chunk.end, fold(source, file.state, entries))
                 stats.lines += len(entries)
                 stats.bytes += chunk.end - start
-            if not chunk.lines:
+            if not chunk.lines or self.interrupted():
                 return
 
     def _find_session(self, fd: int) -> str | None:
