@@ -64,7 +64,10 @@ def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for migration in load():
         assert f"retrod/migrations/{migration.version:04d}_{migration.name}.sql" in names
-    assert "retrod/store/queries.sql" in names and "retrod/store/report.sql" in names
+    for shipped in ("retrod/store/queries.sql", "retrod/store/report.sql", "retrod/store/tracking.sql",
+                    "retrod/units/retrod.service", "retrod/units/dev.retrod.daemon.plist",
+                    "retrod/skills/retrod-track/SKILL.md", "retrod/skills/retrod-retro/SKILL.md"):
+        assert shipped in names
 
 
 def test_project_level_agent_file_waits_for_its_session_id(db_url: str, tmp_path: Path) -> None:

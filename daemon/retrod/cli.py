@@ -72,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
     phases.add_argument("session", nargs="?", help="uuid or prefix; default: this directory's session")
     phases.add_argument("--format", choices=("text", "json"), default="text")
 
+    service = sub.add_parser("service", help="run retrod as a systemd (Linux) or launchd (macOS) user service")
+    service_actions = service.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, text in (("install", "write the unit/agent, enable and start it"),
+                         ("uninstall", "stop, disable and remove it"), ("status", "is it installed and running")):
+        one = service_actions.add_parser(action, help=text)
+        if action != "status":
+            one.add_argument("--dry-run", action="store_true", help="print what would be done, do nothing")
+
     skills = sub.add_parser("skills", help="the Claude Code skills that log phases and present reports")
     skills_install = skills.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
         "install", help="copy the skills into ~/.claude/skills")
@@ -175,6 +183,17 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
+    from .service import install
+
+    if args.action == "status":
+        print(install.status())
+        return EXIT_OK
+    for line in getattr(install, args.action)(args.dry_run):
+        print(line)
+    return EXIT_OK
+
+
 def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
     for line in skills.install(args.dir or skills.default_dir(), force=args.force):
         print(line)
@@ -182,7 +201,8 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
-            "phase": _cmd_phase, "phases": _cmd_phases, "skills": _cmd_skills}
+            "phase": _cmd_phase, "phases": _cmd_phases, "skills": _cmd_skills,
+            "service": _cmd_service}
 
 
 def main(argv: list[str] | None = None) -> int:

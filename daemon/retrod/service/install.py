@@ -1,0 +1,149 @@
+"""`retrod service install|uninstall|status`: the systemd user unit (Linux) or launchd agent (macOS).
+
+The templates are the files in the repository's `systemd/` folder (shipped in the wheel as
+`retrod/units`); installing fills in the absolute path of this retrod and the RETROD_* settings
+of the installing shell, since a service does not inherit them.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+UNIT = "retrod.service"
+AGENT = "dev.retrod.daemon"
+
+
+class ServiceError(RuntimeError):
+    """The service cannot be installed or queried here; the message says why."""
+
+
+def units_dir() -> Path:
+    packaged = files("retrod") / "units"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[3] / "systemd"
+
+
+def retrod_executable() -> Path:
+    beside = Path(sys.executable).parent / "retrod"
+    found = beside if beside.is_file() else (Path(p) if (p := shutil.which("retrod")) else None)
+    if found is None:
+        raise ServiceError("cannot find the `retrod` executable; install retrod (e.g. pip install .) first")
+    return found.absolute()
+
+
+def service_environment() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("RETROD_") or k == "CLAUDE_CONFIG_DIR"}
+
+
+def render_unit(exe: Path, env: dict[str, str]) -> str:
+    lines = []
+    for line in (units_dir() / UNIT).read_text().splitlines():
+        if line.startswith("ExecStart="):
+            line = f"ExecStart={_quote(str(exe))} run"
+        lines.append(line)
+        if line.startswith("Environment=PYTHONUNBUFFERED"):
+            lines += [f"Environment={_quote(f'{k}={v}')}" for k, v in env.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _quote(text: str) -> str:
+    """systemd quoting: double quotes, with backslash, quote and % escaped."""
+    if all(c.isalnum() or c in "/._-=:,+@" for c in text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'
+
+
+def render_plist(exe: Path, env: dict[str, str], home: Path) -> bytes:
+    plist = plistlib.loads((units_dir() / f"{AGENT}.plist").read_bytes())
+    plist["ProgramArguments"][0] = str(exe)
+    log = str(home / "Library" / "Logs" / "retrod" / "retrod.log")
+    plist["StandardOutPath"] = plist["StandardErrorPath"] = log
+    plist["EnvironmentVariables"].update(env)
+    return plistlib.dumps(plist)
+
+
+@dataclass(frozen=True)
+class Plan:
+    path: Path
+    content: bytes
+    commands: list[list[str]]
+
+
+def plan(platform: str = sys.platform, home: Path | None = None) -> Plan:
+    home = home or Path.home()
+    exe, env = retrod_executable(), service_environment()
+    if platform == "darwin":
+        path = home / "Library" / "LaunchAgents" / f"{AGENT}.plist"
+        domain = f"gui/{os.getuid()}"
+        return Plan(path, render_plist(exe, env, home),
+                    [["launchctl", "bootout", f"{domain}/{AGENT}"], ["launchctl", "bootstrap", domain, str(path)]])
+    if platform.startswith("linux"):
+        config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        path = config / "systemd" / "user" / UNIT
+        return Plan(path, render_unit(exe, env).encode(),
+                    [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", UNIT]])
+    raise ServiceError(f"no service manager support for {platform}; run `retrod run` yourself")
+
+
+def install(dry_run: bool) -> list[str]:
+    p = plan()
+    if dry_run:
+        return [f"# {p.path}", p.content.decode(), *(f"# then: {' '.join(c)}" for c in p.commands)]
+    p.path.parent.mkdir(parents=True, exist_ok=True)
+    if p.path.suffix == ".plist":
+        (Path.home() / "Library" / "Logs" / "retrod").mkdir(parents=True, exist_ok=True)
+    p.path.write_bytes(p.content)
+    done = [f"wrote {p.path}"]
+    for i, command in enumerate(p.commands):
+        result = _run(command)
+        # launchctl bootout of an agent that is not loaded fails; that is fine before bootstrap.
+        if result.returncode != 0 and not (command[:2] == ["launchctl", "bootout"] and i == 0):
+            raise ServiceError(f"{' '.join(command)} failed: {result.stderr.strip() or result.returncode}")
+        done.append(f"ran {' '.join(command)}")
+    return done
+
+
+def uninstall(dry_run: bool) -> list[str]:
+    p = plan()
+    if p.path.suffix == ".plist":
+        commands = [["launchctl", "bootout", f"gui/{os.getuid()}/{AGENT}"]]
+    else:
+        commands = [["systemctl", "--user", "disable", "--now", UNIT]]
+    if dry_run:
+        return [*(f"would run {' '.join(c)}" for c in commands), f"would remove {p.path}"]
+    done = []
+    for command in commands:
+        _run(command)  # not loaded is fine: the goal is "not running"
+        done.append(f"ran {' '.join(command)}")
+    if p.path.exists():
+        p.path.unlink()
+        done.append(f"removed {p.path}")
+    if p.path.suffix == ".service":
+        _run(["systemctl", "--user", "daemon-reload"])
+    return done
+
+
+def status() -> str:
+    p = plan()
+    if not p.path.exists():
+        return f"not installed ({p.path} does not exist)"
+    command = (["launchctl", "print", f"gui/{os.getuid()}/{AGENT}"] if p.path.suffix == ".plist"
+               else ["systemctl", "--user", "is-active", UNIT])
+    result = _run(command)
+    state = result.stdout.strip().splitlines()[0] if result.stdout.strip() else f"unknown ({result.stderr.strip()})"
+    return f"installed at {p.path}; {' '.join(command)}: {state}"
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise ServiceError(f"{command[0]} not found: is this system's service manager running?") from None
