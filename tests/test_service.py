@@ -154,3 +154,70 @@ def _offsets(db_url: str) -> int:
             return conn.execute("SELECT coalesce(sum(\"offset\"), 0) FROM retrod.files").fetchone()[0]
     except psycopg.Error:
         return 0
+
+
+def test_status_and_doctor(db_url: str, projects: Path, tmp_path: Path) -> None:
+    env = _env(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(tmp_path / "d"),
+               HOME=str(tmp_path / "home"))
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "retrod.cli", *args], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    import json
+
+    proc = _daemon(env)
+    try:
+        deadline = time.monotonic() + 30
+        while (s := json.loads(cli("status", "--json").stdout))["lag"]["bytes"] or not s["files"]["tracked"]:
+            assert time.monotonic() < deadline, s
+            time.sleep(0.2)
+        assert s["daemon"]["running"] and s["daemon"]["pid"] == proc.pid
+        assert s["database"]["healthy"] and s["files"]["tracked"] == 67
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    path = next(projects.glob("*/258c7280-*.jsonl"))
+    with path.open("a") as f:
+        f.write('{"type":"user"}\n' * 10)  # written while no daemon runs: behind by 160 bytes
+    s = json.loads(cli("status", "--json").stdout)
+    assert not s["daemon"]["running"]
+    assert s["lag"] == {"bytes": 160, "files": 1, "worst": [{"path": str(path), "bytes": 160}]}
+    text = cli("status").stdout
+    assert "daemon:    not running" in text and "160 bytes not yet ingested in 1 files" in text
+
+    doctor = subprocess.run([sys.executable, "-m", "retrod.cli", "doctor"], capture_output=True, text=True,
+                            env=dict(env, RETROD_PROJECTS_DIR=str(tmp_path / "nowhere")), timeout=60)
+    assert doctor.returncode == 1
+    assert f"FAIL  projects folder: {tmp_path / 'nowhere'}" in doctor.stdout
+    assert "fix: run Claude Code once, or set RETROD_PROJECTS_DIR" in doctor.stdout
+    assert "ok    database:" in doctor.stdout
+
+
+def test_projects_folder_deleted_and_recreated_under_a_running_daemon(db_url: str, tmp_path: Path) -> None:
+    projects = tmp_path / "projects"
+    projects.mkdir()
+    env = _env(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(tmp_path / "d"))
+    proc = _daemon(env)
+    session = "ffffffff-0000-4000-8000-000000000001"
+    try:
+        time.sleep(2)
+        shutil.rmtree(projects)
+        time.sleep(2)
+        assert proc.poll() is None
+        (projects / "-again").mkdir(parents=True)
+        (projects / "-again" / f"{session}.jsonl").write_text(
+            '{"type":"assistant","requestId":"r","message":{"id":"m","usage":{"output_tokens":9}}}\n')
+        deadline = time.monotonic() + 30
+        while _output(db_url, session) != 9:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def _output(db_url: str, session: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests WHERE session_uuid = %s",
+                            (session,)).fetchone()[0]

@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     phases.add_argument("session", nargs="?", help="uuid or prefix; default: this directory's session")
     phases.add_argument("--format", choices=("text", "json"), default="text")
 
+    status = sub.add_parser("status", help="is the daemon running, how far behind, how healthy")
+    status.add_argument("--json", action="store_true")
+    sub.add_parser("doctor", help="check configuration, folders, database, watcher limits, service")
+
     service = sub.add_parser("service", help="run retrod as a systemd (Linux) or launchd (macOS) user service")
     service_actions = service.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action, text in (("install", "write the unit/agent, enable and start it"),
@@ -183,6 +187,22 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    from . import health
+
+    report = health.status(settings)
+    print(json.dumps(report, indent=2) if args.json else health.render_status(report), end="\n" if args.json else "")
+    return EXIT_OK
+
+
+def _cmd_doctor(settings: Settings, _args: argparse.Namespace) -> int:
+    from . import health
+
+    checks = health.doctor(settings)
+    print(health.render_doctor(checks), end="")
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILURE
+
+
 def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
     from .service import install
 
@@ -202,7 +222,7 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
             "phase": _cmd_phase, "phases": _cmd_phases, "skills": _cmd_skills,
-            "service": _cmd_service}
+            "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:

