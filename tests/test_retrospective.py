@@ -208,3 +208,19 @@ def test_phase_edges_inside_minutes_match_the_reference(env: dict, db_url: str, 
     want = reference.compute_phases(projects, SPOTTER, windows)
     for got, expected in zip(report["phases"], want, strict=True):
         assert {k: got[k] for k in expected} == expected, got["phase"]
+
+
+def test_idle_tracked_sessions_are_closed_at_their_last_activity(env: dict, db_url: str) -> None:
+    from retrod.report.retrospective import close_idle_sessions
+
+    ok(retrod(env, "track", "start", "--session", SPOTTER))
+    ok(retrod(env, "phase", "start", "--session", SPOTTER, "--task", "t", "--phase", "open"))
+    with psycopg.connect(db_url) as conn:
+        assert close_idle_sessions(conn, idle_s=3600) == [SPOTTER]
+        assert close_idle_sessions(conn, idle_s=3600) == []  # once
+        ended, output = conn.execute("SELECT ended_at, total_output_tokens FROM cc_sessions WHERE session_uuid = %s",
+                                     (SPOTTER,)).fetchone()
+        open_phases = conn.execute("SELECT count(*) FROM cc_session_phases WHERE ended_at IS NULL").fetchone()[0]
+    assert ended == utc("2026-02-11T21:46:25.781")  # the last event of the transcript
+    assert output == 38908
+    assert open_phases == 1  # a phase's verdict is the user's to give

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg
@@ -14,6 +15,7 @@ import watchfiles
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from .ingest import Ingester, ScanStats
+from .report.retrospective import close_idle_sessions
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
 from .store.db import daemon_lock, open_pool
@@ -115,6 +117,9 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
     scheduler = BackgroundScheduler(daemon=True)
     scheduler.add_job(scan_due.set, "interval", seconds=settings.scan_interval_s,
                       id="reconciliation-scan", name="reconciliation scan", coalesce=True, max_instances=1)
+    scheduler.add_job(_close_idle_sessions, "interval", args=(ingester.store.pool, settings.idle_close_s),
+                      minutes=5, id="close-idle-sessions", name="close idle sessions", coalesce=True,
+                      max_instances=1, next_run_time=datetime.now(timezone.utc))
     scheduler.start()
     backoff = 0.0
     try:
@@ -176,6 +181,17 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
         if any(not r.is_dir() for r in roots):
             log.warning("projects folder vanished; waiting for it", roots=[str(r) for r in roots])
             return
+
+
+def _close_idle_sessions(pool, idle_s: float) -> None:
+    """A scheduler job (own thread, own connection): never lets an error escape into APScheduler."""
+    try:
+        with pool.connection() as conn:
+            closed = close_idle_sessions(conn, idle_s)
+        if closed:
+            log.info("closed idle sessions", sessions=closed)
+    except psycopg.Error as exc:
+        log.warning("closing idle sessions failed; next run in 5 minutes", error=" ".join(str(exc).split()))
 
 
 def _scan(ingester: Ingester, event: str) -> None:

@@ -53,3 +53,16 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
             path.write_text(text, encoding="utf-8")
             report["saved_to"] = str(path)
     return report, text
+
+
+def close_idle_sessions(conn: Connection, idle_s: float) -> list[str]:
+    """End tracked sessions quiet for `idle_s`: ended_at = their last activity, totals filled.
+
+    Their open phases stay open: only the user can give a phase its verdict."""
+    closed = []
+    for session, last_activity in conn.execute(q("idle_open_sessions"), {"idle": idle_s}).fetchall():
+        produce(conn, session)  # fills the totals, saves nothing
+        with conn.transaction():
+            conn.execute(q("end_session_at"), {"session": session, "ended_at": last_activity})
+        closed.append(session)
+    return closed

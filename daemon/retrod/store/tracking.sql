@@ -58,3 +58,13 @@ SET total_output_tokens = %(output)s, total_input_tokens = %(input)s,
     claude_time_seconds = %(claude_s)s, tool_time_seconds = %(tool_s)s, human_time_seconds = %(human_s)s,
     ended_at = CASE WHEN %(close)s THEN coalesce(ended_at, now()) ELSE ended_at END
 WHERE session_uuid = %(session)s;
+
+-- Tracked sessions still open whose transcripts have been quiet for longer than the idle time.
+-- name: idle_open_sessions
+SELECT u.session_uuid, last.ts AS last_activity
+FROM public.cc_sessions u
+CROSS JOIN LATERAL (SELECT max(ts) AS ts FROM retrod.events e WHERE e.session_uuid = u.session_uuid) last
+WHERE u.ended_at IS NULL AND last.ts < now() - %(idle)s * interval '1 second';
+
+-- name: end_session_at
+UPDATE public.cc_sessions SET ended_at = %(ended_at)s WHERE session_uuid = %(session)s AND ended_at IS NULL;
