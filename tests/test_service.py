@@ -221,3 +221,42 @@ def _output(db_url: str, session: str) -> int:
     with psycopg.connect(db_url) as conn:
         return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests WHERE session_uuid = %s",
                             (session,)).fetchone()[0]
+
+
+def test_a_failing_watcher_falls_back_to_polling(db_url: str, tmp_path: Path, monkeypatch) -> None:
+    """inotify can be unavailable or out of watches: the daemon polls instead and keeps ingesting."""
+    import threading
+
+    import watchfiles
+
+    from retrod import daemon
+    from retrod.settings import Settings
+
+    real_watch, modes = watchfiles.watch, []
+
+    def watch(*args, force_polling=None, **kwargs):
+        modes.append(force_polling)
+        if not force_polling:
+            raise OSError("OS file watch limit reached")
+        return real_watch(*args, force_polling=force_polling, poll_delay_ms=50, **kwargs)
+
+    monkeypatch.setattr(daemon.watchfiles, "watch", watch)
+    projects = tmp_path / "projects"
+    (projects / "-p").mkdir(parents=True)
+    settings = Settings(database_url=db_url, projects_dir=str(projects), data_dir=tmp_path / "d")
+    stop = threading.Event()
+    thread = threading.Thread(target=daemon.run, args=(settings, False, stop))
+    thread.start()
+    session = "ffffffff-0000-4000-8000-000000000002"
+    try:
+        time.sleep(1)
+        (projects / "-p" / f"{session}.jsonl").write_text(
+            '{"type":"assistant","requestId":"r","message":{"id":"m2","usage":{"output_tokens":4}}}\n')
+        deadline = time.monotonic() + 30
+        while _output(db_url, session) != 4:
+            assert thread.is_alive() and time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert modes[:2] == [None, True]

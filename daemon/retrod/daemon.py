@@ -122,6 +122,7 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                       max_instances=1, next_run_time=datetime.now(timezone.utc))
     scheduler.start()
     backoff = 0.0
+    polling = settings.watch_polling
     try:
         while not stop.is_set():
             roots = [r for r in ingester.roots if r.is_dir()]
@@ -131,10 +132,17 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                 _wait(stop, systemd, 5)
                 continue
             try:
-                _watch(ingester, settings, roots, scan_due, stop, systemd)
+                _watch(ingester, settings, roots, scan_due, stop, systemd, polling)
                 if backoff:
                     log.info("database back")
                 backoff = 0.0
+            except (OSError, RuntimeError) as exc:
+                if polling:
+                    raise
+                # inotify unavailable or out of watches: poll instead; scans still run.
+                log.warning("file watcher failed; polling instead", error=str(exc))
+                polling = True
+                scan_due.set()
             except psycopg.OperationalError as exc:
                 if not backoff:
                     log.warning("database unavailable; retrying with backoff", error=" ".join(str(exc).split()))
@@ -153,7 +161,7 @@ def _wait(stop: threading.Event, systemd: _Systemd, seconds: float) -> None:
 
 
 def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: threading.Event,
-           stop: threading.Event, systemd: _Systemd) -> None:
+           stop: threading.Event, systemd: _Systemd, polling: bool) -> None:
     changes_seen = watchfiles.watch(
         *roots,
         watch_filter=lambda _change, path: _watched(path),
@@ -164,7 +172,7 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
         rust_timeout=1000,
         raise_interrupt=False,
         ignore_permission_denied=True,
-        force_polling=settings.watch_polling or None,
+        force_polling=polling or None,
     )
     for n, changes in enumerate(changes_seen):
         systemd.alive()
