@@ -144,12 +144,27 @@ def test_mistakes_write_nothing(env: dict, db_url: str) -> None:
 def test_descriptions_cannot_escape_the_reports_folder(env: dict) -> None:
     nasty = 'He said "hi"\nthen ../../../etc/passwd; rm -rf /'
     ok(retrod(env, "track", "start", "--session", SPOTTER, "--description", nasty))
-    report = json.loads(ok(retrod(env, "report", SPOTTER, "--format", "json")))
-    saved = Path(report["saved_to"])
+    done = retrod(env, "report", SPOTTER, "--format", "json")
+    assert done.returncode == 0 and done.stderr.startswith("retrod: saved "), done.stderr
+    saved = Path(done.stderr.strip().removeprefix("retrod: saved "))
     assert saved.parent == Path(env["RETROD_REPORTS_DIR"])
-    assert saved.name == "2026-02-11-he-said-hi-then-etc-passwd-rm-rf.md"
-    assert report["session"]["description"] == nasty
-    assert saved.read_text().splitlines()[0] == '# Session Retrospective: 2026-02-11 — He said "hi" then ../../../etc/passwd; rm -rf /'
+    assert saved.name == "2026-02-11-he-said-hi-then-etc-passwd-rm-rf.json"
+    assert json.loads(saved.read_text())["session"]["description"] == nasty  # JSON saved as JSON
+    markdown = ok(retrod(env, "report", SPOTTER, "--no-save"))
+    assert markdown.splitlines()[0] == '# Session Retrospective: 2026-02-11 — He said "hi" then ../../../etc/passwd; rm -rf /'
+
+
+def test_session_ids_cannot_escape_the_reports_folder(env: dict, projects: Path, db_url: str) -> None:
+    # A 2.0.x agent file names its session by whatever its first sessionId says.
+    (projects / "-x").mkdir()
+    (projects / "-x" / "agent-1.jsonl").write_text(json.dumps({
+        "type": "assistant", "sessionId": "/../../x", "timestamp": "2026-01-01T00:00:00Z",
+        "message": {"id": "m-escape", "usage": {"output_tokens": 1}}}) + "\n")
+    ingest(db_url, [projects])
+    done = retrod(env, "report", "/../../x")
+    assert done.returncode == 0, done.stderr
+    saved = Path(env["RETROD_REPORTS_DIR"]) / "2026-01-01-x.md"
+    assert saved.exists() and list(Path(env["RETROD_REPORTS_DIR"]).parent.glob("*.md")) == []
 
 
 def test_track_start_finds_the_session_of_the_working_directory(env: dict, projects: Path, tmp_path: Path) -> None:

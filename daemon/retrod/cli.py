@@ -14,7 +14,7 @@ import structlog
 
 from . import log as logging_setup
 from . import skills, tracking
-from .report import model, retrospective
+from .report import markdown, model, retrospective
 from .report.model import VERDICTS
 from .service.cluster import ClusterError
 from .settings import Settings
@@ -130,8 +130,8 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
         session = _resolve(conn, args.session)
         report, text = retrospective.produce(
             conn, session, close=args.close, output=args.output,
-            reports_dir=None if args.no_save else settings.reports_dir)
-    print(json.dumps(report, indent=2) if args.format == "json" else text, end="\n" if args.format == "json" else "")
+            reports_dir=None if args.no_save else settings.reports_dir, as_json=args.format == "json")
+    print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
     return EXIT_OK
@@ -152,7 +152,7 @@ def _cmd_track(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _tracked_session(settings, conn, args)
         row = tracking.track_start(conn, session, args.description)
-    print(f"tracking session {session}" + (f": {row['description']}" if row["description"] else ""))
+    print(f"tracking session {session}" + (f": {markdown.cell(row['description'])}" if row["description"] else ""))
     return EXIT_OK
 
 
@@ -183,7 +183,8 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
         print(f"no phases logged for {session}")
     for row in rows if args.format == "text" else []:
         end = f"{row['ended_at']:%Y-%m-%d %H:%M}" if row["ended_at"] else "open"
-        print(f"{row['started_at']:%Y-%m-%d %H:%M} → {end}  {row['verdict']:<18} {row['task']} / {row['phase']}")
+        print(f"{row['started_at']:%Y-%m-%d %H:%M} → {end}  {row['verdict']:<18} "
+              f"{markdown.cell(row['task'])} / {markdown.cell(row['phase'])}")
     return EXIT_OK
 
 

@@ -17,6 +17,7 @@ from .service.cluster import Cluster, ClusterError
 from .settings import Settings
 from .store.db import cluster_for, open_pool, running_daemon
 from .store.queries import q
+from .transcript.discovery import walk
 
 WORST_FILES = 5
 
@@ -45,14 +46,18 @@ def status(settings: Settings) -> dict:
         files = cur.execute(q("status_files"), args).fetchone()
         offsets = cur.execute(q("status_offsets"), args).fetchall()
         active = cur.execute(q("status_active_sessions"), args).fetchone()["count"]
-    lag = []
-    for row in offsets:
-        try:
-            behind = os.stat(row["path"]).st_size - row["offset"]
-        except OSError:
-            continue
-        if behind > 0:
-            lag.append((behind, row["path"]))
+    ingested = {row["path"]: row["offset"] for row in offsets}
+    lag = []  # every transcript on disk: one the daemon has not seen yet is behind by all of it
+    for root in settings.projects_roots():
+        for ref in walk(root):
+            if not ref.is_transcript:
+                continue
+            try:
+                behind = os.stat(ref.path).st_size - ingested.get(str(ref.path), 0)
+            except OSError:
+                continue
+            if behind > 0:
+                lag.append((behind, str(ref.path)))
     lag.sort(reverse=True)
     out.update(
         files={"tracked": files["tracked"], "deleted_since": files["deleted"]},

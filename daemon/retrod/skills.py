@@ -26,13 +26,14 @@ def shipped() -> dict[str, str]:
 
 def install(target: Path, force: bool = False) -> list[str]:
     """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`."""
+    skills = {target / name / "SKILL.md": text for name, text in sorted(shipped().items())}
+    current = {path: path.read_text(encoding="utf-8") if path.exists() else None for path in skills}
+    edited = [path for path, text in skills.items() if current[path] not in (None, text)]
+    if edited and not force:  # checked before writing anything: all or nothing
+        raise SkillsError(f"{edited[0]} differs from retrod's copy (edited?); use --force to overwrite")
     done = []
-    for name, text in sorted(shipped().items()):
-        path = target / name / "SKILL.md"
-        if path.exists() and path.read_text(encoding="utf-8") != text and not force:
-            raise SkillsError(f"{path} differs from retrod's copy (edited?); use --force to overwrite")
-        state = "unchanged" if path.exists() and path.read_text(encoding="utf-8") == text else "installed"
+    for path, text in skills.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-        done.append(f"{state}: {path}")
+        done.append(f"{'unchanged' if current[path] == text else 'installed'}: {path}")
     return done

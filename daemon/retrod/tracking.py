@@ -32,9 +32,10 @@ class PhaseNotes:
 
 
 def project_slugs(cwd: Path) -> list[str]:
-    """Claude Code's folder name for a working directory: `/` and `.` become `-` (FORMATS §1)."""
+    """Claude Code's folder name for a working directory: every character but [A-Za-z0-9]
+    becomes `-` (its sanitizePath); older versions replaced only `/` and `.` (FORMATS §1)."""
     text = str(cwd)
-    return list(dict.fromkeys([re.sub(r"[/.]", "-", text), re.sub(r"[^A-Za-z0-9_-]", "-", text)]))
+    return list(dict.fromkeys([re.sub(r"[^A-Za-z0-9]", "-", text), re.sub(r"[/.]", "-", text)]))
 
 
 def current_session(roots: list[Path], cwd: Path) -> str:
@@ -82,6 +83,8 @@ def check_verdict(verdict: str) -> str:
 def _clean(text: str | None, what: str) -> str | None:
     if text is not None and not text.strip():
         raise TrackingError(f"{what} is empty")
+    if text is not None and "\x00" in text:
+        raise TrackingError(f"{what} contains a NUL character")
     return text
 
 
@@ -119,6 +122,7 @@ def phase_start(conn: Connection, session: str, task: str, phase: str, at: datet
 
 def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, at: datetime | None = None) -> dict:
     check_verdict(verdict)
+    _check_notes(notes)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         user_session = cur.execute(q("get_user_session"), {"session": session}).fetchone()
         open_phases = user_session and cur.execute(
@@ -138,6 +142,7 @@ def phase_log(conn: Connection, session: str, task: str, phase: str, start: date
     """A whole phase in one call, e.g. logged afterwards."""
     task, phase = _clean(task, "--task"), _clean(phase, "--phase")
     check_verdict(verdict)
+    _check_notes(notes)
     if end <= start:
         raise TrackingError(f"the phase must end ({end.isoformat()}) after it starts ({start.isoformat()})")
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
@@ -154,6 +159,12 @@ def list_phases(conn: Connection, session: str) -> list[dict]:
         if user_session is None:
             return []
         return cur.execute(q("list_phases"), {"session_id": user_session["id"]}).fetchall()
+
+
+def _check_notes(notes: PhaseNotes) -> None:
+    for what, text in _notes(notes).items():
+        if text is not None and "\x00" in text:
+            raise TrackingError(f"--{what.replace('_', '-')} contains a NUL character")
 
 
 def _notes(notes: PhaseNotes) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 
 from .model import BUCKETS
 
@@ -74,12 +74,18 @@ def _summary(summary: dict) -> list[str]:
     return out
 
 
+_GANTT_KEYWORDS = re.compile(r"^(title|section|dateFormat|axisFormat|tickInterval|excludes|includes|todayMarker"
+                             r"|weekday|click|accTitle|accDescr)\b", re.IGNORECASE)
+
+
 def _gantt_text(text: str) -> str:
-    return re.sub(r"[:#;]", " ", " ".join(str(text).split())) or "-"
+    """One line with no gantt syntax in it: no separators, and no keyword a line could start with."""
+    clean = re.sub(r"[:#;%]", " ", " ".join(str(text).split())).strip() or "-"
+    return "'" + clean if _GANTT_KEYWORDS.match(clean) else clean
 
 
 def _gantt_time(iso: str) -> str:
-    return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromisoformat(iso).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _timeline(phases: list[dict]) -> list[str]:
@@ -90,7 +96,7 @@ def _timeline(phases: list[dict]) -> list[str]:
         if p["task"] != section:
             section = p["task"]
             out.append(f"    section {_gantt_text(section)}")
-        end = p["ended_at"] or p["started_at"]
+        end = p["ended_at"] or datetime.now(timezone.utc).isoformat()  # an open phase runs until now
         tag = GANTT_TAG.get(p["verdict"], "")
         out.append(f"    {_gantt_text(p['phase'])} ({_gantt_text(p['verdict'])}) :{tag}p{i}, "
                    f"{_gantt_time(p['started_at'])}, {_gantt_time(end)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from pathlib import Path
@@ -23,14 +24,17 @@ def slugify(text: str, max_len: int = 60) -> str:
     return slug[:max_len].rstrip("-")
 
 
-def file_name(report: dict) -> str:
+def file_name(report: dict, extension: str = "md") -> str:
+    """`<date>-<description>.<ext>`, slugified: whatever the description or session id holds,
+    the name stays inside the reports folder."""
     session = report["session"]
     date = (session["started_at"] or "")[:10] or "undated"
-    return f"{date}-{slugify(session['description'] or '') or session['uuid'][:8]}.md"
+    name = slugify(session["description"] or "") or slugify(session["uuid"][:8]) or "session"
+    return f"{date}-{name}.{extension}"
 
 
 def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
-            reports_dir: Path | None = None) -> tuple[dict, str]:
+            reports_dir: Path | None = None, as_json: bool = False) -> tuple[dict, str]:
     """Build the report and save it to `output`, else into `reports_dir` (None for both: not saved).
 
     One transaction: a failure anywhere, writing the file included, leaves the database untouched.
@@ -46,12 +50,12 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
             **{f: min(summary["tokens"]["total"][f], INT_MAX) for f in model.TOKEN_FIELDS},
             "claude_s": summary["claude_s"], "tool_s": summary["tool_s"], "human_s": summary["human_s"],
         })
-        text = markdown.render(report)
-        path = output or (reports_dir / file_name(report) if reports_dir else None)
+        text = json.dumps(report, indent=2) + "\n" if as_json else markdown.render(report)
+        path = output or (reports_dir / file_name(report, "json" if as_json else "md") if reports_dir else None)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-            report["saved_to"] = str(path)
+            report["saved_to"] = str(path)  # for the caller; the file itself does not say
     return report, text
 
 

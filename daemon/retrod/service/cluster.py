@@ -100,6 +100,7 @@ class Cluster:
                 "listen_addresses = ''\n"
                 f"unix_socket_directories = '{self.socket_dir}'\n"
                 "unix_socket_permissions = 0700\n"
+                "timezone = 'UTC'\n"
             )
         self._hand_over(self.pgdata / "pg_hba.conf")
 

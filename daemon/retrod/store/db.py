@@ -22,6 +22,7 @@ def _configure(conn: psycopg.Connection) -> None:
     # Safe here: each file's rows and offset commit together, so a commit lost in a server
     # crash only means that batch is read again.
     conn.execute("SET synchronous_commit = off")
+    conn.execute("SET TimeZone = 'UTC'")  # reports print times as UTC
     conn.commit()
 
 

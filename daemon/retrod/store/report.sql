@@ -1,9 +1,13 @@
 -- Read side: everything `retrod report` shows comes from these precomputed rows.
 
+-- Sessions with a transcript (meta and tool-results files alone make none), or tracked by the user.
 -- name: find_sessions
-SELECT DISTINCT session_uuid FROM retrod.files
-WHERE kind IN ('main', 'subagent', 'agent_root')  -- meta and tool-results files alone make no session
-  AND session_uuid IS NOT NULL AND starts_with(session_uuid, %(prefix)s)
+SELECT session_uuid FROM (
+    SELECT session_uuid FROM retrod.files
+    WHERE kind IN ('main', 'subagent', 'agent_root') AND starts_with(session_uuid, %(prefix)s)
+    UNION
+    SELECT session_uuid COLLATE "C" FROM public.cc_sessions WHERE starts_with(session_uuid, %(prefix)s)
+) s
 ORDER BY session_uuid LIMIT 2;
 
 -- name: session_files
