@@ -66,8 +66,10 @@ CREATE TRIGGER requests_updated AFTER UPDATE ON retrod.requests
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION retrod.requests_changed();
 
--- Each classified gap [prev_ts, ts] cut at minute boundaries: a phase window's partial edge
--- minutes are summed from these pieces, found by minute.
+-- Each classified gap [prev_ts, ts] is kept as at most three parts: the pieces in its first and
+-- last minutes (gap_pieces, found by minute for a phase window's partial edge minutes, and
+-- summed into event_minutes) and the whole minutes between them as one span (gap_spans) — so a
+-- long gap, a night or a bogus timestamp, costs one row, not one per minute.
 CREATE TABLE retrod.gap_pieces (
     file_id BIGINT NOT NULL,
     "offset" BIGINT NOT NULL,
@@ -81,12 +83,35 @@ CREATE TABLE retrod.gap_pieces (
 );
 CREATE INDEX gap_pieces_session_minute ON retrod.gap_pieces (session_uuid, minute);
 
+CREATE TABLE retrod.gap_spans (
+    file_id BIGINT NOT NULL,
+    "offset" BIGINT NOT NULL,
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    kind TEXT NOT NULL,
+    span_start TIMESTAMPTZ NOT NULL,
+    span_end TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (file_id, "offset"),
+    FOREIGN KEY (file_id, "offset") REFERENCES retrod.events ON DELETE CASCADE
+);
+CREATE INDEX gap_spans_session_start ON retrod.gap_spans (session_uuid, span_start);
+
+-- The first and last minute's pieces of a gap (one piece when it lies within one minute).
 CREATE FUNCTION retrod.pieces_of(prev_ts TIMESTAMPTZ, ts TIMESTAMPTZ)
     RETURNS TABLE (minute TIMESTAMPTZ, piece_start TIMESTAMPTZ, piece_end TIMESTAMPTZ)
     LANGUAGE sql IMMUTABLE AS $$
     SELECT m, greatest(prev_ts, m), least(ts, m + interval '1 minute')
-    FROM generate_series(retrod.minute_of(prev_ts), ts, interval '1 minute') AS m
-    WHERE ts > prev_ts AND m < ts
+    FROM (SELECT retrod.minute_of(prev_ts) AS first_m, retrod.minute_of(ts - interval '1 microsecond') AS last_m) b,
+         LATERAL (SELECT first_m AS m UNION SELECT last_m) ms
+    WHERE ts > prev_ts
+$$;
+
+-- The whole minutes between a gap's first and last minute, if any.
+CREATE FUNCTION retrod.span_of(prev_ts TIMESTAMPTZ, ts TIMESTAMPTZ)
+    RETURNS TABLE (span_start TIMESTAMPTZ, span_end TIMESTAMPTZ)
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT retrod.minute_of(prev_ts) + interval '1 minute', retrod.minute_of(ts - interval '1 microsecond')
+    WHERE ts > prev_ts
+      AND retrod.minute_of(ts - interval '1 microsecond') > retrod.minute_of(prev_ts) + interval '1 minute'
 $$;
 
 -- Classified time and tool output by (session, minute).
@@ -106,6 +131,10 @@ BEGIN
         INSERT INTO retrod.gap_pieces
         SELECT e.file_id, e."offset", p.minute, e.session_uuid, e.kind, p.piece_start, p.piece_end
         FROM new_rows e, retrod.pieces_of(e.prev_ts, e.ts) p
+        WHERE e.kind IS NOT NULL;
+        INSERT INTO retrod.gap_spans
+        SELECT e.file_id, e."offset", e.session_uuid, e.kind, sp.span_start, sp.span_end
+        FROM new_rows e, retrod.span_of(e.prev_ts, e.ts) sp
         WHERE e.kind IS NOT NULL;
     END IF;
     EXECUTE format($sql$
@@ -148,6 +177,12 @@ CREATE TABLE retrod.session_tool_calls (
 
 CREATE FUNCTION retrod.tool_calls_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
 BEGIN
+    -- Ingesters of other files of the same session (other hosts) must not count concurrently:
+    -- the check below only sees committed rows.
+    EXECUTE format($sql$
+        SELECT pg_advisory_xact_lock(hashtext('retrod.tool_calls'), hashtext(session_uuid))
+        FROM (SELECT DISTINCT session_uuid FROM (%s) c ORDER BY 1) s
+    $sql$, retrod.signed_rows(TG_OP));
     -- An id counts when its first row appears and stops counting when its last row goes: the
     -- table already shows this statement's rows, so compare against the other files' rows.
     EXECUTE format($sql$
@@ -181,6 +216,10 @@ INSERT INTO retrod.gap_pieces
 SELECT e.file_id, e."offset", p.minute, e.session_uuid, e.kind, p.piece_start, p.piece_end
 FROM retrod.events e, retrod.pieces_of(e.prev_ts, e.ts) p WHERE e.kind IS NOT NULL;
 
+INSERT INTO retrod.gap_spans
+SELECT e.file_id, e."offset", e.session_uuid, e.kind, sp.span_start, sp.span_end
+FROM retrod.events e, retrod.span_of(e.prev_ts, e.ts) sp WHERE e.kind IS NOT NULL;
+
 INSERT INTO retrod.event_minutes
 SELECT session_uuid, minute, sum(claude_us), sum(tool_us), sum(human_us), sum(bytes) FROM (
     SELECT session_uuid, minute,
@@ -198,3 +237,29 @@ INSERT INTO retrod.session_tool_calls
 SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls GROUP BY 1;
 
 CREATE INDEX request_minutes_agent ON retrod.request_minutes (session_uuid, agent);
+
+-- TRUNCATE fires no row or statement trigger that sees rows: rebuilding retrod's derived tables
+-- by truncation (TRUNCATE retrod.files CASCADE, …) must empty the rollups with them.
+CREATE FUNCTION retrod.rollups_truncated() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    -- (gap_pieces and gap_spans reference events: a TRUNCATE of events must cascade to them.)
+    IF TG_TABLE_NAME = 'requests' THEN
+        DELETE FROM retrod.request_minutes;
+    ELSIF TG_TABLE_NAME = 'events' THEN
+        DELETE FROM retrod.event_minutes;
+    ELSIF TG_TABLE_NAME = 'tool_calls' THEN
+        DELETE FROM retrod.session_tool_calls;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER requests_truncated AFTER TRUNCATE ON retrod.requests
+    FOR EACH STATEMENT EXECUTE FUNCTION retrod.rollups_truncated();
+CREATE TRIGGER events_truncated AFTER TRUNCATE ON retrod.events
+    FOR EACH STATEMENT EXECUTE FUNCTION retrod.rollups_truncated();
+CREATE TRIGGER tool_calls_truncated AFTER TRUNCATE ON retrod.tool_calls
+    FOR EACH STATEMENT EXECUTE FUNCTION retrod.rollups_truncated();
+
+-- Requests are never deleted by retrod; if someone does, the rollups follow.
+CREATE TRIGGER requests_deleted AFTER DELETE ON retrod.requests
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.requests_changed();

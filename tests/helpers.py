@@ -47,25 +47,30 @@ _SNAPSHOT = {
     "subagent_links": "SELECT f.path, l.agent_id, l.tool_use_id, l.session_uuid FROM retrod.subagent_links l"
                       " JOIN retrod.files f ON f.id = l.file_id ORDER BY 1, 2, 3",
     "subagent_meta": "SELECT * FROM retrod.subagent_meta ORDER BY 1, 2",
-    "request_minutes": "SELECT * FROM retrod.request_minutes ORDER BY 1, 2, 3",
-    "event_minutes": "SELECT * FROM retrod.event_minutes ORDER BY 1, 2",
+    # minute::text: 'infinity' (rows without a timestamp) does not load as a Python datetime
+    "request_minutes": "SELECT session_uuid, minute::text, agent, requests, tool_turns, input_tokens, output_tokens,"
+                       " cache_read_tokens, cache_create_tokens FROM retrod.request_minutes ORDER BY 1, minute, 3",
+    "event_minutes": "SELECT session_uuid, minute::text, claude_us, tool_us, human_us, tool_result_bytes"
+                     " FROM retrod.event_minutes ORDER BY 1, minute",
     "gap_pieces": "SELECT f.path, g.\"offset\", g.minute, g.session_uuid, g.kind, g.piece_start, g.piece_end"
                   " FROM retrod.gap_pieces g JOIN retrod.files f ON f.id = g.file_id ORDER BY 1, 2, 3",
+    "gap_spans": "SELECT f.path, g.\"offset\", g.session_uuid, g.kind, g.span_start, g.span_end"
+                 " FROM retrod.gap_spans g JOIN retrod.files f ON f.id = g.file_id ORDER BY 1, 2",
     "session_tool_calls": "SELECT * FROM retrod.session_tool_calls ORDER BY 1",
 }
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
 ROLLUPS_FROM_RAW = {
-    "request_minutes": "SELECT session_uuid, retrod.minute_of(ts), agent, count(*), count(*) FILTER (WHERE has_tool_use),"
+    "request_minutes": "SELECT session_uuid, retrod.minute_of(ts)::text, agent, count(*), count(*) FILTER (WHERE has_tool_use),"
                        " sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_create_tokens)"
-                       " FROM retrod.requests GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
-    "event_minutes": "SELECT session_uuid, minute, sum(c), sum(t), sum(h), sum(b) FROM ("
+                       " FROM retrod.requests GROUP BY 1, retrod.minute_of(ts), 3 ORDER BY 1, retrod.minute_of(ts), 3",
+    "event_minutes": "SELECT session_uuid, minute::text, sum(c), sum(t), sum(h), sum(b) FROM ("
                      " SELECT e.session_uuid, p.minute, CASE WHEN e.kind = 'claude' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END c,"
                      " CASE WHEN e.kind = 'tool' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END t,"
                      " CASE WHEN e.kind = 'human' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END h, 0 b"
                      " FROM retrod.events e, retrod.pieces_of(e.prev_ts, e.ts) p WHERE e.kind IS NOT NULL"
                      " UNION ALL SELECT session_uuid, retrod.minute_of(ts), 0, 0, 0, tool_result_bytes FROM retrod.events"
-                     " WHERE tool_result_bytes <> 0) d GROUP BY 1, 2 ORDER BY 1, 2",
+                     " WHERE tool_result_bytes <> 0) d GROUP BY 1, minute ORDER BY 1, minute",
     "session_tool_calls": "SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls GROUP BY 1 ORDER BY 1",
 }
 

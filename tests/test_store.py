@@ -166,3 +166,64 @@ def test_one_file_under_two_spellings_counts_once(db_url: str, tmp_path: Path, m
     for spelling in ("alias", str(real), "./real"):
         ingest(db_url, Settings(projects_dir=spelling).projects_roots())
     assert reports(db_url)[S]["summary"]["human_s"] == 10.0
+
+
+def test_a_bogus_early_timestamp_costs_a_few_rows(db_url: str, tmp_path: Path) -> None:
+    """Found in review: a gap of 56 years must not be stored minute by minute."""
+    from helpers import rollups_match_raw
+
+    root = tmp_path / "projects"
+    (root / "-p").mkdir(parents=True)
+    (root / "-p" / f"{S}.jsonl").write_text(
+        _line(type="user", timestamp="1970-01-01T00:00:30Z") + _line(type="user", timestamp="2026-01-01T00:00:10Z")
+        + _line(type="assistant", requestId="r-untimed", message={"usage": {"output_tokens": 2}})  # 'infinity' minute
+        + _line(type="user", timestamp="2026-01-01T00:00:20Z", message={"content": [
+            {"type": "tool_result", "tool_use_id": "t", "content": "abc"}]}))
+    ingest(db_url, [root])
+    with psycopg.connect(db_url) as conn:
+        rows = {t: conn.execute(f"SELECT count(*) FROM retrod.{t}").fetchone()[0]
+                for t in ("gap_pieces", "gap_spans", "event_minutes")}
+    # pieces: 1970 head, 2026 tail, the tool gap; event minutes: 1970-01-01 00:00 and 2026-01-01 00:00
+    assert rows == {"gap_pieces": 3, "gap_spans": 1, "event_minutes": 2}
+    summary = reports(db_url)[S]["summary"]
+    assert summary["human_s"] == 1767225580.0 and summary["tool_s"] == 10.0
+    assert summary["tokens"]["total"]["output"] == 2
+    rollups_match_raw(db_url)
+
+
+def test_rebuilding_by_truncation_does_not_double_count(db_url: str, projects: Path) -> None:
+    """Found in review: the derived tables can be truncated and rebuilt; rollups must follow."""
+    ingest(db_url, [projects])
+    before = reports(db_url)
+    with psycopg.connect(db_url) as conn:
+        conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
+    ingest(db_url, [projects])
+    assert reports(db_url) == before
+
+
+def test_concurrent_ingesters_count_a_tool_call_once(db_url: str) -> None:
+    """Found in review: two hosts committing the same tool_use id of one session at once."""
+    import threading
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        ids = [conn.execute("INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid) VALUES"
+                            " (%s, '/p', 'main', '-p', %s) RETURNING id", (host, S)).fetchone()[0]
+               for host in ("host-a", "host-b")]
+    insert = ("INSERT INTO retrod.tool_calls (file_id, tool_use_id, session_uuid, name)"
+              " VALUES (%s, 'toolu_same', %s, 'Bash')")
+    first, second = psycopg.connect(db_url), psycopg.connect(db_url)
+    try:
+        first.execute(insert, (ids[0], S))  # uncommitted, holding the session's lock
+        thread = threading.Thread(target=lambda: (second.execute(insert, (ids[1], S)), second.commit()))
+        thread.start()
+        thread.join(timeout=1)
+        assert thread.is_alive()  # the second waits for the first...
+        first.commit()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+    finally:
+        first.close()
+        second.close()
+    with psycopg.connect(db_url) as conn:  # ...and then sees its row: counted once
+        assert conn.execute("SELECT tool_calls FROM retrod.session_tool_calls WHERE session_uuid = %s",
+                            (S,)).fetchone() == (1,)

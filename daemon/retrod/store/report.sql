@@ -31,9 +31,15 @@ SELECT CASE WHEN agent = '' THEN 'main'
 FROM retrod.request_minutes WHERE session_uuid = %(session)s
 GROUP BY 1;
 
+-- Classified time: the per-minute sums of gap pieces plus the long gaps' whole-minute spans.
 -- name: session_times
-SELECT coalesce(sum(claude_us), 0)::bigint AS claude_us, coalesce(sum(tool_us), 0)::bigint AS tool_us,
-       coalesce(sum(human_us), 0)::bigint AS human_us,
+WITH spans AS (
+    SELECT kind, retrod.interval_us(sum(span_end - span_start)) AS us
+    FROM retrod.gap_spans WHERE session_uuid = %(session)s GROUP BY kind
+)
+SELECT (coalesce(sum(claude_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'claude'), 0))::bigint AS claude_us,
+       (coalesce(sum(tool_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'tool'), 0))::bigint AS tool_us,
+       (coalesce(sum(human_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'human'), 0))::bigint AS human_us,
        coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes,
        (SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s) AS first_ts,
        (SELECT max(ts) FROM retrod.events WHERE session_uuid = %(session)s) AS last_ts,
@@ -99,7 +105,10 @@ ORDER BY p.started_at, p.id;
 -- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
 -- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
 -- name: phase_figures
-WITH p AS (
+WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a window
+    SELECT coalesce(max((state ->> 'max_gap_us')::bigint), 0) * interval '1 microsecond' AS gap
+    FROM retrod.files WHERE session_uuid = %(session)s AND kind = 'main'
+), p AS (
     SELECT id, s, e, whole_from, whole_to,
            CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
            CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
@@ -149,6 +158,15 @@ CROSS JOIN LATERAL (
                             AND minute < edge.edge_end) gp
             WHERE edge.edge_start < edge.edge_end
         ) pieces WHERE us > 0
+        UNION ALL
+        SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
+               CASE WHEN kind = 'human' THEN us END, 0
+        FROM (
+            SELECT kind, retrod.interval_us(least(span_end, p.e) - greatest(span_start, p.s)) AS us
+            FROM retrod.gap_spans
+            WHERE session_uuid = %(session)s AND span_start < p.e
+              AND span_start >= p.s - (SELECT gap FROM longest) AND span_end > p.s
+        ) spans WHERE us > 0
         UNION ALL
         SELECT 0, 0, 0, tool_result_bytes FROM retrod.events
         WHERE session_uuid = %(session)s AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
