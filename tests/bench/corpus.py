@@ -60,3 +60,52 @@ if __name__ == "__main__":
 
     p = write_session(Path(sys.argv[1]), "11111111-2222-4333-8444-555555555555", int(float(sys.argv[2])))
     print(p, p.stat().st_size, json.dumps(sum(1 for _ in p.open())))
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_API_IDS = re.compile(r'"((?:msg|req|toolu)_[A-Za-z0-9]+)"')
+
+
+def _copy_folder(src: Path, dest: Path, copy: int) -> int:
+    """One fixture project folder, every uuid and API id made fresh for this copy, times shifted."""
+    import uuid as uuidlib
+
+    names: dict[str, str] = {}
+
+    def new_uuid(m: re.Match) -> str:
+        old = m.group(0)
+        if old not in names:
+            names[old] = str(uuidlib.uuid5(uuidlib.NAMESPACE_OID, f"{old}/{copy}"))
+        return names[old]
+
+    delta = timedelta(days=copy)
+    written = 0
+    for path in sorted(src.rglob("*")):
+        if not path.is_file():
+            continue
+        text = path.read_bytes().decode("utf-8", "surrogateescape")
+        text = _UUID.sub(new_uuid, text)
+        text = _API_IDS.sub(lambda m: f'"{m.group(1)}c{copy}"', text)
+        text = _TS.sub(lambda m: _shift(m, delta), text)
+        target = dest / _UUID.sub(new_uuid, str(path.relative_to(src)))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = text.encode("utf-8", "surrogateescape")
+        target.write_bytes(data)
+        written += len(data)
+    return written
+
+
+def write_tree(dest: Path, target_bytes: int, seed: int = 1) -> int:
+    """A ~/.claude/projects-shaped tree of about `target_bytes`: copies of the real fixture
+    project folders (every layout, entry type, line size and subagent/compaction file they have),
+    picked at random with `seed`, so the proportions follow the corpus and runs are comparable."""
+    import random
+
+    folders = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
+    rng = random.Random(seed)
+    written, copy = 0, 0
+    while written < target_bytes:
+        src = rng.choice(folders)
+        written += _copy_folder(src, dest / f"{src.name}-c{copy}", copy)
+        copy += 1
+    return written
