@@ -72,9 +72,7 @@ class Store:
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
                            "forget_file_links"):
                 conn.execute(q(forget), {"id": file.id})
-            self._save(conn, file.id, session, stat, 0, FoldState())
-        file.offset, file.state, file.session_uuid = 0, FoldState(), session
-        file.device, file.inode, file.size = stat.device, stat.inode, stat.size
+            self._save(conn, file, session, stat, 0, FoldState())
 
     def commit(self, file: FileRow, session: str | None, stat: Stat, new_offset: int,
                result: FoldResult | None) -> None:
@@ -90,30 +88,31 @@ class Store:
                 raise ConcurrentUpdate(f"file {file.id} moved on under us")
             if result is not None:
                 self._write_rows(conn, file.id, session, result)
-            self._save(conn, file.id, session, stat, new_offset, state)
-        file.offset, file.state, file.session_uuid = new_offset, state, session
-        file.device, file.inode, file.size = stat.device, stat.inode, stat.size
+            self._save(conn, file, session, stat, new_offset, state)
 
     def save_meta(self, file: FileRow, stat: Stat, agent_id: str, agent_type: str | None,
                   description: str | None) -> None:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(q("upsert_meta"), {"session_uuid": file.session_uuid, "agent_id": agent_id,
                                             "agent_type": agent_type, "description": description})
-            self._save(conn, file.id, file.session_uuid, stat, stat.size, FoldState())
-        file.offset, file.size, file.device, file.inode = stat.size, stat.size, stat.device, stat.inode
+            self._save(conn, file, file.session_uuid, stat, stat.size, FoldState())
 
     def save_seen(self, file: FileRow, stat: Stat) -> None:
         """A file whose content is not read (persisted tool output): record its size."""
         with self.pool.connection() as conn:
-            self._save(conn, file.id, file.session_uuid, stat, stat.size, FoldState())
-        file.offset, file.size, file.device, file.inode = stat.size, stat.size, stat.device, stat.inode
+            self._save(conn, file, file.session_uuid, stat, stat.size, FoldState())
 
-    def _save(self, conn: psycopg.Connection, file_id: int, session: str | None, stat: Stat,
+    @staticmethod
+    def _save(conn: psycopg.Connection, file: FileRow, session: str | None, stat: Stat,
               offset: int, state: FoldState) -> None:
+        """The file's row, in the database and in memory. Should the transaction then fail, the
+        caller drops `file`: the next ingest reads the row again."""
         conn.execute(q("save_file"), {
-            "id": file_id, "session_uuid": session, "device": stat.device, "inode": stat.inode,
+            "id": file.id, "session_uuid": session, "device": stat.device, "inode": stat.inode,
             "size": stat.size, "offset": offset, "state": Jsonb(state.to_json()),
         })
+        file.session_uuid, file.offset, file.state = session, offset, state
+        file.device, file.inode, file.size = stat.device, stat.inode, stat.size
 
     @staticmethod
     def _write_rows(conn: psycopg.Connection, file_id: int, session: str, result: FoldResult) -> None:
