@@ -82,3 +82,10 @@ def test_a_line_longer_than_the_batch_is_read_whole(tmp_path: Path) -> None:
 def test_no_complete_line_reads_nothing(tmp_path: Path) -> None:
     chunk = _chunk(tmp_path, b'{"unfinished"', offset=0)
     assert chunk.lines == [] and chunk.end == 0
+
+
+def test_walk_below_one_folder(projects: Path) -> None:
+    session_dir = next(projects.glob("-experiments-worktrees/*-*-*-*-*/"))
+    found = {ref.kind for ref in walk(projects, session_dir)}
+    assert found == {"subagent", "meta"}  # only what lies below that session's folder
+    assert list(walk(projects, projects.parent)) == []  # outside the root: nothing

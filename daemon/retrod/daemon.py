@@ -31,7 +31,9 @@ class AlreadyRunning(RuntimeError):
 
 
 def _watched(path: str) -> bool:
-    return path.endswith((".jsonl", ".meta.json")) or "/tool-results/" in path
+    """Transcripts, meta files, tool outputs, and folders (no dot in the name: project, session,
+    subagents and tool-results folders), whose new files the watcher may not have seen yet."""
+    return path.endswith((".jsonl", ".meta.json")) or "/tool-results/" in path or "." not in Path(path).name
 
 
 class _Systemd:

@@ -88,21 +88,24 @@ class Ingester:
         return stats
 
     def ingest_paths(self, paths: Iterable[Path]) -> ScanStats:
-        """Files named by the watcher; paths retrod does not read are ignored."""
+        """Paths named by the watcher; paths retrod does not read are ignored. A new folder is
+        read whole: files written into it before the watcher saw it would be missed otherwise."""
         stats = ScanStats()
         for path in paths:
             if self.interrupted():
                 break
-            ref = self.classify(path)
-            if ref is not None:
+            for ref in self._refs(path):
                 stats.add(self._guarded(ref))
         return stats
 
-    def classify(self, path: Path) -> FileRef | None:
+    def _refs(self, path: Path) -> Iterable[FileRef]:
         for root in self.roots:
             if path.is_relative_to(root):
-                return classify(root, path)
-        return None
+                if path.is_dir():
+                    return walk(root, path)
+                ref = classify(root, path)
+                return [ref] if ref is not None else []
+        return []
 
     @staticmethod
     def _unchanged(ref: FileRef, known: tuple | None) -> bool:

@@ -76,9 +76,12 @@ def _may_hold_files(root: Path, folder: Path) -> bool:
     return len(parts) == 2 or parts[2] == "subagents" or (parts[2] == "tool-results" and len(parts) == 3)
 
 
-def walk(root: Path) -> Iterator[FileRef]:
-    """Every file under `root` that retrod reads; vanishing folders are skipped, not fatal."""
-    stack = [root]
+def walk(root: Path, start: Path | None = None) -> Iterator[FileRef]:
+    """Every file under `root` (or only under its folder `start`) that retrod reads; vanishing
+    folders are skipped, not fatal."""
+    if start is not None and (not start.is_relative_to(root) or not _may_hold_files(root, start)):
+        return
+    stack = [start or root]
     while stack:
         folder = stack.pop()
         try:
