@@ -13,7 +13,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from .service import install
-from .service.cluster import Cluster, ClusterError
+from .service.cluster import ClusterError
 from .settings import Settings
 from .store.db import cluster_for, open_pool, running_daemon
 from .store.queries import q
@@ -25,7 +25,7 @@ WORST_FILES = 5
 def database_location(settings: Settings) -> str:
     if settings.database_url:
         return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", settings.database_url)
-    return f"private cluster in {settings.data_dir} (socket {Cluster(settings.data_dir).socket_dir})"
+    return f"private cluster in {settings.data_dir} (socket {cluster_for(settings).socket_dir})"
 
 
 def status(settings: Settings) -> dict:
@@ -114,7 +114,7 @@ def doctor(settings: Settings) -> list[Check]:
             conn.execute("SELECT 1")
         checks.append(Check("database", True, database_location(settings)))
     except (psycopg.Error, ClusterError, OSError) as exc:
-        fix = (f"see {Cluster(settings.data_dir).logfile}" if settings.database_url is None
+        fix = (f"see {cluster_for(settings).logfile}" if settings.database_url is None
                else "check RETROD_DATABASE_URL and that the server runs")
         checks.append(Check("database", False, " ".join(str(exc).split()), fix))
     checks.append(_inotify_check(settings))
@@ -138,15 +138,10 @@ def _inotify_check(settings: Settings) -> Check:
     if settings.watch_polling:
         return Check("watcher limits", True, "polling (RETROD_WATCH_POLLING)")
     limit = int(limit_file.read_text())
-    folders = sum(1 for root in settings.projects_roots() if root.is_dir() for _ in _folders(root))
+    folders = sum(1 for root in settings.projects_roots() if root.is_dir() for _ in os.walk(root))
     ok = folders * 2 < limit
     return Check("watcher limits", ok, f"{folders} folders to watch, max_user_watches={limit}",
                  "" if ok else "sudo sysctl fs.inotify.max_user_watches=524288 (or RETROD_WATCH_POLLING=true)")
-
-
-def _folders(root: Path):
-    for _dirpath, _dirnames, _files in os.walk(root):
-        yield _dirpath
 
 
 def render_doctor(checks: list[Check]) -> str:

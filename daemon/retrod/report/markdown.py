@@ -7,8 +7,10 @@ from datetime import datetime, timezone
 
 from .model import BUCKETS
 
+# Token columns in the order the report shows them, with their row titles.
 TOKEN_TITLES = {"output": "Output", "input": "Input (fresh)", "cache_read": "Cache read",
                 "cache_create": "Cache create"}
+SHOWN = tuple(TOKEN_TITLES)
 # Mermaid gantt tags: the nearest it has to colours, by how well the phase went.
 GANTT_TAG = {"high_impact": "done, ", "moderate_impact": "done, ", "small_impact": "",
              "exploratory_useful": "active, ", "exploratory_waste": "crit, ", "avoidable_waste": "crit, "}
@@ -61,8 +63,7 @@ def render(report: dict) -> str:
 
 def _summary(summary: dict) -> list[str]:
     tokens = summary["tokens"]
-    rows = [[TOKEN_TITLES[f], *(_n(tokens[b][f]) for b in BUCKETS)] for f in ("output", "input", "cache_read",
-                                                                             "cache_create")]
+    rows = [[TOKEN_TITLES[f], *(_n(tokens[b][f]) for b in BUCKETS)] for f in SHOWN]
     out = ["## Summary", ""]
     out += _table(["", "Wall clock", "Claude", "Tool", "Human", "Requests", "Tool calls", "Compactions", "Phases"],
                   [["Time and work", duration(summary["wall_s"]), duration(summary["claude_s"]),
@@ -104,7 +105,7 @@ def _timeline(phases: list[dict]) -> list[str]:
 
 
 def _verdicts(verdicts: dict) -> list[str]:
-    rows = [[v, _n(f["phases"]), *(_n(f["tokens"][t]) for t in ("output", "input", "cache_read", "cache_create")),
+    rows = [[v, _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
              duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%"] for v, f in verdicts.items()]
     return ["", "## Verdict Breakdown", ""] + _table(
         ["Verdict", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "% of output"], rows)
@@ -114,7 +115,7 @@ def _subagents(agents: list[dict]) -> list[str]:
     if not agents:
         return ["", "## Subagents", "", "No subagents."]
     rows = [[cell(a["description"]), cell(a["agent_type"]),
-             *(_n(a["tokens"][t]) for t in ("output", "input", "cache_read", "cache_create")),
+             *(_n(a["tokens"][t]) for t in SHOWN),
              duration(a["seconds"]), cell(a["phase"] or "—"), cell(a["verdict"] or "—")] for a in agents]
     return ["", "## Subagents", ""] + _table(
         ["Description", "Type", "Output", "Input", "Cache read", "Cache create", "Time", "Phase", "Verdict"],
@@ -122,8 +123,7 @@ def _subagents(agents: list[dict]) -> list[str]:
 
 
 def _tasks(tasks: dict) -> list[str]:
-    rows = [[cell(task), _n(f["phases"]), *(_n(f["tokens"][t]) for t in ("output", "input", "cache_read",
-                                                                          "cache_create")),
+    rows = [[cell(task), _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
              duration(f["claude_s"]), ", ".join(f"{v} ×{n}" for v, n in f["verdicts"].items())]
             for task, f in tasks.items()]
     return ["", "## By Task", ""] + _table(

@@ -69,10 +69,6 @@ def running_daemon(data_dir: Path) -> dict | None:
         os.close(fd)
 
 
-def _daemon_running(data_dir: Path) -> bool:
-    return running_daemon(data_dir) is not None
-
-
 @contextmanager
 def open_pool(settings: Settings, *, owner: bool = False, max_size: int = 4) -> Iterator[ConnectionPool]:
     """A migrated pool. With the private cluster, it is started if needed; an `owner` (the
@@ -95,5 +91,5 @@ def open_pool(settings: Settings, *, owner: bool = False, max_size: int = 4) -> 
         finally:
             pool.close()
     finally:
-        if cluster is not None and (owner or (started and not _daemon_running(settings.data_dir))):
+        if cluster is not None and (owner or (started and running_daemon(settings.data_dir) is None)):
             cluster.stop()
