@@ -440,33 +440,41 @@ def has_tool_result(line: dict) -> bool:
     return any(block.get("type") == "tool_result" for block in content_blocks(line))
 
 
+def own_events(file: dict) -> list[tuple[int, dict]]:
+    """DESIGN 2.3: events = own user and assistant lines that have a timestamp, in file order."""
+    events = []
+    for line in file["lines"]:
+        if line.get("type") not in ("user", "assistant"):
+            continue
+        if not is_own_line(line, file):
+            continue
+        timestamp = parse_timestamp(line.get("timestamp"))
+        if timestamp is None:
+            continue
+        events.append((timestamp, line))
+    return events
+
+
+def gap_class(line: dict) -> str:
+    """DESIGN 2.3: the class of the gap that ends at this event."""
+    if line["type"] == "assistant":
+        return "claude"
+    if has_tool_result(line):
+        return "tool"
+    if line.get("isCompactSummary") is True:
+        return "claude"  # compaction time
+    return "human"
+
+
 def time_figures(main_files: list[dict]) -> dict:
     """DESIGN 2.3: classify the gaps between the main transcript's own events."""
     totals = {"claude": 0, "tool": 0, "human": 0}
     all_event_times = []
     for file in main_files:
-        # Events = own user and assistant lines that have a timestamp, in file order.
-        events = []
-        for line in file["lines"]:
-            if line.get("type") not in ("user", "assistant"):
-                continue
-            if not is_own_line(line, file):
-                continue
-            timestamp = parse_timestamp(line.get("timestamp"))
-            if timestamp is None:
-                continue
-            events.append((timestamp, line))
+        events = own_events(file)
         for i in range(1, len(events)):
             gap = max(0, events[i][0] - events[i - 1][0])
-            line = events[i][1]
-            if line["type"] == "assistant":
-                totals["claude"] += gap
-            elif has_tool_result(line):
-                totals["tool"] += gap
-            elif line.get("isCompactSummary") is True:
-                totals["claude"] += gap  # compaction time
-            else:
-                totals["human"] += gap
+            totals[gap_class(events[i][1])] += gap
         all_event_times.extend(t for t, _ in events)
     # wall = latest event time - earliest event time (0 when there are no events).
     wall = max(all_event_times) - min(all_event_times) if all_event_times else 0
@@ -645,30 +653,13 @@ def classified_gaps(main_files: list[dict]) -> list[tuple[int, int, str]]:
     """
     gaps = []
     for file in main_files:
-        events = []
-        for line in file["lines"]:
-            if line.get("type") not in ("user", "assistant"):
-                continue
-            if not is_own_line(line, file):
-                continue
-            timestamp = parse_timestamp(line.get("timestamp"))
-            if timestamp is None:
-                continue
-            events.append((timestamp, line))
+        events = own_events(file)
         for i in range(1, len(events)):
             previous_time = events[i - 1][0]
             time, line = events[i]
             if time <= previous_time:
                 continue
-            if line["type"] == "assistant":
-                kind = "claude"
-            elif has_tool_result(line):
-                kind = "tool"
-            elif line.get("isCompactSummary") is True:
-                kind = "claude"  # compaction time
-            else:
-                kind = "human"
-            gaps.append((previous_time, time, kind))
+            gaps.append((previous_time, time, gap_class(line)))
     return gaps
 
 
