@@ -3,6 +3,8 @@
 -- sum (so they are exactly as crash-safe). A phase window then reads the whole minutes it
 -- covers from the rollups, and only its two partial edge minutes from the raw rows.
 -- Minutes are cut in UTC; requests or lines without a timestamp go to minute 'infinity'.
+-- No backfill: this migration ships with 0001 in the first release, so no database holds rows
+-- that the triggers did not see.
 -- Each trigger applies its rows signed: +1 for rows inserted or updated to, -1 for rows
 -- updated from or deleted; a rollup row that sums to nothing is removed, so an incremental
 -- ingest leaves exactly the rollups of one pass.
@@ -34,6 +36,7 @@ CREATE TABLE retrod.request_minutes (
     cache_create_tokens BIGINT NOT NULL,
     PRIMARY KEY (session_uuid, minute, agent)
 );
+CREATE INDEX request_minutes_agent ON retrod.request_minutes (session_uuid, agent);
 
 CREATE FUNCTION retrod.requests_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
 BEGIN
@@ -205,38 +208,6 @@ CREATE TRIGGER tool_calls_inserted AFTER INSERT ON retrod.tool_calls
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.tool_calls_changed();
 CREATE TRIGGER tool_calls_deleted AFTER DELETE ON retrod.tool_calls
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.tool_calls_changed();
-
--- Rows ingested before this migration.
-INSERT INTO retrod.request_minutes
-SELECT session_uuid, retrod.minute_of(ts), agent, count(*), count(*) FILTER (WHERE has_tool_use),
-       sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_create_tokens)
-FROM retrod.requests GROUP BY 1, 2, 3;
-
-INSERT INTO retrod.gap_pieces
-SELECT e.file_id, e."offset", p.minute, e.session_uuid, e.kind, p.piece_start, p.piece_end
-FROM retrod.events e, retrod.pieces_of(e.prev_ts, e.ts) p WHERE e.kind IS NOT NULL;
-
-INSERT INTO retrod.gap_spans
-SELECT e.file_id, e."offset", e.session_uuid, e.kind, sp.span_start, sp.span_end
-FROM retrod.events e, retrod.span_of(e.prev_ts, e.ts) sp WHERE e.kind IS NOT NULL;
-
-INSERT INTO retrod.event_minutes
-SELECT session_uuid, minute, sum(claude_us), sum(tool_us), sum(human_us), sum(bytes) FROM (
-    SELECT session_uuid, minute,
-           CASE WHEN kind = 'claude' THEN retrod.interval_us(piece_end - piece_start) ELSE 0 END AS claude_us,
-           CASE WHEN kind = 'tool' THEN retrod.interval_us(piece_end - piece_start) ELSE 0 END AS tool_us,
-           CASE WHEN kind = 'human' THEN retrod.interval_us(piece_end - piece_start) ELSE 0 END AS human_us,
-           0 AS bytes
-    FROM retrod.gap_pieces
-    UNION ALL
-    SELECT session_uuid, retrod.minute_of(ts), 0, 0, 0, tool_result_bytes
-    FROM retrod.events WHERE tool_result_bytes <> 0
-) d GROUP BY 1, 2;
-
-INSERT INTO retrod.session_tool_calls
-SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls GROUP BY 1;
-
-CREATE INDEX request_minutes_agent ON retrod.request_minutes (session_uuid, agent);
 
 -- TRUNCATE fires no row or statement trigger that sees rows: rebuilding retrod's derived tables
 -- by truncation (TRUNCATE retrod.files CASCADE, …) must empty the rollups with them.
