@@ -227,3 +227,28 @@ def test_concurrent_ingesters_count_a_tool_call_once(db_url: str) -> None:
     with psycopg.connect(db_url) as conn:  # ...and then sees its row: counted once
         assert conn.execute("SELECT tool_calls FROM retrod.session_tool_calls WHERE session_uuid = %s",
                             (S,)).fetchone() == (1,)
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 4 << 20], ids=["a batch per file", "both files in one batch"])
+def test_a_tool_call_repeated_by_two_files_of_a_session_counts_once(db_url: str, tmp_path: Path,
+                                                                   batch_bytes: int) -> None:
+    """Several files share one transaction and one statement per table: the count of distinct
+    tool_use ids must not depend on which files share a statement, and must follow a re-read."""
+    from helpers import rollups_match_raw
+
+    root = tmp_path / "projects"
+    call = _line(type="assistant", timestamp="2026-01-01T00:00:00Z", requestId="r1",
+                 message={"id": "m1", "usage": {"output_tokens": 1},
+                          "content": [{"type": "tool_use", "id": "toolu_same", "name": "Bash", "input": {}}]})
+    for slug in ("-a", "-b"):  # one session under two project folders (a renamed project)
+        (root / slug).mkdir(parents=True)
+        (root / slug / f"{S}.jsonl").write_text(call)
+    ingest(db_url, [root], batch_bytes)
+    assert reports(db_url)[S]["summary"]["tool_calls"] == 1
+    (root / "-a" / f"{S}.jsonl").write_text("")  # truncated: its rows go, the other file's stay
+    ingest(db_url, [root], batch_bytes)
+    assert reports(db_url)[S]["summary"]["tool_calls"] == 1
+    (root / "-b" / f"{S}.jsonl").write_text("")
+    ingest(db_url, [root], batch_bytes)
+    assert reports(db_url)[S]["summary"]["tool_calls"] == 0
+    rollups_match_raw(db_url)

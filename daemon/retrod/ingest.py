@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import structlog
 
-from .store.store import ConcurrentUpdate, FileRow, Stat, Store
+from .store.store import ConcurrentUpdate, FileRow, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
 from .transcript.fold import first_session_id, fold
 from .transcript.parser import parse_line, storable_text
@@ -31,12 +31,9 @@ class ScanStats:
     missing: int = 0
     failed: int = 0
 
-    def add(self, other: ScanStats) -> None:
-        self.ingested += other.ingested
-        self.lines += other.lines
-        self.bytes += other.bytes
-        self.missing += other.missing
-        self.failed += other.failed
+    def committed(self, pending: Pending) -> None:
+        self.lines += pending.lines
+        self.bytes += pending.offset - pending.start
 
 
 def _never() -> bool:
@@ -44,43 +41,37 @@ def _never() -> bool:
 
 
 class Ingester:
+    """Reads files into the store. Files are folded one by one but committed in batches of
+    about `batch_bytes`, several files per transaction: a statement per file per table cost
+    more than the rows themselves when most files are small."""
+
     def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20,
                  interrupted: Callable[[], bool] = _never) -> None:
         """`interrupted` is asked between files and batches: True stops the work in hand, which
-        is safe at any batch boundary (each batch commits with its offset)."""
+        is safe at any batch boundary (each batch commits with its offsets)."""
         self.store = store
         self.roots = [Path(r) for r in roots]
         self.batch_bytes = batch_bytes
         self.interrupted = interrupted
-
-    def _guarded(self, ref: FileRef) -> ScanStats:
-        """One file's failure (a line the database refuses, a bug) must not stop the others.
-
-        A database that is away is not the file's fault: that propagates, for the daemon to retry."""
-        try:
-            return self.ingest(ref)
-        except psycopg.OperationalError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
-            log.error("file not ingested; will retry when it changes or at the next scan",
-                      path=str(ref.path), error=f"{type(exc).__name__}: {exc}")
-            return ScanStats(failed=1)
+        self._batch: dict[str, Pending] = {}  # by path
+        self._batch_bytes = 0
 
     def scan(self) -> ScanStats:
         """Bring every file up to date: the catch-up at start and the periodic reconciliation."""
         stats = ScanStats()
         known = self.store.known_files()
         seen: set[str] = set()
-        for root in self.roots:
-            for ref in walk(root):
-                if self.interrupted():
-                    return stats
-                path = str(ref.path)
-                seen.add(path)
-                stats.files += 1
-                if self._unchanged(ref, known.get(path)):
-                    continue
-                stats.add(self._guarded(ref))
+        for ref in (ref for root in self.roots for ref in walk(root)):
+            if self.interrupted():
+                break
+            path = str(ref.path)
+            seen.add(path)
+            stats.files += 1
+            if not self._unchanged(ref, known.get(path)):
+                self._guarded(ref, stats)
+        self.flush(stats)
+        if self.interrupted():
+            return stats
         for path, (*_, missing) in known.items():
             if not missing and path not in seen and any(Path(path).is_relative_to(r) for r in self.roots):
                 self.store.mark_missing(path)
@@ -95,8 +86,66 @@ class Ingester:
             if self.interrupted():
                 break
             for ref in self._refs(path):
-                stats.add(self._guarded(ref))
+                self._guarded(ref, stats)
+        self.flush(stats)
         return stats
+
+    def flush(self, stats: ScanStats) -> None:
+        """Commit the batch in hand. When the database refuses it, each file is tried alone, so
+        one file's bad row or a concurrent ingester does not hold back the others."""
+        batch = list(self._batch.values())
+        self._batch.clear()
+        self._batch_bytes = 0
+        if len(batch) <= 1:
+            for pending in batch:
+                self._commit_alone(pending, stats)
+            return
+        try:
+            self.store.commit(batch)
+        except psycopg.OperationalError:
+            raise  # the database is away: the daemon retries; nothing was committed
+        except Exception:  # noqa: BLE001 - each file on its own says which one it was
+            for pending in batch:
+                self._commit_alone(pending, stats)
+            return
+        for pending in batch:
+            stats.committed(pending)
+
+    def _commit_alone(self, pending: Pending, stats: ScanStats) -> None:
+        path = pending.path
+        try:
+            self.store.commit([pending])
+        except psycopg.OperationalError:
+            raise
+        except ConcurrentUpdate:
+            log.warning("file updated by another ingester; read again at its next change or scan", path=path)
+        except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
+            log.error("file not ingested; will retry when it changes or at the next scan",
+                      path=path, error=f"{type(exc).__name__}: {exc}")
+            stats.failed += 1
+        else:
+            stats.committed(pending)
+
+    def _add(self, pending: Pending) -> None:
+        self._batch[pending.path] = pending
+        self._batch_bytes += pending.offset - pending.start
+
+    def _guarded(self, ref: FileRef, stats: ScanStats) -> None:
+        """One file's failure (a line that breaks a bug) must not stop the others.
+
+        A database that is away is not the file's fault: that propagates, for the daemon to retry."""
+        if str(ref.path) in self._batch:  # read again in the same round: commit what it has first
+            self.flush(stats)
+        try:
+            self._ingest(ref, stats)
+        except psycopg.OperationalError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
+            log.error("file not ingested; will retry when it changes or at the next scan",
+                      path=str(ref.path), error=f"{type(exc).__name__}: {exc}")
+            stats.failed += 1
+        if self._batch_bytes >= self.batch_bytes:
+            self.flush(stats)
 
     def _refs(self, path: Path) -> Iterable[FileRef]:
         for root in self.roots:
@@ -115,22 +164,21 @@ class Ingester:
         try:
             st = os.stat(ref.path)
         except OSError:
-            return False  # ingest() records it as missing
+            return False  # _ingest() records it as missing
         return (not missing and (st.st_dev, st.st_ino) == (device, inode)
                 and st.st_size == size and offset == size)
 
-    def ingest(self, ref: FileRef) -> ScanStats:
+    def _ingest(self, ref: FileRef, stats: ScanStats) -> None:
         """Read what is new in one file. A vanished file keeps everything it contributed."""
-        stats = ScanStats()
         try:
             fd = os.open(ref.path, os.O_RDONLY)
         except FileNotFoundError:
             self.store.mark_missing(str(ref.path))
             stats.missing += 1
-            return stats
+            return
         except OSError as exc:
             log.warning("file unreadable", path=str(ref.path), error=str(exc))
-            return stats
+            return
         try:
             st = os.fstat(fd)
             stat = Stat(st.st_dev, st.st_ino, st.st_size)
@@ -138,16 +186,12 @@ class Ingester:
             if ref.kind == "meta":
                 self._read_meta(ref, file, stat, fd)
             elif ref.kind == "tool_result":
-                self.store.save_seen(file, stat)
+                self._add(Pending(str(ref.path), file, file.session_uuid, stat, stat.size, None))
             else:
                 self._tail(ref, file, stat, fd, stats)
-        except ConcurrentUpdate:
-            log.warning("file updated by another ingester; read again at its next change or scan",
-                        path=str(ref.path))
         finally:
             os.close(fd)
         stats.ingested += 1
-        return stats
 
     def _tail(self, ref: FileRef, file: FileRow, stat: Stat, fd: int, stats: ScanStats) -> None:
         replaced = file.inode is not None and (file.device, file.inode) != (stat.device, stat.inode)
@@ -159,20 +203,22 @@ class Ingester:
         if session is None:  # a project-level agent file: its first sessionId names its session
             session = self._find_session(fd)
             if session is None:
-                self.store.commit(file, None, stat, 0, None)
+                self._add(Pending(str(ref.path), file, None, stat, 0, None))
                 return
         source = ref.source(self.store.host_id, session)
         while True:
             chunk = read_chunk(fd, file.offset, self.batch_bytes)
             seen = Stat(stat.device, stat.inode, max(stat.size, chunk.end))
             if chunk.lines or file.inode is None or file.size != seen.size or file.session_uuid != session:
-                start = file.offset
                 entries = [(offset, parse_line(raw)) for offset, raw in chunk.lines]
-                self.store.commit(file, session, seen, chunk.end, fold(source, file.state, entries))
-                stats.lines += len(entries)
-                stats.bytes += chunk.end - start
-            if not chunk.lines or self.interrupted():
+                self._add(Pending(str(ref.path), file, session, seen, chunk.end,
+                                  fold(source, file.state, entries), len(entries)))
+            # A file longer than one chunk: its next chunk folds on this one's committed state.
+            if not chunk.lines or chunk.end >= seen.size or self.interrupted():
                 return
+            self.flush(stats)
+            if file.offset != chunk.end:
+                return  # its commit failed (logged): the next scan retries it
 
     def _find_session(self, fd: int) -> str | None:
         offset = 0

@@ -14,14 +14,16 @@ VALUES (%(host_id)s, %(path)s, %(kind)s, %(slug)s, %(session_uuid)s, %(agent_id)
 ON CONFLICT (host_id, path) DO UPDATE SET missing = false
 RETURNING id, kind, session_uuid, device, inode, size, "offset", state, missing;
 
--- name: lock_file
-SELECT "offset", device, inode FROM retrod.files WHERE id = %(id)s FOR UPDATE;
+-- name: lock_files
+SELECT id, "offset" FROM retrod.files WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
 
--- name: save_file
-UPDATE retrod.files
-SET session_uuid = %(session_uuid)s, device = %(device)s, inode = %(inode)s, size = %(size)s,
-    "offset" = %(offset)s, state = %(state)s, missing = false, updated_at = now()
-WHERE id = %(id)s;
+-- name: save_files
+UPDATE retrod.files f
+SET session_uuid = x.session_uuid, device = x.device, inode = x.inode, size = x.size,
+    "offset" = x."offset", state = x.state, missing = false, updated_at = now()
+FROM json_to_recordset(%(files)s::json)
+     AS x(id BIGINT, session_uuid TEXT, device BIGINT, inode BIGINT, size BIGINT, "offset" BIGINT, state JSONB)
+WHERE f.id = x.id;
 
 -- name: mark_missing
 UPDATE retrod.files SET missing = true, updated_at = now()
@@ -41,6 +43,8 @@ DELETE FROM retrod.subagents WHERE file_id = %(id)s;
 -- name: forget_file_links
 DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 
+-- A batch's rows come as one JSON document per table, encoded in C on the client: binding
+-- one array per column cost more client time than the server spent on the rows.
 -- The usage of a request is that of its record with the largest (main, output, input,
 -- cache_create, cache_read) tuple; its owner is the record with the smallest (sidechain,
 -- foreign, timestamp, session, agent) tuple; its time is the earliest (DESIGN §2.2).
@@ -49,13 +53,13 @@ INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
     cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use)
-SELECT k, s, a, retrod.us_to_ts(t), sc, fo, retrod.us_to_ts(at), um, i, o, cr, cc, c5, c1, tu
-FROM unnest(%(key)s::text[], %(session_uuid)s::text[], %(agent)s::text[], %(ts_us)s::bigint[],
-            %(sidechain)s::bool[], %(foreign)s::bool[], %(attr_ts_us)s::bigint[], %(usage_main)s::bool[],
-            %(input)s::bigint[], %(output)s::bigint[], %(cache_read)s::bigint[],
-            %(cache_create)s::bigint[], %(cache_create_5m)s::bigint[], %(cache_create_1h)s::bigint[],
-            %(has_tool_use)s::bool[])
-     AS x(k, s, a, t, sc, fo, at, um, i, o, cr, cc, c5, c1, tu)
+SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
+       retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
+       (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
+       (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use
+FROM json_to_recordset(%(requests)s::json)
+     AS x(key TEXT, session_uuid TEXT, agent TEXT, ts_us BIGINT, attr_sidechain BOOL, attr_foreign BOOL,
+          attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL)
 ON CONFLICT (key) DO UPDATE SET
     (usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
      cache_create_5m_tokens, cache_create_1h_tokens) = (
@@ -77,18 +81,21 @@ ON CONFLICT (key) DO UPDATE SET
     ts = least(r.ts, excluded.ts),
     has_tool_use = r.has_tool_use OR excluded.has_tool_use;
 
+-- The per-file tables: one element per file, {file_id, session_uuid, rows}.
 -- name: insert_events
 INSERT INTO retrod.events (file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes)
-SELECT %(file_id)s, o, %(session_uuid)s, retrod.us_to_ts(t), retrod.us_to_ts(p), k, g, b
-FROM unnest(%(offset)s::bigint[], %(ts_us)s::bigint[], %(prev_us)s::bigint[], %(kind)s::text[],
-            %(gap_us)s::bigint[], %(bytes)s::bigint[]) AS x(o, t, p, k, g, b)
+SELECT f.file_id, e."offset", f.session_uuid, retrod.us_to_ts(e.ts_us), retrod.us_to_ts(e.prev_us),
+       e.kind, e.gap_us, e.tool_result_bytes
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_to_recordset(f.rows)
+     AS e("offset" BIGINT, ts_us BIGINT, prev_us BIGINT, kind TEXT, gap_us BIGINT, tool_result_bytes BIGINT)
 ON CONFLICT (file_id, "offset") DO NOTHING;
 
 -- name: upsert_tool_calls
 INSERT INTO retrod.tool_calls AS c (file_id, tool_use_id, session_uuid, name, ts, description, subagent_type)
-SELECT %(file_id)s, i, %(session_uuid)s, n, retrod.us_to_ts(t), d, st
-FROM unnest(%(id)s::text[], %(name)s::text[], %(ts_us)s::bigint[], %(description)s::text[],
-            %(subagent_type)s::text[]) AS x(i, n, t, d, st)
+SELECT f.file_id, t.id, f.session_uuid, t.name, retrod.us_to_ts(t.ts_us), t.description, t.subagent_type
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_to_recordset(f.rows) AS t(id TEXT, name TEXT, ts_us BIGINT, description TEXT, subagent_type TEXT)
 ON CONFLICT (file_id, tool_use_id) DO UPDATE
 SET name = excluded.name, ts = excluded.ts, description = excluded.description,
     subagent_type = excluded.subagent_type
@@ -96,14 +103,17 @@ WHERE excluded.ts < c.ts OR (c.ts IS NULL AND excluded.ts IS NOT NULL);
 
 -- name: upsert_subagents
 INSERT INTO retrod.subagents AS s (file_id, session_uuid, agent_id, first_ts, last_ts)
-SELECT %(file_id)s, %(session_uuid)s, a, retrod.us_to_ts(f), retrod.us_to_ts(l)
-FROM unnest(%(agent_id)s::text[], %(first_us)s::bigint[], %(last_us)s::bigint[]) AS x(a, f, l)
+SELECT f.file_id, f.session_uuid, a.agent_id, retrod.us_to_ts(a.min_us), retrod.us_to_ts(a.max_us)
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_to_recordset(f.rows) AS a(agent_id TEXT, min_us BIGINT, max_us BIGINT)
 ON CONFLICT (file_id, agent_id) DO UPDATE
 SET first_ts = least(s.first_ts, excluded.first_ts), last_ts = greatest(s.last_ts, excluded.last_ts);
 
 -- name: insert_links
 INSERT INTO retrod.subagent_links (file_id, session_uuid, agent_id, tool_use_id)
-SELECT %(file_id)s, %(session_uuid)s, a, t FROM unnest(%(agent_id)s::text[], %(tool_use_id)s::text[]) AS x(a, t)
+SELECT f.file_id, f.session_uuid, l->>0, l->>1
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_array_elements(f.rows) AS l
 ON CONFLICT DO NOTHING;
 
 -- name: upsert_meta

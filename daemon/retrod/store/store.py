@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
+import msgspec
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ..transcript.discovery import FileRef
-from ..transcript.fold import FoldResult, FoldState
+from ..transcript.fold import FoldResult, FoldState, Request
 from .queries import q
 
 
@@ -37,6 +38,28 @@ class Stat:
     device: int
     inode: int
     size: int
+
+
+@dataclass(slots=True)
+class Pending:
+    """What one file brings to a batch: its rows (None: none, only the file is seen) and the
+    offset and session they take it to."""
+
+    path: str
+    file: FileRow
+    session: str | None
+    stat: Stat
+    offset: int
+    result: FoldResult | None
+    lines: int = 0
+    start: int = field(init=False)  # the stored offset these rows follow on from
+
+    def __post_init__(self) -> None:
+        self.start = self.file.offset
+
+    @property
+    def state(self) -> FoldState:
+        return self.result.state if self.result is not None else FoldState()
 
 
 class Store:
@@ -68,101 +91,81 @@ class Store:
     def reset(self, file: FileRow, stat: Stat) -> None:
         """Read the file again from its start (truncated or replaced)."""
         session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
+        start_over = Pending("", file, session, stat, 0, None)
         with self.pool.connection() as conn, conn.transaction():
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
                            "forget_file_links"):
                 conn.execute(q(forget), {"id": file.id})
-            self._save(conn, file, session, stat, 0, FoldState())
+            self._save(conn, [start_over])
+        _advance(start_over)
 
-    def commit(self, file: FileRow, session: str | None, stat: Stat, new_offset: int,
-               result: FoldResult | None) -> None:
-        """The batch's rows and the file's new offset and state, in ONE transaction.
+    def commit(self, batch: Sequence[Pending]) -> None:
+        """Every file's rows and new offset and state, in ONE transaction; a file appears once.
 
-        `result` None records the file as seen up to `new_offset` without rows (a project-level
-        agent file that names no session yet stays at offset 0 until one does).
-        """
-        state = result.state if result is not None else FoldState()
+        Then the in-memory rows follow. Should it fail, they are as before: the caller may retry
+        the files one by one."""
         with self.pool.connection() as conn, conn.transaction():
-            stored = conn.execute(q("lock_file"), {"id": file.id}).fetchone()
-            if stored is None or stored[0] != file.offset:
-                raise ConcurrentUpdate(f"file {file.id} moved on under us")
-            if result is not None:
-                self._write_rows(conn, file.id, session, result)
-            self._save(conn, file, session, stat, new_offset, state)
+            ids = sorted(p.file.id for p in batch)
+            stored = dict(conn.execute(q("lock_files"), {"ids": ids}).fetchall())
+            moved = [p.path for p in batch if stored.get(p.file.id) != p.start]
+            if moved:
+                raise ConcurrentUpdate(f"files {moved} moved on under us")
+            self._write_rows(conn, [p for p in batch if p.result is not None])
+            self._save(conn, batch)
+        for pending in batch:
+            _advance(pending)
 
     def save_meta(self, file: FileRow, stat: Stat, agent_id: str, agent_type: str | None,
                   description: str | None) -> None:
+        seen = Pending("", file, file.session_uuid, stat, stat.size, None)
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(q("upsert_meta"), {"session_uuid": file.session_uuid, "agent_id": agent_id,
                                             "agent_type": agent_type, "description": description})
-            self._save(conn, file, file.session_uuid, stat, stat.size, FoldState())
-
-    def save_seen(self, file: FileRow, stat: Stat) -> None:
-        """A file whose content is not read (persisted tool output): record its size."""
-        with self.pool.connection() as conn:
-            self._save(conn, file, file.session_uuid, stat, stat.size, FoldState())
+            self._save(conn, [seen])
+        _advance(seen)
 
     @staticmethod
-    def _save(conn: psycopg.Connection, file: FileRow, session: str | None, stat: Stat,
-              offset: int, state: FoldState) -> None:
-        """The file's row, in the database and in memory. Should the transaction then fail, the
-        caller drops `file`: the next ingest reads the row again."""
-        conn.execute(q("save_file"), {
-            "id": file.id, "session_uuid": session, "device": stat.device, "inode": stat.inode,
-            "size": stat.size, "offset": offset, "state": Jsonb(state.to_json()),
-        })
-        file.session_uuid, file.offset, file.state = session, offset, state
-        file.device, file.inode, file.size = stat.device, stat.inode, stat.size
+    def _save(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
+        conn.execute(q("save_files"), {"files": _json([
+            {"id": p.file.id, "session_uuid": p.session, "device": p.stat.device, "inode": p.stat.inode,
+             "size": p.stat.size, "offset": p.offset, "state": p.state} for p in batch])})
 
     @staticmethod
-    def _write_rows(conn: psycopg.Connection, file_id: int, session: str, result: FoldResult) -> None:
-        if result.requests:
-            reqs = list(result.requests.values())
-            conn.execute(q("upsert_requests"), {
-                "key": [r.key for r in reqs],
-                "session_uuid": [r.session_uuid for r in reqs],
-                "agent": [r.agent for r in reqs],
-                "ts_us": [r.ts_us for r in reqs],
-                "sidechain": [r.attr_sidechain for r in reqs],
-                "foreign": [r.attr_foreign for r in reqs],
-                "attr_ts_us": [r.attr_ts_us for r in reqs],
-                "usage_main": [r.usage_main for r in reqs],
-                "input": [r.usage.input for r in reqs],
-                "output": [r.usage.output for r in reqs],
-                "cache_read": [r.usage.cache_read for r in reqs],
-                "cache_create": [r.usage.cache_create for r in reqs],
-                "cache_create_5m": [r.usage.cache_create_5m for r in reqs],
-                "cache_create_1h": [r.usage.cache_create_1h for r in reqs],
-                "has_tool_use": [r.has_tool_use for r in reqs],
-            })
-        if result.events:
-            ev = result.events
-            conn.execute(q("insert_events"), {
-                "file_id": file_id, "session_uuid": session,
-                "offset": [e.offset for e in ev], "ts_us": [e.ts_us for e in ev],
-                "prev_us": [e.prev_us for e in ev], "kind": [e.kind for e in ev],
-                "gap_us": [e.gap_us for e in ev], "bytes": [e.tool_result_bytes for e in ev],
-            })
-        if result.tool_calls:
-            calls = list(result.tool_calls.values())
-            conn.execute(q("upsert_tool_calls"), {
-                "file_id": file_id, "session_uuid": session,
-                "id": [c.id for c in calls], "name": [c.name for c in calls],
-                "ts_us": [c.ts_us for c in calls], "description": [c.description for c in calls],
-                "subagent_type": [c.subagent_type for c in calls],
-            })
-        if result.subagents:
-            agents = sorted(result.subagents.items())
-            conn.execute(q("upsert_subagents"), {
-                "file_id": file_id, "session_uuid": session, "agent_id": [a for a, _ in agents],
-                "first_us": [s.min_us for _, s in agents], "last_us": [s.max_us for _, s in agents],
-            })
-        if result.links:
-            links = sorted(result.links)
-            conn.execute(q("insert_links"), {
-                "file_id": file_id, "session_uuid": session, "agent_id": [a for a, _ in links],
-                "tool_use_id": [t for _, t in links],
-            })
+    def _write_rows(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
+        requests: dict[str, Request] = {}  # one row per key: ON CONFLICT cannot update a row twice
+        for pending in batch:
+            for key, request in pending.result.requests.items():
+                if key in requests:
+                    requests[key].merge(request)
+                else:
+                    requests[key] = replace(request)  # merged into: the pending's own stays as read
+        if requests:
+            conn.execute(q("upsert_requests"), {"requests": _json(list(requests.values()))})
+        for query, rows_of in (
+            ("insert_events", lambda r: r.events),
+            ("upsert_tool_calls", lambda r: list(r.tool_calls.values())),
+            ("upsert_subagents", lambda r: [{"agent_id": a, "min_us": s.min_us, "max_us": s.max_us}
+                                            for a, s in r.subagents.items()]),
+            ("insert_links", lambda r: sorted(r.links)),
+        ):
+            files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
+                     for p in batch if (rows := rows_of(p.result))]
+            if files:
+                conn.execute(q(query), {"files": _json(files)})
+
+
+def _advance(pending: Pending) -> None:
+    """The file's row in memory, once its transaction has committed."""
+    file, stat = pending.file, pending.stat
+    file.session_uuid, file.offset, file.state = pending.session, pending.offset, pending.state
+    file.device, file.inode, file.size = stat.device, stat.inode, stat.size
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _json(value: object) -> str:
+    return _encode(value).decode()
 
 
 class ConcurrentUpdate(RuntimeError):
