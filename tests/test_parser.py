@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, strategies as st
@@ -28,6 +29,19 @@ def test_timestamps(text: str, us: int) -> None:
                                  "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
 def test_bad_timestamps_are_absent(bad: object) -> None:
     assert parse_timestamp(bad) is None
+
+
+@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9998, 12, 31)),
+       st.sampled_from(["", "60", "6a", "٣0"]))
+def test_the_usual_timestamp_shape_reads_as_datetime_does(moment: datetime, bad_second: str) -> None:
+    """Claude Code's own "…T12:34:56.789Z" takes a shortcut (its minute is cached): it must agree
+    with the standard library, and fall back to the full parse for a second that is not one."""
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    expected = (moment.replace(tzinfo=timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(
+        microseconds=1) // 1000 * 1000
+    assert parse_timestamp(text) == expected
+    if bad_second:
+        assert parse_timestamp(text[:17] + bad_second + text[19:]) is None
 
 
 @pytest.mark.parametrize("raw", [b"", b"not json", b"[1, 2]", b"42", b'"text"', b"{", b"\xff\xfe",

@@ -67,13 +67,14 @@ class Ingester:
             path = str(ref.path)
             seen.add(path)
             stats.files += 1
-            if not self._unchanged(ref, known.get(path)):
-                self._guarded(ref, stats)
+            file = known.get(path)
+            if not self._unchanged(ref, file):
+                self._guarded(ref, stats, file if file is not None and not file.missing else None)
         self.flush(stats)
         if self.interrupted():
             return stats
-        for path, (*_, missing) in known.items():
-            if not missing and path not in seen and any(Path(path).is_relative_to(r) for r in self.roots):
+        for path, file in known.items():
+            if not file.missing and path not in seen and any(Path(path).is_relative_to(r) for r in self.roots):
                 self.store.mark_missing(path)
                 stats.missing += 1
         return stats
@@ -130,14 +131,15 @@ class Ingester:
         self._batch[pending.path] = pending
         self._batch_bytes += pending.offset - pending.start
 
-    def _guarded(self, ref: FileRef, stats: ScanStats) -> None:
+    def _guarded(self, ref: FileRef, stats: ScanStats, stored: FileRow | None = None) -> None:
         """One file's failure (a line that breaks a bug) must not stop the others.
 
         A database that is away is not the file's fault: that propagates, for the daemon to retry."""
         if str(ref.path) in self._batch:  # read again in the same round: commit what it has first
             self.flush(stats)
+            stored = None
         try:
-            self._ingest(ref, stats)
+            self._ingest(ref, stats, stored)
         except psycopg.OperationalError:
             raise
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
@@ -157,19 +159,19 @@ class Ingester:
         return []
 
     @staticmethod
-    def _unchanged(ref: FileRef, known: tuple | None) -> bool:
-        if known is None:
+    def _unchanged(ref: FileRef, file: FileRow | None) -> bool:
+        if file is None:
             return False
-        device, inode, size, offset, missing = known
         try:
             st = os.stat(ref.path)
         except OSError:
             return False  # _ingest() records it as missing
-        return (not missing and (st.st_dev, st.st_ino) == (device, inode)
-                and st.st_size == size and offset == size)
+        return (not file.missing and (st.st_dev, st.st_ino) == (file.device, file.inode)
+                and st.st_size == file.size and file.offset == file.size)
 
-    def _ingest(self, ref: FileRef, stats: ScanStats) -> None:
-        """Read what is new in one file. A vanished file keeps everything it contributed."""
+    def _ingest(self, ref: FileRef, stats: ScanStats, stored: FileRow | None = None) -> None:
+        """Read what is new in one file. A vanished file keeps everything it contributed.
+        `stored`: its row as the scan read it (else it is read here)."""
         try:
             fd = os.open(ref.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -182,7 +184,7 @@ class Ingester:
         try:
             st = os.fstat(fd)
             stat = Stat(st.st_dev, st.st_ino, st.st_size)
-            file = self.store.file(ref)
+            file = stored or self.store.file(ref)
             if ref.kind == "meta":
                 self._read_meta(ref, file, stat, fd)
             elif ref.kind == "tool_result":

@@ -1,14 +1,10 @@
 -- Every statement retrod runs, by name. Loaded by retrod.store.queries.
 
--- name: get_file
-SELECT id, kind, session_uuid, device, inode, size, "offset", state, missing
-FROM retrod.files WHERE host_id = %(host_id)s AND path = %(path)s;
-
 -- name: all_files
-SELECT path, device, inode, size, "offset", missing
+SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing
 FROM retrod.files WHERE host_id = %(host_id)s;
 
--- name: insert_file
+-- name: file
 INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid, agent_id)
 VALUES (%(host_id)s, %(path)s, %(kind)s, %(slug)s, %(session_uuid)s, %(agent_id)s)
 ON CONFLICT (host_id, path) DO UPDATE SET missing = false

@@ -68,21 +68,19 @@ class Store:
         self.host_id = host_id
 
     def file(self, ref: FileRef) -> FileRow:
-        """The stored row of a file, created on first sight."""
+        """The stored row of a file, created on first sight (one statement either way)."""
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(q("get_file"), {"host_id": self.host_id, "path": str(ref.path)}).fetchone()
-            if row is None or row["missing"]:
-                row = cur.execute(q("insert_file"), {
-                    "host_id": self.host_id, "path": str(ref.path), "kind": ref.kind, "slug": ref.slug,
-                    "session_uuid": ref.session_uuid, "agent_id": ref.agent_id,
-                }).fetchone()
-            return FileRow.from_db(row)
+            return FileRow.from_db(cur.execute(q("file"), {
+                "host_id": self.host_id, "path": str(ref.path), "kind": ref.kind, "slug": ref.slug,
+                "session_uuid": ref.session_uuid, "agent_id": ref.agent_id,
+            }).fetchone())
 
-    def known_files(self) -> dict[str, tuple[int | None, int | None, int, int, bool]]:
-        """path -> (device, inode, size, offset, missing) for this host: lets a scan skip unchanged files."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(q("all_files"), {"host_id": self.host_id}).fetchall()
-        return {path: (dev, ino, size, off, missing) for path, dev, ino, size, off, missing in rows}
+    def known_files(self) -> dict[str, FileRow]:
+        """Every stored file of this host by path, read at once: a scan skips the unchanged ones
+        and reads no row file by file."""
+        with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(q("all_files"), {"host_id": self.host_id}).fetchall()
+        return {row["path"]: FileRow.from_db(row) for row in rows}
 
     def mark_missing(self, path: str) -> None:
         with self.pool.connection() as conn:

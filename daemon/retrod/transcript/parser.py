@@ -1,9 +1,10 @@
 """A typed view of one transcript line. Never raises on bad input.
 
-msgspec decodes only the fields declared below; everything else (file contents echoed in
-`toolUseResult`, thinking text, snapshots) is skipped without building Python objects. Fields
-whose shape varies in real files are kept as `Raw` and decoded on demand, each on its own, so
-that one odd field makes that field absent rather than the whole line.
+A line is decoded once, straight into the structs below: msgspec builds only the declared
+fields and skips the rest (file contents echoed in `toolUseResult`, thinking text, snapshots)
+without creating Python objects. Real files sometimes put an odd type in a field; such a line
+fails that strict decode and is decoded again leniently, field by field, into the same structs,
+so that one odd field makes that field absent rather than the whole line.
 """
 
 from __future__ import annotations
@@ -12,103 +13,96 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from functools import cache, lru_cache
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import msgspec
-from msgspec import Raw, Struct
+from msgspec import Struct
 
 TASK_TOOL_NAMES = frozenset({"Task", "Agent"})
-_EMPTY = Raw()
-
-
-class _Line(Struct):
-    type: Any = None
-    subtype: Any = None
-    sessionId: Any = None
-    isSidechain: Any = None
-    isCompactSummary: Any = None
-    timestamp: Any = None
-    uuid: Any = None
-    requestId: Any = None
-    parentToolUseID: Any = None
-    message: Raw = _EMPTY
-    data: Raw = _EMPTY
-    toolUseResult: Raw = _EMPTY
-
-
-class _Message(Struct):
-    id: Any = None
-    usage: Raw = _EMPTY
-    content: Raw = _EMPTY
 
 
 class _Usage(Struct):
-    input_tokens: Any = None
-    output_tokens: Any = None
-    cache_read_input_tokens: Any = None
-    cache_creation_input_tokens: Any = None
-    cache_creation: Any = None
-
-
-class _Block(Struct):
-    type: Any = None
-    id: Any = None
-    name: Any = None
-    tool_use_id: Any = None
-    input: Raw = _EMPTY
-    content: Raw = _EMPTY
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_creation: dict[str, Any] | None = None
 
 
 class _TaskInput(Struct):
-    description: Any = None
-    subagent_type: Any = None
+    description: str | None = None
+    subagent_type: str | None = None
+
+
+class _ResultItem(Struct):
+    type: str | None = None
+    text: str | None = None
+
+
+class _Block(Struct):
+    type: str | None = None
+    id: str | None = None
+    name: str | None = None
+    tool_use_id: str | None = None
+    input: _TaskInput | None = None
+    content: str | list[_ResultItem] | None = None
+
+
+class _Message(Struct):
+    id: str | None = None
+    usage: _Usage | None = None
+    content: str | list[_Block] | None = None
 
 
 class _AgentRef(Struct):
-    agentId: Any = None
+    agentId: str | None = None
+
+
+class _Line(Struct):
+    type: str | None = None
+    subtype: str | None = None
+    sessionId: str | None = None
+    isSidechain: bool | None = None
+    isCompactSummary: bool | None = None
+    timestamp: str | None = None
+    uuid: str | None = None
+    requestId: str | None = None
+    parentToolUseID: str | None = None
+    message: _Message | None = None
+    data: _Progress | None = None
+    toolUseResult: _AgentRef | str | None = None
 
 
 class _Progress(Struct):
-    type: Any = None
-    agentId: Any = None
-    message: Raw = _EMPTY
+    type: str | None = None
+    agentId: str | None = None
+    message: _Line | None = None  # the record an agent_progress line copies
 
 
 _line_decoder = msgspec.json.Decoder(_Line)
-_decoders: dict[type, msgspec.json.Decoder] = {}
 
 
-def _as(value: Any, typ: type) -> Any:
-    """Decode a Raw (or convert an already-decoded object) into `typ`; None when it does not fit."""
-    if value is None or value is _EMPTY:
-        return None
+@cache
+def _hints(struct: type[Struct]) -> dict[str, Any]:
+    return get_type_hints(struct)
+
+
+def _lenient(value: Any, typ: Any) -> Any:
+    """Decoded JSON as `typ`; each part that does not fit is absent (None, or left out of a list)."""
     try:
-        if isinstance(value, Raw):
-            if not value or (len(value) == 4 and bytes(value) == b"null"):
-                return None
-            decoder = _decoders.get(typ)
-            if decoder is None:
-                decoder = _decoders[typ] = msgspec.json.Decoder(typ)
-            return decoder.decode(value)
         return msgspec.convert(value, typ)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeEncodeError):
-        # UnicodeEncodeError: a lone surrogate, from the standard-library path, met a Raw field.
-        return _as_slow(value, typ)
-
-
-def _as_slow(value: Any, typ: type) -> Any:
-    # msgspec rejects lone surrogate escapes (\ud800) that Python's json accepts and that
-    # JavaScript writes; fall back to the standard library for that value only.
-    if isinstance(value, Raw):
-        try:
-            value = json.loads(bytes(value).decode("utf-8", "surrogateescape"), parse_constant=_not_json)
-        except ValueError:
-            return None
-    if typ is Any:
-        return value
-    if not isinstance(value, dict) or not isinstance(typ, type) or not issubclass(typ, Struct):
-        return None
-    return typ(**{name: value.get(name) for name in typ.__struct_fields__ if name in value})
+    except msgspec.ValidationError:
+        pass
+    for member in get_args(typ) if get_origin(typ) in (Union, UnionType) else (typ,):
+        if isinstance(value, dict) and isinstance(member, type) and issubclass(member, Struct):
+            hints = _hints(member)
+            return member(**{name: _lenient(value.get(name), hints[name]) for name in member.__struct_fields__})
+        if isinstance(value, list) and get_origin(member) is list:
+            (item,) = get_args(member)
+            return [x for x in (_lenient(v, item) for v in value) if x is not None]
+    return None
 
 
 def _not_json(name: str) -> Any:
@@ -118,12 +112,13 @@ def _not_json(name: str) -> Any:
 def storable_text(value: Any) -> str | None:
     """A non-empty string, else absent; made storable (PostgreSQL text holds no NUL and no lone
     surrogate, which JavaScript can write): those characters become U+FFFD."""
-    if not isinstance(value, str) or not value:
+    if type(value) is not str or not value:
         return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 
@@ -148,6 +143,22 @@ def parse_timestamp(value: Any) -> int | None:
     """RFC 3339 (no offset = UTC) to integer microseconds since the epoch; else None."""
     if not isinstance(value, str):
         return None
+    # Claude Code writes "2026-01-01T00:00:00.000Z": its minute is looked up, not computed.
+    if len(value) == 24 and value[23] == "Z" and value[16] == ":" and value[19] == ".":
+        second, millis = value[17:19], value[20:23]
+        if second.isascii() and second.isdigit() and millis.isascii() and millis.isdigit() and second < "60":
+            minute = _minute_us(value[:16])
+            if minute is not None:
+                return minute + int(second) * 1_000_000 + int(millis) * 1000
+    return _parse_rfc3339(value)
+
+
+@lru_cache(maxsize=1 << 14)
+def _minute_us(minute: str) -> int | None:
+    return _parse_rfc3339(minute + ":00Z")
+
+
+def _parse_rfc3339(value: str) -> int | None:
     m = _TS.fullmatch(value)
     if m is None:
         return None
@@ -219,73 +230,57 @@ class Entry:
         return self.msg.type
 
 
-def _usage(raw: Any) -> Usage | None:
-    u = _as(raw, _Usage)
+def _usage(u: _Usage | None) -> Usage | None:
     if u is None:
         return None
     c5m = c1h = 0
     cc = u.cache_creation
-    if isinstance(cc, dict):
+    if cc is not None:
         c5m = _count(cc.get("ephemeral_5m_input_tokens"))
         c1h = _count(cc.get("ephemeral_1h_input_tokens"))
     flat = u.cache_creation_input_tokens
-    cache_create = _count(flat) if type(flat) is int else c5m + c1h
     return Usage(
         input=_count(u.input_tokens),
         output=_count(u.output_tokens),
         cache_read=_count(u.cache_read_input_tokens),
-        cache_create=cache_create,
+        cache_create=_count(flat) if flat is not None else c5m + c1h,
         cache_create_5m=c5m,
         cache_create_1h=c1h,
     )
 
 
-def _blocks(raw: Any) -> list[_Block]:
-    if isinstance(raw, Raw) and bytes(memoryview(raw)[:1]) != b"[":
-        return []  # a plain-text message: skip decoding its string
-    blocks = _as(raw, list[_Block])
-    if blocks is not None:
-        return blocks
-    items = _as(raw, list[Any]) or []  # one odd element must not hide the others
-    return [b for b in (_as(item, _Block) for item in items) if b is not None]
-
-
 def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _tool_result_bytes(raw: Any) -> int:
-    content = _as(raw, Any)
+def _tool_result_bytes(content: str | list[_ResultItem] | None) -> int:
     if isinstance(content, str):
         return _utf8_len(content)
-    if isinstance(content, list):
-        return sum(
-            _utf8_len(item["text"])
-            for item in content
-            if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str)
-        )
-    return 0
+    if content is None:
+        return 0
+    return sum(_utf8_len(item.text) for item in content if item.type == "text" and item.text is not None)
 
 
-def _message(kind: Any, session_id: Any, timestamp: Any, uuid: Any, request_id: Any, raw: Any) -> Message:
-    msg = Message(type=storable_text(kind), session_id=storable_text(session_id), timestamp=parse_timestamp(timestamp))
-    body = _as(raw, _Message)
+def _message(kind: str | None, session_id: str | None, timestamp: str | None, uuid: str | None,
+             request_id: str | None, body: _Message | None) -> Message:
+    msg = Message(type=storable_text(kind), session_id=storable_text(session_id),
+                  timestamp=parse_timestamp(timestamp))
     msg.key = (body and storable_text(body.id)) or storable_text(request_id) or storable_text(uuid)
     if body is None:
         return msg
     msg.usage = _usage(body.usage)
-    for block in _blocks(body.content):
+    if not isinstance(body.content, list):
+        return msg  # a plain-text message
+    for block in body.content:
         if block.type == "tool_use":
             name = storable_text(block.name)
-            task = _as(block.input, _TaskInput) if name in TASK_TOOL_NAMES else None
-            msg.tool_uses.append(
-                ToolUse(
-                    id=storable_text(block.id),
-                    name=name,
-                    description=task and storable_text(task.description),
-                    subagent_type=task and storable_text(task.subagent_type),
-                )
-            )
+            task = block.input if name in TASK_TOOL_NAMES else None
+            msg.tool_uses.append(ToolUse(
+                id=storable_text(block.id),
+                name=name,
+                description=task and storable_text(task.description),
+                subagent_type=task and storable_text(task.subagent_type),
+            ))
         elif block.type == "tool_result":
             msg.tool_results.append((storable_text(block.tool_use_id), _tool_result_bytes(block.content)))
     return msg
@@ -294,25 +289,27 @@ def _message(kind: Any, session_id: Any, timestamp: Any, uuid: Any, request_id: 
 def _decode_line(raw: bytes) -> _Line | None:
     try:
         return _line_decoder.decode(raw)
-    except msgspec.ValidationError:
-        return None  # valid JSON, but not an object
-    except msgspec.DecodeError:
-        obj = _as_slow(Raw(raw), _Line) if raw.strip()[:1] == b"{" else None
-        return obj
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    # An odd field, a line that is not an object, or JSON that msgspec refuses: lone surrogate
+    # escapes (\ud800), which JavaScript writes and Python's json accepts.
+    try:
+        value = json.loads(raw.decode("utf-8", "surrogateescape"), parse_constant=_not_json)
+    except ValueError:
+        return None
+    return _lenient(value, _Line) if isinstance(value, dict) else None
 
 
 def parse_line(raw: bytes) -> Entry | None:
     """Parse one complete line (without its newline). None when it is not a JSON object."""
     try:
-        return _parse(raw)
+        line = _decode_line(raw)
     except RecursionError:  # nesting deeper than any decoder will go: not a line we can read
         return None
+    return None if line is None else _entry(line)
 
 
-def _parse(raw: bytes) -> Entry | None:
-    line = _decode_line(raw)
-    if line is None:
-        return None
+def _entry(line: _Line) -> Entry:
     kind = storable_text(line.type)
     entry = Entry(
         msg=_message(kind, line.sessionId, line.timestamp, line.uuid, line.requestId, line.message),
@@ -322,15 +319,14 @@ def _parse(raw: bytes) -> Entry | None:
         parent_tool_use_id=storable_text(line.parentToolUseID),
     )
     if kind == "user":
-        ref = _as(line.toolUseResult, _AgentRef)
-        entry.result_agent_id = ref and storable_text(ref.agentId)
+        ref = line.toolUseResult
+        entry.result_agent_id = storable_text(ref.agentId) if isinstance(ref, _AgentRef) else None
     elif kind == "progress":
-        progress = _as(line.data, _Progress)
+        progress = line.data
         if progress is not None and progress.type == "agent_progress":
             entry.progress_agent_id = storable_text(progress.agentId)
-            inner = _as(progress.message, _Line)
+            inner = progress.message
             if inner is not None:
-                entry.embedded = _message(
-                    inner.type, inner.sessionId, inner.timestamp, inner.uuid, inner.requestId, inner.message
-                )
+                entry.embedded = _message(inner.type, inner.sessionId, inner.timestamp, inner.uuid,
+                                          inner.requestId, inner.message)
     return entry
