@@ -36,7 +36,7 @@ def embedded_env(tmp_path_factory) -> Iterator[dict]:
 
 
 def retrod(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "retrod.cli", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "retrod", *args], env=env, capture_output=True,
                           text=True, timeout=300)
 
 

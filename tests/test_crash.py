@@ -30,7 +30,7 @@ def _big_tree(root: Path) -> int:
 def _daemon(db_url: str, projects: Path, data_dir: Path, host: str) -> subprocess.Popen:
     env = dict(os.environ, RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects),
                RETROD_DATA_DIR=str(data_dir), RETROD_HOST_ID=host, RETROD_BATCH_BYTES="65536")
-    return subprocess.Popen([sys.executable, "-m", "retrod.cli", "run", "--once"], env=env,
+    return subprocess.Popen([sys.executable, "-m", "retrod", "run", "--once"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

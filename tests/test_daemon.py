@@ -32,7 +32,7 @@ def _output(db_url: str, session: str) -> int:
 def test_live_appends_and_new_sessions_are_ingested(db_url: str, projects: Path, tmp_path: Path) -> None:
     env = dict(os.environ, RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects),
                RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_SCAN_INTERVAL_S="3600")
-    proc = subprocess.Popen([sys.executable, "-m", "retrod.cli", "run"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: _output(db_url, "258c7280-ae70-4798-800f-63464d01a85d") > 0)
@@ -57,3 +57,52 @@ def test_live_appends_and_new_sessions_are_ingested(db_url: str, projects: Path,
         code = proc.wait(timeout=30)
     stderr = proc.stderr.read()
     assert code == 0, stderr
+
+
+_FAST_REPORT = """
+import sys
+from retrod.entry import main
+code = main(sys.argv[1:])
+sys.stderr.write("loaded psycopg\\n" if "psycopg" in sys.modules else "")
+sys.exit(code)
+"""
+
+
+def test_report_is_answered_by_the_running_daemon(db_url: str, projects: Path, tmp_path: Path) -> None:
+    """`retrod report` asks the daemon over its socket instead of loading psycopg and pydantic:
+    the same output, files and exit codes as doing the work itself."""
+    env = dict(os.environ, RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects),
+               RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_REPORTS_DIR=str(tmp_path / "reports"))
+    session = "258c7280-ae70-4798-800f-63464d01a85d"
+
+    def report(*args: str, fast: bool = True) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-c", _FAST_REPORT] if fast else [sys.executable, "-m", "retrod.cli"]
+        return subprocess.run([*command, "report", *args], env=env, capture_output=True, text=True,
+                              timeout=60, cwd=tmp_path)
+
+    proc = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: _output(db_url, session) > 0 and (tmp_path / "data" / "report.sock").exists())
+        served = report(session[:8], "--format", "json", "--output", "out.json")
+        assert served.returncode == 0, served.stderr
+        assert "loaded psycopg" not in served.stderr  # answered by the daemon
+        assert f"saved {tmp_path / 'out.json'}" in served.stderr  # relative to the command's folder
+        itself = report(session[:8], "--format", "json", "--no-save", fast=False)
+        assert json.loads(served.stdout) == json.loads(itself.stdout)
+        assert json.loads((tmp_path / "out.json").read_text()) == json.loads(itself.stdout)
+        unknown = report("ffffffff")
+        assert unknown.returncode == 2 and "loaded psycopg" not in unknown.stderr
+        assert unknown.stderr.startswith("retrod: error: ") and unknown.stderr.count("\n") == 1
+        # Another database than the daemon's (the same one, spelled differently): not served.
+        env["RETROD_DATABASE_URL"] = db_url + ("&" if "?" in db_url else "?") + "application_name=other"
+        other = report(session, "--no-save")
+        assert other.returncode == 0 and "loaded psycopg" in other.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 0, proc.stderr.read()
+    assert not (tmp_path / "data" / "report.sock").exists()
+    env["RETROD_DATABASE_URL"] = db_url
+    after = report(session, "--no-save")  # no daemon: the command does the work itself
+    assert after.returncode == 0 and "loaded psycopg" in after.stderr

@@ -36,7 +36,7 @@ def env(db_url: str, projects: Path, tmp_path: Path) -> dict:
 
 
 def retrod(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "retrod.cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "retrod", *args], env=env, capture_output=True, text=True,
                           timeout=120, cwd=cwd)
 
 

@@ -20,7 +20,7 @@ from retrod.service.notify import notify
 
 
 def _daemon(env: dict, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "retrod.cli", "run", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "retrod", "run", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -161,7 +161,7 @@ def test_status_and_doctor(db_url: str, projects: Path, tmp_path: Path) -> None:
                HOME=str(tmp_path / "home"))
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "retrod.cli", *args], env=env, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "retrod", *args], env=env, capture_output=True,
                               text=True, timeout=60)
 
     import json
@@ -186,7 +186,7 @@ def test_status_and_doctor(db_url: str, projects: Path, tmp_path: Path) -> None:
     text = cli("status").stdout
     assert "daemon:    not running" in text and "160 bytes not yet ingested in 1 files" in text
 
-    doctor = subprocess.run([sys.executable, "-m", "retrod.cli", "doctor"], capture_output=True, text=True,
+    doctor = subprocess.run([sys.executable, "-m", "retrod", "doctor"], capture_output=True, text=True,
                             env=dict(env, RETROD_PROJECTS_DIR=str(tmp_path / "nowhere")), timeout=60)
     assert doctor.returncode == 1
     assert f"FAIL  projects folder: {tmp_path / 'nowhere'}" in doctor.stdout

@@ -16,6 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from .ingest import Ingester, ScanStats
 from .report.retrospective import close_idle_sessions
+from .report.server import ReportServer
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
 from .store.db import daemon_lock, open_pool
@@ -85,7 +86,8 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
                 if once:
                     _scan(ingester, "caught up")
                 else:
-                    _follow(ingester, settings, stop, systemd)
+                    with ReportServer(pool, settings.data_dir, settings.database_url):
+                        _follow(ingester, settings, stop, systemd)
         finally:
             notify("STOPPING=1")
 

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-
-def default_data_dir() -> Path:
-    if os.geteuid() == 0 and sys.platform != "darwin":
-        return Path("/var/lib/retrod")  # the server's OS user could not reach /root
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "retrod"
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "retrod"
+from .paths import default_data_dir, default_reports_dir
 
 
 class Settings(BaseSettings):
@@ -29,7 +21,7 @@ class Settings(BaseSettings):
         None, description="transcript root(s), comma-separated; default per CLAUDE_CONFIG_DIR")
     data_dir: Path = Field(default_factory=default_data_dir,
                            description="where the private PostgreSQL cluster lives")
-    reports_dir: Path = Field(Path.home() / "session-retrospective" / "reports",
+    reports_dir: Path = Field(default_factory=default_reports_dir,
                               description="where `retrod report` saves its Markdown")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
     host_id: str = Field(default_factory=socket.gethostname,

@@ -1,42 +1,34 @@
-"""Report latency against session size: is `retrod report` flat, and how much faster than re-parsing?
+"""Report latency against session size, against re-parsing, and against ccusage.
 
-    python tests/bench/report_latency.py            # the full run: 1 MB and ~200 MB sessions
-    python tests/bench/report_latency.py --smoke    # seconds: tiny sizes, for CI
-
-Measures, in one run on one machine (so the ratios hold even when the machine is noisy):
+On one corpus (a 1 MB session, a ~200 MB session and a tree of other history, several hundred
+MB in all), caught up on by a running daemon:
 - report in-process: building the report model and rendering its Markdown, median of N runs;
-- report as a whole process: `retrod report <uuid> --format json --no-save`, median of N runs;
+- report as a whole process: `retrod report <uuid> --format json --no-save`, median of N runs,
+  with the daemon running (it answers over its socket) and without (the command does the work);
 - re-parse: reading the session's file with retrod's own parser and fold, no database — the
-  least any tool that re-reads transcripts must do.
+  least any tool that re-reads transcripts must do;
+- ccusage: `ccusage claude session --id <uuid> --json --offline` on the same corpus, median.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import write_session  # noqa: E402
-
-from retrod import tracking  # noqa: E402
-from retrod.ingest import Ingester  # noqa: E402
-from retrod.report import markdown, model  # noqa: E402
-from retrod.service.cluster import Cluster  # noqa: E402
-from retrod.store.migrate import migrate  # noqa: E402
-from retrod.store.store import Store  # noqa: E402
-from retrod.transcript.fold import FoldState, Source, fold  # noqa: E402
-from retrod.transcript.parser import parse_line  # noqa: E402
-from retrod.transcript.tailer import read_chunk  # noqa: E402
+from corpus import write_session, write_tree
+from harness import daemon, database, wait_for_log
+from peers import Ccusage
+from retrod import tracking
+from retrod.report import markdown, model
+from retrod.transcript.fold import FoldState, Source, fold
+from retrod.transcript.parser import parse_line
+from retrod.transcript.tailer import read_chunk
 
 SMALL = "aaaaaaaa-1111-4111-8111-000000000001"
 LARGE = "bbbbbbbb-2222-4222-8222-000000000002"
@@ -74,67 +66,65 @@ def log_phases(conn: psycopg.Connection, session: str) -> None:
                            tracking.PhaseNotes(lessons=f"lesson {i}"))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args()
-    small_bytes, large_bytes, runs = (200_000, 2_000_000, 3) if args.smoke else (1_000_000, 200_000_000, 15)
+def run(scratch: Path, smoke: bool, ccusage: Ccusage | None) -> dict:
+    small_bytes, large_bytes, history_bytes, runs = (
+        (200_000, 2_000_000, 2_000_000, 3) if smoke else (1_000_000, 200_000_000, 300_000_000, 15))
+    claude_dir = scratch / "report-corpus"
+    projects = claude_dir / "projects"
+    files = {SMALL: write_session(projects, SMALL, small_bytes), LARGE: write_session(projects, LARGE, large_bytes)}
+    corpus_bytes = write_tree(projects, history_bytes, seed=2) + sum(p.stat().st_size for p in files.values())
+    data = scratch / "report-data"
+    results: dict = {"corpus_mb": round(corpus_bytes / 1e6), "sessions": {}}
+    with database(scratch, "report") as url:
+        env = dict(os.environ, RETROD_DATABASE_URL=url, RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data))
 
-    with tempfile.TemporaryDirectory(prefix="retrod-bench-", dir="/tmp") as tmp:
-        root = Path(tmp)
-        os.chmod(root, 0o711)
-        projects = root / "projects"
-        files = {SMALL: write_session(projects, SMALL, small_bytes), LARGE: write_session(projects, LARGE, large_bytes)}
-        cluster = Cluster(root / "pg")
-        cluster.ensure_running()
-        try:
-            cluster.create_database()
-            url = cluster.url()
-            with psycopg.connect(url, autocommit=True) as conn:
-                migrate(conn)
-            started = time.perf_counter()
-            with ConnectionPool(url, min_size=1, max_size=2, open=True) as pool:
-                Ingester(Store(pool, "bench"), [projects]).scan()
-            ingest_s = time.perf_counter() - started
-            results = {"ingest_s": round(ingest_s, 2), "sessions": {}}
-            env = dict(os.environ, RETROD_DATABASE_URL=url, RETROD_PROJECTS_DIR=str(projects),
-                       RETROD_DATA_DIR=str(root / "data"))
-            with psycopg.connect(url, autocommit=True) as conn:
-                for session, path in files.items():
-                    log_phases(conn, session)
-                    in_process = median_seconds(lambda: markdown.render(model.build(conn, session)), runs)
-                    whole = median_seconds(lambda: subprocess.run(
-                        [sys.executable, "-m", "retrod.cli", "report", session, "--format", "json", "--no-save"],
-                        env=env, check=True, capture_output=True), max(3, runs // 3))
-                    reparse_s = median_seconds(lambda: reparse(path), 1 if not args.smoke else 2)
-                    results["sessions"][session] = {
-                        "bytes": path.stat().st_size, "lines": sum(1 for _ in path.open("rb")),
-                        "report_in_process_ms": round(in_process * 1000, 2),
-                        "report_process_ms": round(whole * 1000, 1),
-                        "reparse_ms": round(reparse_s * 1000, 1),
-                    }
-        finally:
-            cluster.stop()
+        def whole_process(session: str) -> float:
+            return 1000 * median_seconds(lambda: subprocess.run(
+                [sys.executable, "-m", "retrod", "report", session, "--format", "json", "--no-save"],
+                env=env, check=True, capture_output=True), max(3, runs // 3))
 
-    small, large = results["sessions"][SMALL], results["sessions"][LARGE]
+        with daemon(url, projects, data) as process, psycopg.connect(url, autocommit=True) as conn:
+            wait_for_log(data / "daemon.log", "caught up", process, 1800)
+            for name, session in (("small", SMALL), ("large", LARGE)):
+                path = files[session]
+                log_phases(conn, session)
+                results["sessions"][name] = {
+                    "mb": round(path.stat().st_size / 1e6, 1), "lines": sum(1 for _ in path.open("rb")),
+                    "report_in_process_ms": 1000 * median_seconds(
+                        lambda s=session: markdown.render(model.build(conn, s)), runs),
+                    "report_process_ms": whole_process(session),  # answered by the running daemon
+                    "reparse_ms": 1000 * median_seconds(lambda p=path: reparse(p), 2 if smoke else 1),
+                }
+        for name, session in (("small", SMALL), ("large", LARGE)):
+            row = results["sessions"][name]
+            row["report_process_no_daemon_ms"] = whole_process(session)
+            if ccusage is not None:
+                row["ccusage_ms"] = 1000 * statistics.median(
+                    ccusage.session(claude_dir, session).seconds for _ in range(3))
+    small, large = results["sessions"]["small"], results["sessions"]["large"]
     results["ratios"] = {
-        "large_vs_small_in_process": round(large["report_in_process_ms"] / small["report_in_process_ms"], 2),
-        "large_vs_small_process": round(large["report_process_ms"] / small["report_process_ms"], 2),
-        "reparse_vs_report_in_process_large": round(large["reparse_ms"] / large["report_in_process_ms"], 1),
-        "reparse_vs_report_process_large": round(large["reparse_ms"] / large["report_process_ms"], 1),
+        "large_vs_small_in_process": large["report_in_process_ms"] / small["report_in_process_ms"],
+        "large_vs_small_process": large["report_process_ms"] / small["report_process_ms"],
+        "large_vs_small_process_no_daemon": large["report_process_no_daemon_ms"] / small["report_process_no_daemon_ms"],
+        "reparse_vs_report_in_process": large["reparse_ms"] / large["report_in_process_ms"],
+        "reparse_vs_report_process": large["reparse_ms"] / large["report_process_ms"],
     }
-    print("| session | size | lines | report in-process | report (whole process) | re-parse its file |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, s in (("small", small), ("large", large)):
-        print(f"| {name} | {s['bytes'] / 1e6:.1f} MB | {s['lines']:,} | {s['report_in_process_ms']:.1f} ms "
-              f"| {s['report_process_ms']:.0f} ms | {s['reparse_ms']:.0f} ms |")
-    print()
-    for key, value in results["ratios"].items():
-        print(f"- {key}: {value}x")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    if ccusage is not None:
+        results["ratios"]["ccusage_vs_report_process"] = large["ccusage_ms"] / large["report_process_ms"]
+        results["ratios"]["ccusage_vs_report_process_no_daemon"] = (
+            large["ccusage_ms"] / large["report_process_no_daemon_ms"])
+        results["ratios"]["ccusage_vs_report_in_process"] = large["ccusage_ms"] / large["report_in_process_ms"]
+    return results
 
 
-if __name__ == "__main__":
-    main()
+def table(results: dict) -> list[str]:
+    out = [f"Corpus: {results['corpus_mb']} MB in all.", "",
+           "| session | size | lines | report in-process | report, whole process (daemon running) "
+           "| report, whole process (no daemon) | re-parse its file | ccusage session --id |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, s in results["sessions"].items():
+        peer = f"{s['ccusage_ms']:.0f} ms" if "ccusage_ms" in s else "—"
+        out.append(f"| {name} | {s['mb']} MB | {s['lines']:,} | {s['report_in_process_ms']:.1f} ms "
+                   f"| {s['report_process_ms']:.0f} ms | {s['report_process_no_daemon_ms']:.0f} ms "
+                   f"| {s['reparse_ms']:.0f} ms | {peer} |")
+    return out

@@ -1,0 +1,90 @@
+"""The daemon's side of the report fast path (see client.py): one request per connection."""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import threading
+from pathlib import Path
+
+import structlog
+from psycopg_pool import ConnectionPool
+
+from . import model, retrospective
+from .client import SOCKET_NAME
+
+log = structlog.get_logger(__name__)
+
+
+class ReportServer:
+    """Serves `retrod report` on `<data_dir>/report.sock` (owner-only) while the daemon runs."""
+
+    def __init__(self, pool: ConnectionPool, data_dir: Path, database_url: str | None) -> None:
+        self.pool = pool
+        self.path = data_dir / SOCKET_NAME
+        self.database_url = database_url
+        self._server: socketserver.ThreadingUnixStreamServer | None = None
+
+    def __enter__(self) -> ReportServer:
+        try:
+            self.path.unlink(missing_ok=True)  # left by a daemon that was killed; we hold the lock
+            old_umask = os.umask(0o177)
+            try:
+                self._server = _Server(str(self.path), _Handler, self)
+            finally:
+                os.umask(old_umask)
+        except OSError as exc:  # e.g. a path too long for a unix socket: reports still work, slower
+            log.warning("report socket unavailable; `retrod report` will do the work itself",
+                        path=str(self.path), error=str(exc))
+            return self
+        threading.Thread(target=self._server.serve_forever, name="report server", daemon=True).start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self.path.unlink(missing_ok=True)
+
+    def answer(self, request: dict) -> dict:
+        """What `retrod report` prints and exits with, as if it had done the work itself."""
+        if request.get("database_url") != self.database_url:
+            return {"declined": "this daemon serves another database"}
+        try:
+            with self.pool.connection() as conn:
+                session = model.resolve_session(conn, request["session"])
+                report, text = retrospective.produce(
+                    conn, session, close=bool(request.get("close")),
+                    output=Path(request["output"]) if request.get("output") else None,
+                    reports_dir=Path(request["reports_dir"]) if request.get("reports_dir") else None,
+                    as_json=request.get("format") == "json")
+        except model.SessionNotFound as exc:
+            return {"exit": 2, "stdout": "", "stderr": f"retrod: error: {_one_line(exc)}\n"}
+        except Exception as exc:  # noqa: BLE001 - the command's own one-line error, the daemon goes on
+            log.warning("report request failed", error=f"{type(exc).__name__}: {exc}")
+            return {"exit": 1, "stdout": "", "stderr": f"retrod: error: {_one_line(exc)}\n"}
+        saved = f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else ""
+        return {"exit": 0, "stdout": text, "stderr": saved}
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, handler: type, reports: ReportServer) -> None:
+        super().__init__(path, handler)
+        self.reports = reports
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        try:
+            request = json.loads(self.rfile.readline())
+        except ValueError:
+            return
+        reply = self.server.reports.answer(request)
+        self.wfile.write(json.dumps(reply).encode())

@@ -1,0 +1,96 @@
+"""Backfill: `retrod run --once` on a fresh tree, against the bare decode floor and ccusage.
+
+For each tree (corpus.write_tree, seeded):
+- retrod: a fresh private cluster (created beforehand), `retrod run --once` as its own process;
+  MB/s and lines/s from the catch-up time it logs (the whole process, start-up and cluster
+  start/stop included, also kept); peak RSS of the retrod process (PostgreSQL's is not counted);
+- floor: reading every file's lines and decoding each with msgspec (the JSON library retrod
+  uses), into Python objects, no accounting and no database: what any reader must at least do;
+- ccusage: `ccusage claude session --json --offline` on the same tree, the whole process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+
+from corpus import write_tree
+from harness import measure
+from peers import Ccusage
+
+
+def floor(root: Path) -> tuple[float, int]:
+    """(seconds, lines) of reading and decoding every transcript line under `root`."""
+    decode = msgspec.json.Decoder().decode
+    lines = 0
+    start = time.perf_counter()
+    for path in root.rglob("*.jsonl"):
+        with path.open("rb") as f:
+            for line in f:
+                try:
+                    decode(line)
+                except (msgspec.DecodeError, RecursionError):
+                    pass
+                lines += 1
+    return time.perf_counter() - start, lines
+
+
+def retrod_env(projects: Path, data: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data), RETROD_REPORTS_DIR=str(data / "reports"),
+               RETROD_LOG_LEVEL="INFO")
+    return env
+
+
+def retrod_once(projects: Path, data: Path) -> dict:
+    env = retrod_env(projects, data)
+    subprocess.run([sys.executable, "-m", "retrod", "migrate"], env=env, check=True, capture_output=True)
+    run = measure([sys.executable, "-m", "retrod", "run", "--once"], env)
+    caught_up = next(json.loads(line) for line in run.stderr.splitlines()
+                     if line.startswith("{") and '"caught up"' in line)
+    if caught_up["failed"]:
+        raise RuntimeError(f"retrod failed on {caught_up['failed']} files: {run.stderr[-1000:]}")
+    return {"catch_up_s": caught_up["seconds"], "process_s": run.seconds, "peak_rss_mb": run.peak_rss_mb,
+            "lines": caught_up["lines"]}
+
+
+def run(scratch: Path, sizes_mb: list[float], ccusage: Ccusage | None) -> list[dict]:
+    results = []
+    for mb in sizes_mb:
+        claude_dir = scratch / f"tree-{mb:g}"
+        size = write_tree(claude_dir / "projects", int(mb * 1e6))
+        floor_s, lines = floor(claude_dir / "projects")
+        retrod = retrod_once(claude_dir / "projects", scratch / f"data-{mb:g}")
+        subprocess.run([sys.executable, "-c", "import sys; from retrod.service.cluster import Cluster;"
+                        " Cluster(sys.argv[1]).stop()", str(scratch / f"data-{mb:g}")], check=False)
+        row = {"mb": round(size / 1e6, 1), "lines": lines, "retrod_catch_up_s": round(retrod["catch_up_s"], 2),
+               "retrod_process_s": round(retrod["process_s"], 2),
+               "retrod_mb_s": round(size / 1e6 / retrod["catch_up_s"], 1),
+               "retrod_lines_s": round(lines / retrod["catch_up_s"]),
+               "retrod_peak_rss_mb": round(retrod["peak_rss_mb"]),
+               "floor_s": round(floor_s, 2), "floor_mb_s": round(size / 1e6 / floor_s, 1)}
+        if ccusage is not None:
+            peer = ccusage.sessions(claude_dir)
+            row.update(ccusage_s=round(peer.seconds, 2), ccusage_mb_s=round(size / 1e6 / peer.seconds, 1),
+                       ccusage_peak_rss_mb=round(peer.peak_rss_mb))
+        results.append(row)
+    return results
+
+
+def table(results: list[dict]) -> list[str]:
+    out = ["| tree | lines | retrod catch-up (whole process) | retrod MB/s | retrod lines/s | retrod peak RSS "
+           "| floor MB/s | ccusage session scan | ccusage MB/s | ccusage peak RSS |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        peer = (f"{r['ccusage_s']} s | {r['ccusage_mb_s']} | {r['ccusage_peak_rss_mb']} MB" if "ccusage_s" in r
+                else "— | — | —")
+        out.append(f"| {r['mb']} MB | {r['lines']:,} | {r['retrod_catch_up_s']} s ({r['retrod_process_s']} s) "
+                   f"| {r['retrod_mb_s']} | {r['retrod_lines_s']:,} | {r['retrod_peak_rss_mb']} MB "
+                   f"| {r['floor_mb_s']} | {peer} |")
+    return out

@@ -1,0 +1,98 @@
+"""What the benchmarks share: a throwaway PostgreSQL cluster, a running daemon, timing a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from retrod.service.cluster import Cluster
+from retrod.store.migrate import migrate
+
+# Runs a command and writes its wall time, the peak RSS of its largest process (the command's
+# own children included, e.g. ccusage's native binary under its Node launcher) and its stderr.
+_MEASURE = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+done = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+seconds = time.perf_counter() - start
+with open(sys.argv[1], "w") as out:
+    json.dump({"seconds": seconds, "rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+               "code": done.returncode, "stderr": done.stderr.decode("utf-8", "replace")}, out)
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    seconds: float
+    peak_rss_mb: float
+    stderr: str
+
+
+def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
+    """Wall time and peak RSS of `command` (its stdout discarded); raises when it fails."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as result:
+        subprocess.run([sys.executable, "-c", _MEASURE, result.name, *command], env=env, check=True)
+        got = json.loads(Path(result.name).read_text())
+    if got["code"] != 0:
+        raise RuntimeError(f"{' '.join(command[:4])} … exited {got['code']}: {got['stderr'][-500:]}")
+    return Measured(got["seconds"], got["rss_kb"] / 1024, got["stderr"])
+
+
+@contextmanager
+def database(scratch: Path, name: str) -> Iterator[str]:
+    """A migrated database in a private cluster of its own; yields its URL."""
+    cluster = Cluster(scratch / f"{name}-pg")
+    cluster.ensure_running()
+    try:
+        cluster.create_database()
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            migrate(conn)
+        yield cluster.url()
+    finally:
+        cluster.stop()
+
+
+@contextmanager
+def daemon(url: str, projects: Path, data: Path, **settings: str) -> Iterator[subprocess.Popen]:
+    """`retrod run` on `projects`, against the database at `url`; stopped (SIGTERM) on exit.
+    Its log (JSON lines) goes to `data/daemon.log`."""
+    data.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_DATABASE_URL=url, RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data),
+               RETROD_REPORTS_DIR=str(data / "reports"), RETROD_LOG_LEVEL="INFO",
+               **{f"RETROD_{k.upper()}": v for k, v in settings.items()})
+    with (data / "daemon.log").open("w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stderr=log,
+                                   stdout=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_for_log(path: Path, event: str, process: subprocess.Popen, timeout_s: float) -> dict:
+    """The first JSON log line of `event` the daemon writes; fails if it exits or times out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in path.read_text().splitlines():
+            if line.startswith("{") and f'"event": "{event}"' in line:
+                return json.loads(line)
+        if process.poll() is not None:
+            raise RuntimeError(f"the daemon exited ({process.returncode}): {path.read_text()[-1000:]}")
+        time.sleep(0.1)
+    raise RuntimeError(f"no {event!r} from the daemon within {timeout_s:.0f} s")

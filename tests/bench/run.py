@@ -1,0 +1,134 @@
+"""Every retrod benchmark in one run, side by side with ccusage, against the targets.
+
+    python tests/bench/run.py            # the full run: about 10 minutes, a few GB of /tmp
+    python tests/bench/run.py --smoke    # seconds-long, for CI: checks that it all still works
+
+Prints Markdown tables and writes them as JSON (--json, default bench-results.json). Ratios are
+measured in one run on one machine, so they hold on a noisy machine where absolute times do not.
+ccusage is taken from PATH at the pinned version or installed with npm into a temporary prefix;
+when that fails (no npm, registry unreachable) the run says so and measures the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import backfill  # noqa: E402
+import idle_cost  # noqa: E402
+import live_latency  # noqa: E402
+import report_latency  # noqa: E402
+from peers import find_ccusage  # noqa: E402
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    mem_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal")), 0) if Path("/proc/meminfo").exists() else 0
+    from retrod.service.cluster import candidate_bindirs
+
+    postgres = next((b / "postgres" for b in candidate_bindirs(None) if (b / "postgres").exists()), None)
+    pg = subprocess.run([str(postgres), "--version"], capture_output=True, text=True).stdout.strip() if postgres else "?"
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_kb / 2**20), "os": platform.platform(),
+            "python": platform.python_version(), "postgresql": pg}
+
+
+# (what, how it is computed, comparison, target). A value of None: not measured in this run.
+Target = tuple[str, Callable[[dict], float | None], str, float]
+TARGETS: list[Target] = [
+    ("backfill, ccusage session scan time ÷ retrod run --once time, whole processes (worst tree)",
+     lambda r: min((b["ccusage_s"] / b["retrod_process_s"] for b in r["backfill"] if "ccusage_s" in b),
+                   default=None), ">=", 1),
+    ("backfill MB/s ÷ decode floor MB/s (worst tree)",
+     lambda r: min(b["retrod_mb_s"] / b["floor_mb_s"] for b in r["backfill"]), ">=", 0.5),
+    ("backfill seconds per MB, largest tree ÷ smallest (linear growth)",
+     lambda r: (r["backfill"][-1]["retrod_catch_up_s"] / r["backfill"][-1]["mb"])
+     / (r["backfill"][0]["retrod_catch_up_s"] / r["backfill"][0]["mb"]), "<=", 1.25),
+    ("backfill peak RSS of retrod, largest tree (MB)", lambda r: r["backfill"][-1]["retrod_peak_rss_mb"], "<", 150),
+    ("report, large session ÷ 1 MB session, in-process",
+     lambda r: r["report"]["ratios"]["large_vs_small_in_process"], "<=", 2),
+    ("report, large session ÷ 1 MB session, whole process, daemon running",
+     lambda r: r["report"]["ratios"]["large_vs_small_process"], "<=", 2),
+    ("report, large session ÷ 1 MB session, whole process, no daemon",
+     lambda r: r["report"]["ratios"]["large_vs_small_process_no_daemon"], "<=", 2),
+    ("ccusage session --id ÷ retrod report, whole process, daemon running",
+     lambda r: r["report"]["ratios"].get("ccusage_vs_report_process"), ">=", 20),
+    ("ccusage session --id ÷ retrod report, whole process, no daemon",
+     lambda r: r["report"]["ratios"].get("ccusage_vs_report_process_no_daemon"), ">=", 20),
+    ("re-parse ÷ retrod report, whole process, daemon running",
+     lambda r: r["report"]["ratios"]["reparse_vs_report_process"], ">=", 20),
+    ("re-parse ÷ retrod report, in-process", lambda r: r["report"]["ratios"]["reparse_vs_report_in_process"], ">=", 20),
+    ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
+    ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
+    ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),
+]
+
+
+def verdicts(results: dict) -> list[dict]:
+    out = []
+    for what, compute, op, target in TARGETS:
+        value = compute(results)
+        if value is None:
+            out.append({"target": f"{what} {op} {target:g}", "value": None, "met": None})
+            continue
+        met = {">=": value >= target, "<=": value <= target, "<": value < target}[op]
+        # how far off: the factor by which the value falls short of, or exceeds, the target
+        off = None if met else round(target / value if op == ">=" else value / target, 1)
+        out.append({"target": f"{what} {op} {target:g}", "value": round(value, 3), "met": met, "off_by": off})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes and short waits: seconds, for CI")
+    parser.add_argument("--sizes", help="backfill tree sizes in MB, comma-separated (default 10,100,1000)")
+    parser.add_argument("--json", type=Path, default=Path("bench-results.json"), help="where to write the results")
+    parser.add_argument("--no-ccusage", action="store_true", help="do not look for or install ccusage")
+    args = parser.parse_args()
+    sizes = [float(s) for s in (args.sizes or ("1,2" if args.smoke else "10,100,1000")).split(",")]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="retrod-bench-", dir="/tmp") as tmp:
+        scratch = Path(tmp)
+        os.chmod(scratch, 0o711)  # as root, the private clusters run as postgres and must reach their folders
+        ccusage, why = (None, "skipped (--no-ccusage)") if args.no_ccusage else find_ccusage(scratch)
+        print(f"ccusage: {why}", flush=True)
+        results: dict = {"machine": machine(), "ccusage": why, "smoke": args.smoke}
+        print("backfill …", flush=True)
+        results["backfill"] = backfill.run(scratch, sizes, ccusage)
+        print("report latency …", flush=True)
+        results["report"] = report_latency.run(scratch, args.smoke, ccusage)
+        print("live latency …", flush=True)
+        results["live"] = live_latency.run(scratch, 20 if args.smoke else 300)
+        print("idle cost …", flush=True)
+        results["idle"] = idle_cost.run(scratch, 200 if args.smoke else 10_000, 5 if args.smoke else 60)
+    results["targets"] = verdicts(results)
+    results["seconds"] = round(time.monotonic() - started)
+
+    m = results["machine"]
+    lines = [f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['os']}; Python {m['python']}; "
+             f"{m['postgresql']}. ccusage: {results['ccusage']}.", "", "Backfill:", "",
+             *backfill.table(results["backfill"]), "", "Report latency:", "", *report_latency.table(results["report"]),
+             "", "Live latency:", "", *live_latency.table(results["live"]), "", "Idle cost:", "",
+             *idle_cost.table(results["idle"]), "", "Targets:", "", "| target | measured | |", "|---|---:|---|"]
+    for v in results["targets"]:
+        verdict = ("not measured" if v["met"] is None else "met" if v["met"]
+                   else f"**missed**, {v['off_by']}× {'short' if '>=' in v['target'] else 'over'}")
+        lines.append(f"| {v['target']} | {'—' if v['value'] is None else v['value']} | {verdict} |")
+    print("\n".join(lines))
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\n{results['seconds']} s; results written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
