@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import structlog
 
-from .store.store import ConcurrentUpdate, FileRow, Pending, Stat, Store
+from .committer import Committer
+from .store.store import FileRow, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
 from .transcript.fold import first_session_id, fold
 from .transcript.parser import parse_line, storable_text
@@ -31,10 +33,6 @@ class ScanStats:
     missing: int = 0
     failed: int = 0
 
-    def committed(self, pending: Pending) -> None:
-        self.lines += pending.lines
-        self.bytes += pending.offset - pending.start
-
 
 def _never() -> bool:
     return False
@@ -42,8 +40,10 @@ def _never() -> bool:
 
 class Ingester:
     """Reads files into the store. Files are folded one by one but committed in batches of
-    about `batch_bytes`, several files per transaction: a statement per file per table cost
-    more than the rows themselves when most files are small."""
+    about `batch_bytes`, several files per transaction (a statement per file per table cost
+    more than the rows themselves when most files are small), by a Committer thread, so that
+    folding the next batch overlaps the database's work on this one. Each call (a scan, a
+    watcher's round of paths) returns once all it read is committed."""
 
     def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20,
                  interrupted: Callable[[], bool] = _never) -> None:
@@ -55,22 +55,23 @@ class Ingester:
         self.interrupted = interrupted
         self._batch: dict[str, Pending] = {}  # by path
         self._batch_bytes = 0
+        self._read: set[str] = set()  # paths read in this round
+        self._committer: Committer | None = None
 
     def scan(self) -> ScanStats:
         """Bring every file up to date: the catch-up at start and the periodic reconciliation."""
-        stats = ScanStats()
-        known = self.store.known_files()
-        seen: set[str] = set()
-        for ref in (ref for root in self.roots for ref in walk(root)):
-            if self.interrupted():
-                break
-            path = str(ref.path)
-            seen.add(path)
-            stats.files += 1
-            file = known.get(path)
-            if not self._unchanged(ref, file):
-                self._guarded(ref, stats, file if file is not None and not file.missing else None)
-        self.flush(stats)
+        with self._round() as stats:
+            known = self.store.known_files()
+            seen: set[str] = set()
+            for ref in (ref for root in self.roots for ref in walk(root)):
+                if self.interrupted():
+                    break
+                path = str(ref.path)
+                seen.add(path)
+                stats.files += 1
+                file = known.get(path)
+                if not self._unchanged(ref, file):
+                    self._guarded(ref, stats, file if file is not None and not file.missing else None)
         if self.interrupted():
             return stats
         for path, file in known.items():
@@ -82,52 +83,45 @@ class Ingester:
     def ingest_paths(self, paths: Iterable[Path]) -> ScanStats:
         """Paths named by the watcher; paths retrod does not read are ignored. A new folder is
         read whole: files written into it before the watcher saw it would be missed otherwise."""
-        stats = ScanStats()
-        for path in paths:
-            if self.interrupted():
-                break
-            for ref in self._refs(path):
-                self._guarded(ref, stats)
-        self.flush(stats)
+        with self._round() as stats:
+            for path in paths:
+                if self.interrupted():
+                    break
+                for ref in self._refs(path):
+                    self._guarded(ref, stats)
         return stats
 
-    def flush(self, stats: ScanStats) -> None:
-        """Commit the batch in hand. When the database refuses it, each file is tried alone, so
-        one file's bad row or a concurrent ingester does not hold back the others."""
-        batch = list(self._batch.values())
-        self._batch.clear()
-        self._batch_bytes = 0
-        if len(batch) <= 1:
-            for pending in batch:
-                self._commit_alone(pending, stats)
-            return
+    @contextmanager
+    def _round(self) -> Iterator[ScanStats]:
+        stats = ScanStats()
+        committer = self._committer = Committer(self.store)
         try:
-            self.store.commit(batch)
-        except psycopg.OperationalError:
-            raise  # the database is away: the daemon retries; nothing was committed
-        except Exception:  # noqa: BLE001 - each file on its own says which one it was
-            for pending in batch:
-                self._commit_alone(pending, stats)
-            return
-        for pending in batch:
-            stats.committed(pending)
-
-    def _commit_alone(self, pending: Pending, stats: ScanStats) -> None:
-        path = pending.path
-        try:
-            self.store.commit([pending])
-        except psycopg.OperationalError:
+            yield stats
+            self._submit()
+        except BaseException:
+            committer.close(raise_error=False)  # what was queued still commits, or is dropped
             raise
-        except ConcurrentUpdate:
-            log.warning("file updated by another ingester; read again at its next change or scan", path=path)
-        except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
-            log.error("file not ingested; will retry when it changes or at the next scan",
-                      path=path, error=f"{type(exc).__name__}: {exc}")
-            stats.failed += 1
         else:
-            stats.committed(pending)
+            committer.close()
+        finally:
+            self._committer = None
+            self._batch.clear()
+            self._batch_bytes = 0
+            self._read.clear()
+            stats.lines += committer.committed.lines
+            stats.bytes += committer.committed.bytes
+            stats.failed += committer.committed.failed
+
+    def _submit(self) -> None:
+        if self._batch:
+            batch = list(self._batch.values())
+            self._batch.clear()
+            self._batch_bytes = 0
+            self._committer.submit(batch)
 
     def _add(self, pending: Pending) -> None:
+        if pending.path in self._batch:  # a file's next chunk: a batch holds one per file
+            self._submit()
         self._batch[pending.path] = pending
         self._batch_bytes += pending.offset - pending.start
 
@@ -135,19 +129,22 @@ class Ingester:
         """One file's failure (a line that breaks a bug) must not stop the others.
 
         A database that is away is not the file's fault: that propagates, for the daemon to retry."""
-        if str(ref.path) in self._batch:  # read again in the same round: commit what it has first
-            self.flush(stats)
+        path = str(ref.path)
+        if path in self._read:  # read again in the same round: from what its first read committed
+            self._submit()
+            self._committer.wait()
             stored = None
+        self._read.add(path)
         try:
             self._ingest(ref, stats, stored)
         except psycopg.OperationalError:
             raise
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
             log.error("file not ingested; will retry when it changes or at the next scan",
-                      path=str(ref.path), error=f"{type(exc).__name__}: {exc}")
+                      path=path, error=f"{type(exc).__name__}: {exc}")
             stats.failed += 1
         if self._batch_bytes >= self.batch_bytes:
-            self.flush(stats)
+            self._submit()
 
     def _refs(self, path: Path) -> Iterable[FileRef]:
         for root in self.roots:
@@ -188,14 +185,14 @@ class Ingester:
             if ref.kind == "meta":
                 self._read_meta(ref, file, stat, fd)
             elif ref.kind == "tool_result":
-                self._add(Pending(str(ref.path), file, file.session_uuid, stat, stat.size, None))
+                self._add(Pending(str(ref.path), file, file.session_uuid, stat, file.offset, stat.size, None))
             else:
-                self._tail(ref, file, stat, fd, stats)
+                self._tail(ref, file, stat, fd)
         finally:
             os.close(fd)
         stats.ingested += 1
 
-    def _tail(self, ref: FileRef, file: FileRow, stat: Stat, fd: int, stats: ScanStats) -> None:
+    def _tail(self, ref: FileRef, file: FileRow, stat: Stat, fd: int) -> None:
         replaced = file.inode is not None and (file.device, file.inode) != (stat.device, stat.inode)
         if replaced or stat.size < file.offset:
             log.info("file re-read from its start", path=str(ref.path),
@@ -205,22 +202,21 @@ class Ingester:
         if session is None:  # a project-level agent file: its first sessionId names its session
             session = self._find_session(fd)
             if session is None:
-                self._add(Pending(str(ref.path), file, None, stat, 0, None))
+                self._add(Pending(str(ref.path), file, None, stat, file.offset, 0, None))
                 return
         source = ref.source(self.store.host_id, session)
+        path = str(ref.path)
+        offset, state = file.offset, file.state  # then each chunk's: the previous may still be committing
+        news = file.inode is None or file.size != stat.size or file.session_uuid != session
         while True:
-            chunk = read_chunk(fd, file.offset, self.batch_bytes)
+            chunk = read_chunk(fd, offset, self.batch_bytes)
             seen = Stat(stat.device, stat.inode, max(stat.size, chunk.end))
-            if chunk.lines or file.inode is None or file.size != seen.size or file.session_uuid != session:
-                entries = [(offset, parse_line(raw)) for offset, raw in chunk.lines]
-                self._add(Pending(str(ref.path), file, session, seen, chunk.end,
-                                  fold(source, file.state, entries), len(entries)))
-            # A file longer than one chunk: its next chunk folds on this one's committed state.
+            if chunk.lines or news:
+                result = fold(source, state, [(o, parse_line(raw)) for o, raw in chunk.lines])
+                self._add(Pending(path, file, session, seen, offset, chunk.end, result, len(chunk.lines)))
+                offset, state, news = chunk.end, result.state, False
             if not chunk.lines or chunk.end >= seen.size or self.interrupted():
                 return
-            self.flush(stats)
-            if file.offset != chunk.end:
-                return  # its commit failed (logged): the next scan retries it
 
     def _find_session(self, fd: int) -> str | None:
         offset = 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import msgspec
 import psycopg
@@ -49,13 +49,10 @@ class Pending:
     file: FileRow
     session: str | None
     stat: Stat
+    start: int  # the stored offset these rows follow on from
     offset: int
     result: FoldResult | None
     lines: int = 0
-    start: int = field(init=False)  # the stored offset these rows follow on from
-
-    def __post_init__(self) -> None:
-        self.start = self.file.offset
 
     @property
     def state(self) -> FoldState:
@@ -89,7 +86,7 @@ class Store:
     def reset(self, file: FileRow, stat: Stat) -> None:
         """Read the file again from its start (truncated or replaced)."""
         session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
-        start_over = Pending("", file, session, stat, 0, None)
+        start_over = Pending("", file, session, stat, file.offset, 0, None)
         with self.pool.connection() as conn, conn.transaction():
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
                            "forget_file_links"):
@@ -115,7 +112,7 @@ class Store:
 
     def save_meta(self, file: FileRow, stat: Stat, agent_id: str, agent_type: str | None,
                   description: str | None) -> None:
-        seen = Pending("", file, file.session_uuid, stat, stat.size, None)
+        seen = Pending("", file, file.session_uuid, stat, file.offset, stat.size, None)
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(q("upsert_meta"), {"session_uuid": file.session_uuid, "agent_id": agent_id,
                                             "agent_type": agent_type, "description": description})

@@ -1,0 +1,62 @@
+"""The committer thread: order, the file-by-file retry of a refused batch, database errors."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from retrod.committer import Committer
+from retrod.store.store import FileRow, Pending, Stat
+from retrod.transcript.fold import FoldState
+
+
+class FakeStore:
+    """Commits by recording paths; refuses any batch holding a path in `bad`."""
+
+    def __init__(self, bad: set[str] = frozenset(), away: bool = False) -> None:
+        self.bad, self.away, self.committed = bad, away, []
+
+    def commit(self, batch: list[Pending]) -> None:
+        if self.away:
+            raise psycopg.OperationalError("connection refused")
+        if any(p.path in self.bad for p in batch):
+            raise psycopg.errors.UntranslatableCharacter("a row PostgreSQL refuses")
+        self.committed += [(p.path, p.offset) for p in batch]
+
+
+def pending(path: str, start: int, end: int) -> Pending:
+    file = FileRow(1, "main", "s", 1, 1, 0, start, FoldState(), False)
+    return Pending(path, file, "s", Stat(1, 1, end), start, end, None, lines=end - start)
+
+
+def test_a_refused_batch_is_retried_file_by_file_and_a_failed_file_stops_there() -> None:
+    store = FakeStore(bad={"b"})
+    committer = Committer(store)
+    committer.submit([pending("a", 0, 10), pending("b", 0, 10), pending("c", 0, 10)])
+    committer.submit([pending("b", 10, 20), pending("d", 0, 5)])  # b's next chunk cannot follow
+    committer.close()
+    assert store.committed == [("a", 10), ("c", 10), ("d", 5)]
+    assert (committer.committed.lines, committer.committed.failed) == (25, 1)
+
+
+def test_batches_commit_in_the_order_they_were_submitted() -> None:
+    store = FakeStore()
+    committer = Committer(store)
+    for n in range(20):
+        committer.submit([pending("a", n, n + 1)])
+    committer.wait()
+    assert store.committed == [("a", n + 1) for n in range(20)]
+    committer.close()
+
+
+def test_a_database_that_is_away_reaches_the_caller_and_drops_what_is_queued() -> None:
+    store = FakeStore(away=True)
+    committer = Committer(store)
+    committer.submit([pending("a", 0, 10)])
+    with pytest.raises(psycopg.OperationalError):
+        committer.wait()
+    store.away = False
+    with pytest.raises(psycopg.OperationalError):
+        committer.submit([pending("b", 0, 10)])
+    committer.close(raise_error=False)
+    assert store.committed == []
