@@ -1,9 +1,13 @@
--- The rollup triggers of 0003 with static SQL. Their dynamic EXECUTE was parsed and planned
--- again for every statement: a profile of a 100 MB backfill put about a third of the database
--- time in these triggers. Each rollup's arithmetic now lives in one PL/pgSQL function that takes
--- the changed rows and their sign (+1 added, -1 removed) and whose plans are cached per
--- connection; the triggers only hand it their transition tables. The rollups' content is the
--- same as before, so no data is rebuilt.
+-- The rollup triggers of 0003, reworked for ingest batches that hold several files:
+-- - a tool_use id that two files of one session repeat, inserted by ONE statement, counted
+--   once (0003 compared each row with the other files' rows, which that statement had just
+--   inserted too, and so counted it zero times);
+-- - static SQL instead of a query text built for EXECUTE, parsed and planned again on every
+--   statement. (The profile put about a third of the database's ingest time in these
+--   triggers; static SQL alone did not measurably change that, the batching did.)
+-- Each rollup's arithmetic lives in one PL/pgSQL function taking the changed rows and their
+-- sign (+1 added, -1 removed); the triggers hand it their transition tables. The rollups hold
+-- the same content as before, so nothing is rebuilt.
 
 CREATE FUNCTION retrod.add_request_minutes(changed retrod.requests[], direction INT)
     RETURNS void LANGUAGE plpgsql AS $$

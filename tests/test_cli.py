@@ -91,3 +91,27 @@ def test_bad_configuration_is_one_line(embedded_env: dict) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("retrod: error: configuration:")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["258c7280"], ["258c7280", "--format", "json"], ["--format=json", "258c7280", "--no-save"],
+    ["258c7280", "--output", "out.md", "--close"], ["258c7280", "--output=sub/out.json", "--format", "json"],
+])
+def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[str]) -> None:
+    """`retrod report` is first parsed without argparse (report/client.py), to ask the daemon."""
+    from retrod.cli import _parser
+    from retrod.report import client
+
+    full = vars(_parser().parse_args(["report", *argv]))
+    fast = client.parse(argv)
+    assert fast == {k: str(full[k]) if k == "output" and full[k] else full[k] for k in fast}
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--help"], ["a", "b"], ["258c7280", "--format", "yaml"], ["258c7280", "--form", "json"],
+    ["258c7280", "--output"], ["--", "258c7280"], ["258c7280", "--no-save=1"],
+])
+def test_the_report_fast_path_leaves_anything_else_to_argparse(argv: list[str]) -> None:
+    from retrod.report import client
+
+    assert client.parse(argv) is None

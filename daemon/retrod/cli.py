@@ -14,8 +14,8 @@ import structlog
 
 from . import log as logging_setup
 from . import skills, tracking
+from .report import client as report_client
 from .report import markdown, model, retrospective
-from .report.client import add_report_arguments
 from .report.model import VERDICTS
 from .service.cluster import ClusterError
 from .settings import Settings
@@ -39,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("migrate", help="create or upgrade the database schema")
 
-    add_report_arguments(sub.add_parser("report", help="a session's retrospective (Markdown, saved; or JSON)"))
+    report = sub.add_parser("report", help="a session's retrospective (Markdown, saved; or JSON)")
+    report.add_argument("session", help="session uuid or a unique prefix of one")
+    report.add_argument("--format", choices=report_client.FORMATS, default="markdown")
+    report.add_argument("--no-save", action="store_true", help="print only; save no file")
+    report.add_argument("--output", type=Path, help="save to this file instead of RETROD_REPORTS_DIR")
+    report.add_argument("--close", action="store_true", help="end open phases and the session now")
 
     track = sub.add_parser("track", help="start tracking a session").add_subparsers(
         dest="action", required=True, metavar="ACTION")

@@ -19,9 +19,9 @@ class Settings(BaseSettings):
         None, description="libpq URL of the database; unset = a private cluster under data_dir")
     projects_dir: str | None = Field(
         None, description="transcript root(s), comma-separated; default per CLAUDE_CONFIG_DIR")
-    data_dir: Path = Field(default_factory=default_data_dir,
+    data_dir: Path = Field(default_factory=lambda: Path(default_data_dir()),
                            description="where the private PostgreSQL cluster lives")
-    reports_dir: Path = Field(default_factory=default_reports_dir,
+    reports_dir: Path = Field(default_factory=lambda: Path(default_reports_dir()),
                               description="where `retrod report` saves its Markdown")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
     host_id: str = Field(default_factory=socket.gethostname,

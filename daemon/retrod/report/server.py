@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socketserver
 import threading
@@ -12,7 +11,7 @@ import structlog
 from psycopg_pool import ConnectionPool
 
 from . import model, retrospective
-from .client import SOCKET_NAME
+from .client import SOCKET_NAME, decode_request
 
 log = structlog.get_logger(__name__)
 
@@ -47,10 +46,11 @@ class ReportServer:
             self._server.server_close()
             self.path.unlink(missing_ok=True)
 
-    def answer(self, request: dict) -> dict:
-        """What `retrod report` prints and exits with, as if it had done the work itself."""
+    def answer(self, request: dict[str, str]) -> tuple[str, str, str]:
+        """(exit code or "declined", stderr, stdout) of `retrod report`, as if it had done the
+        work itself."""
         if request.get("database_url") != self.database_url:
-            return {"declined": "this daemon serves another database"}
+            return "declined", "", ""  # this daemon serves another database
         try:
             with self.pool.connection() as conn:
                 session = model.resolve_session(conn, request["session"])
@@ -60,12 +60,11 @@ class ReportServer:
                     reports_dir=Path(request["reports_dir"]) if request.get("reports_dir") else None,
                     as_json=request.get("format") == "json")
         except model.SessionNotFound as exc:
-            return {"exit": 2, "stdout": "", "stderr": f"retrod: error: {_one_line(exc)}\n"}
+            return "2", f"retrod: error: {_one_line(exc)}\n", ""
         except Exception as exc:  # noqa: BLE001 - the command's own one-line error, the daemon goes on
             log.warning("report request failed", error=f"{type(exc).__name__}: {exc}")
-            return {"exit": 1, "stdout": "", "stderr": f"retrod: error: {_one_line(exc)}\n"}
-        saved = f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else ""
-        return {"exit": 0, "stdout": text, "stderr": saved}
+            return "1", f"retrod: error: {_one_line(exc)}\n", ""
+        return "0", f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else "", text
 
 
 def _one_line(exc: Exception) -> str:
@@ -83,8 +82,7 @@ class _Server(socketserver.ThreadingUnixStreamServer):
 class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         try:
-            request = json.loads(self.rfile.readline())
+            request = decode_request(self.rfile.read())
         except ValueError:
-            return
-        reply = self.server.reports.answer(request)
-        self.wfile.write(json.dumps(reply).encode())
+            return  # not a retrod client
+        self.wfile.write("\0".join(self.server.reports.answer(request)).encode("utf-8", "surrogateescape"))

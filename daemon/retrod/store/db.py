@@ -6,8 +6,8 @@ import fcntl
 import json
 import os
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
