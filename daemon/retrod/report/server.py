@@ -28,7 +28,7 @@ class ReportServer:
     def __enter__(self) -> ReportServer:
         try:
             self.path.unlink(missing_ok=True)  # left by a daemon that was killed; we hold the lock
-            old_umask = os.umask(0o177)
+            old_umask = os.umask(0o177)  # owner-only from the start; no other thread runs yet
             try:
                 self._server = _Server(str(self.path), _Handler, self)
             finally:
