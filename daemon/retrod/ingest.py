@@ -38,6 +38,19 @@ def _never() -> bool:
     return False
 
 
+def _new(ref: FileRef, known: dict[str, FileRow]) -> bool:
+    """A file whose row a scan creates up front (with the others, in one statement). A name
+    that is not UTF-8 cannot be stored: it is left to fail, and be logged, on its own."""
+    file = known.get(str(ref.path))
+    if file is not None and not file.missing:
+        return False
+    try:
+        str(ref.path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class Ingester:
     """Reads files into the store. Files are folded one by one but committed in batches of
     about `batch_bytes`, several files per transaction (a statement per file per table cost
@@ -62,8 +75,10 @@ class Ingester:
         """Bring every file up to date: the catch-up at start and the periodic reconciliation."""
         with self._round() as stats:
             known = self.store.known_files()
+            refs = [ref for root in self.roots for ref in walk(root)]
+            known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
             seen: set[str] = set()
-            for ref in (ref for root in self.roots for ref in walk(root)):
+            for ref in refs:
                 if self.interrupted():
                     break
                 path = str(ref.path)

@@ -4,11 +4,14 @@
 SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing
 FROM retrod.files WHERE host_id = %(host_id)s;
 
--- name: file
+-- Files' rows, each created on first sight (and revived if it was marked missing).
+-- name: files
 INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid, agent_id)
-VALUES (%(host_id)s, %(path)s, %(kind)s, %(slug)s, %(session_uuid)s, %(agent_id)s)
+SELECT %(host_id)s, path, kind, slug, session_uuid, agent_id
+FROM json_to_recordset(%(files)s::json)
+     AS x(path TEXT, kind TEXT, slug TEXT, session_uuid TEXT, agent_id TEXT)
 ON CONFLICT (host_id, path) DO UPDATE SET missing = false
-RETURNING id, kind, session_uuid, device, inode, size, "offset", state, missing;
+RETURNING path, id, kind, session_uuid, device, inode, size, "offset", state, missing;
 
 -- name: lock_files
 SELECT id, "offset" FROM retrod.files WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;

@@ -65,12 +65,18 @@ class Store:
         self.host_id = host_id
 
     def file(self, ref: FileRef) -> FileRow:
-        """The stored row of a file, created on first sight (one statement either way)."""
+        """The stored row of a file, created on first sight."""
+        return self.files([ref])[str(ref.path)]
+
+    def files(self, refs: Sequence[FileRef]) -> dict[str, FileRow]:
+        """The stored rows of files by path, created on first sight: one statement for all."""
+        if not refs:
+            return {}
+        rows = [{"path": str(r.path), "kind": r.kind, "slug": r.slug, "session_uuid": r.session_uuid,
+                 "agent_id": r.agent_id} for r in refs]
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return FileRow.from_db(cur.execute(q("file"), {
-                "host_id": self.host_id, "path": str(ref.path), "kind": ref.kind, "slug": ref.slug,
-                "session_uuid": ref.session_uuid, "agent_id": ref.agent_id,
-            }).fetchone())
+            found = cur.execute(q("files"), {"host_id": self.host_id, "files": _json(rows)}).fetchall()
+        return {row["path"]: FileRow.from_db(row) for row in found}
 
     def known_files(self) -> dict[str, FileRow]:
         """Every stored file of this host by path, read at once: a scan skips the unchanged ones
