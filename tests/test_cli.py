@@ -115,3 +115,32 @@ def test_the_report_fast_path_leaves_anything_else_to_argparse(argv: list[str]) 
     from retrod.report import client
 
     assert client.parse(argv) is None
+
+
+def test_the_report_fast_path_falls_back_when_the_daemon_closes_without_answering(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """A daemon stopping mid-request: the command does the work itself rather than fail."""
+    import socket
+    import threading
+
+    from retrod.report import client
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / client.SOCKET_NAME))
+    server.listen(1)
+
+    def accept_and_close() -> None:
+        conn, _ = server.accept()
+        conn.recv(1 << 16)
+        conn.close()
+
+    thread = threading.Thread(target=accept_and_close)
+    thread.start()
+    monkeypatch.setenv("RETROD_DATA_DIR", str(tmp_path))
+    try:
+        assert client.main(["258c7280", "--no-save"]) is None
+    finally:
+        thread.join(timeout=10)
+        server.close()
+    monkeypatch.setenv("RETROD_DATA_DIR", str(tmp_path / "nowhere"))
+    assert client.main(["258c7280", "--no-save"]) is None  # no daemon at all

@@ -60,3 +60,16 @@ def test_a_database_that_is_away_reaches_the_caller_and_drops_what_is_queued() -
         committer.submit([pending("b", 0, 10)])
     committer.close(raise_error=False)
     assert store.committed == []
+
+
+def test_a_file_read_again_after_its_failure_commits() -> None:
+    """Found in review: a re-read in the same round (after `wait`) was dropped with the failed chunk."""
+    store = FakeStore(bad={"b"})
+    committer = Committer(store)
+    committer.submit([pending("b", 0, 10)])
+    committer.wait()
+    store.bad = set()
+    committer.forget("b")
+    committer.submit([pending("b", 0, 12)])
+    committer.close()
+    assert store.committed == [("b", 12)]

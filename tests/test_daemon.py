@@ -91,6 +91,12 @@ def test_report_is_answered_by_the_running_daemon(db_url: str, projects: Path, t
         itself = report(session[:8], "--format", "json", "--no-save", fast=False)
         assert json.loads(served.stdout) == json.loads(itself.stdout)
         assert json.loads((tmp_path / "out.json").read_text()) == json.loads(itself.stdout)
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # `retrod report … | head` with head already gone
+        piped = subprocess.run([sys.executable, "-c", _FAST_REPORT, "report", session, "--no-save"], env=env,
+                               stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+        os.close(write_end)
+        assert piped.returncode == 1 and piped.stderr == "retrod: error: [Errno 32] Broken pipe\n"
         unknown = report("ffffffff")
         assert unknown.returncode == 2 and "loaded psycopg" not in unknown.stderr
         assert unknown.stderr.startswith("retrod: error: ") and unknown.stderr.count("\n") == 1

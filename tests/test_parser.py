@@ -144,3 +144,19 @@ def test_never_raises_on_any_json(value: object) -> None:
 @given(st.binary(max_size=200))
 def test_never_raises_on_any_bytes(raw: bytes) -> None:
     parse_line(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    r'{"type":"user","isSidechain":"\ud800","timestamp":"2026-01-01T00:00:00Z"}',
+    r'{"type":"user","message":"x\ud800","timestamp":"2026-01-01T00:00:00Z"}',
+    r'{"type":"system","data":"\ud800","timestamp":"2026-01-01T00:00:00Z"}',
+    r'{"type":"assistant","timestamp":"2026-01-01T00:00:00Z","message":{"content":['
+    r'{"type":"tool_use","id":"t1","name":"Task","input":"ls \ud800"}]}}',
+])
+def test_a_lone_surrogate_where_no_string_fits_makes_that_field_absent(raw: str) -> None:
+    """Found in review: such a line raised from the lenient decode, and its file stopped there."""
+    entry = parse_line(raw.encode())
+    assert entry is not None and entry.msg.timestamp == 1767225600_000000
+    assert not entry.is_sidechain and entry.embedded is None
+    if entry.msg.tool_uses:
+        assert entry.msg.tool_uses[0].id == "t1" and entry.msg.tool_uses[0].description is None

@@ -163,6 +163,9 @@ def test_one_file_under_two_spellings_counts_once(db_url: str, tmp_path: Path, m
         _line(type="user", timestamp="2026-01-01T00:00:00Z") + _line(type="user", timestamp="2026-01-01T00:00:10Z"))
     (tmp_path / "alias").symlink_to(real)
     monkeypatch.chdir(tmp_path)
+    roots = Settings(projects_dir=f"alias,{real},./real").projects_roots()
+    assert roots == [real.resolve()]  # named three ways, read once
+    ingest(db_url, [real, real])  # found in review: a scan listing a new file twice failed
     for spelling in ("alias", str(real), "./real"):
         ingest(db_url, Settings(projects_dir=spelling).projects_roots())
     assert reports(db_url)[S]["summary"]["human_s"] == 10.0

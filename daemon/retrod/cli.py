@@ -129,9 +129,9 @@ def _cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _resolve(conn, args.session)
-        report, text = retrospective.produce(
-            conn, session, close=args.close, output=args.output,
-            reports_dir=None if args.no_save else settings.reports_dir, as_json=args.format == "json")
+        report, text = retrospective.produce(  # absolute: "saved" names the same file as the daemon's
+            conn, session, close=args.close, output=args.output.absolute() if args.output else None,
+            reports_dir=None if args.no_save else settings.reports_dir.absolute(), as_json=args.format == "json")
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)

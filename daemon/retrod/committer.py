@@ -55,6 +55,10 @@ class Committer:
         self._queue.join()
         self._raise()
 
+    def forget(self, path: str) -> None:
+        """After `wait`: a file read again may commit, though an earlier chunk of it failed."""
+        self._failed.discard(path)
+
     def close(self, raise_error: bool = True) -> None:
         """Commit what was submitted and stop the thread. Raises like `submit`, if asked."""
         self._queue.put(None)

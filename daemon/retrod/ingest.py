@@ -75,7 +75,8 @@ class Ingester:
         """Bring every file up to date: the catch-up at start and the periodic reconciliation."""
         with self._round() as stats:
             known = self.store.known_files()
-            refs = [ref for root in self.roots for ref in walk(root)]
+            # by path: a root inside another (or named twice) must not list a file twice
+            refs = list({str(ref.path): ref for root in self.roots for ref in walk(root)}.values())
             known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
             seen: set[str] = set()
             for ref in refs:
@@ -148,6 +149,7 @@ class Ingester:
         if path in self._read:  # read again in the same round: from what its first read committed
             self._submit()
             self._committer.wait()
+            self._committer.forget(path)
             stored = None
         self._read.add(path)
         try:

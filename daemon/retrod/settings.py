@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -44,16 +45,20 @@ class Settings(BaseSettings):
     def projects_roots(self) -> list[Path]:
         """DESIGN §2.1: RETROD_PROJECTS_DIR, else CLAUDE_CONFIG_DIR's, else ~/.claude (and ~/.config/claude)."""
         if self.projects_dir:
-            return [_absolute(p) for p in self.projects_dir.split(",") if p.strip()]
+            return _unique(_absolute(p) for p in self.projects_dir.split(",") if p.strip())
         config_dirs = os.environ.get("CLAUDE_CONFIG_DIR", "")
-        roots = [_absolute(d) / "projects" for d in config_dirs.split(",") if d.strip()]
+        roots = _unique(_absolute(d) / "projects" for d in config_dirs.split(",") if d.strip())
         if roots:
             return roots
         roots = [_absolute("~/.claude/projects")]
         xdg = _absolute("~/.config/claude/projects")
         if xdg.is_dir():
             roots.append(xdg)
-        return roots
+        return _unique(roots)  # ~/.config/claude may be a link to ~/.claude
+
+
+def _unique(roots: Iterable[Path]) -> list[Path]:
+    return list(dict.fromkeys(roots))
 
 
 def _absolute(path: str) -> Path:

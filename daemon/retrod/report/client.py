@@ -94,14 +94,26 @@ def main(argv: list[str]) -> int | None:
         try:
             conn.sendall(encode_request(request(args, os.environ)))
             conn.shutdown(socket.SHUT_WR)
-            code, stderr, stdout = b"".join(iter(lambda: conn.recv(1 << 16), b"")).split(b"\0", 2)
-        except (OSError, ValueError) as exc:
-            print(f"retrod: error: the daemon did not answer the report request: {exc}", file=sys.stderr)
+            reply = b"".join(iter(lambda: conn.recv(1 << 16), b""))
+        except TimeoutError:
+            print(f"retrod: error: the daemon did not answer within {TIMEOUT_S:.0f} s", file=sys.stderr)
             return 1
+        except OSError:
+            return None  # it was stopping: do the work here (a report is safe to produce twice)
     finally:
         conn.close()
+    parts = reply.split(b"\0", 2)
+    if len(parts) != 3:
+        return None  # closed without a whole answer: the same
+    code, stderr, stdout = parts
     if code == b"declined":
         return None  # e.g. it serves another database than this command would use
-    sys.stdout.buffer.write(stdout)
+    try:
+        sys.stdout.buffer.write(stdout)
+        sys.stdout.flush()
+    except OSError as exc:  # e.g. `retrod report … | head`: one line, as the full command says it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        print(f"retrod: error: {exc}", file=sys.stderr)
+        return 1
     sys.stderr.buffer.write(stderr)
     return int(code)

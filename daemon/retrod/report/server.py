@@ -7,6 +7,7 @@ import socketserver
 import threading
 from pathlib import Path
 
+import psycopg
 import structlog
 from psycopg_pool import ConnectionPool
 
@@ -63,7 +64,9 @@ class ReportServer:
             return "2", f"retrod: error: {_one_line(exc)}\n", ""
         except Exception as exc:  # noqa: BLE001 - the command's own one-line error, the daemon goes on
             log.warning("report request failed", error=f"{type(exc).__name__}: {exc}")
-            return "1", f"retrod: error: {_one_line(exc)}\n", ""
+            known = isinstance(exc, (psycopg.Error, OSError, RuntimeError))  # as cli.main words them
+            prefix = "" if known else f"internal error ({type(exc).__name__}): "
+            return "1", f"retrod: error: {prefix}{_one_line(exc)}\n", ""
         return "0", f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else "", text
 
 
@@ -72,7 +75,9 @@ def _one_line(exc: Exception) -> str:
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
+    # Closing waits for the requests in hand: they use the pool, which closes after.
+    daemon_threads = False
+    block_on_close = True
 
     def __init__(self, path: str, handler: type, reports: ReportServer) -> None:
         super().__init__(path, handler)

@@ -93,8 +93,8 @@ def _lenient(value: Any, typ: Any) -> Any:
     """Decoded JSON as `typ`; each part that does not fit is absent (None, or left out of a list)."""
     try:
         return msgspec.convert(value, typ)
-    except msgspec.ValidationError:
-        pass
+    except (msgspec.ValidationError, UnicodeEncodeError):
+        pass  # UnicodeEncodeError: a lone surrogate (from the standard library's decoder) where no string fits
     for member in get_args(typ) if get_origin(typ) in (Union, UnionType) else (typ,):
         if isinstance(value, dict) and isinstance(member, type) and issubclass(member, Struct):
             hints = _hints(member)
