@@ -50,13 +50,16 @@ def find_ccusage(scratch: Path) -> tuple[Ccusage | None, str]:
     prefix = scratch / "ccusage"
     try:
         done = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                               "--fetch-retries=1", "--fetch-retry-mintimeout=2000", "--fetch-retry-maxtimeout=5000",
+                               "--fetch-timeout=60000",
                                f"ccusage@{CCUSAGE_VERSION}"], capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
         return None, "npm install ccusage timed out: is the registry reachable?"
     binary = prefix / "node_modules" / ".bin" / "ccusage"
     if done.returncode != 0 or not binary.exists():
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"npm install ccusage@{CCUSAGE_VERSION} failed (registry unreachable?): {last}"
+        errors = [line for line in done.stderr.splitlines() if "error" in line and "complete log" not in line]
+        return None, (f"npm install ccusage@{CCUSAGE_VERSION} failed (registry unreachable?): "
+                      + ("; ".join(errors[:2]) or "no error output"))
     if _version([str(binary)]) != CCUSAGE_VERSION:
         return None, f"installed ccusage does not report version {CCUSAGE_VERSION}"
     return Ccusage([str(binary)]), f"ccusage {CCUSAGE_VERSION} installed into a temporary prefix"
