@@ -232,8 +232,8 @@ class Ingester:
                 result = fold(source, state, [(o, parse_line(raw)) for o, raw in chunk.lines])
                 self._add(Pending(path, file, session, seen, offset, chunk.end, result, len(chunk.lines)))
                 offset, state, news = chunk.end, result.state, False
-            if not chunk.lines or chunk.end >= seen.size or self.interrupted():
-                return
+            if not chunk.lines or chunk.end >= stat.size or self.interrupted():
+                return  # what is appended from here on comes with the watcher's next event
 
     def _find_session(self, fd: int) -> str | None:
         offset = 0

@@ -12,7 +12,6 @@ For each tree (corpus.write_tree, seeded):
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -21,8 +20,9 @@ from pathlib import Path
 import msgspec
 
 from corpus import write_tree
-from harness import measure
+from harness import measure, retrod_env
 from peers import Ccusage
+from retrod.service.cluster import Cluster
 
 
 def floor(root: Path) -> tuple[float, int]:
@@ -39,13 +39,6 @@ def floor(root: Path) -> tuple[float, int]:
                     pass
                 lines += 1
     return time.perf_counter() - start, lines
-
-
-def retrod_env(projects: Path, data: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
-    env.update(RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data), RETROD_REPORTS_DIR=str(data / "reports"),
-               RETROD_LOG_LEVEL="INFO")
-    return env
 
 
 def retrod_once(projects: Path, data: Path) -> dict:
@@ -67,8 +60,7 @@ def run(scratch: Path, sizes_mb: list[float], ccusage: Ccusage | None) -> list[d
         size = write_tree(claude_dir / "projects", int(mb * 1e6))
         floor_s, lines = floor(claude_dir / "projects")
         retrod = retrod_once(claude_dir / "projects", scratch / f"data-{mb:g}")
-        subprocess.run([sys.executable, "-c", "import sys; from retrod.service.cluster import Cluster;"
-                        " Cluster(sys.argv[1]).stop()", str(scratch / f"data-{mb:g}")], check=False)
+        Cluster(scratch / f"data-{mb:g}").stop()  # `run --once` stopped it; this makes sure
         row = {"mb": round(size / 1e6, 1), "lines": lines, "retrod_catch_up_s": round(retrod["catch_up_s"], 2),
                "retrod_process_s": round(retrod["process_s"], 2),
                "retrod_mb_s": round(size / 1e6 / retrod["catch_up_s"], 1),

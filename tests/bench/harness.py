@@ -62,15 +62,22 @@ def database(scratch: Path, name: str) -> Iterator[str]:
         cluster.stop()
 
 
+def retrod_env(projects: Path, data: Path, database_url: str | None = None) -> dict[str, str]:
+    """The environment of a retrod command here: this one's, without the user's RETROD_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data),
+               RETROD_REPORTS_DIR=str(data / "reports"), RETROD_LOG_LEVEL="INFO")
+    if database_url:
+        env["RETROD_DATABASE_URL"] = database_url
+    return env
+
+
 @contextmanager
-def daemon(url: str, projects: Path, data: Path, **settings: str) -> Iterator[subprocess.Popen]:
+def daemon(url: str, projects: Path, data: Path) -> Iterator[subprocess.Popen]:
     """`retrod run` on `projects`, against the database at `url`; stopped (SIGTERM) on exit.
     Its log (JSON lines) goes to `data/daemon.log`."""
     data.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
-    env.update(RETROD_DATABASE_URL=url, RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data),
-               RETROD_REPORTS_DIR=str(data / "reports"), RETROD_LOG_LEVEL="INFO",
-               **{f"RETROD_{k.upper()}": v for k, v in settings.items()})
+    env = retrod_env(projects, data, url)
     with (data / "daemon.log").open("w") as log:
         process = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stderr=log,
                                    stdout=subprocess.DEVNULL)

@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 
 from corpus import write_session, write_tree
-from harness import daemon, database, wait_for_log
+from harness import daemon, database, retrod_env, wait_for_log
 from peers import Ccusage
 from retrod import tracking
 from retrod.report import markdown, model
@@ -76,7 +76,7 @@ def run(scratch: Path, smoke: bool, ccusage: Ccusage | None) -> dict:
     data = scratch / "report-data"
     results: dict = {"corpus_mb": round(corpus_bytes / 1e6), "sessions": {}}
     with database(scratch, "report") as url:
-        env = dict(os.environ, RETROD_DATABASE_URL=url, RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data))
+        env = retrod_env(projects, data, url)
 
         def whole_process(session: str) -> float:
             return 1000 * median_seconds(lambda: subprocess.run(
