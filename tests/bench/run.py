@@ -1,6 +1,6 @@
 """Every retrod benchmark in one run, side by side with ccusage, against the targets.
 
-    python tests/bench/run.py            # the full run: about 10 minutes, a few GB of /tmp
+    python tests/bench/run.py            # the full run: about 4 minutes, a few GB of /tmp
     python tests/bench/run.py --smoke    # seconds-long, for CI: checks that it all still works
 
 Prints Markdown tables and writes them as JSON (--json, default bench-results.json). Ratios are
