@@ -19,6 +19,12 @@ from .store.store import ConcurrentUpdate, Pending, Store
 log = structlog.get_logger(__name__)
 
 
+def log_not_ingested(path: str, exc: Exception) -> None:
+    """One file failed, in reading or in committing; the others go on."""
+    log.error("file not ingested; will retry when it changes or at the next scan",
+              path=path, error=f"{type(exc).__name__}: {exc}")
+
+
 @dataclass(slots=True)
 class Committed:
     lines: int = 0
@@ -27,7 +33,7 @@ class Committed:
 
     def add(self, pending: Pending) -> None:
         self.lines += pending.lines
-        self.bytes += pending.offset - pending.start
+        self.bytes += pending.bytes
 
 
 class Committer:
@@ -109,8 +115,7 @@ class Committer:
                         path=pending.path)
             self._failed.add(pending.path)
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
-            log.error("file not ingested; will retry when it changes or at the next scan",
-                      path=pending.path, error=f"{type(exc).__name__}: {exc}")
+            log_not_ingested(pending.path, exc)
             self.committed.failed += 1
             self._failed.add(pending.path)
         else:

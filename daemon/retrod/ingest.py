@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import structlog
 
-from .committer import Committer
+from .committer import Committer, log_not_ingested
 from .store.store import FileRow, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
 from .transcript.fold import first_session_id, fold
@@ -139,7 +139,7 @@ class Ingester:
         if pending.path in self._batch:  # a file's next chunk: a batch holds one per file
             self._submit()
         self._batch[pending.path] = pending
-        self._batch_bytes += pending.offset - pending.start
+        self._batch_bytes += pending.bytes
 
     def _guarded(self, ref: FileRef, stats: ScanStats, stored: FileRow | None = None) -> None:
         """One file's failure (a line that breaks a bug) must not stop the others.
@@ -157,8 +157,7 @@ class Ingester:
         except psycopg.OperationalError:
             raise
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
-            log.error("file not ingested; will retry when it changes or at the next scan",
-                      path=path, error=f"{type(exc).__name__}: {exc}")
+            log_not_ingested(path, exc)
             stats.failed += 1
         if self._batch_bytes >= self.batch_bytes:
             self._submit()

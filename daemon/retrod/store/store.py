@@ -58,6 +58,10 @@ class Pending:
     def state(self) -> FoldState:
         return self.result.state if self.result is not None else FoldState()
 
+    @property
+    def bytes(self) -> int:
+        return self.offset - self.start
+
 
 class Store:
     def __init__(self, pool: ConnectionPool, host_id: str) -> None:
