@@ -1,13 +1,15 @@
 """Independent reference implementation of retrod's accounting rules (test oracle).
 
-Written from docs DESIGN.md section 2 ("Accounting rules (normative)", 2.1-2.5) and
-FORMATS.md only, without looking at the daemon's code.  It is deliberately naive:
+Written from docs DESIGN.md section 2 ("Accounting rules (normative)") and FORMATS.md
+only, without looking at the daemon's code.  It covers 2.1-2.5; 2.6 (tool calls and
+waste signals) is not covered yet.  It is deliberately naive:
 it reads every file whole, parses every line with json.loads, collects everything
 in plain lists and dicts, and then computes each figure with plain loops.  There
 is no incremental state and no performance trick; readability beats speed.
 
-Public API:  compute(projects_dir) -> {session_uuid: figures}
-             compute_phases(projects_dir, session, windows) -> [figures per window]  (2.5)
+Public API:  compute(projects_dir, away_after_s=1800) -> {session_uuid: figures}
+             compute_phases(projects_dir, session, windows, away_after_s=1800)
+                 -> [figures per window]  (2.5)
              subagent_phase(projects_dir, session, windows) -> {agent_id: window index | None}
 Run:         python3 tests/reference.py ~/.claude/projects
 """
@@ -50,6 +52,9 @@ UNNAMED_AGENT = "<unnamed>"  # agent_progress copy without a data.agentId
 INLINE_AGENT = "<inline>"  # isSidechain: true line inside a main transcript
 
 BUCKETS = ("main", "subagents", "compaction", "total")
+
+# DESIGN 2.3: the away threshold (RETROD_AWAY_AFTER_S), default 1800 s.
+DEFAULT_AWAY_AFTER_S = 1800
 
 
 # ---------------------------------------------------------------------------
@@ -455,27 +460,50 @@ def own_events(file: dict) -> list[tuple[int, dict]]:
     return events
 
 
-def gap_class(line: dict) -> str:
-    """DESIGN 2.3: the class of the gap that ends at this event."""
+def gap_class(line: dict, gap_us: int, away_after_s=DEFAULT_AWAY_AFTER_S) -> str:
+    """DESIGN 2.3: the class of the gap of gap_us microseconds that ends at this event."""
     if line["type"] == "assistant":
         return "claude"
     if has_tool_result(line):
         return "tool"
     if line.get("isCompactSummary") is True:
         return "claude"  # compaction time
+    # "human ... unless the gap is longer than the away threshold: then the whole
+    # gap is away".  Longer means strictly longer; a gap of exactly the threshold
+    # is human.
+    if gap_us > away_after_s * 1_000_000:
+        return "away"
     return "human"
 
 
-def time_figures(main_files: list[dict]) -> dict:
-    """DESIGN 2.3: classify the gaps between the main transcript's own events."""
-    totals = {"claude": 0, "tool": 0, "human": 0}
-    all_event_times = []
+def classified_gaps(
+    main_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S
+) -> list[tuple[int, int, str]]:
+    """DESIGN 2.3 gaps as (H, t_i, class), only those with t_i > H.
+
+    H = the latest timestamp among the events before event i (the high-water mark),
+    per main file (each file's events in file order).  When t_i <= H nothing is added.
+    """
+    gaps = []
     for file in main_files:
         events = own_events(file)
-        for i in range(1, len(events)):
-            gap = max(0, events[i][0] - events[i - 1][0])
-            totals[gap_class(events[i][1])] += gap
-        all_event_times.extend(t for t, _ in events)
+        high_water = None  # the latest timestamp among the events seen so far
+        for time, line in events:
+            if high_water is not None and time > high_water:
+                gaps.append((high_water, time, gap_class(line, time - high_water, away_after_s)))
+            if high_water is None or time > high_water:
+                high_water = time
+    return gaps
+
+
+def time_figures(main_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S) -> dict:
+    """DESIGN 2.3: classify the gaps of the main transcript's own events."""
+    totals = {"claude": 0, "tool": 0, "human": 0, "away": 0}
+    for gap_start, gap_end, kind in classified_gaps(main_files, away_after_s):
+        totals[kind] += gap_end - gap_start
+    all_event_times = []
+    for file in main_files:
+        all_event_times.extend(t for t, _ in own_events(file))
     # wall = latest event time - earliest event time (0 when there are no events).
     wall = max(all_event_times) - min(all_event_times) if all_event_times else 0
     return {
@@ -483,6 +511,7 @@ def time_figures(main_files: list[dict]) -> dict:
         "claude_s": seconds(totals["claude"]),
         "tool_s": seconds(totals["tool"]),
         "human_s": seconds(totals["human"]),
+        "away_s": seconds(totals["away"]),
     }
 
 
@@ -565,8 +594,11 @@ def empty_tokens() -> dict:
     }
 
 
-def compute(projects_dir: pathlib.Path) -> dict[str, dict]:
-    """Map session uuid -> figures for every session that exists per DESIGN 2.1."""
+def compute(projects_dir: pathlib.Path, away_after_s=DEFAULT_AWAY_AFTER_S) -> dict[str, dict]:
+    """Map session uuid -> figures for every session that exists per DESIGN 2.1.
+
+    away_after_s: the away threshold of DESIGN 2.3 (RETROD_AWAY_AFTER_S).
+    """
     projects_dir = Path(projects_dir)
     files = find_files(projects_dir)
 
@@ -604,7 +636,7 @@ def compute(projects_dir: pathlib.Path) -> dict[str, dict]:
                     tokens[bucket][field] += request["usage"][field]
 
         summary = {}
-        summary.update(time_figures(main_files))
+        summary.update(time_figures(main_files, away_after_s))
         summary["requests"] = request_count
         summary.update(main_transcript_figures(main_files))
         summary["tokens"] = tokens
@@ -645,24 +677,6 @@ def overlap(gap_start: int, gap_end: int, start: int, end: int) -> int:
     return max(0, min(gap_end, end) - max(gap_start, start))
 
 
-def classified_gaps(main_files: list[dict]) -> list[tuple[int, int, str]]:
-    """DESIGN 2.3 gaps as (t_prev, t_i, class), only those with t_i > t_prev.
-
-    Same events and classes as time_figures(); a gap with t_i <= t_prev adds
-    max(0, ...) = 0 there, so leaving it out changes no total.
-    """
-    gaps = []
-    for file in main_files:
-        events = own_events(file)
-        for i in range(1, len(events)):
-            previous_time = events[i - 1][0]
-            time, line = events[i]
-            if time <= previous_time:
-                continue
-            gaps.append((previous_time, time, gap_class(line)))
-    return gaps
-
-
 def timed_tool_result_bytes(main_files: list[dict]) -> list[tuple[int | None, int]]:
     """(timestamp, tool_result bytes) of each of the main transcript's own user lines."""
     sizes = []
@@ -691,13 +705,16 @@ def load(projects_dir: Path, session: str) -> tuple[list[dict], list[dict]]:
 
 
 def compute_phases(
-    projects_dir: Path, session: str, windows: list[tuple[datetime.datetime, datetime.datetime]]
+    projects_dir: Path,
+    session: str,
+    windows: list[tuple[datetime.datetime, datetime.datetime]],
+    away_after_s=DEFAULT_AWAY_AFTER_S,
 ) -> list[dict]:
     """Per phase window [start, end) (DESIGN 2.5), the figures of that session, in the order given."""
     session_files, requests = load(projects_dir, session)
     main_files = [f for f in session_files if f["kind"] == "main"]
     session_requests = [r for r in requests if r["session"] == session]
-    gaps = classified_gaps(main_files)
+    gaps = classified_gaps(main_files, away_after_s)
     user_line_sizes = timed_tool_result_bytes(main_files)
 
     results = []
@@ -720,7 +737,7 @@ def compute_phases(
                 tokens[field] += request["usage"][field]
 
         # Times: the overlap of each classified gap with the window.
-        times = {"claude": 0, "tool": 0, "human": 0}
+        times = {"claude": 0, "tool": 0, "human": 0, "away": 0}
         for gap_start, gap_end, kind in gaps:
             times[kind] += overlap(gap_start, gap_end, start, end)
 
@@ -739,6 +756,7 @@ def compute_phases(
                 "claude_s": seconds(times["claude"]),
                 "tool_s": seconds(times["tool"]),
                 "human_s": seconds(times["human"]),
+                "away_s": seconds(times["away"]),
                 "tool_result_bytes": result_bytes,
             }
         )

@@ -114,8 +114,8 @@ def test_time_classification_across_chunks() -> None:
         user(0),                                   # first event: no gap
         assistant("r1", 2, 1),                     # claude 2
         user(5, tool_result=True),                 # tool 3
-        assistant("r2", 4, 1),                     # earlier than the previous: claude 0
-        user(10, isCompactSummary=True),           # claude 6
+        assistant("r2", 4, 1),                     # earlier than the high-water mark 5: no gap
+        user(10, isCompactSummary=True),           # claude 5, from the high-water mark (not from 4)
         line(type="system", subtype="compact_boundary", sessionId=A, timestamp=ts(11)),  # not an event
         user(20),                                  # human 10
         user(21, session=B),                       # copied history: not an own line
@@ -126,7 +126,7 @@ def test_time_classification_across_chunks() -> None:
     chunked.feed(main(), lines[:3])
     chunked.feed(main(), lines[3:], start=3)
     for store in (one_pass, chunked):
-        assert (store.seconds("claude"), store.seconds("tool"), store.seconds("human")) == (8.0, 3.0, 10.0)
+        assert (store.seconds("claude"), store.seconds("tool"), store.seconds("human")) == (7.0, 3.0, 10.0)
         assert store.states["main-a"].compactions == 1
         assert max(e.ts_us for e in store.events) - min(e.ts_us for e in store.events) == 20_000_000
         assert sum(e.tool_result_bytes for e in store.events) == 4

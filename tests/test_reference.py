@@ -125,7 +125,7 @@ def test_time_gaps_of_each_kind_with_non_monotonic_timestamps(tmp_path):
                 {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}},
                 {"type": "tool_use", "id": "", "name": "Bash", "input": {}},  # empty id: not counted
             ]),
-            # e5 tool_result @20: tool +10.  List content: "hé" (3 bytes) + lone
+            # e5 tool_result @20: tool +8, from the high-water mark 12 (not from e4's 10).  List content: "hé" (3 bytes) + lone
             # surrogate "\ud800" (3 bytes) + an image element (0) = 6 bytes.
             user(A, ts(20), tool_result([
                 {"type": "text", "text": "hé"},
@@ -158,12 +158,12 @@ def test_time_gaps_of_each_kind_with_non_monotonic_timestamps(tmp_path):
         ],
     )
     summary = compute(tmp_path)[A]["summary"]
-    # claude 5 + 0 + 10 = 15; tool 7 + 10 = 17; human 10 + 10 + 5 = 25 (plus 0.0009 s
+    # claude 5 + 0 + 10 = 15; tool 7 + 8 = 15; human 10 + 10 + 5 = 25 (plus 0.0009 s
     # from the last timestamp's fraction: 55.0009 - 50 = 5.0009 -> human 25.0009 -> 25.001)
     assert summary["claude_s"] == 15.0
-    assert summary["tool_s"] == 17.0
+    assert summary["tool_s"] == 15.0
     assert summary["human_s"] == 25.001
-    # wall = latest (55.0009) - earliest (0) = 55.0009 -> 55.001 (sum of gaps 57 > wall)
+    # wall = latest (55.0009) - earliest (0) = 55.0009 -> 55.001 = the sum of the gaps
     assert summary["wall_s"] == 55.001
     assert summary["compactions"] == 1
     assert summary["tool_calls"] == 3  # toolu_1, toolu_2, toolu_3

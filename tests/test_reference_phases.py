@@ -71,7 +71,7 @@ def tool_result(tool_id, content):
     return [{"type": "tool_result", "tool_use_id": tool_id, "content": content}]
 
 
-def figures(inp, out, cr, cc, requests, tool_turns, claude, tool, human, result_bytes):
+def figures(inp, out, cr, cc, requests, tool_turns, claude, tool, human, result_bytes, away=0.0):
     return {
         "tokens": {"input": inp, "output": out, "cache_read": cr, "cache_create": cc},
         "requests": requests,
@@ -80,6 +80,7 @@ def figures(inp, out, cr, cc, requests, tool_turns, claude, tool, human, result_
         "claude_s": claude,
         "tool_s": tool,
         "human_s": human,
+        "away_s": away,
         "tool_result_bytes": result_bytes,
     }
 
@@ -100,10 +101,10 @@ def test_gaps_straddle_windows_and_an_empty_window(tmp_path):
              "data": {"type": "hook_progress"}},  # not an event
             user(A, 35, "next please"),  # human [15, 35]: 5 s W1, 10 s W2, 5 s W3
             assistant(A, 36, "m3", usage(3, 40)),  # claude [35, 36]; text turn
-            # Stamped earlier than the previous event: gap max(0, 34 - 36) = 0, no
-            # overlap anywhere.  Its 3 tool_result bytes (text element only) at 34 -> W3.
+            # Stamped earlier than the high-water mark 36: no gap, no overlap anywhere.
+            # Its 3 tool_result bytes (text element only) at 34 -> W3.
             user(A, 34, tool_result("tu0", [{"type": "text", "text": "xyz"}, {"type": "image"}])),
-            assistant(A, 38, "m4", usage(4, 50), tool_use("tu2")),  # claude [34, 38]; tool turn
+            assistant(A, 38, "m4", usage(4, 50), tool_use("tu2")),  # claude [36, 38]; tool turn
             # No timestamp: not an event, and its request is in no window.
             assistant(A, None, "m5", usage(1000, 0)),
         ],
@@ -133,8 +134,8 @@ def test_gaps_straddle_windows_and_an_empty_window(tmp_path):
         # W2: human [20,30] 10 only.
         figures(0, 0, 0, 0, requests=0, tool_turns=0, claude=0.0, tool=0.0, human=10.0, result_bytes=0),
         # W3: m3 (3, 40, text) + m4 (4, 50, tool).  human [30,35] 5; claude [35,36] 1 +
-        # [34,38] 4 = 5; bytes 3.
-        figures(7, 90, 0, 0, requests=2, tool_turns=1, claude=5.0, tool=0.0, human=5.0, result_bytes=3),
+        # [36,38] 2 = 3; bytes 3.
+        figures(7, 90, 0, 0, requests=2, tool_turns=1, claude=3.0, tool=0.0, human=5.0, result_bytes=3),
         figures(0, 0, 0, 0, requests=0, tool_turns=0, claude=0.0, tool=0.0, human=0.0, result_bytes=0),
     ]
 

@@ -65,10 +65,16 @@ def _summary(summary: dict) -> list[str]:
     tokens = summary["tokens"]
     rows = [[TOKEN_TITLES[f], *(_n(tokens[b][f]) for b in BUCKETS)] for f in SHOWN]
     out = ["## Summary", ""]
-    out += _table(["", "Wall clock", "Claude", "Tool", "Human", "Requests", "Tool calls", "Compactions", "Phases"],
+    out += _table(["", "Wall clock", "Claude", "Tool", "Human", "Away", "Requests", "Tool calls", "Compactions",
+                   "Phases"],
                   [["Time and work", duration(summary["wall_s"]), duration(summary["claude_s"]),
-                    duration(summary["tool_s"]), duration(summary["human_s"]), _n(summary["requests"]),
-                    _n(summary["tool_calls"]), _n(summary["compactions"]), _n(summary["phases"])]])
+                    duration(summary["tool_s"]), duration(summary["human_s"]), duration(summary["away_s"]),
+                    _n(summary["requests"]), _n(summary["tool_calls"]), _n(summary["compactions"]),
+                    _n(summary["phases"])]])
+    out += ["", "*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
+                "person reading and typing. *Away*: pauses longer than "
+                f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall clock unless the first line is "
+                "stamped later than one after it."]
     out += [""] + _table(["Tokens", "Main", "Subagents", "Compaction", "Total"], rows)
     out += ["", f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
                 f"({_n(summary['tool_result_bytes'])} bytes)."]
@@ -144,7 +150,7 @@ def _phase_detail(phases: list[dict]) -> list[str]:
                 f"- **Turns:** {_n(p['tool_turns'])} tool-heavy, {_n(p['text_turns'])} text",
                 f"- **Tool result input:** ~{_n(p['tool_result_tokens_est'])} tokens",
                 f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
-                f"human {duration(p['human_s'])}"]
+                f"human {duration(p['human_s'])}, away {duration(p['away_s'])}"]
         if p["useful_info"]:
             out.append(f"- **Useful info:** {cell(p['useful_info'])}")
         if p["lessons_learned"]:

@@ -39,12 +39,17 @@ def resolve_session(conn: Connection, prefix: str) -> str:
     return found[0]
 
 
-def build(conn: Connection, session: str) -> dict:
-    args = {"session": session}
+AWAY_AFTER_S = 1800.0  # DESIGN §2.3's default; RETROD_AWAY_AFTER_S
+
+
+def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) -> dict:
+    """`away_after_s`: a human gap longer than this is `away` (decided here, at read time)."""
+    args = {"session": session, "away_us": int(away_after_s * 1_000_000)}
     with conn.cursor(row_factory=dict_row) as cur:
         files = cur.execute(q("session_files"), args).fetchone()
         by_bucket = {row["bucket"]: row for row in cur.execute(q("session_tokens"), args)}
         times = cur.execute(q("session_times"), args).fetchone()
+        away_us = cur.execute(q("session_away"), args).fetchone()["away_us"]
         tool_calls = cur.execute(q("session_tool_calls"), args).fetchone()["tool_calls"]
         subagent_rows = cur.execute(q("session_subagents"), args).fetchall()
         user_row = cur.execute(q("user_session"), args).fetchone()
@@ -75,7 +80,9 @@ def build(conn: Connection, session: str) -> dict:
             "wall_s": _seconds(wall_us),
             "claude_s": _seconds(times["claude_us"]),
             "tool_s": _seconds(times["tool_us"]),
-            "human_s": _seconds(times["human_us"]),
+            "human_s": _seconds(times["human_us"] - away_us),
+            "away_s": _seconds(away_us),
+            "away_after_s": away_after_s,
             "requests": sum(row["requests"] for row in by_bucket.values()),
             "compactions": int(files["compactions"]),
             "tool_calls": tool_calls,
@@ -106,7 +113,8 @@ def _phase(row: dict, fig: dict) -> dict:
         "text_turns": fig["text_turns"],
         "claude_s": _seconds(fig["claude_us"]),
         "tool_s": _seconds(fig["tool_us"]),
-        "human_s": _seconds(fig["human_us"]),
+        "human_s": _seconds(fig["human_us"] - fig["away_us"]),
+        "away_s": _seconds(fig["away_us"]),
         "tool_result_bytes": int(fig["tool_result_bytes"]),
         "tool_result_tokens_est": int(fig["tool_result_bytes"]) // 4,
         "actions_summary": row["actions_summary"],

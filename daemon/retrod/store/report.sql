@@ -47,6 +47,12 @@ SELECT (coalesce(sum(claude_us), 0) + coalesce((SELECT us FROM spans WHERE kind 
        (SELECT max(ts) FROM retrod.requests WHERE session_uuid = %(session)s) AS last_request_ts
 FROM retrod.event_minutes WHERE session_uuid = %(session)s;
 
+-- The human gaps longer than the away threshold (DESIGN §2.3): `away` as a whole. Few rows,
+-- through a partial index: each is at least the threshold long.
+-- name: session_away
+SELECT coalesce(sum(gap_us), 0)::bigint AS away_us
+FROM retrod.events WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s;
+
 -- name: session_tool_calls
 SELECT coalesce((SELECT tool_calls FROM retrod.session_tool_calls WHERE session_uuid = %(session)s), 0)
        AS tool_calls;
@@ -104,6 +110,7 @@ ORDER BY p.started_at, p.id;
 -- it, the overlap of each classified gap with it, the tool output read in it. The whole minutes
 -- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
 -- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
+-- human_us counts every human gap; away_us is the part of it that is away (see session_away).
 -- name: phase_figures
 WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a window
     SELECT coalesce(max((state ->> 'max_gap_us')::bigint), 0) * interval '1 microsecond' AS gap
@@ -120,7 +127,7 @@ WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a wind
         WHERE u.session_uuid = %(session)s
     ) w
 )
-SELECT p.id, t.*, g.*
+SELECT p.id, t.*, g.*, a.*
 FROM p
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(n), 0)::bigint AS requests, coalesce(sum(tools), 0)::bigint AS tool_turns,
@@ -171,4 +178,9 @@ CROSS JOIN LATERAL (
         SELECT 0, 0, 0, tool_result_bytes FROM retrod.events
         WHERE session_uuid = %(session)s AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
     ) x
-) g;
+) g
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(retrod.interval_us(least(ts, p.e) - greatest(prev_ts, p.s))), 0)::bigint AS away_us
+    FROM retrod.events
+    WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s AND ts > p.s AND prev_ts < p.e
+) a;

@@ -35,7 +35,8 @@ class Source:
 class FoldState:
     """What must survive between chunks of one file; saved with its offset."""
 
-    last_event_us: int | None = None
+    high_water_us: int | None = None  # the latest event time so far: the next gap starts there
+    first_event_us: int | None = None  # the earliest (lines are not always in time order)
     max_gap_us: int = 0  # bounds the report's search for gaps that overlap a phase window
     compactions: int = 0
     bad_lines: int = 0
@@ -94,8 +95,8 @@ class Event:
 
     offset: int
     ts_us: int | None
-    prev_us: int | None  # the previous event's time: the gap is [prev_us, ts_us]
-    kind: str | None  # claude / tool / human; None for the first event and untimed lines
+    prev_us: int | None  # the high-water mark before it: the gap is [prev_us, ts_us]
+    kind: str | None  # claude / tool / human; None when it closes no gap (first, untimed, not later)
     gap_us: int
     tool_result_bytes: int
 
@@ -248,11 +249,17 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
         if result_bytes:
             out.events.append(Event(offset, None, None, None, 0, result_bytes))
         return
-    prev = state.last_event_us
-    kind = None if prev is None else _classify(entry)
-    gap = 0 if prev is None else max(0, ts - prev)
-    out.events.append(Event(offset, ts, prev, kind, gap, result_bytes))
-    state.last_event_us = ts
+    # DESIGN §2.3: gaps run from the high-water mark, so a line stamped earlier than the one
+    # before it does not make the next gap count the same time twice. Whether a long human gap
+    # is `away` is decided when the figures are read (RETROD_AWAY_AFTER_S may change).
+    high = state.high_water_us
+    later = high is not None and ts > high
+    gap = ts - high if later else 0
+    out.events.append(Event(offset, ts, high, _classify(entry) if later else None, gap, result_bytes))
+    if high is None or ts > high:
+        state.high_water_us = ts
+    if state.first_event_us is None or ts < state.first_event_us:
+        state.first_event_us = ts
     state.max_gap_us = max(state.max_gap_us, gap)
 
 
