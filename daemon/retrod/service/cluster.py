@@ -8,6 +8,7 @@ runs as `os_user` (default `postgres`) and the data folder is handed to that use
 
 from __future__ import annotations
 
+import fcntl
 import getpass
 import glob
 import importlib.util
@@ -17,6 +18,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
@@ -25,6 +29,7 @@ log = structlog.get_logger(__name__)
 
 DATABASE = "retrod"
 _SOCKET_PATH_MAX = 100  # sun_path is 104-108 bytes; ".s.PGSQL.5432" must fit after the folder
+OWNER_WAIT_S = 15.0  # how long the daemon, on its way out, waits for short commands to finish
 
 
 class ClusterError(RuntimeError):
@@ -70,6 +75,35 @@ class Cluster:
         self._bindir: Path | None = None
 
     # -- what callers use -------------------------------------------------------------------
+
+    @contextmanager
+    def in_use(self, owner: bool = False) -> Iterator[None]:
+        """Keep the cluster running, with its database, while the block runs: started if needed,
+        stopped by the last user out. Every user (the daemon, each short command) holds `users.lock` shared, so any
+        number of commands can run at once, with or without a daemon, and none stops the
+        server under another. Starting and stopping happen under `control.lock`, so a command
+        that arrives while the last one is stopping the server waits and starts it again.
+
+        `owner` (the daemon) waits up to OWNER_WAIT_S on its way out for the others to finish,
+        then stops the server anyway: a service manager would kill it with the daemon."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        users = os.open(self.root / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        control = os.open(self.root / "control.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            with _flocked(control):
+                fcntl.flock(users, fcntl.LOCK_SH)
+                self.ensure_running()
+                self.create_database()  # under the lock: two first CREATE DATABASEs would clash
+            yield
+        finally:
+            try:
+                fcntl.flock(users, fcntl.LOCK_UN)  # first: the others' way out must not wait on ours
+                with _flocked(control):
+                    if _sole(users, OWNER_WAIT_S if owner else 0.0):
+                        self.stop()
+            finally:
+                os.close(users)
+                os.close(control)
 
     def url(self, dbname: str = DATABASE) -> str:
         return f"postgresql://{self.db_user}@/{dbname}?host={self.socket_dir}"
@@ -204,3 +238,27 @@ class Cluster:
             tail = text.strip().splitlines()[-3:]
             hint = f"; see {self.logfile}" if tool == "pg_ctl" else ""
             raise ClusterError(f"{tool} failed: {' / '.join(tail) or 'exit ' + str(done.returncode)}{hint}")
+
+
+@contextmanager
+def _flocked(fd: int) -> Iterator[None]:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _sole(fd: int, wait_s: float) -> bool:
+    """Whether no one else holds the users lock (taken exclusive to find out), waiting up to
+    `wait_s` for them to let go. Once this returns True, nobody can start using the cluster
+    before the caller releases the control lock."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return wait_s > 0  # the owner stops it even so
+            time.sleep(0.05)

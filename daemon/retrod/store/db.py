@@ -71,25 +71,26 @@ def running_daemon(data_dir: Path) -> dict | None:
 
 @contextmanager
 def open_pool(settings: Settings, *, owner: bool = False, max_size: int = 4) -> Iterator[ConnectionPool]:
-    """A migrated pool. With the private cluster, it is started if needed; an `owner` (the
-    daemon) stops it on exit, a short command only when it started it and no daemon runs."""
-    cluster = None
-    started = False
-    url = settings.database_url
-    if url is None:
-        cluster = cluster_for(settings)
-        started = cluster.ensure_running()
-        cluster.create_database()
-        url = cluster.url()
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            migrate(conn)
-        pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=_configure, open=False)
-        pool.open(wait=True, timeout=30)
-        try:
+    """A migrated pool. The private cluster is started if needed and kept running while any
+    user of it (this one, the daemon, other commands) needs it; the last one out stops it.
+    The `owner` (the daemon) waits a little for the others before it stops it (Cluster.in_use)."""
+    if settings.database_url is not None:
+        with _pool(settings.database_url, max_size) as pool:
             yield pool
-        finally:
-            pool.close()
+        return
+    cluster = cluster_for(settings)
+    with cluster.in_use(owner=owner):
+        with _pool(cluster.url(), max_size) as pool:
+            yield pool
+
+
+@contextmanager
+def _pool(url: str, max_size: int) -> Iterator[ConnectionPool]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrate(conn)
+    pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=_configure, open=False)
+    pool.open(wait=True, timeout=30)
+    try:
+        yield pool
     finally:
-        if cluster is not None and (owner or (started and running_daemon(settings.data_dir) is None)):
-            cluster.stop()
+        pool.close()
