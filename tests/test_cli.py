@@ -66,7 +66,7 @@ def test_run_once_then_report_on_the_private_cluster(embedded_env: dict) -> None
 
 @pytest.mark.parametrize(("prefix", "message"), [
     ("ffffffff", "no session matches 'ffffffff'"),
-    ("", "give a session uuid"),
+    ("", "cannot tell which session this is"),  # blank: the current session, and there is none here
 ])
 def test_unknown_session_is_a_usage_error(embedded_env: dict, prefix: str, message: str) -> None:
     done = retrod(embedded_env, "report", prefix)
@@ -96,6 +96,7 @@ def test_bad_configuration_is_one_line(embedded_env: dict) -> None:
 @pytest.mark.parametrize("argv", [
     ["258c7280"], ["258c7280", "--format", "json"], ["--format=json", "258c7280", "--no-save"],
     ["258c7280", "--output", "out.md", "--close"], ["258c7280", "--output=sub/out.json", "--format", "json"],
+    [], ["--close"],  # no session: the current one
 ])
 def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[str]) -> None:
     """`retrod report` is first parsed without argparse (report/client.py), to ask the daemon."""
@@ -108,7 +109,7 @@ def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[st
 
 
 @pytest.mark.parametrize("argv", [
-    [], ["--help"], ["a", "b"], ["258c7280", "--format", "yaml"], ["258c7280", "--form", "json"],
+    ["--help"], ["a", "b"], ["258c7280", "--format", "yaml"], ["258c7280", "--form", "json"],
     ["258c7280", "--output"], ["--", "258c7280"], ["258c7280", "--no-save=1"],
 ])
 def test_the_report_fast_path_leaves_anything_else_to_argparse(argv: list[str]) -> None:

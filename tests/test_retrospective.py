@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 import reference
-from helpers import ingest
+from helpers import HOST, ingest
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 SECTIONS = ["## Summary", "## Timeline", "```mermaid", "## Verdict Breakdown", "## Subagents", "## By Task",
@@ -29,7 +29,7 @@ def utc(text: str) -> datetime:
 def env(db_url: str, projects: Path, tmp_path: Path) -> dict:
     ingest(db_url, [projects])
     environ = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
-    environ.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects),
+    environ.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects), RETROD_HOST_ID=HOST,
                    RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_REPORTS_DIR=str(tmp_path / "reports"),
                    HOME=str(tmp_path / "home"))
     return environ
@@ -97,7 +97,7 @@ def test_phases_from_cli_and_sql_match_the_reference(env: dict, db_url: str, pro
     assert positions == sorted(positions)
     assert markdown.startswith("# Session Retrospective: 2026-02-11 — Hooks research\n")
     assert "1. docs first\n2. test earlier" in markdown
-    saved = Path(env["RETROD_REPORTS_DIR"]) / "2026-02-11-hooks-research.md"
+    saved = Path(env["RETROD_REPORTS_DIR"]) / "2026-02-11-hooks-research-258c7280.md"
     assert saved.read_text() == markdown
 
     with psycopg.connect(db_url) as conn:  # the report filled the user's totals
@@ -148,7 +148,7 @@ def test_descriptions_cannot_escape_the_reports_folder(env: dict) -> None:
     assert done.returncode == 0 and done.stderr.startswith("retrod: saved "), done.stderr
     saved = Path(done.stderr.strip().removeprefix("retrod: saved "))
     assert saved.parent == Path(env["RETROD_REPORTS_DIR"])
-    assert saved.name == "2026-02-11-he-said-hi-then-etc-passwd-rm-rf.json"
+    assert saved.name == "2026-02-11-he-said-hi-then-etc-passwd-rm-rf-258c7280.json"
     assert json.loads(saved.read_text())["session"]["description"] == nasty  # JSON saved as JSON
     markdown = ok(retrod(env, "report", SPOTTER, "--no-save"))
     assert markdown.splitlines()[0] == '# Session Retrospective: 2026-02-11 — He said "hi" then ../../../etc/passwd; rm -rf /'
@@ -231,8 +231,8 @@ def test_idle_tracked_sessions_are_closed_at_their_last_activity(env: dict, db_u
     ok(retrod(env, "track", "start", "--session", SPOTTER))
     ok(retrod(env, "phase", "start", "--session", SPOTTER, "--task", "t", "--phase", "open"))
     with psycopg.connect(db_url) as conn:
-        assert close_idle_sessions(conn, idle_s=3600) == [SPOTTER]
-        assert close_idle_sessions(conn, idle_s=3600) == []  # once
+        assert close_idle_sessions(conn, idle_s=3600, away_after_s=1800) == [SPOTTER]
+        assert close_idle_sessions(conn, idle_s=3600, away_after_s=1800) == []  # once
         ended, output = conn.execute("SELECT ended_at, total_output_tokens FROM cc_sessions WHERE session_uuid = %s",
                                      (SPOTTER,)).fetchone()
         open_phases = conn.execute("SELECT count(*) FROM cc_session_phases WHERE ended_at IS NULL").fetchone()[0]

@@ -91,7 +91,8 @@ def test_project_level_agent_file_waits_for_its_session_id(db_url: str, tmp_path
 def test_meta_and_tool_results_alone_make_no_session(db_url: str, tmp_path: Path) -> None:
     from psycopg_pool import ConnectionPool
 
-    from retrod.report.model import SessionNotFound, resolve_session
+    from retrod import resolve
+    from retrod.report.model import known_sessions
 
     root = tmp_path / "projects"
     (root / "-p" / S / "subagents").mkdir(parents=True)
@@ -101,8 +102,9 @@ def test_meta_and_tool_results_alone_make_no_session(db_url: str, tmp_path: Path
     ingest(db_url, [root])
     assert reports(db_url) == {}
     with ConnectionPool(db_url, open=True) as pool, pool.connection() as conn:
-        with pytest.raises(SessionNotFound):
-            resolve_session(conn, S)
+        assert known_sessions(conn, S) == []
+        with pytest.raises(resolve.SessionError, match="no session matches"):  # nor on disk
+            resolve.find(S[:8], [root], lambda prefix: known_sessions(conn, prefix))
     # Once a transcript appears, the persisted output is counted with it.
     (root / "-p" / f"{S}.jsonl").write_text("")
     ingest(db_url, [root])

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import threading
+from importlib.metadata import version
 from pathlib import Path
 
 import psycopg
@@ -13,13 +14,15 @@ import pydantic
 import structlog
 
 from . import log as logging_setup
-from . import skills, tracking
+from . import resolve, skills, tracking
+from .ingest import Ingester
 from .report import client as report_client
 from .report import markdown, model, retrospective
 from .report.model import VERDICTS
 from .service.cluster import ClusterError
 from .settings import Settings
 from .store.db import open_pool
+from .store.store import Store
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -32,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="retrod", description="Where a Claude Code session's tokens and time went.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"retrod {version('retrod')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="catch up on every transcript, then follow them")
@@ -40,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="create or upgrade the database schema")
 
     report = sub.add_parser("report", help="a session's retrospective (Markdown, saved; or JSON)")
-    report.add_argument("session", help="session uuid or a unique prefix of one")
+    report.add_argument("session", nargs="?", help=f"session uuid or a unique prefix of one; {CURRENT}")
     report.add_argument("--format", choices=report_client.FORMATS, default="markdown")
     report.add_argument("--no-save", action="store_true", help="print only; save no file")
     report.add_argument("--output", type=Path, help="save to this file instead of RETROD_REPORTS_DIR")
@@ -49,20 +53,20 @@ def _parser() -> argparse.ArgumentParser:
     track = sub.add_parser("track", help="start tracking a session").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     start = track.add_parser("start", help="record the session in cc_sessions")
-    _session_option(start)
+    _session_option(start, allow_unknown=True)
     start.add_argument("--description", help="what the session is for (names the saved report)")
 
     phase = sub.add_parser("phase", help="log phases of work with their verdicts").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     p_start = phase.add_parser("start", help="open a phase now")
-    _session_option(p_start)
+    _session_option(p_start, allow_unknown=True)
     p_start.add_argument("--task", required=True)
     p_start.add_argument("--phase", required=True)
     p_end = phase.add_parser("end", help="close the open phase now, with its verdict")
     _session_option(p_end)
     _verdict_and_notes(p_end)
     p_log = phase.add_parser("log", help="log a whole phase, with its times")
-    _session_option(p_log)
+    _session_option(p_log, allow_unknown=True)
     p_log.add_argument("--task", required=True)
     p_log.add_argument("--phase", required=True)
     p_log.add_argument("--start", required=True, help="ISO 8601 time; no offset = local time")
@@ -70,12 +74,19 @@ def _parser() -> argparse.ArgumentParser:
     _verdict_and_notes(p_log)
 
     phases = sub.add_parser("phases", help="list a session's phases")
-    phases.add_argument("session", nargs="?", help="uuid or prefix; default: this directory's session")
+    phases.add_argument("session", nargs="?", help=f"uuid or prefix; {CURRENT}")
     phases.add_argument("--format", choices=("text", "json"), default="text")
+
+    listing = sub.add_parser("sessions", help="recent sessions across projects, newest first")
+    listing.add_argument("--project", help="a project folder's path, or part of its Claude Code folder name")
+    listing.add_argument("--since", help="started at or after this date or time (no offset = local time)")
+    listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    listing.add_argument("--json", action="store_true")
 
     status = sub.add_parser("status", help="is the daemon running, how far behind, how healthy")
     status.add_argument("--json", action="store_true")
-    sub.add_parser("doctor", help="check configuration, folders, database, watcher limits, service")
+    doctor = sub.add_parser("doctor", help="check configuration, folders, database, watcher limits, service")
+    doctor.add_argument("--strict", action="store_true", help="warnings (no service installed) fail too")
 
     service = sub.add_parser("service", help="run retrod as a systemd (Linux) or launchd (macOS) user service")
     service_actions = service.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -93,8 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _session_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--session", help="uuid or prefix; default: the newest transcript of this directory")
+CURRENT = ("default: the session this runs in (CLAUDE_CODE_SESSION_ID, the Claude Code process above, "
+           "else the newest transcript of this folder's project)")
+
+
+def _session_option(parser: argparse.ArgumentParser, allow_unknown: bool = False) -> None:
+    parser.add_argument("--session", help=f"uuid or prefix; {CURRENT}")
+    if allow_unknown:
+        parser.add_argument("--allow-unknown", action="store_true",
+                            help="accept a uuid that has no transcript yet")
 
 
 def _verdict_and_notes(parser: argparse.ArgumentParser) -> None:
@@ -127,26 +145,39 @@ def _cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
-    with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-        session = _resolve(conn, args.session)
-        report, text = retrospective.produce(  # absolute: "saved" names the same file as the daemon's
-            conn, session, close=args.close, output=args.output.absolute() if args.output else None,
-            reports_dir=None if args.no_save else settings.reports_dir.absolute(), as_json=args.format == "json")
+    output = args.output.absolute() if args.output else None  # absolute: "saved" names the daemon's file too
+    retrospective.check_output(output)
+    with open_pool(settings, max_size=3) as pool:
+        with pool.connection() as conn:
+            session = _session(settings, conn, args.session)
+        Ingester(Store(pool, settings.host_id), settings.projects_roots(), settings.batch_bytes).refresh(session)
+        with pool.connection() as conn:
+            report, text = retrospective.produce(
+                conn, session, close=args.close, output=output, as_json=args.format == "json",
+                reports_dir=None if args.no_save else settings.reports_dir.absolute(),
+                away_after_s=settings.away_after_s)
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
     return EXIT_OK
 
 
-def _resolve(conn, prefix: str) -> str:
-    try:
-        return model.resolve_session(conn, prefix)
-    except model.SessionNotFound as exc:
-        raise UsageError(str(exc)) from exc
+def _session(settings: Settings, conn, given: str | None, allow_unknown: bool = False) -> str:
+    """The session the command means (resolve.py decides); says which rule found it."""
+    found = resolve.resolve(given, roots=settings.projects_roots(), known=lambda p: model.known_sessions(conn, p),
+                            allow_unknown=allow_unknown)
+    if not found.explicit:
+        print(f"retrod: session {found.uuid} ({found.rule})", file=sys.stderr)
+    return found.uuid
 
 
 def _tracked_session(settings: Settings, conn, args: argparse.Namespace) -> str:
-    return tracking.resolve(conn, args.session, settings.projects_roots(), Path.cwd())
+    return _session(settings, conn, args.session, getattr(args, "allow_unknown", False))
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"retrod: warning: {warning}", file=sys.stderr)
 
 
 def _cmd_track(settings: Settings, args: argparse.Namespace) -> int:
@@ -162,30 +193,51 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
         session = _tracked_session(settings, conn, args)
         if args.action == "start":
             row = tracking.phase_start(conn, session, args.task, args.phase)
-            print(f"phase {args.task!r} / {args.phase!r} started at {row['started_at']:%H:%M:%S}")
+            _warn(row["warnings"])
+            print(f"phase {args.task!r} / {args.phase!r} started at {tracking.local(row['started_at'])}")
         elif args.action == "end":
             row = tracking.phase_end(conn, session, args.verdict, _notes(args))
-            print(f"phase ended at {row['ended_at']:%H:%M:%S}: {args.verdict}")
+            print(f"phase ended at {tracking.local(row['ended_at'])}: {args.verdict}")
         else:
             start, end = tracking.parse_time(args.start), tracking.parse_time(args.end)
-            tracking.phase_log(conn, session, args.task, args.phase, start, end, args.verdict, _notes(args))
-            print(f"phase {args.task!r} / {args.phase!r} logged: {args.verdict}")
+            row = tracking.phase_log(conn, session, args.task, args.phase, start, end, args.verdict, _notes(args))
+            _warn(row["warnings"])
+            print(f"phase {args.task!r} / {args.phase!r} logged, {tracking.local(start)} → {tracking.local(end)}:"
+                  f" {args.verdict}")
     return EXIT_OK
 
 
 def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-        session = (_resolve(conn, args.session) if args.session
-                   else tracking.current_session(settings.projects_roots(), Path.cwd()))
+        session = _session(settings, conn, args.session)
         rows = tracking.list_phases(conn, session)
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=str))
     elif not rows:
         print(f"no phases logged for {session}")
-    for row in rows if args.format == "text" else []:
-        end = f"{row['ended_at']:%Y-%m-%d %H:%M}" if row["ended_at"] else "open"
-        print(f"{row['started_at']:%Y-%m-%d %H:%M} → {end}  {row['verdict']:<18} "
+    for n, row in enumerate(rows if args.format == "text" else [], 1):
+        end = tracking.local(row["ended_at"]) if row["ended_at"] else "open"
+        print(f"{n}. {tracking.local(row['started_at'])} → {end}  {row['verdict']:<18} "
               f"{markdown.cell(row['task'])} / {markdown.cell(row['phase'])}")
+    return EXIT_OK
+
+
+def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    since = tracking.parse_time(args.since) if args.since else None
+    with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
+        rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return EXIT_OK
+    if not rows:
+        print("no sessions" + (" match" if args.project or args.since else " yet"))
+    for row in rows:
+        start = tracking.local(row["started_at"])[:16] if row["started_at"] else "undated"
+        tracked = f"{row['phases']} phases  {markdown.cell(row['description'] or '')}" if row["tracked"] else ""
+        print(f"{row['uuid']}  {start:<16}  {markdown.duration(row['wall_s']):>8}  "
+              f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  {row['project_slug']}  {tracked}".rstrip())
     return EXIT_OK
 
 
@@ -197,12 +249,13 @@ def _cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_doctor(settings: Settings, _args: argparse.Namespace) -> int:
+def _cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from . import health
 
     checks = health.doctor(settings)
     print(health.render_doctor(checks), end="")
-    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILURE
+    failing = ("fail", "warn") if args.strict else ("fail",)
+    return EXIT_FAILURE if any(c.level in failing for c in checks) else EXIT_OK
 
 
 def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
@@ -223,7 +276,7 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
-            "phase": _cmd_phase, "phases": _cmd_phases, "skills": _cmd_skills,
+            "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "skills": _cmd_skills,
             "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
 
 
@@ -235,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         level = settings.log_level if args.command == "run" or args.debug else "WARNING"
         logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
-    except (UsageError, tracking.TrackingError, skills.SkillsError) as exc:
+    except (UsageError, tracking.TrackingError, skills.SkillsError, resolve.SessionError,
+            retrospective.OutputError) as exc:
         return _fail(args, exc, EXIT_USAGE)
     except pydantic.ValidationError as exc:
         problems = "; ".join(

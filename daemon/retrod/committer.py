@@ -30,6 +30,7 @@ class Committed:
     lines: int = 0
     bytes: int = 0
     failed: int = 0
+    raced: int = 0  # files another ingester committed first: read again from what it committed
 
     def add(self, pending: Pending) -> None:
         self.lines += pending.lines
@@ -110,9 +111,9 @@ class Committer:
             self.store.commit([pending])
         except psycopg.OperationalError:
             raise
-        except ConcurrentUpdate:
-            log.warning("file updated by another ingester; read again at its next change or scan",
-                        path=pending.path)
+        except ConcurrentUpdate:  # e.g. a report brought its session up to date meanwhile
+            log.info("file committed by another ingester first; read again from there", path=pending.path)
+            self.committed.raced += 1
             self._failed.add(pending.path)
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
             log_not_ingested(pending.path, exc)

@@ -86,7 +86,7 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
                 if once:
                     _scan(ingester, "caught up")
                 else:
-                    with ReportServer(pool, settings.data_dir, settings.database_url):
+                    with ReportServer(pool, settings):
                         _follow(ingester, settings, stop, systemd)
         finally:
             notify("STOPPING=1")
@@ -121,7 +121,7 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
     scheduler = BackgroundScheduler(daemon=True)
     scheduler.add_job(scan_due.set, "interval", seconds=settings.scan_interval_s,
                       id="reconciliation-scan", name="reconciliation scan", coalesce=True, max_instances=1)
-    scheduler.add_job(_close_idle_sessions, "interval", args=(ingester.store.pool, settings.idle_close_s),
+    scheduler.add_job(_close_idle_sessions, "interval", args=(ingester.store.pool, settings),
                       minutes=5, id="close-idle-sessions", name="close idle sessions", coalesce=True,
                       max_instances=1, next_run_time=datetime.now(timezone.utc))
     scheduler.start()
@@ -195,11 +195,11 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
             return
 
 
-def _close_idle_sessions(pool, idle_s: float) -> None:
+def _close_idle_sessions(pool, settings: Settings) -> None:
     """A scheduler job (own thread, own connection): never lets an error escape into APScheduler."""
     try:
         with pool.connection() as conn:
-            closed = close_idle_sessions(conn, idle_s)
+            closed = close_idle_sessions(conn, settings.idle_close_s, settings.away_after_s)
         if closed:
             log.info("closed idle sessions", sessions=closed)
     except psycopg.Error as exc:

@@ -94,6 +94,11 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False  # not ok, but retrod works without it (exit 0 unless --strict)
+
+    @property
+    def level(self) -> str:
+        return "ok" if self.ok else "warn" if self.warning else "fail"
 
 
 def doctor(settings: Settings) -> list[Check]:
@@ -118,16 +123,19 @@ def doctor(settings: Settings) -> list[Check]:
                else "check RETROD_DATABASE_URL and that the server runs")
         checks.append(Check("database", False, " ".join(str(exc).split()), fix))
     checks.append(_inotify_check(settings))
+    # Without a service or a daemon retrod still works (commands do the work themselves), and
+    # the quick start runs the daemon in a terminal: warnings, not failures.
     try:
         installed = install.plan().path.exists()
         checks.append(Check("service", installed, str(install.plan().path),
-                            "" if installed else "retrod service install"))
+                            "" if installed else "retrod service install (or run `retrod run` yourself)",
+                            warning=True))
     except install.ServiceError as exc:
-        checks.append(Check("service", False, str(exc), "run `retrod run` under your own supervisor"))
+        checks.append(Check("service", False, str(exc), "run `retrod run` under your own supervisor", warning=True))
     daemon = running_daemon(settings.data_dir)
     checks.append(Check("daemon", daemon is not None,
-                        f"pid {daemon.get('pid')}" if daemon else "not running",
-                        "" if daemon else "retrod service install (or retrod run)"))
+                        f"pid {daemon.get('pid')}" if daemon else "not running (reports still work, slower)",
+                        "" if daemon else "retrod service install (or retrod run)", warning=True))
     return checks
 
 
@@ -147,7 +155,7 @@ def _inotify_check(settings: Settings) -> Check:
 def render_doctor(checks: list[Check]) -> str:
     lines = []
     for c in checks:
-        lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
+        lines.append(f"{'ok' if c.ok else c.level.upper():<4}  {c.name}: {c.detail}")
         if not c.ok and c.fix:
             lines.append(f"      fix: {c.fix}")
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ class ScanStats:
     bytes: int = 0
     missing: int = 0
     failed: int = 0
+    raced: int = 0  # files another ingester committed first
 
 
 def _never() -> bool:
@@ -107,6 +108,20 @@ class Ingester:
                     self._guarded(ref, stats)
         return stats
 
+    def refresh(self, session: str) -> ScanStats:
+        """Bring one session's files up to date now, whatever else is waiting: a report includes
+        every complete line written before it was asked for, also during a long backfill.
+        Its files: those stored for it, and any new ones at its paths (a new subagent file)."""
+        paths = {Path(p) for p in self.store.session_paths(session)}
+        for root in self.roots:
+            paths.update(root.glob(f"*/{session}.jsonl"))
+            paths.update(p for p in root.glob(f"*/{session}") if p.is_dir())
+        for _attempt in range(3):  # the daemon may commit one of them first: then from there
+            stats = self.ingest_paths(sorted(paths))
+            if not stats.raced:
+                break
+        return stats
+
     @contextmanager
     def _round(self) -> Iterator[ScanStats]:
         stats = ScanStats()
@@ -127,6 +142,7 @@ class Ingester:
             stats.lines += committer.committed.lines
             stats.bytes += committer.committed.bytes
             stats.failed += committer.committed.failed
+            stats.raced += committer.committed.raced
 
     def _submit(self) -> None:
         if self._batch:

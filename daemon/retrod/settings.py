@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .paths import default_data_dir, default_reports_dir
+from .report.model import AWAY_AFTER_S
 
 
 class Settings(BaseSettings):
@@ -30,6 +31,7 @@ class Settings(BaseSettings):
     scan_interval_s: float = Field(300.0, gt=0, description="seconds between reconciliation scans")
     watch_debounce_ms: int = Field(50, ge=0, description="watcher debounce; watchfiles' own is 1600")
     idle_close_s: float = Field(4 * 3600, gt=0, description="a tracked session quiet this long is closed")
+    away_after_s: float = Field(AWAY_AFTER_S, gt=0, description="a human pause longer than this is `away` (DESIGN §2.3)")
     watch_polling: bool = Field(False, description="poll instead of inotify/FSEvents (network file systems)")
     batch_bytes: int = Field(4 << 20, ge=4096, description="bytes of a file folded per transaction")
     pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries for the private cluster")

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from importlib.resources import files
 from pathlib import Path
+
+COMMAND = "{retrod}"  # in the shipped text: replaced by the command of the retrod that installs them
 
 
 class SkillsError(ValueError):
@@ -17,23 +21,35 @@ def default_dir() -> Path:
     return base / "skills"
 
 
-def shipped() -> dict[str, str]:
-    """skill name -> SKILL.md text."""
+def command() -> str:
+    """This retrod, by absolute path: Claude Code's shell need not have it on PATH (a virtualenv)."""
+    from .service.install import ServiceError, retrod_executable
+
+    try:
+        return shlex.quote(str(retrod_executable()))
+    except ServiceError:  # not installed as a command (e.g. run from a checkout)
+        return f"{shlex.quote(sys.executable)} -m retrod"
+
+
+def shipped(retrod: str) -> dict[str, str]:
+    """skill name -> SKILL.md text, calling `retrod`."""
     folder = files("retrod") / "skills"
-    return {d.name: (d / "SKILL.md").read_text(encoding="utf-8")
+    return {d.name: (d / "SKILL.md").read_text(encoding="utf-8").replace(COMMAND, retrod)
             for d in folder.iterdir() if d.is_dir() and (d / "SKILL.md").is_file()}
 
 
 def install(target: Path, force: bool = False) -> list[str]:
     """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`."""
-    skills = {target / name / "SKILL.md": text for name, text in sorted(shipped().items())}
+    retrod = command()
+    skills = {target / name / "SKILL.md": text for name, text in sorted(shipped(retrod).items())}
     current = {path: path.read_text(encoding="utf-8") if path.exists() else None for path in skills}
     edited = [path for path, text in skills.items() if current[path] not in (None, text)]
     if edited and not force:  # checked before writing anything: all or nothing
-        raise SkillsError(f"{edited[0]} differs from retrod's copy (edited?); use --force to overwrite")
+        raise SkillsError(f"{edited[0]} differs from retrod's copy (edited, or installed by another retrod?);"
+                          " use --force to overwrite")
     done = []
     for path, text in skills.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         done.append(f"{'unchanged' if current[path] == text else 'installed'}: {path}")
-    return done
+    return done + [f"the skills run {retrod}"]

@@ -5,7 +5,6 @@ Each command is one transaction, so a refused command writes nothing.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,9 +12,9 @@ from pathlib import Path
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .report.model import VERDICTS, SessionNotFound, resolve_session
+from .report.model import VERDICTS
+from .resolve import project_slugs
 from .store.queries import q
-from .transcript.discovery import UUID_RE
 
 
 class TrackingError(ValueError):
@@ -31,38 +30,9 @@ class PhaseNotes:
     notes: str | None = None
 
 
-def project_slugs(cwd: Path) -> list[str]:
-    """Claude Code's folder name for a working directory: every character but [A-Za-z0-9]
-    becomes `-` (its sanitizePath); older versions replaced only `/` and `.` (FORMATS §1)."""
-    text = str(cwd)
-    return list(dict.fromkeys([re.sub(r"[^A-Za-z0-9]", "-", text), re.sub(r"[/.]", "-", text)]))
-
-
-def current_session(roots: list[Path], cwd: Path) -> str:
-    """The most recently modified main transcript of the working directory's project folder."""
-    candidates = []
-    for root in roots:
-        for slug in project_slugs(cwd):
-            folder = root / slug
-            if folder.is_dir():
-                candidates += [p for p in folder.glob("*.jsonl") if UUID_RE.fullmatch(p.stem)]
-    if not candidates:
-        raise TrackingError(f"no Claude Code transcript for {cwd} under {', '.join(map(str, roots))};"
-                            " pass --session UUID")
-    return max(candidates, key=lambda p: p.stat().st_mtime).stem
-
-
-def resolve(conn: Connection, given: str | None, roots: list[Path], cwd: Path) -> str:
-    """--session as typed (uuid or unique prefix), else the working directory's current session."""
-    if given is None:
-        return current_session(roots, cwd)
-    given = given.strip().lower()
-    if UUID_RE.fullmatch(given):
-        return given
-    try:
-        return resolve_session(conn, given)
-    except SessionNotFound as exc:
-        raise TrackingError(str(exc)) from exc
+def local(ts: datetime) -> str:
+    """A time as the user reads it: local, with its offset (the database hands out UTC)."""
+    return ts.astimezone().isoformat(sep=" ", timespec="seconds")
 
 
 def parse_time(text: str) -> datetime:
@@ -105,19 +75,23 @@ def ensure_session(cur, session: str, description: str | None = None) -> dict:
     }).fetchone()
 
 
-def phase_start(conn: Connection, session: str, task: str, phase: str, at: datetime | None = None) -> dict:
+def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
+    """Open a phase now. Its row, with `warnings` (phase outside the session's span)."""
     task, phase = _clean(task, "--task"), _clean(phase, "--phase")
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        user_session = ensure_session(cur, session)
+        user_session = ensure_session(cur, session)  # locks the row: one phase command at a time
         open_phases = cur.execute(q("open_phases"), {"session_id": user_session["id"]}).fetchall()
         if open_phases:
             p = open_phases[0]
             raise TrackingError(f"phase {p['task']!r} / {p['phase']!r} is still open; end it first with"
                                 " `retrod phase end --verdict VERDICT`")
-        return cur.execute(q("insert_phase"), {
-            "session_id": user_session["id"], "task": task, "phase": phase, "started_at": at,
+        now = cur.execute("SELECT now() AS now").fetchone()["now"]
+        _refuse_overlap(cur, user_session["id"], now, None)
+        row = cur.execute(q("insert_phase"), {
+            "session_id": user_session["id"], "task": task, "phase": phase, "started_at": now,
             "ended_at": None, "verdict": "pending", **_notes(PhaseNotes()),
         }).fetchone()
+        return {**row, "warnings": _outside_span(cur, session, user_session, now, None)}
 
 
 def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, at: datetime | None = None) -> dict:
@@ -131,26 +105,64 @@ def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, a
             raise TrackingError("no open phase to end; start one with `retrod phase start --task T --phase P`")
         phase = open_phases[0]
         if at is not None and at < phase["started_at"]:
-            raise TrackingError(f"the phase cannot end ({at.isoformat()}) before it starts"
-                                f" ({phase['started_at'].isoformat()})")
+            raise TrackingError(f"the phase cannot end ({local(at)}) before it starts ({local(phase['started_at'])})")
         return cur.execute(q("end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
                                             **_notes(notes)}).fetchone()
 
 
 def phase_log(conn: Connection, session: str, task: str, phase: str, start: datetime, end: datetime,
               verdict: str, notes: PhaseNotes) -> dict:
-    """A whole phase in one call, e.g. logged afterwards."""
+    """A whole phase in one call, e.g. logged afterwards. Its row, with `warnings`."""
     task, phase = _clean(task, "--task"), _clean(phase, "--phase")
     check_verdict(verdict)
     _check_notes(notes)
     if end <= start:
-        raise TrackingError(f"the phase must end ({end.isoformat()}) after it starts ({start.isoformat()})")
+        raise TrackingError(f"the phase must end ({local(end)}) after it starts ({local(start)})")
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        user_session = ensure_session(cur, session)
-        return cur.execute(q("insert_phase"), {
+        user_session = ensure_session(cur, session)  # locks the row: one phase command at a time
+        _refuse_overlap(cur, user_session["id"], start, end)
+        row = cur.execute(q("insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": start,
             "ended_at": end, "verdict": verdict, **_notes(notes),
         }).fetchone()
+        return {**row, "warnings": _outside_span(cur, session, user_session, start, end)}
+
+
+def _refuse_overlap(cur, session_id: int, start: datetime, end: datetime | None) -> None:
+    """DESIGN §2.5: phases logged through retrod never overlap (an open phase runs on)."""
+    clash = cur.execute(q("overlapping_phase"), {"session_id": session_id, "started_at": start,
+                                                 "ended_at": end}).fetchone()
+    if clash:
+        until = local(clash["ended_at"]) if clash["ended_at"] else "still open"
+        raise TrackingError(f"overlaps phase {clash['number']} {clash['task']!r} / {clash['phase']!r}"
+                            f" ({local(clash['started_at'])} → {until}); phases may not overlap")
+
+
+def _outside_span(cur, session: str, user_session: dict, start: datetime, end: datetime | None) -> list[str]:
+    """Accepted, but worth a word: a phase before the session's first line, after its end, or
+    in the future."""
+    span = cur.execute(q("session_span"), {"session": session}).fetchone()
+    warnings = []
+    if span["first_ts"] is not None and start < span["first_ts"]:
+        warnings.append(f"the phase starts before the session's first line ({local(span['first_ts'])})")
+    if user_session["ended_at"] is not None and (end or start) > user_session["ended_at"]:
+        warnings.append(f"the phase ends after the session was closed ({local(user_session['ended_at'])})")
+    if end is not None and end > span["now"]:
+        warnings.append("the phase ends in the future")
+    return warnings
+
+
+def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int) -> list[dict]:
+    """`retrod sessions`: newest first, from the files' fold state and the rollups (no scan of
+    events or requests, so it stays instant with thousands of sessions)."""
+    slugs = None
+    if project and project.startswith(("/", ".", "~")):
+        slugs = project_slugs(Path(project).expanduser().absolute())
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(q("recent_sessions"), {
+            "slugs": slugs, "pattern": None if slugs or not project else f"%{project}%",
+            "since": since, "limit": limit}).fetchall()
+    return rows
 
 
 def list_phases(conn: Connection, session: str) -> list[dict]:

@@ -48,13 +48,23 @@ def parse(argv: list[str]) -> dict[str, str | bool | None] | None:
             return None
         else:
             args["session"] = arg
-    return args if args["session"] and args["format"] in FORMATS else None
+    return args if args["format"] in FORMATS else None  # no session: the current one
 
 
 def request(args: dict, env: dict[str, str]) -> dict[str, str]:
-    """What the daemon needs to do exactly what this command would; paths made absolute here,
-    where the user's working folder is."""
-    out = {"session": args["session"], "format": args["format"]}
+    """What the daemon needs to do exactly what this command would: paths made absolute here,
+    where the user's working folder is, and what tells which session this command runs in
+    (its working folder, its process, whose ancestors may be Claude Code, and environment)."""
+    out = {"format": args["format"], "pid": str(os.getpid())}
+    if args["session"]:
+        out["session"] = args["session"]
+    try:
+        out["cwd"] = os.getcwd()
+    except OSError:
+        pass  # deleted: the daemon says so if it needs it
+    for name in ("CLAUDE_CODE_SESSION_ID", "CLAUDE_CONFIG_DIR", "RETROD_AWAY_AFTER_S"):
+        if env.get(name):
+            out[name] = env[name]
     if args["close"]:
         out["close"] = "1"
     if args["output"]:

@@ -15,10 +15,6 @@ VERDICTS = ("high_impact", "moderate_impact", "small_impact", "exploratory_usefu
             "exploratory_waste", "avoidable_waste")
 
 
-class SessionNotFound(LookupError):
-    """No session, or more than one, matches what the user typed."""
-
-
 def _seconds(us: int) -> float:
     return round(us / 1_000_000, 3)
 
@@ -27,16 +23,10 @@ def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts is not None else None
 
 
-def resolve_session(conn: Connection, prefix: str) -> str:
-    prefix = prefix.strip().lower()
-    if not prefix:
-        raise SessionNotFound("give a session uuid or a unique prefix of one")
-    found = [row[0] for row in conn.execute(q("find_sessions"), {"prefix": prefix})]
-    if not found:
-        raise SessionNotFound(f"no session matches {prefix!r}")
-    if len(found) > 1:
-        raise SessionNotFound(f"{prefix!r} is ambiguous: it matches {found[0]}, {found[1]}, ...; type more of it")
-    return found[0]
+def known_sessions(conn: Connection, prefix: str) -> list[str]:
+    """Sessions the database knows (a transcript read, or tracked) whose uuid starts with
+    `prefix`; at most two, enough to tell a unique prefix from an ambiguous one."""
+    return [row[0] for row in conn.execute(q("find_sessions"), {"prefix": prefix})]
 
 
 AWAY_AFTER_S = 1800.0  # DESIGN §2.3's default; RETROD_AWAY_AFTER_S

@@ -17,6 +17,10 @@ from . import markdown, model
 INT_MAX = 2**31 - 1  # cc_sessions keeps the original design's INT columns
 
 
+class OutputError(ValueError):
+    """`--output` names nothing a report can be written to: the user's mistake."""
+
+
 def slugify(text: str, max_len: int = 60) -> str:
     """A file-name-safe slug: no separators, no dots, so no path can escape the reports folder."""
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
@@ -25,25 +29,34 @@ def slugify(text: str, max_len: int = 60) -> str:
 
 
 def file_name(report: dict, extension: str = "md") -> str:
-    """`<date>-<description>.<ext>`, slugified: whatever the description or session id holds,
-    the name stays inside the reports folder."""
+    """`<date>-<description>-<short uuid>.<ext>`, slugified: two sessions never share a file, and
+    whatever the description or session id holds, the name stays inside the reports folder."""
     session = report["session"]
     date = (session["started_at"] or "")[:10] or "undated"
-    name = slugify(session["description"] or "") or slugify(session["uuid"][:8]) or "session"
-    return f"{date}-{name}.{extension}"
+    short = slugify(session["uuid"][:8]) or "session"
+    name = slugify(session["description"] or "")
+    return f"{date}-{name}-{short}.{extension}" if name else f"{date}-{short}.{extension}"
+
+
+def check_output(output: Path | None) -> None:
+    """Refuse an `--output` that cannot be a file before any work is done."""
+    if output is not None and output.is_dir():
+        raise OutputError(f"--output {output} is a folder; name a file in it, e.g. {output / 'report.md'}")
 
 
 def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
-            reports_dir: Path | None = None, as_json: bool = False) -> tuple[dict, str]:
+            reports_dir: Path | None = None, as_json: bool = False,
+            away_after_s: float = model.AWAY_AFTER_S) -> tuple[dict, str]:
     """Build the report and save it to `output`, else into `reports_dir` (None for both: not saved).
 
     One transaction: a failure anywhere, writing the file included, leaves the database untouched.
     """
+    check_output(output)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         user_session = ensure_session(cur, session)
         if close:
             cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
-        report = model.build(conn, session)
+        report = model.build(conn, session, away_after_s)
         summary = report["summary"]
         cur.execute(q("fill_session_totals"), {
             "session": session, "close": close,
@@ -53,19 +66,28 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
         text = json.dumps(report, indent=2) + "\n" if as_json else markdown.render(report)
         path = output or (reports_dir / file_name(report, "json" if as_json else "md") if reports_dir else None)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            _save(path, text, given=output is not None)
             report["saved_to"] = str(path)  # for the caller; the file itself does not say
     return report, text
 
 
-def close_idle_sessions(conn: Connection, idle_s: float) -> list[str]:
+def _save(path: Path, text: str, given: bool) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        where = "--output" if given else "RETROD_REPORTS_DIR:"
+        error = OutputError if given else OSError
+        raise error(f"cannot save the report ({where} {path}): {exc.strerror or exc}") from None
+
+
+def close_idle_sessions(conn: Connection, idle_s: float, away_after_s: float) -> list[str]:
     """End tracked sessions quiet for `idle_s`: ended_at = their last activity, totals filled.
 
     Their open phases stay open: only the user can give a phase its verdict."""
     closed = []
     for session, last_activity in conn.execute(q("idle_open_sessions"), {"idle": idle_s}).fetchall():
-        produce(conn, session)  # fills the totals, saves nothing
+        produce(conn, session, away_after_s=away_after_s)  # fills the totals, saves nothing
         with conn.transaction():
             conn.execute(q("end_session_at"), {"session": session, "ended_at": last_activity})
         closed.append(session)

@@ -11,6 +11,10 @@ import psycopg
 import structlog
 from psycopg_pool import ConnectionPool
 
+from .. import resolve
+from ..ingest import Ingester
+from ..settings import Settings
+from ..store.store import Store
 from . import model, retrospective
 from .client import SOCKET_NAME, decode_request
 
@@ -20,10 +24,10 @@ log = structlog.get_logger(__name__)
 class ReportServer:
     """Serves `retrod report` on `<data_dir>/report.sock` (owner-only) while the daemon runs."""
 
-    def __init__(self, pool: ConnectionPool, data_dir: Path, database_url: str | None) -> None:
+    def __init__(self, pool: ConnectionPool, settings: Settings) -> None:
         self.pool = pool
-        self.path = data_dir / SOCKET_NAME
-        self.database_url = database_url
+        self.settings = settings
+        self.path = settings.data_dir / SOCKET_NAME
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     def __enter__(self) -> ReportServer:
@@ -49,25 +53,40 @@ class ReportServer:
 
     def answer(self, request: dict[str, str]) -> tuple[str, str, str]:
         """(exit code or "declined", stderr, stdout) of `retrod report`, as if it had done the
-        work itself."""
-        if request.get("database_url") != self.database_url:
+        work itself: the same session resolved, its files brought up to date first."""
+        if request.get("database_url") != self.settings.database_url:
             return "declined", "", ""  # this daemon serves another database
         try:
+            away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or self.settings.away_after_s)
+        except ValueError:
+            return "declined", "", ""  # the command's own settings check words the mistake
+        if not away_after_s > 0:
+            return "declined", "", ""
+        try:
+            output = Path(request["output"]) if request.get("output") else None
+            retrospective.check_output(output)
+            roots = self.settings.projects_roots()
             with self.pool.connection() as conn:
-                session = model.resolve_session(conn, request["session"])
+                found = resolve.resolve(
+                    request.get("session"), roots=roots, known=lambda p: model.known_sessions(conn, p),
+                    cwd=Path(request["cwd"]) if request.get("cwd") else None, pid=int(request["pid"]),
+                    env={k: request[k] for k in (resolve.ENV_VAR, "CLAUDE_CONFIG_DIR") if k in request})
+            Ingester(Store(self.pool, self.settings.host_id), roots, self.settings.batch_bytes).refresh(found.uuid)
+            with self.pool.connection() as conn:
                 report, text = retrospective.produce(
-                    conn, session, close=bool(request.get("close")),
-                    output=Path(request["output"]) if request.get("output") else None,
+                    conn, found.uuid, close=bool(request.get("close")), output=output,
                     reports_dir=Path(request["reports_dir"]) if request.get("reports_dir") else None,
-                    as_json=request.get("format") == "json")
-        except model.SessionNotFound as exc:
+                    as_json=request.get("format") == "json", away_after_s=away_after_s)
+        except (resolve.SessionError, retrospective.OutputError) as exc:
             return "2", f"retrod: error: {_one_line(exc)}\n", ""
         except Exception as exc:  # noqa: BLE001 - the command's own one-line error, the daemon goes on
             log.warning("report request failed", error=f"{type(exc).__name__}: {exc}")
             known = isinstance(exc, (psycopg.Error, OSError, RuntimeError))  # as cli.main words them
             prefix = "" if known else f"internal error ({type(exc).__name__}): "
             return "1", f"retrod: error: {prefix}{_one_line(exc)}\n", ""
-        return "0", f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else "", text
+        said = "" if found.explicit else f"retrod: session {found.uuid} ({found.rule})\n"
+        saved = f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else ""
+        return "0", said + saved, text
 
 
 def _one_line(exc: Exception) -> str:

@@ -16,6 +16,18 @@ RETURNING path, id, kind, session_uuid, device, inode, size, "offset", state, mi
 -- name: lock_files
 SELECT id, "offset" FROM retrod.files WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
 
+-- Two ingesters (the daemon and a report bringing its session up to date, or two hosts) may
+-- commit files of one session at once; their rollup upserts touch the same rows in no set
+-- order and could deadlock. Each takes its sessions' locks first, in one order.
+-- name: lock_sessions
+SELECT pg_advisory_xact_lock(hashtext('retrod.session'), hashtext(s))
+FROM (SELECT DISTINCT unnest(%(sessions)s::text[]) AS s ORDER BY 1) x;
+
+-- The files of a session this host has read, transcripts and sidecars (a project-level agent
+-- file belongs to it once its sessionId said so).
+-- name: session_files_of_host
+SELECT path FROM retrod.files WHERE host_id = %(host_id)s AND session_uuid = %(session)s AND NOT missing;
+
 -- name: save_files
 UPDATE retrod.files f
 SET session_uuid = x.session_uuid, device = x.device, inode = x.inode, size = x.size,

@@ -89,6 +89,12 @@ class Store:
             rows = cur.execute(q("all_files"), {"host_id": self.host_id}).fetchall()
         return {row["path"]: FileRow.from_db(row) for row in rows}
 
+    def session_paths(self, session: str) -> list[str]:
+        """The paths of a session's files this host has read (see `Ingester.refresh`)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(q("session_files_of_host"), {"host_id": self.host_id, "session": session})
+            return [row[0] for row in rows]
+
     def mark_missing(self, path: str) -> None:
         with self.pool.connection() as conn:
             conn.execute(q("mark_missing"), {"host_id": self.host_id, "path": path})
@@ -115,6 +121,9 @@ class Store:
             moved = [p.path for p in batch if stored.get(p.file.id) != p.start]
             if moved:
                 raise ConcurrentUpdate(f"files {moved} moved on under us")
+            conn.execute(q("lock_sessions"), {"sessions": sorted(
+                {r.session_uuid for p in batch if p.result for r in p.result.requests.values()}
+                | {p.session for p in batch if p.session})})
             self._write_rows(conn, [p for p in batch if p.result is not None])
             self._save(conn, batch)
         for pending in batch:
@@ -144,8 +153,9 @@ class Store:
                     requests[key].merge(request)
                 else:
                     requests[key] = replace(request)  # merged into: the pending's own stays as read
-        if requests:
-            conn.execute(q("upsert_requests"), {"requests": _json(list(requests.values()))})
+        if requests:  # in key order, as every ingester writes them: no two wait on each other
+            rows = [requests[key] for key in sorted(requests)]
+            conn.execute(q("upsert_requests"), {"requests": _json(rows)})
         for query, rows_of in (
             ("insert_events", lambda r: r.events),
             ("upsert_tool_calls", lambda r: list(r.tool_calls.values())),

@@ -5,7 +5,7 @@ INSERT INTO public.cc_sessions (session_uuid, project_slug, started_at, descript
 VALUES (%(session)s, %(project_slug)s, %(started_at)s, %(description)s)
 ON CONFLICT (session_uuid) DO UPDATE
 SET description = coalesce(excluded.description, cc_sessions.description)
-RETURNING id, description, started_at;
+RETURNING id, description, started_at, ended_at;
 
 -- name: get_user_session
 SELECT id, description, started_at, ended_at FROM public.cc_sessions WHERE session_uuid = %(session)s;
@@ -21,6 +21,23 @@ SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s
 SELECT id, task, phase, started_at FROM public.cc_session_phases
 WHERE session_id = %(session_id)s AND ended_at IS NULL
 ORDER BY started_at DESC, id DESC;
+
+-- The first phase of the session whose window meets [started_at, ended_at) (an open phase, or
+-- an open end, runs on), with its number in the session's list.
+-- name: overlapping_phase
+SELECT number, task, phase, started_at, ended_at FROM (
+    SELECT row_number() OVER (ORDER BY started_at, id) AS number, task, phase, started_at, ended_at
+    FROM public.cc_session_phases WHERE session_id = %(session_id)s
+) p
+WHERE started_at < coalesce(%(ended_at)s::timestamptz, 'infinity')
+  AND coalesce(ended_at, 'infinity') > %(started_at)s::timestamptz
+ORDER BY started_at LIMIT 1;
+
+-- When the session's transcripts start, and the database's now (the clock phases are cut by).
+-- name: session_span
+SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s),
+             (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s)) AS first_ts,
+       now() AS now;
 
 -- name: insert_phase
 INSERT INTO public.cc_session_phases (session_id, task, phase, started_at, ended_at, verdict,
@@ -46,9 +63,15 @@ SELECT id, task, phase, started_at, ended_at, verdict, actions_summary, subagent
 FROM public.cc_session_phases WHERE session_id = %(session_id)s
 ORDER BY started_at, id;
 
+-- `report --close`: open phases end now; one that starts now or later (another host's clock)
+-- would be empty, and is removed rather than left as a zero-length phase.
 -- name: close_open_phases
-UPDATE public.cc_session_phases SET ended_at = now()
-WHERE session_id = %(session_id)s AND ended_at IS NULL;
+WITH ended AS (
+    UPDATE public.cc_session_phases SET ended_at = now()
+    WHERE session_id = %(session_id)s AND ended_at IS NULL AND started_at < now()
+)
+DELETE FROM public.cc_session_phases
+WHERE session_id = %(session_id)s AND ended_at IS NULL AND started_at >= now();
 
 -- The columns "filled by retrospective".
 -- name: fill_session_totals
@@ -68,3 +91,37 @@ WHERE u.ended_at IS NULL AND last.ts < now() - %(idle)s * interval '1 second';
 
 -- name: end_session_at
 UPDATE public.cc_sessions SET ended_at = %(ended_at)s WHERE session_uuid = %(session)s AND ended_at IS NULL;
+
+-- `retrod sessions`: the newest sessions first. Start and end come from the main transcripts'
+-- fold state (first event, high-water mark), tokens from the per-minute rollups: no scan of
+-- events or requests. `slugs`: a project folder's names; `pattern`: part of one.
+-- name: recent_sessions
+WITH s AS (
+    SELECT session_uuid,
+           coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+           min((state ->> 'first_event_us')::bigint) FILTER (WHERE kind = 'main') AS first_us,
+           max((state ->> 'high_water_us')::bigint) FILTER (WHERE kind = 'main') AS last_us
+    FROM retrod.files
+    WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
+    GROUP BY session_uuid
+), newest AS (
+    SELECT * FROM s
+    WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[]))
+      AND (%(pattern)s::text IS NULL OR project_slug ILIKE %(pattern)s::text)
+      AND (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
+    ORDER BY first_us DESC NULLS LAST, session_uuid
+    LIMIT %(limit)s
+)
+SELECT n.session_uuid AS uuid, n.project_slug, retrod.us_to_ts(n.first_us) AS started_at,
+       round(coalesce(n.last_us - n.first_us, 0) / 1e6, 3)::float AS wall_s,
+       coalesce(t.total, 0) AS total_tokens, coalesce(t.requests, 0) AS requests,
+       u.id IS NOT NULL AS tracked, u.description,
+       (SELECT count(*) FROM public.cc_session_phases p WHERE p.session_id = u.id) AS phases
+FROM newest n
+LEFT JOIN public.cc_sessions u ON u.session_uuid = n.session_uuid
+LEFT JOIN LATERAL (
+    SELECT sum(requests)::bigint AS requests,
+           sum(input_tokens + output_tokens + cache_read_tokens + cache_create_tokens)::bigint AS total
+    FROM retrod.request_minutes r WHERE r.session_uuid = n.session_uuid
+) t ON true
+ORDER BY n.first_us DESC NULLS LAST, n.session_uuid;

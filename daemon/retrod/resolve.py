@@ -1,0 +1,215 @@
+"""Which session a command means: the one place that decides "the current session".
+
+In order, and the answer says which rule it came from:
+1. `--session` (a uuid or a unique prefix; a full uuid with no transcript is refused unless the
+   caller allows unknown sessions, e.g. one whose transcript is still to come);
+2. `CLAUDE_CODE_SESSION_ID`, which Claude Code (>= 2.1.132) sets in its Bash tool's environment;
+3. the Claude Code process above this one: Claude Code keeps `<config>/sessions/<pid>.json`
+   (`{"pid", "sessionId", "cwd", "startedAt", ...}`) while it runs;
+4. the newest main transcript of the project folder of the working directory, or of its nearest
+   parent that has one (Claude Code names the folder after the directory it started in).
+
+Standard library only, and no database: the caller passes `known`, which lists the sessions
+the database knows by a prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .transcript.discovery import UUID_RE
+
+ENV_VAR = "CLAUDE_CODE_SESSION_ID"
+LIVE_S = 300  # another transcript written this recently in the same folder: another open session
+
+
+class SessionError(ValueError):
+    """No session, or more than one, fits: the message says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    uuid: str
+    rule: str  # how it was found, in words, for the user
+
+    @property
+    def explicit(self) -> bool:
+        return self.rule == "--session"
+
+
+def resolve(given: str | None, *, roots: list[Path], known: Callable[[str], Iterable[str]],
+            cwd: Path | None = None, env: Mapping[str, str] = os.environ, pid: int | None = None,
+            config_dirs: list[Path] | None = None, allow_unknown: bool = False) -> Resolved:
+    """`given`: what the user typed (None or blank: not given). `pid`: the process whose
+    ancestors may be Claude Code (default: this one). `cwd`: default the working directory."""
+    if given is not None and given.strip():
+        return Resolved(_explicit(given.strip().lower(), roots, known, allow_unknown), "--session")
+    from_env = env.get(ENV_VAR, "").strip().lower()
+    if UUID_RE.fullmatch(from_env):
+        return Resolved(from_env, ENV_VAR)
+    dirs = config_dirs if config_dirs is not None else claude_config_dirs(roots, env)
+    for ancestor, session, path in _ancestor_sessions(os.getpid() if pid is None else pid, dirs):
+        if allow_unknown or _exists(session, roots, known):
+            return Resolved(session, f"Claude Code process {ancestor} ({path})")
+    return _newest_in_folder(roots, cwd)
+
+
+def find(prefix: str, roots: list[Path], known: Callable[[str], Iterable[str]]) -> str:
+    """The one session whose uuid starts with `prefix`, in the database or on disk (a session
+    the daemon has not read yet still counts)."""
+    prefix = prefix.strip().lower()
+    found = sorted(set(known(prefix)) | set(_on_disk(roots, prefix)))
+    if not found:
+        raise SessionError(f"no session matches {prefix!r}")
+    if len(found) > 1:
+        raise SessionError(f"{prefix!r} is ambiguous: it matches {found[0]}, {found[1]}, ...; type more of it")
+    return found[0]
+
+
+def claude_config_dirs(roots: list[Path], env: Mapping[str, str] = os.environ) -> list[Path]:
+    """Where Claude Code keeps `sessions/`: CLAUDE_CONFIG_DIR's folders, else ~/.claude and
+    ~/.config/claude, and the folder above each projects root named `projects`."""
+    dirs = [Path(d.strip()).expanduser() for d in env.get("CLAUDE_CONFIG_DIR", "").split(",") if d.strip()]
+    if not dirs:
+        dirs = [Path("~/.claude").expanduser(), Path("~/.config/claude").expanduser()]
+    dirs += [root.parent for root in roots if root.name == "projects"]
+    return list(dict.fromkeys(dirs))
+
+
+def project_slugs(folder: Path) -> list[str]:
+    """Claude Code's folder name for a working directory: every character but [A-Za-z0-9]
+    becomes `-` (its sanitizePath); older versions replaced only `/` and `.` (FORMATS §1)."""
+    text = str(folder)
+    return list(dict.fromkeys([re.sub(r"[^A-Za-z0-9]", "-", text), re.sub(r"[/.]", "-", text)]))
+
+
+# -- the rules -----------------------------------------------------------------------------
+
+def _explicit(given: str, roots: list[Path], known: Callable[[str], Iterable[str]], allow_unknown: bool) -> str:
+    if not UUID_RE.fullmatch(given):
+        return find(given, roots, known)
+    if allow_unknown or _exists(given, roots, known):
+        return given
+    raise SessionError(f"no transcript of session {given} under {', '.join(map(str, roots))} and none recorded;"
+                       " check the id, or add --allow-unknown if its transcript is still to come")
+
+
+def _exists(session: str, roots: list[Path], known: Callable[[str], Iterable[str]]) -> bool:
+    return session in set(known(session)) or session in _on_disk(roots, session)
+
+
+def _on_disk(roots: list[Path], prefix: str) -> set[str]:
+    """Sessions under the roots whose uuid starts with `prefix`: a main transcript, or a session
+    folder (one whose main transcript is gone may still hold subagent transcripts)."""
+    found = set()
+    for root in roots:
+        for path in root.glob(f"*/{_glob_escape(prefix)}*"):
+            name = path.name.removesuffix(".jsonl")
+            if UUID_RE.fullmatch(name) and (path.suffix == ".jsonl" or _has_subagent_transcript(path)):
+                found.add(name)
+    return found
+
+
+def _has_subagent_transcript(folder: Path) -> bool:
+    return any(p.name.endswith(".jsonl") for p in (folder / "subagents").rglob("agent-?*.jsonl"))
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _ancestor_sessions(pid: int, config_dirs: list[Path]) -> Iterable[tuple[int, str, Path]]:
+    """(pid, session, file) for each ancestor of `pid` that has a Claude Code session file."""
+    seen = set()
+    ancestor = _parent(pid)
+    while ancestor is not None and ancestor > 1 and ancestor not in seen:
+        seen.add(ancestor)
+        for folder in config_dirs:
+            path = folder / "sessions" / f"{ancestor}.json"
+            session = _session_file(path, ancestor)
+            if session is not None:
+                yield ancestor, session, path
+        ancestor = _parent(ancestor)
+
+
+def _session_file(path: Path, pid: int) -> str | None:
+    """The sessionId of a Claude Code session file, if it is one and is this process's: a file
+    left by a crashed Claude Code whose pid was reused is older than the process."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("pid", pid) != pid:
+        return None
+    session = data.get("sessionId")
+    if not isinstance(session, str) or not UUID_RE.fullmatch(session.lower()):
+        return None
+    started_ms = data.get("startedAt")
+    process_start = _process_start(pid)
+    if isinstance(started_ms, (int, float)) and process_start is not None and started_ms / 1000 < process_start - 5:
+        return None
+    return session.lower()
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except OSError:
+        pass
+    except (ValueError, IndexError):
+        return None
+    if sys.platform.startswith("linux"):
+        return None
+    try:  # macOS and the BSDs: no /proc
+        out = subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=5)
+        return int(out.stdout.strip()) if out.returncode == 0 else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _process_start(pid: int) -> float | None:
+    """When `pid` started, in seconds since the epoch (Linux only)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _newest_in_folder(roots: list[Path], cwd: Path | None) -> Resolved:
+    try:
+        start = (cwd or Path.cwd()).absolute()
+    except OSError:  # the working directory was deleted
+        raise SessionError("the working directory is gone; pass --session UUID") from None
+    for folder in (start, *start.parents):
+        transcripts = [p for root in roots for slug in project_slugs(folder)
+                       for p in (root / slug).glob("*.jsonl") if UUID_RE.fullmatch(p.stem)]
+        times = {}
+        for path in transcripts:
+            try:
+                times[path] = path.stat().st_mtime
+            except OSError:
+                continue
+        if not times:
+            continue
+        newest = max(times, key=times.__getitem__)
+        rule = f"the newest transcript of {folder}"
+        live = [p for p, t in times.items() if t > time.time() - LIVE_S]
+        if len(live) > 1:
+            rule += f"; {len(live)} sessions there were active in the last {LIVE_S // 60} minutes: pass --session to choose"
+        return Resolved(newest.stem, rule)
+    raise SessionError(f"cannot tell which session this is: no {ENV_VAR}, no Claude Code process above this one,"
+                       f" and no Claude Code transcript for {start} or a folder above it under"
+                       f" {', '.join(map(str, roots))}; pass --session UUID")
