@@ -31,7 +31,7 @@ def embedded_env(tmp_path_factory) -> Iterator[dict]:
     env.update(RETROD_DATA_DIR=str(data_dir / "d"), RETROD_PROJECTS_DIR=str(projects),
                RETROD_REPORTS_DIR=str(projects.parent / "reports"), HOME=str(projects.parent / "home"))
     yield env
-    Cluster(data_dir / "d").stop("immediate")
+    Cluster(data_dir / "d").shutdown("immediate")
     shutil.rmtree(data_dir, ignore_errors=True)
 
 

@@ -4,7 +4,12 @@ goes to the full command line in cli.py."""
 
 from __future__ import annotations
 
+import os
 import sys
+
+# Commands that open the database. On the embedded default, one that finds the private cluster
+# stopped starts it on a thread while the command line loads its libraries (as long, ~0.3 s).
+DATABASE_COMMANDS = frozenset({"report", "track", "phase", "phases", "sessions", "status", "migrate"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,6 +20,23 @@ def main(argv: list[str] | None = None) -> int:
         code = client.main(argv[1:])
         if code is not None:
             return code
+    if argv[:1] and argv[0] in DATABASE_COMMANDS and not os.environ.get("RETROD_DATABASE_URL") \
+            and not {"-h", "--help"} & set(argv):
+        _start_cluster_ahead(argv)
     from .cli import main as full
 
     return full(argv)
+
+
+def _start_cluster_ahead(argv: list[str]) -> None:
+    from pathlib import Path
+
+    from . import log
+    from .paths import default_data_dir
+    from .service.cluster import Cluster
+
+    log.configure("DEBUG" if "--debug" in argv else "WARNING")  # as cli.py will: short commands are quiet
+
+    bindir = os.environ.get("RETROD_PG_BINDIR")
+    Cluster(Path(os.environ.get("RETROD_DATA_DIR") or default_data_dir()), Path(bindir) if bindir else None,
+            os.environ.get("RETROD_PG_OS_USER") or "postgres").start_ahead()
