@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import backfill  # noqa: E402
+import commands  # noqa: E402
 import idle_cost  # noqa: E402
 import live_latency  # noqa: E402
 import report_latency  # noqa: E402
@@ -69,6 +70,11 @@ TARGETS: list[Target] = [
     ("re-parse ÷ retrod report, whole process, daemon running",
      lambda r: r["report"]["ratios"]["reparse_vs_report_process"], ">=", 20),
     ("re-parse ÷ retrod report, in-process", lambda r: r["report"]["ratios"]["reparse_vs_report_in_process"], ">=", 20),
+    ("report without a daemon, cluster stopped ÷ starting and stopping the cluster once",
+     lambda r: r["commands"]["report_vs_start_stop"], "<=", 2),
+    ("20 mixed commands at once without a daemon: failures",
+     lambda r: r["commands"]["concurrent_commands"] - r["commands"]["concurrent_ok"], "<=", 0),
+    ("retrod sessions query over all sessions, in-process (ms)", lambda r: r["commands"]["sessions_query_ms"], "<", 50),
     ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
     ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
     ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),
@@ -84,7 +90,7 @@ def verdicts(results: dict) -> list[dict]:
             continue
         met = {">=": value >= target, "<=": value <= target, "<": value < target}[op]
         # how far off: the factor by which the value falls short of, or exceeds, the target
-        off = None if met else round(target / value if op == ">=" else value / target, 1)
+        off = None if met or not target else round(target / value if op == ">=" else value / target, 1)
         out.append({"target": f"{what} {op} {target:g}", "value": round(value, 3), "met": met, "off_by": off})
     return out
 
@@ -108,6 +114,8 @@ def main() -> None:
         results["backfill"] = backfill.run(scratch, sizes, ccusage)
         print("report latency …", flush=True)
         results["report"] = report_latency.run(scratch, args.smoke, ccusage)
+        print("commands without a daemon …", flush=True)
+        results["commands"] = commands.run(scratch, args.smoke)
         print("live latency …", flush=True)
         results["live"] = live_latency.run(scratch, 20 if args.smoke else 300)
         print("idle cost …", flush=True)
@@ -119,6 +127,7 @@ def main() -> None:
     lines = [f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['os']}; Python {m['python']}; "
              f"{m['postgresql']}. ccusage: {results['ccusage']}.", "", "Backfill:", "",
              *backfill.table(results["backfill"]), "", "Report latency:", "", *report_latency.table(results["report"]),
+             "", "Commands without a daemon (embedded default):", "", *commands.table(results["commands"]),
              "", "Live latency:", "", *live_latency.table(results["live"]), "", "Idle cost:", "",
              *idle_cost.table(results["idle"]), "", "Targets:", "", "| target | measured | |", "|---|---:|---|"]
     for v in results["targets"]:

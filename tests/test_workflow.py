@@ -1,0 +1,353 @@
+"""The skill workflow as it really runs, in Claude Code's Bash tool: the right session from any
+folder, with two sessions open in one project; fresh figures with or without the daemon; many
+commands at once; phases that never overlap; finding sessions; the small things around it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import reference
+from helpers import HOST, ingest
+from retrod.service.cluster import Cluster
+
+A = "aaaaaaaa-1111-4000-8000-000000000001"
+B = "bbbbbbbb-2222-4000-8000-000000000002"
+GHOST = "99999999-9999-4999-8999-999999999999"
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=timezone.utc)
+
+
+def _at(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def _lines(session: str, start: float, requests: int) -> str:
+    """A user line, then `requests` answers a second apart, each its own request."""
+    out = [{"type": "user", "sessionId": session, "timestamp": _at(start), "uuid": f"{session}-u{start}",
+            "message": {"role": "user", "content": "go"}}]
+    for n in range(requests):
+        out.append({"type": "assistant", "sessionId": session, "timestamp": _at(start + n + 1),
+                    "message": {"id": f"msg-{session[:4]}-{start}-{n}", "role": "assistant",
+                                "content": [{"type": "text", "text": "ok"}],
+                                "usage": {"input_tokens": 3, "output_tokens": 10}}})
+    return "".join(json.dumps(line) + "\n" for line in out)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> dict:
+    """A project /…/work/my.app with two sessions open in it (B written last), a subfolder, and
+    the environment of a command run there: no daemon, no Claude Code around it."""
+    work = tmp_path / "work" / "my.app"
+    (work / "src" / "deep").mkdir(parents=True)
+    projects = tmp_path / "projects"
+    folder = projects / str(work).replace("/", "-").replace(".", "-")
+    folder.mkdir(parents=True)
+    (folder / f"{A}.jsonl").write_text(_lines(A, 0, 2))
+    (folder / f"{B}.jsonl").write_text(_lines(B, 100, 3))
+    os.utime(folder / f"{A}.jsonl", (time.time() - 60, time.time() - 60))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RETROD_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR"))}
+    env.update(RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(tmp_path / "data"),
+               RETROD_REPORTS_DIR=str(tmp_path / "reports"), RETROD_HOST_ID=HOST, HOME=str(tmp_path / "home"),
+               CLAUDE_CONFIG_DIR=str(tmp_path / "claude"))
+    return {"work": work, "projects": projects, "folder": folder, "env": env, "tmp": tmp_path}
+
+
+def retrod(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "retrod", *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def refused(done: subprocess.CompletedProcess, needle: str) -> None:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert needle in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def stopping_done(cluster: Cluster) -> Cluster:
+    """Once a stop in progress is over: the last command out leaves it to `pg_ctl stop`, which
+    holds the control lock until the server is down."""
+    import fcntl
+
+    fd = os.open(cluster.root / "control.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
+    return cluster
+
+
+def tracked(db_url: str) -> list[str]:
+    with psycopg.connect(db_url) as conn:
+        return [r[0] for r in conn.execute("SELECT session_uuid FROM cc_sessions ORDER BY id")]
+
+
+# -- which session ------------------------------------------------------------------------
+
+def test_from_a_subfolder_the_newest_session_of_the_project_and_a_warning_when_two_are_open(
+        project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    done = ok(retrod(env, "track", "start", cwd=project["work"] / "src" / "deep"))
+    assert f"tracking session {B}" in done.stdout
+    assert f"session {B} (the newest transcript of {project['work']};" in done.stderr
+    assert "2 sessions there were active in the last 5 minutes: pass --session to choose" in done.stderr
+    refused(retrod(env, "track", "start", cwd=project["tmp"]), "no Claude Code transcript for")
+
+
+def test_claude_codes_environment_variable_picks_the_session_it_runs_in(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url, CLAUDE_CODE_SESSION_ID=A)
+    done = ok(retrod(env, "track", "start", cwd=project["work"] / "src"))
+    assert f"tracking session {A}" in done.stdout and "(CLAUDE_CODE_SESSION_ID)" in done.stderr
+    done = ok(retrod(env, "phase", "start", "--task", "t", "--phase", "p", cwd=project["work"]))
+    assert tracked(db_url) == [A]
+    # --session still wins over it; an empty one (a skill's unsubstituted variable) does not count
+    ok(retrod(env, "track", "start", "--session", B[:8]))
+    ok(retrod(env, "track", "start", "--session", ""))
+    assert tracked(db_url) == [A, B]
+
+
+def test_the_claude_code_process_above_names_the_session(project: dict, db_url: str) -> None:
+    """Claude Code keeps <config>/sessions/<pid>.json; the test process plays Claude Code."""
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    sessions = Path(env["CLAUDE_CONFIG_DIR"]) / "sessions"
+    sessions.mkdir(parents=True)
+    me = sessions / f"{os.getpid()}.json"
+    me.write_text(json.dumps({"pid": os.getpid(), "sessionId": A, "cwd": str(project["work"]),
+                              "startedAt": int(time.time() * 1000)}))
+    done = ok(retrod(env, "track", "start", cwd=project["work"]))
+    assert f"tracking session {A}" in done.stdout
+    assert f"(Claude Code process {os.getpid()} ({me}))" in done.stderr
+    # A file left by a Claude Code that died long before this process started: its pid was reused.
+    me.write_text(json.dumps({"pid": os.getpid(), "sessionId": A, "startedAt": 1_000_000}))
+    assert f"tracking session {B}" in ok(retrod(env, "track", "start", cwd=project["work"])).stdout
+
+
+def test_a_well_formed_uuid_with_no_transcript_is_refused_unless_allowed(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    refused(retrod(env, "track", "start", "--session", GHOST), f"no transcript of session {GHOST}")
+    refused(retrod(env, "phase", "log", "--session", GHOST, "--task", "t", "--phase", "p", "--start",
+                   _at(0), "--end", _at(5), "--verdict", "high_impact"), "--allow-unknown")
+    assert tracked(db_url) == []
+    ok(retrod(env, "track", "start", "--session", GHOST, "--allow-unknown"))
+    ok(retrod(env, "phase", "start", "--session", GHOST, "--task", "t", "--phase", "p"))  # now it is known
+    assert tracked(db_url) == [GHOST]
+
+
+# -- fresh figures ---------------------------------------------------------------------------
+
+def _report(env: dict, session: str) -> dict:
+    return json.loads(ok(retrod(env, "report", session, "--format", "json", "--no-save")).stdout)
+
+
+def test_without_a_daemon_a_report_reads_what_was_appended(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ingest(db_url, [project["projects"]])
+    assert _report(env, A)["summary"]["requests"] == 2
+    with (project["folder"] / f"{A}.jsonl").open("a") as f:
+        f.write(_lines(A, 50, 4))
+    report = _report(env, A)
+    assert report["summary"]["requests"] == 6
+    assert report["summary"] == report["summary"] | reference.compute(project["projects"])[A]["summary"]
+
+
+def test_with_the_daemon_a_report_asked_right_after_a_write_includes_it(project: dict, db_url: str) -> None:
+    # A watcher debounce of 10 s: whatever the report shows, it read itself.
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url, RETROD_WATCH_DEBOUNCE_MS="10000",
+               RETROD_SCAN_INTERVAL_S="3600")
+    daemon = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ask = ("import sys; from retrod.report import client;"
+           " code = client.main(sys.argv[1:]); sys.exit(99 if code is None else code)")
+    try:
+        socket_path = Path(env["RETROD_DATA_DIR"]) / "report.sock"
+        deadline = time.monotonic() + 30
+        while not socket_path.exists():
+            assert time.monotonic() < deadline and daemon.poll() is None, "the daemon did not start"
+            time.sleep(0.05)
+        with (project["folder"] / f"{A}.jsonl").open("a") as f:
+            f.write(_lines(A, 50, 4))
+        answered = subprocess.run([sys.executable, "-c", ask, A, "--format", "json", "--no-save"], env=env,
+                                  capture_output=True, text=True, timeout=60)
+        assert answered.returncode == 0, (answered.returncode, answered.stderr)  # 99: no daemon answered
+        assert json.loads(answered.stdout)["summary"]["requests"] == 6
+        # With no session named, the daemon resolves it as the command would have, from its folder.
+        answered = subprocess.run([sys.executable, "-c", ask, "--format", "json", "--no-save"], env=env,
+                                  capture_output=True, text=True, timeout=60, cwd=project["work"] / "src")
+        assert answered.returncode == 0, answered.stderr
+        assert json.loads(answered.stdout)["session"]["uuid"] == A  # written last now
+        assert f"retrod: session {A} (the newest transcript of {project['work']};" in answered.stderr
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0, daemon.stderr.read()
+
+
+# -- many commands at once --------------------------------------------------------------------
+
+def test_twenty_mixed_commands_at_once_without_a_daemon(project: dict) -> None:
+    """On the embedded default, where each command once started and stopped the server itself."""
+    data = Path(tempfile.mkdtemp(prefix="retrod-mix-", dir="/tmp"))  # short: the socket path
+    os.chmod(data, 0o711)
+    env = dict(project["env"], RETROD_DATA_DIR=str(data / "d"))
+    try:
+        ok(retrod(env, "track", "start", "--session", A))
+        commands = [
+            *[("report", A, "--format", "json", "--no-save")] * 6,
+            *[("phase", "log", "--session", A, "--task", "t", "--phase", f"p{n}", "--start", _at(n * 10),
+               "--end", _at(n * 10 + 5), "--verdict", "small_impact") for n in range(6)],
+            *[("phases", A, "--format", "json")] * 3,
+            *[("status", "--json")] * 3,
+            ("track", "start", "--session", B), ("sessions", "--json"),
+        ]
+        assert len(commands) == 20
+        with ThreadPoolExecutor(len(commands)) as pool:
+            done = list(pool.map(lambda args: retrod(env, *args), commands))
+        for args, result in zip(commands, done, strict=True):
+            assert result.returncode == 0, (args, result.stderr)
+        phases = json.loads(ok(retrod(env, "phases", A, "--format", "json")).stdout)
+        assert sorted(p["phase"] for p in phases) == [f"p{n}" for n in range(6)]
+        final = _report(env, A)
+        assert final["summary"]["requests"] == 2 and len(final["phases"]) == 6
+        assert not stopping_done(Cluster(data / "d")).is_running()  # the last one out stopped it
+    finally:
+        Cluster(data / "d").shutdown("immediate")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+# -- phases that add up -----------------------------------------------------------------------
+
+def test_overlapping_phases_are_refused_and_the_clash_is_named(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ingest(db_url, [project["projects"]])
+
+    def log(phase: str, start: float, end: float) -> subprocess.CompletedProcess:
+        return retrod(env, "phase", "log", "--session", A, "--task", "t", "--phase", phase,
+                      "--start", _at(start), "--end", _at(end), "--verdict", "high_impact")
+
+    ok(log("outer", 0, 60))
+    refused(log("inner", 10, 20), "overlaps phase 1 't' / 'outer'")
+    refused(log("straddle", 50, 70), "overlaps phase 1")
+    done = ok(log("next", 60, 90))  # touching is not overlapping: windows are [start, end)
+    assert "warning" not in done.stderr
+    done = ok(log("early", -600, -300))  # before the session's first line: accepted, with a word
+    assert "retrod: warning: the phase starts before the session's first line" in done.stderr
+    # a phase that ends in the future blocks one starting now; an open phase runs on
+    future = datetime.now(timezone.utc) + timedelta(hours=1)
+    done = ok(retrod(env, "phase", "log", "--session", A, "--task", "t", "--phase", "planned",
+                     "--start", (future - timedelta(hours=2)).isoformat(), "--end", future.isoformat(),
+                     "--verdict", "small_impact"))
+    assert "the phase ends in the future" in done.stderr
+    refused(retrod(env, "phase", "start", "--session", A, "--task", "t", "--phase", "now"), "'planned'")
+    report = _report(env, A)
+    shares = sum(v["output_share"] for v in report["verdicts"].values())
+    assert shares <= 1.0
+
+
+def test_report_close_leaves_no_empty_phase(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ok(retrod(env, "phase", "start", "--session", A, "--task", "t", "--phase", "open one"))
+    with psycopg.connect(db_url) as conn:  # another host, its clock ahead, opened one "later"
+        conn.execute("INSERT INTO cc_session_phases (session_id, task, phase, started_at, verdict)"
+                     " SELECT id, 't', 'skewed', now() + interval '1 minute', 'pending' FROM cc_sessions")
+    report = json.loads(ok(retrod(env, "report", A, "--close", "--format", "json", "--no-save")).stdout)
+    assert [p["phase"] for p in report["phases"]] == ["open one"]
+    assert report["phases"][0]["ended_at"] > report["phases"][0]["started_at"]
+
+
+def test_times_print_local_with_their_offset(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url, TZ="Asia/Kolkata")  # +05:30 all year
+    done = ok(retrod(env, "phase", "log", "--session", A, "--task", "t", "--phase", "p",
+                     "--start", "2026-05-04 15:30", "--end", "2026-05-04 15:31", "--verdict", "small_impact"))
+    assert "2026-05-04 15:30:00+05:30 → 2026-05-04 15:31:00+05:30" in done.stdout
+    listed = ok(retrod(env, "phases", A)).stdout
+    assert "1. 2026-05-04 15:30:00+05:30 → 2026-05-04 15:31:00+05:30" in listed
+    report = _report(env, A)
+    assert report["phases"][0]["started_at"] == "2026-05-04T10:00:00+00:00"  # stored exactly
+
+
+# -- finding sessions, and the small things ---------------------------------------------------
+
+def test_sessions_lists_the_newest_first_with_their_figures(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ingest(db_url, [project["projects"]])
+    ok(retrod(env, "track", "start", "--session", A, "--description", "first try"))
+    rows = json.loads(ok(retrod(env, "sessions", "--json")).stdout)
+    want = reference.compute(project["projects"])
+    assert [r["uuid"] for r in rows] == [B, A]  # B started later
+    for row in rows:
+        summary = want[row["uuid"]]["summary"]
+        assert row["wall_s"] == summary["wall_s"] and row["requests"] == summary["requests"]
+        assert row["total_tokens"] == sum(summary["tokens"]["total"].values())
+    assert (rows[1]["tracked"], rows[1]["description"], rows[1]["phases"]) == (True, "first try", 0)
+    assert rows[0]["tracked"] is False
+    assert [r["uuid"] for r in json.loads(ok(retrod(env, "sessions", "--json", "--limit", "1")).stdout)] == [B]
+    since = json.loads(ok(retrod(env, "sessions", "--json", "--since", _at(50))).stdout)
+    assert [r["uuid"] for r in since] == [B]
+    for project_arg in (str(project["work"]), "my-app"):
+        assert len(json.loads(ok(retrod(env, "sessions", "--json", "--project", project_arg)).stdout)) == 2
+    assert json.loads(ok(retrod(env, "sessions", "--json", "--project", "elsewhere")).stdout) == []
+    text = ok(retrod(env, "sessions")).stdout.splitlines()
+    assert text[0].startswith(B) and "phases" not in text[0] and text[1].endswith("0 phases  first try")
+    refused(retrod(env, "sessions", "--limit", "0"), "--limit")
+
+
+def test_two_sessions_with_one_date_and_description_save_to_two_files(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    for session in (A, B):
+        ok(retrod(env, "track", "start", "--session", session, "--description", "Same work"))
+        ok(retrod(env, "report", session))
+    saved = sorted(p.name for p in Path(env["RETROD_REPORTS_DIR"]).iterdir())
+    assert saved == ["2026-05-04-same-work-aaaaaaaa.md", "2026-05-04-same-work-bbbbbbbb.md"]
+
+
+def test_output_mistakes_are_one_line_and_exit_2(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    refused(retrod(env, "report", A, "--output", str(project["tmp"])), "is a folder; name a file in it")
+    blocker = project["tmp"] / "a-file"
+    blocker.write_text("")
+    refused(retrod(env, "report", A, "--output", str(blocker / "report.md")), "cannot save the report (--output")
+
+
+def test_doctor_warns_about_no_service_and_fails_only_when_strict(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    project["projects"].mkdir(exist_ok=True)
+    done = ok(retrod(env, "doctor"))
+    assert "WARN  service:" in done.stdout and "WARN  daemon: not running" in done.stdout
+    assert "FAIL" not in done.stdout
+    assert retrod(env, "doctor", "--strict").returncode == 1
+
+
+def test_version(project: dict) -> None:
+    from importlib.metadata import version
+
+    assert ok(retrod(project["env"], "--version")).stdout.strip() == f"retrod {version('retrod')}"
+
+
+def test_skills_call_this_retrod_by_path_and_name_the_session(project: dict) -> None:
+    target = project["tmp"] / "skills"
+    done = ok(retrod(project["env"], "skills", "install", "--dir", str(target)))
+    command = done.stdout.strip().splitlines()[-1].removeprefix("the skills run ")
+    assert command.startswith("/") and Path(command.split()[0]).exists()
+    for name in ("retrod-track", "retrod-retro"):
+        text = (target / name / "SKILL.md").read_text()
+        assert "{retrod}" not in text and f"{command} " in text
+        assert '"${CLAUDE_SESSION_ID}"' in text
+        commands = [line for line in text.splitlines()
+                    if line.lstrip().startswith(f"{command} ") and line.split()[1] in ("track", "phase", "report")]
+        assert commands and all('"${CLAUDE_SESSION_ID}"' in line for line in commands), commands
