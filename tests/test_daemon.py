@@ -12,6 +12,8 @@ from pathlib import Path
 
 import psycopg
 
+from retrod.report import client
+
 NEW = "dddddddd-0000-4000-8000-000000000000"
 
 
@@ -83,7 +85,7 @@ def test_report_is_answered_by_the_running_daemon(db_url: str, projects: Path, t
     proc = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: _output(db_url, session) > 0 and (tmp_path / "data" / "report.sock").exists())
+        _wait_for(lambda: _output(db_url, session) > 0 and (tmp_path / "data" / client.SOCKET_NAME).exists())
         served = report(session[:8], "--format", "json", "--output", "out.json")
         assert served.returncode == 0, served.stderr
         assert "loaded psycopg" not in served.stderr  # answered by the daemon
@@ -108,7 +110,7 @@ def test_report_is_answered_by_the_running_daemon(db_url: str, projects: Path, t
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
     assert code == 0, proc.stderr.read()
-    assert not (tmp_path / "data" / "report.sock").exists()
+    assert not (tmp_path / "data" / client.SOCKET_NAME).exists()
     env["RETROD_DATABASE_URL"] = db_url
     after = report(session, "--no-save")  # no daemon: the command does the work itself
     assert after.returncode == 0 and "loaded psycopg" in after.stderr

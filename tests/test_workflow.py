@@ -21,6 +21,7 @@ import pytest
 
 import reference
 from helpers import HOST, ingest
+from retrod.report import client
 from retrod.service.cluster import Cluster
 
 A = "aaaaaaaa-1111-4000-8000-000000000001"
@@ -168,15 +169,16 @@ def test_without_a_daemon_a_report_reads_what_was_appended(project: dict, db_url
 
 
 def test_with_the_daemon_a_report_asked_right_after_a_write_includes_it(project: dict, db_url: str) -> None:
-    # A watcher debounce of 10 s: whatever the report shows, it read itself.
-    env = dict(project["env"], RETROD_DATABASE_URL=db_url, RETROD_WATCH_DEBOUNCE_MS="10000",
+    # The watcher polling (every 300 ms) rather than told by inotify: the report, asked some
+    # 30 ms after the write, nearly always comes first, and must read the lines itself.
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url, RETROD_WATCH_POLLING="true",
                RETROD_SCAN_INTERVAL_S="3600")
     daemon = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ask = ("import sys; from retrod.report import client;"
            " code = client.main(sys.argv[1:]); sys.exit(99 if code is None else code)")
     try:
-        socket_path = Path(env["RETROD_DATA_DIR"]) / "report.sock"
+        socket_path = Path(env["RETROD_DATA_DIR"]) / client.SOCKET_NAME
         deadline = time.monotonic() + 30
         while not socket_path.exists():
             assert time.monotonic() < deadline and daemon.poll() is None, "the daemon did not start"
@@ -351,3 +353,89 @@ def test_skills_call_this_retrod_by_path_and_name_the_session(project: dict) -> 
         commands = [line for line in text.splitlines()
                     if line.lstrip().startswith(f"{command} ") and line.split()[1] in ("track", "phase", "report")]
         assert commands and all('"${CLAUDE_SESSION_ID}"' in line for line in commands), commands
+
+
+# -- found in review ----------------------------------------------------------------------------
+
+def test_a_command_never_stops_the_server_under_a_daemon_from_before_the_shared_lock(project: dict) -> None:
+    """Such a daemon (still running after an upgrade) holds only daemon.lock."""
+    import fcntl
+
+    data = Path(tempfile.mkdtemp(prefix="retrod-old-", dir="/tmp"))
+    os.chmod(data, 0o711)
+    cluster = Cluster(data / "d")
+    env = dict(project["env"], RETROD_DATA_DIR=str(cluster.root))
+    try:
+        cluster.ensure_running()  # as the old daemon did, then holds daemon.lock for its lifetime
+        lock = os.open(cluster.root / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            ok(retrod(env, "sessions"))
+            assert stopping_done(cluster).is_running()
+        finally:
+            os.close(lock)
+        ok(retrod(env, "sessions"))  # no daemon now: the last one out stops it
+        assert not stopping_done(cluster).is_running()
+    finally:
+        cluster.shutdown("immediate")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_claude_codes_variable_naming_no_transcript_is_refused(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url, CLAUDE_CODE_SESSION_ID=GHOST)
+    refused(retrod(env, "report", "--no-save"), f"CLAUDE_CODE_SESSION_ID names session {GHOST}")
+    refused(retrod(env, "track", "start", cwd=project["work"]), "RETROD_PROJECTS_DIR")
+    assert tracked(db_url) == []  # no ghost row
+    ok(retrod(env, "track", "start", "--allow-unknown"))
+    assert tracked(db_url) == [GHOST]
+
+
+def test_report_close_keeps_an_early_phase_someone_wrote_notes_in(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ok(retrod(env, "track", "start", "--session", A))
+    with psycopg.connect(db_url) as conn:
+        conn.execute("INSERT INTO cc_session_phases (session_id, task, phase, started_at, verdict, notes)"
+                     " SELECT id, 't', 'mine', now() + interval '1 minute', 'pending', 'my notes' FROM cc_sessions")
+    report = json.loads(ok(retrod(env, "report", A, "--close", "--format", "json", "--no-save")).stdout)
+    assert [(p["phase"], p["notes"], p["ended_at"]) for p in report["phases"]] == [("mine", "my notes", None)]
+
+
+def test_an_infinite_away_threshold_is_a_configuration_error(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url, RETROD_AWAY_AFTER_S="inf")
+    done = retrod(env, "report", A, "--no-save")
+    assert done.returncode == 2 and done.stderr.startswith("retrod: error: configuration: RETROD_AWAY_AFTER_S")
+
+
+def test_sessions_json_times_and_a_project_path_with_dots(project: dict, db_url: str) -> None:
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ingest(db_url, [project["projects"]])
+    dotted = project["work"] / "src" / ".." / ".." / project["work"].name
+    rows = json.loads(ok(retrod(env, "sessions", "--json", "--project", str(dotted))).stdout)
+    assert [r["uuid"] for r in rows] == [B, A]
+    assert rows[0]["started_at"] == "2026-05-04T10:01:40+00:00"
+
+
+def test_a_file_another_ingester_committed_first_is_read_again_in_the_same_round(project: dict,
+                                                                                 db_url: str) -> None:
+    """The daemon's scan meets a file a report brought up to date meanwhile: it must not wait
+    for the next change or scan for the lines written after that."""
+    from psycopg_pool import ConnectionPool
+
+    from retrod.ingest import Ingester
+    from retrod.store.store import Store
+
+    path = project["folder"] / f"{A}.jsonl"
+    with ConnectionPool(db_url, min_size=1, max_size=4, open=True) as pool:
+        daemon, report = (Ingester(Store(pool, HOST), [project["projects"]]) for _ in range(2))
+        daemon.scan()
+        before = daemon.store.known_files()  # what the daemon's next scan will have read
+        with path.open("a") as f:
+            f.write(_lines(A, 50, 1))
+        report.refresh(A)  # commits the file first
+        with path.open("a") as f:
+            f.write(_lines(A, 60, 1))
+        daemon.store.known_files = lambda: before
+        stats = daemon.scan()
+    assert stats.raced == []
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM retrod.requests WHERE session_uuid = %s", (A,)).fetchone()[0] == 4

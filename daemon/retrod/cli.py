@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import threading
-from importlib.metadata import version
 from pathlib import Path
 
 import psycopg
@@ -35,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="retrod", description="Where a Claude Code session's tokens and time went.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser.add_argument("--version", action="version", version=f"retrod {version('retrod')}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="catch up on every transcript, then follow them")
@@ -102,6 +101,16 @@ def _parser() -> argparse.ArgumentParser:
     skills_install.add_argument("--dir", type=Path, help="skills folder (default: ~/.claude/skills)")
     skills_install.add_argument("--force", action="store_true", help="overwrite changed copies")
     return parser
+
+
+class _Version(argparse.Action):
+    """argparse's own needs the text up front: importlib.metadata would load for every command."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from importlib.metadata import version
+
+        print(f"retrod {version('retrod')}")
+        parser.exit()
 
 
 CURRENT = ("default: the session this runs in (CLAUDE_CODE_SESSION_ID, the Claude Code process above, "
@@ -212,7 +221,7 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
         session = _session(settings, conn, args.session)
         rows = tracking.list_phases(conn, session)
     if args.format == "json":
-        print(json.dumps(rows, indent=2, default=str))
+        print(_json(rows))
     elif not rows:
         print(f"no phases logged for {session}")
     for n, row in enumerate(rows if args.format == "text" else [], 1):
@@ -229,7 +238,7 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit)
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
+        print(_json(rows))
         return EXIT_OK
     if not rows:
         print("no sessions" + (" match" if args.project or args.since else " yet"))
@@ -239,6 +248,11 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{row['uuid']}  {start:<16}  {markdown.duration(row['wall_s']):>8}  "
               f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  {row['project_slug']}  {tracked}".rstrip())
     return EXIT_OK
+
+
+def _json(rows: list[dict]) -> str:
+    """Times as the report's JSON writes them (ISO 8601, UTC)."""
+    return json.dumps(rows, indent=2, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
 
 
 def _cmd_status(settings: Settings, args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 import structlog
@@ -30,7 +30,7 @@ class Committed:
     lines: int = 0
     bytes: int = 0
     failed: int = 0
-    raced: int = 0  # files another ingester committed first: read again from what it committed
+    raced: list[str] = field(default_factory=list)  # files another ingester committed first
 
     def add(self, pending: Pending) -> None:
         self.lines += pending.lines
@@ -113,7 +113,7 @@ class Committer:
             raise
         except ConcurrentUpdate:  # e.g. a report brought its session up to date meanwhile
             log.info("file committed by another ingester first; read again from there", path=pending.path)
-            self.committed.raced += 1
+            self.committed.raced.append(pending.path)
             self._failed.add(pending.path)
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
             log_not_ingested(pending.path, exc)

@@ -19,7 +19,8 @@ from .report.retrospective import close_idle_sessions
 from .report.server import ReportServer
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
-from .store.db import daemon_lock, open_pool
+from .service.daemon_lock import daemon_lock
+from .store.db import open_pool
 from .store.store import Store
 
 log = structlog.get_logger(__name__)

@@ -20,15 +20,16 @@ def main(argv: list[str] | None = None) -> int:
         code = client.main(argv[1:])
         if code is not None:
             return code
-    if argv[:1] and argv[0] in DATABASE_COMMANDS and not os.environ.get("RETROD_DATABASE_URL") \
+    env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("RETROD_")}  # as Settings reads it
+    if argv[:1] and argv[0] in DATABASE_COMMANDS and "RETROD_DATABASE_URL" not in env \
             and not {"-h", "--help"} & set(argv):
-        _start_cluster_ahead(argv)
+        _start_cluster_ahead(argv, env)
     from .cli import main as full
 
     return full(argv)
 
 
-def _start_cluster_ahead(argv: list[str]) -> None:
+def _start_cluster_ahead(argv: list[str], env: dict[str, str]) -> None:
     from pathlib import Path
 
     from . import log
@@ -37,6 +38,6 @@ def _start_cluster_ahead(argv: list[str]) -> None:
 
     log.configure("DEBUG" if "--debug" in argv else "WARNING")  # as cli.py will: short commands are quiet
 
-    bindir = os.environ.get("RETROD_PG_BINDIR")
-    Cluster(Path(os.environ.get("RETROD_DATA_DIR") or default_data_dir()), Path(bindir) if bindir else None,
-            os.environ.get("RETROD_PG_OS_USER") or "postgres").start_ahead()
+    bindir = env.get("RETROD_PG_BINDIR")
+    data_dir = env["RETROD_DATA_DIR"] if "RETROD_DATA_DIR" in env else default_data_dir()
+    Cluster(Path(data_dir), Path(bindir) if bindir else None, env.get("RETROD_PG_OS_USER", "postgres")).start_ahead()

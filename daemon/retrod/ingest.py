@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -32,7 +32,11 @@ class ScanStats:
     bytes: int = 0
     missing: int = 0
     failed: int = 0
-    raced: int = 0  # files another ingester committed first
+    raced: list[str] = field(default_factory=list)  # files another ingester committed first
+
+    def add(self, other: ScanStats) -> None:
+        for name in ("files", "ingested", "lines", "bytes", "missing", "failed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def _never() -> bool:
@@ -89,6 +93,7 @@ class Ingester:
                 file = known.get(path)
                 if not self._unchanged(ref, file):
                     self._guarded(ref, stats, file if file is not None and not file.missing else None)
+        self._after_races(stats)
         if self.interrupted():
             return stats
         for path, file in known.items():
@@ -106,20 +111,42 @@ class Ingester:
                     break
                 for ref in self._refs(path):
                     self._guarded(ref, stats)
-        return stats
+        return self._after_races(stats)
 
     def refresh(self, session: str) -> ScanStats:
         """Bring one session's files up to date now, whatever else is waiting: a report includes
         every complete line written before it was asked for, also during a long backfill.
-        Its files: those stored for it, and any new ones at its paths (a new subagent file)."""
-        paths = {Path(p) for p in self.store.session_paths(session)}
+        Its files: those stored for it, and any new ones at its paths (a new subagent file).
+        Like a scan, unchanged files cost a stat, not a statement."""
+        known = self.store.session_files(session)
+        paths = {Path(p) for p in known}
         for root in self.roots:
             paths.update(root.glob(f"*/{session}.jsonl"))
             paths.update(p for p in root.glob(f"*/{session}") if p.is_dir())
-        for _attempt in range(3):  # the daemon may commit one of them first: then from there
-            stats = self.ingest_paths(sorted(paths))
-            if not stats.raced:
+        refs = list({str(ref.path): ref for path in sorted(paths) for ref in self._refs(path)}.values())
+        known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
+        with self._round() as stats:
+            for ref in refs:
+                stats.files += 1
+                file = known.get(str(ref.path))
+                if not self._unchanged(ref, file):
+                    self._guarded(ref, stats, file)
+        return self._after_races(stats)
+
+    def _after_races(self, stats: ScanStats) -> ScanStats:
+        """A file another ingester committed first (a report bringing its session up to date
+        while the daemon reads it, another host) was left out of the round: read it again now,
+        from what that one committed."""
+        for _attempt in range(3):
+            if not stats.raced or self.interrupted():
                 break
+            raced, stats.raced = stats.raced, []
+            with self._round() as again:
+                for path in raced:
+                    for ref in self._refs(Path(path)):
+                        self._guarded(ref, again)
+            stats.add(again)
+            stats.raced = again.raced
         return stats
 
     @contextmanager

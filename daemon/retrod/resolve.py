@@ -3,7 +3,8 @@
 In order, and the answer says which rule it came from:
 1. `--session` (a uuid or a unique prefix; a full uuid with no transcript is refused unless the
    caller allows unknown sessions, e.g. one whose transcript is still to come);
-2. `CLAUDE_CODE_SESSION_ID`, which Claude Code (>= 2.1.132) sets in its Bash tool's environment;
+2. `CLAUDE_CODE_SESSION_ID`, which Claude Code (>= 2.1.132) sets in its Bash tool's environment
+   (refused, like a `--session`, when retrod finds no transcript of it);
 3. the Claude Code process above this one: Claude Code keeps `<config>/sessions/<pid>.json`
    (`{"pid", "sessionId", "cwd", "startedAt", ...}`) while it runs;
 4. the newest main transcript of the project folder of the working directory, or of its nearest
@@ -54,7 +55,12 @@ def resolve(given: str | None, *, roots: list[Path], known: Callable[[str], Iter
         return Resolved(_explicit(given.strip().lower(), roots, known, allow_unknown), "--session")
     from_env = env.get(ENV_VAR, "").strip().lower()
     if UUID_RE.fullmatch(from_env):
-        return Resolved(from_env, ENV_VAR)
+        if allow_unknown or _exists(from_env, roots, known):
+            return Resolved(from_env, ENV_VAR)
+        # Claude Code's word, but no transcript where retrod looks: guessing another would be wrong
+        raise SessionError(f"{ENV_VAR} names session {from_env}, which has no transcript under"
+                           f" {', '.join(map(str, roots))}; is RETROD_PROJECTS_DIR (or CLAUDE_CONFIG_DIR) right?"
+                           " Add --allow-unknown if its transcript is still to come")
     dirs = config_dirs if config_dirs is not None else claude_config_dirs(roots, env)
     for ancestor, session, path in _ancestor_sessions(os.getpid() if pid is None else pid, dirs):
         if allow_unknown or _exists(session, roots, known):
@@ -130,7 +136,7 @@ def _ancestor_sessions(pid: int, config_dirs: list[Path]) -> Iterable[tuple[int,
     """(pid, session, file) for each ancestor of `pid` that has a Claude Code session file."""
     seen = set()
     ancestor = _parent(pid)
-    while ancestor is not None and ancestor > 1 and ancestor not in seen:
+    while ancestor is not None and ancestor >= 1 and ancestor not in seen:  # 1: Claude Code as a container's init
         seen.add(ancestor)
         for folder in config_dirs:
             path = folder / "sessions" / f"{ancestor}.json"
@@ -154,9 +160,9 @@ def _session_file(path: Path, pid: int) -> str | None:
         return None
     started_ms = data.get("startedAt")
     process_start = _process_start(pid)
-    if isinstance(started_ms, (int, float)) and process_start is not None and started_ms / 1000 < process_start - 5:
-        return None
-    return session.lower()
+    # (300 s of slack: the wall clock may have stepped since; a pid is not reused that soon)
+    stale = isinstance(started_ms, (int, float)) and process_start is not None and started_ms / 1000 < process_start - 300
+    return None if stale else session.lower()
 
 
 def _parent(pid: int) -> int | None:

@@ -28,10 +28,13 @@ class Settings(BaseSettings):
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
     host_id: str = Field(default_factory=socket.gethostname,
                          description="names this machine's files when several share a database")
-    scan_interval_s: float = Field(300.0, gt=0, description="seconds between reconciliation scans")
+    scan_interval_s: float = Field(300.0, gt=0, allow_inf_nan=False,
+                                   description="seconds between reconciliation scans")
     watch_debounce_ms: int = Field(50, ge=0, description="watcher debounce; watchfiles' own is 1600")
-    idle_close_s: float = Field(4 * 3600, gt=0, description="a tracked session quiet this long is closed")
-    away_after_s: float = Field(AWAY_AFTER_S, gt=0, description="a human pause longer than this is `away` (DESIGN §2.3)")
+    idle_close_s: float = Field(4 * 3600, gt=0, allow_inf_nan=False,
+                                description="a tracked session quiet this long is closed")
+    away_after_s: float = Field(AWAY_AFTER_S, gt=0, allow_inf_nan=False,
+                                description="a human pause longer than this is `away` (DESIGN §2.3)")
     watch_polling: bool = Field(False, description="poll instead of inotify/FSEvents (network file systems)")
     batch_bytes: int = Field(4 << 20, ge=4096, description="bytes of a file folded per transaction")
     pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries for the private cluster")

@@ -85,7 +85,7 @@ def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
             p = open_phases[0]
             raise TrackingError(f"phase {p['task']!r} / {p['phase']!r} is still open; end it first with"
                                 " `retrod phase end --verdict VERDICT`")
-        now = cur.execute("SELECT now() AS now").fetchone()["now"]
+        now = cur.execute(q("transaction_now")).fetchone()["now"]
         _refuse_overlap(cur, user_session["id"], now, None)
         row = cur.execute(q("insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": now,
@@ -157,7 +157,7 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
     events or requests, so it stays instant with thousands of sessions)."""
     slugs = None
     if project and project.startswith(("/", ".", "~")):
-        slugs = project_slugs(Path(project).expanduser().absolute())
+        slugs = project_slugs(Path(project).expanduser().resolve())  # as Claude Code sees it: no `..`, no links
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(q("recent_sessions"), {
             "slugs": slugs, "pattern": None if slugs or not project else f"%{project}%",

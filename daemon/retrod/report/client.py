@@ -22,7 +22,9 @@ import sys
 
 from ..paths import default_data_dir, default_reports_dir
 
-SOCKET_NAME = "report.sock"
+# Named for the wire format: a client never asks a daemon of another format (one still running
+# from before an upgrade), it does the work itself instead.
+SOCKET_NAME = "report-v2.sock"
 TIMEOUT_S = 60.0
 FLAGS = {"--no-save": "no_save", "--close": "close"}
 OPTIONS = {"--format": "format", "--output": "output"}

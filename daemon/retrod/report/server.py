@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socketserver
 import threading
@@ -22,7 +23,7 @@ log = structlog.get_logger(__name__)
 
 
 class ReportServer:
-    """Serves `retrod report` on `<data_dir>/report.sock` (owner-only) while the daemon runs."""
+    """Serves `retrod report` on `<data_dir>/<SOCKET_NAME>` (owner-only) while the daemon runs."""
 
     def __init__(self, pool: ConnectionPool, settings: Settings) -> None:
         self.pool = pool
@@ -59,9 +60,9 @@ class ReportServer:
         try:
             away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or self.settings.away_after_s)
         except ValueError:
+            away_after_s = math.nan
+        if not (math.isfinite(away_after_s) and away_after_s > 0):
             return "declined", "", ""  # the command's own settings check words the mistake
-        if not away_after_s > 0:
-            return "declined", "", ""
         try:
             output = Path(request["output"]) if request.get("output") else None
             retrospective.check_output(output)

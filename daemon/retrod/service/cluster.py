@@ -28,6 +28,8 @@ from pathlib import Path
 
 import structlog
 
+from .daemon_lock import running_daemon
+
 log = structlog.get_logger(__name__)
 
 DATABASE = "retrod"
@@ -134,7 +136,9 @@ class Cluster:
         try:
             fcntl.flock(users, fcntl.LOCK_UN)  # first: the others' way out must not wait on ours
             fcntl.flock(control, fcntl.LOCK_EX)
-            if not _sole(users, OWNER_WAIT_S if owner else 0.0):
+            others = not _sole(users, OWNER_WAIT_S if owner else 0.0)
+            # a daemon from before users.lock existed holds only daemon.lock: never stop under it
+            if others or (not owner and running_daemon(self.root) is not None):
                 fcntl.flock(control, fcntl.LOCK_UN)
             elif owner:  # the daemon: its service manager expects the server gone when it is
                 self.stop()
@@ -153,10 +157,10 @@ class Cluster:
         if not self.is_running():
             fcntl.flock(control, fcntl.LOCK_UN)
             return
-        subprocess.Popen([str(self.bindir / "pg_ctl"), "stop", "-D", str(self.pgdata), "-m", "fast", "-w",
-                          "-t", "120", "-s"], pass_fds=(control,), start_new_session=True, cwd=self.root,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         **self._as_server_user())
+        with open(self.logfile, "ab") as errors:  # nobody waits to read them: the server's log keeps them
+            subprocess.Popen([str(self.bindir / "pg_ctl"), "stop", "-D", str(self.pgdata), "-m", "fast", "-w",
+                              "-t", "120", "-s"], pass_fds=(control,), start_new_session=True, cwd=self.root,
+                             stdin=subprocess.DEVNULL, stdout=errors, stderr=errors, **self._as_server_user())
         # no LOCK_UN here: that would release it for pg_ctl too; closing this copy does not
 
     def shutdown(self, mode: str = "fast") -> None:

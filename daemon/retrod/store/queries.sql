@@ -26,7 +26,8 @@ FROM (SELECT DISTINCT unnest(%(sessions)s::text[]) AS s ORDER BY 1) x;
 -- The files of a session this host has read, transcripts and sidecars (a project-level agent
 -- file belongs to it once its sessionId said so).
 -- name: session_files_of_host
-SELECT path FROM retrod.files WHERE host_id = %(host_id)s AND session_uuid = %(session)s AND NOT missing;
+SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing
+FROM retrod.files WHERE host_id = %(host_id)s AND session_uuid = %(session)s AND NOT missing;
 
 -- name: save_files
 UPDATE retrod.files f

@@ -63,6 +63,9 @@ class Pending:
         return self.offset - self.start
 
 
+DEADLOCK_RETRIES = 2
+
+
 class Store:
     def __init__(self, pool: ConnectionPool, host_id: str) -> None:
         self.pool = pool
@@ -89,11 +92,11 @@ class Store:
             rows = cur.execute(q("all_files"), {"host_id": self.host_id}).fetchall()
         return {row["path"]: FileRow.from_db(row) for row in rows}
 
-    def session_paths(self, session: str) -> list[str]:
-        """The paths of a session's files this host has read (see `Ingester.refresh`)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(q("session_files_of_host"), {"host_id": self.host_id, "session": session})
-            return [row[0] for row in rows]
+    def session_files(self, session: str) -> dict[str, FileRow]:
+        """The stored rows of a session's files on this host, by path (see `Ingester.refresh`)."""
+        with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(q("session_files_of_host"), {"host_id": self.host_id, "session": session}).fetchall()
+        return {row["path"]: FileRow.from_db(row) for row in rows}
 
     def mark_missing(self, path: str) -> None:
         with self.pool.connection() as conn:
@@ -115,6 +118,19 @@ class Store:
 
         Then the in-memory rows follow. Should it fail, they are as before: the caller may retry
         the files one by one."""
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                self._commit(batch)
+                break
+            except psycopg.errors.DeadlockDetected:
+                # The session locks prevent the deadlocks retrod's own statements could meet; one
+                # that a request's earlier owner (another session, unlocked) causes is retried.
+                if attempt == DEADLOCK_RETRIES:
+                    raise
+        for pending in batch:
+            _advance(pending)
+
+    def _commit(self, batch: Sequence[Pending]) -> None:
         with self.pool.connection() as conn, conn.transaction():
             ids = sorted(p.file.id for p in batch)
             stored = dict(conn.execute(q("lock_files"), {"ids": ids}).fetchall())
@@ -126,8 +142,6 @@ class Store:
                 | {p.session for p in batch if p.session})})
             self._write_rows(conn, [p for p in batch if p.result is not None])
             self._save(conn, batch)
-        for pending in batch:
-            _advance(pending)
 
     def save_meta(self, file: FileRow, stat: Stat, agent_id: str, agent_type: str | None,
                   description: str | None) -> None:

@@ -39,6 +39,9 @@ SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s
              (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s)) AS first_ts,
        now() AS now;
 
+-- name: transaction_now
+SELECT now() AS now;
+
 -- name: insert_phase
 INSERT INTO public.cc_session_phases (session_id, task, phase, started_at, ended_at, verdict,
     actions_summary, subagents, useful_info, lessons_learned, notes)
@@ -63,15 +66,17 @@ SELECT id, task, phase, started_at, ended_at, verdict, actions_summary, subagent
 FROM public.cc_session_phases WHERE session_id = %(session_id)s
 ORDER BY started_at, id;
 
--- `report --close`: open phases end now; one that starts now or later (another host's clock)
--- would be empty, and is removed rather than left as a zero-length phase.
+-- `report --close`: open phases end now. One that starts now or later (another host's clock)
+-- would end as a zero-length phase: when it holds nothing but the `pending` verdict, it is
+-- removed; one that holds anything the user wrote is left as it is.
 -- name: close_open_phases
 WITH ended AS (
     UPDATE public.cc_session_phases SET ended_at = now()
     WHERE session_id = %(session_id)s AND ended_at IS NULL AND started_at < now()
 )
 DELETE FROM public.cc_session_phases
-WHERE session_id = %(session_id)s AND ended_at IS NULL AND started_at >= now();
+WHERE session_id = %(session_id)s AND ended_at IS NULL AND started_at >= now() AND verdict = 'pending'
+  AND num_nonnulls(actions_summary, subagents, useful_info, lessons_learned, notes) = 0;
 
 -- The columns "filled by retrospective".
 -- name: fill_session_totals
