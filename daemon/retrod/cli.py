@@ -14,14 +14,12 @@ import structlog
 
 from . import log as logging_setup
 from . import resolve, skills, tracking
-from .ingest import Ingester
 from .report import client as report_client
 from .report import markdown, model, retrospective
 from .report.model import VERDICTS
 from .service.cluster import ClusterError
 from .settings import Settings
 from .store.db import open_pool
-from .store.store import Store
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -154,6 +152,9 @@ def _cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
+    from .ingest import Ingester  # the parser and fold: only a report reads transcripts
+    from .store.store import Store
+
     output = args.output.absolute() if args.output else None  # absolute: "saved" names the daemon's file too
     retrospective.check_output(output)
     with open_pool(settings, max_size=3) as pool:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 import time
@@ -21,18 +20,9 @@ from pathlib import Path
 import psycopg
 
 from corpus import write_many
-from harness import retrod_env
+from harness import median_seconds, retrod_env
 from retrod import tracking
 from retrod.service.cluster import Cluster
-
-
-def _seconds(fn, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def run(scratch: Path, smoke: bool) -> dict:
@@ -59,8 +49,8 @@ def run(scratch: Path, smoke: bool) -> dict:
         subprocess.run([sys.executable, "-m", "retrod", "report", session, "--format", "json", "--no-save"],
                        env=env, check=True, capture_output=True)
 
-    results: dict = {"sessions": files, "start_stop_s": _seconds(start_stop, runs),
-                     "report_no_daemon_s": _seconds(report, runs)}
+    results: dict = {"sessions": files, "start_stop_s": median_seconds(start_stop, runs),
+                     "report_no_daemon_s": median_seconds(report, runs)}
     mixed = [("report", session, "--format", "json", "--no-save")] * 6 + [
         ("phase", "log", "--session", session, "--task", "bench", "--phase", f"p{n}",
          "--start", f"2020-01-01T00:{n:02d}:00Z", "--end", f"2020-01-01T00:{n:02d}:30Z", "--verdict", "small_impact")
@@ -70,9 +60,9 @@ def run(scratch: Path, smoke: bool) -> dict:
         codes = [d.returncode for d in pool.map(lambda args: retrod(*args), mixed)]
     results.update(concurrent_commands=len(mixed), concurrent_ok=codes.count(0),
                    concurrent_s=time.perf_counter() - start)
-    results["sessions_process_s"] = _seconds(lambda: retrod("sessions", "--limit", "20"), runs)
+    results["sessions_process_s"] = median_seconds(lambda: retrod("sessions", "--limit", "20"), runs)
     with cluster.in_use(), psycopg.connect(cluster.url()) as conn:
-        results["sessions_query_ms"] = 1000 * _seconds(
+        results["sessions_query_ms"] = 1000 * median_seconds(
             lambda: tracking.recent_sessions(conn, project=None, since=None, limit=20), runs)
     results["report_vs_start_stop"] = results["report_no_daemon_s"] / results["start_stop_s"]
     return results

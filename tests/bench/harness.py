@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,16 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
     if got["code"] != 0:
         raise RuntimeError(f"{' '.join(command[:4])} … exited {got['code']}: {got['stderr'][-500:]}")
     return Measured(got["seconds"], got["rss_kb"] / 1024, got["stderr"])
+
+
+def median_seconds(fn, runs: int) -> float:
+    """The median wall time of `runs` calls of `fn`."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 @contextmanager

@@ -16,13 +16,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psycopg
 
 from corpus import write_session, write_tree
-from harness import daemon, database, retrod_env, wait_for_log
+from harness import daemon, database, median_seconds, retrod_env, wait_for_log
 from peers import Ccusage
 from retrod import tracking
 from retrod.report import markdown, model
@@ -33,15 +32,6 @@ from retrod.transcript.tailer import read_chunk
 SMALL = "aaaaaaaa-1111-4111-8111-000000000001"
 LARGE = "bbbbbbbb-2222-4222-8222-000000000002"
 PHASES = 12
-
-
-def median_seconds(fn, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def reparse(path: Path) -> None:

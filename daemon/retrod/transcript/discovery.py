@@ -7,8 +7,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .fold import Source
+if TYPE_CHECKING:  # the fold (and msgspec) only when a file is read: `retrod phase` needs UUID_RE alone
+    from .fold import Source
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _AGENT_RE = re.compile(r"agent-(.+)\.jsonl")
@@ -30,6 +32,8 @@ class FileRef:
         return self.kind in ("main", "subagent", "agent_root")
 
     def source(self, host_id: str, session_uuid: str) -> Source:
+        from .fold import Source
+
         return Source(self.kind, self.slug, session_uuid, self.agent_id, f"{host_id}:{self.path}")
 
 
