@@ -23,9 +23,16 @@ from .transcript.discovery import walk
 WORST_FILES = 5
 
 
+def mask_password(dsn: str) -> str:
+    """A libpq URL or keyword string with its password hidden, in any of the forms libpq reads:
+    `user:secret@` in a URL, `password=secret` as a URL parameter or a keyword (quoted or not)."""
+    dsn = re.sub(r"(://[^:/@?]*):[^@]*@", r"\1:***@", dsn)
+    return re.sub(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)", r"\1***", dsn, flags=re.IGNORECASE)
+
+
 def database_location(settings: Settings) -> str:
     if settings.database_url:
-        return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", settings.database_url)
+        return mask_password(settings.database_url)
     return f"private cluster in {settings.data_dir} (socket {cluster_for(settings).socket_dir})"
 
 

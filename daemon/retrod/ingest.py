@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat as stat_module
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -228,8 +229,8 @@ class Ingester:
     def _ingest(self, ref: FileRef, stats: ScanStats, stored: FileRow | None = None) -> None:
         """Read what is new in one file. A vanished file keeps everything it contributed.
         `stored`: its row as the scan read it (else it is read here)."""
-        try:
-            fd = os.open(ref.path, os.O_RDONLY)
+        try:  # non-blocking: a FIFO named like a transcript must not stop all reading
+            fd = os.open(ref.path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             self.store.mark_missing(str(ref.path))
             stats.missing += 1
@@ -239,6 +240,9 @@ class Ingester:
             return
         try:
             st = os.fstat(fd)
+            if not stat_module.S_ISREG(st.st_mode):
+                log.debug("not a regular file; skipped", path=str(ref.path))
+                return
             stat = Stat(st.st_dev, st.st_ino, st.st_size)
             file = stored or self.store.file(ref)
             if ref.kind == "meta":

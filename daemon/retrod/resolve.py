@@ -119,7 +119,7 @@ def _on_disk(roots: list[Path], prefix: str) -> set[str]:
     for root in roots:
         for path in root.glob(f"*/{_glob_escape(prefix)}*"):
             name = path.name.removesuffix(".jsonl")
-            if UUID_RE.fullmatch(name) and (path.suffix == ".jsonl" or _has_subagent_transcript(path)):
+            if UUID_RE.fullmatch(name) and (path.is_file() if path.suffix == ".jsonl" else _has_subagent_transcript(path)):
                 found.add(name)
     return found
 
@@ -201,7 +201,7 @@ def _newest_in_folder(roots: list[Path], cwd: Path | None) -> Resolved:
         raise SessionError("the working directory is gone; pass --session UUID") from None
     for folder in (start, *start.parents):
         transcripts = [p for root in roots for slug in project_slugs(folder)
-                       for p in (root / slug).glob("*.jsonl") if UUID_RE.fullmatch(p.stem)]
+                       for p in (root / slug).glob("*.jsonl") if UUID_RE.fullmatch(p.stem) and p.is_file()]
         times = {}
         for path in transcripts:
             try:

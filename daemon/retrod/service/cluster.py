@@ -120,6 +120,7 @@ class Cluster:
 
     def _acquire(self) -> tuple[int, int]:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.root, 0o700)  # whatever made it before: its log holds failed statements' text
         users = os.open(self.root / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
         control = os.open(self.root / "control.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -217,6 +218,7 @@ class Cluster:
         self.socket_dir.mkdir(exist_ok=True, mode=0o700)
         self._hand_over(self.socket_dir)
         self.logfile.touch()
+        os.chmod(self.logfile, 0o600)  # owner-only, also when an older retrod created it 0644
         self._hand_over(self.logfile)
         self._run("pg_ctl", "start", "-D", str(self.pgdata), "-l", str(self.logfile), "-w", "-t", "120",
                   "-s", new_session=True)

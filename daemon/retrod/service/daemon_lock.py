@@ -19,7 +19,7 @@ from pathlib import Path
 def daemon_lock(data_dir: Path) -> Iterator[bool]:
     """Held by `retrod run` for its lifetime: one daemon per data folder. Yields whether it was
     taken; when it was, the file names the daemon (pid and start time) for `retrod status`."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(data_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:

@@ -80,6 +80,14 @@ def _may_hold_files(root: Path, folder: Path) -> bool:
     return len(parts) == 2 or parts[2] == "subagents" or (parts[2] == "tool-results" and len(parts) == 3)
 
 
+def _regular(entry: os.DirEntry) -> bool:
+    """Only regular files (or links to one) are transcripts: opening a FIFO would block."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
 def walk(root: Path, start: Path | None = None) -> Iterator[FileRef]:
     """Every file under `root` (or only under its folder `start`) that retrod reads; vanishing
     folders are skipped, not fatal."""
@@ -102,7 +110,7 @@ def walk(root: Path, start: Path | None = None) -> Iterator[FileRef]:
             if is_dir:
                 if _may_hold_files(root, path):
                     stack.append(path)
-            else:
+            elif _regular(entry):
                 ref = classify(root, path)
                 if ref is not None:
                     yield ref

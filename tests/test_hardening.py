@@ -1,0 +1,116 @@
+"""Faults and hostile inputs (the hardening issue): the first of its failures, each with a test
+that failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from helpers import HOST, ingest
+from retrod.health import mask_password
+from retrod.ingest import Ingester
+from retrod.service.cluster import Cluster
+from retrod.store.store import Store
+
+S = "eeeeeeee-0000-4000-8000-000000000000"
+FIFO = "ffffffff-0000-4000-8000-000000000000"
+LINE = {"type": "assistant", "sessionId": S, "timestamp": "2026-01-01T00:00:00Z",
+        "message": {"id": "m1", "usage": {"output_tokens": 7}}}
+
+
+def test_a_fifo_named_like_a_transcript_is_skipped_not_opened(db_url: str, tmp_path: Path) -> None:
+    """Opening it for reading would wait for a writer, and every rescan would wait again."""
+    from psycopg_pool import ConnectionPool
+
+    folder = tmp_path / "projects" / "-p"
+    folder.mkdir(parents=True)
+    (folder / f"{S}.jsonl").write_text(json.dumps(LINE) + "\n")
+    os.mkfifo(folder / f"{FIFO}.jsonl")
+    with ConnectionPool(db_url, min_size=1, max_size=4, open=True) as pool:
+        ingester = Ingester(Store(pool, HOST), [tmp_path / "projects"])
+        for work in (ingester.scan, lambda: ingester.ingest_paths([folder / f"{FIFO}.jsonl"])):
+            done = threading.Thread(target=work, daemon=True)
+            done.start()
+            done.join(timeout=20)
+            assert not done.is_alive(), "reading stopped at the FIFO"
+    with psycopg.connect(db_url) as conn:
+        paths = [r[0] for r in conn.execute("SELECT path FROM retrod.files")]
+        output = conn.execute("SELECT sum(output_tokens) FROM retrod.requests").fetchone()[0]
+    assert paths == [str(folder / f"{S}.jsonl")] and output == 7  # no row, no session, for the FIFO
+
+
+@pytest.mark.parametrize(("dsn", "secret"), [
+    ("postgresql://me:s3cret@localhost/db", "s3cret"),
+    ("postgresql:///db?password=s3cret&host=/tmp", "s3cret"),
+    ("postgresql:///db?host=/tmp&PASSWORD=s3cret", "s3cret"),
+    ("host=/tmp dbname=db password=s3cret", "s3cret"),
+    ("host=/tmp password = 's3 cr\\'et' dbname=db", "s3 cr"),
+    ("postgresql://me:pa/ss@h/db", "pa/ss"),
+])
+def test_every_form_of_password_is_masked(dsn: str, secret: str) -> None:
+    masked = mask_password(dsn)
+    assert secret not in masked and "***" in masked
+
+
+def test_status_and_doctor_never_print_the_password(db_url: str, tmp_path: Path) -> None:
+    """The password as a URL parameter and in keyword form; the test server (peer authentication)
+    never asks for it, so the commands get as far as printing where the database is."""
+    host = db_url.split("host=", 1)[1]
+    dbname = db_url.split("@/", 1)[1].split("?", 1)[0]
+    user = db_url.split("//", 1)[1].split("@", 1)[0]
+    projects = tmp_path / "projects"
+    projects.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path))
+    for dsn in (f"{db_url}&password=s3cret", f"host={host} dbname={dbname} user={user} password=s3cret"):
+        for args in (["status"], ["status", "--json"], ["--debug", "status"], ["doctor"]):
+            done = subprocess.run([sys.executable, "-m", "retrod", *args], env=dict(env, RETROD_DATABASE_URL=dsn),
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode in (0, 1), done.stderr
+            assert "password=***" in done.stdout, (args, done.stdout)
+            assert "s3cret" not in done.stdout + done.stderr, args
+
+
+def test_the_private_clusters_folder_and_log_are_owner_only_whatever_existed(tmp_path: Path) -> None:
+    """Its log holds the text of failed statements; an older retrod left them 0755 / 0644."""
+    data = Path(tempfile.mkdtemp(prefix="retrod-perm-", dir="/tmp"))
+    os.chmod(data, 0o711)
+    cluster = Cluster(data / "d")
+    try:
+        cluster.root.mkdir(mode=0o755)
+        os.chmod(cluster.root, 0o755)
+        cluster.logfile.write_text("")
+        os.chmod(cluster.logfile, 0o644)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+        env.update(RETROD_DATA_DIR=str(cluster.root), RETROD_PROJECTS_DIR=str(tmp_path), HOME=str(tmp_path))
+        done = subprocess.run([sys.executable, "-m", "retrod", "status"], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert stat.S_IMODE(cluster.root.stat().st_mode) == 0o700
+        assert stat.S_IMODE(cluster.logfile.stat().st_mode) == 0o600
+    finally:
+        cluster.shutdown("immediate")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_report_of_the_fifo_session_is_no_ghost(db_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "projects" / "-p"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / f"{FIFO}.jsonl")
+    ingest(db_url, [tmp_path / "projects"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(tmp_path / "projects"),
+               RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_HOST_ID=HOST, HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "retrod", "report", FIFO[:8], "--no-save"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no session matches" in done.stderr
