@@ -100,10 +100,10 @@ def test_bad_configuration_is_one_line(embedded_env: dict) -> None:
 ])
 def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[str]) -> None:
     """`retrod report` is first parsed without argparse (report/client.py), to ask the daemon."""
-    from retrod.cli import _parser
+    from retrod.arguments import parser
     from retrod.report import client
 
-    full = vars(_parser().parse_args(["report", *argv]))
+    full = vars(parser().parse_args(["report", *argv]))
     fast = client.parse(argv)
     assert fast == {k: str(full[k]) if k == "output" and full[k] else full[k] for k in fast}
 

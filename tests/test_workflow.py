@@ -306,7 +306,8 @@ def test_sessions_lists_the_newest_first_with_their_figures(project: dict, db_ur
     assert json.loads(ok(retrod(env, "sessions", "--json", "--project", "elsewhere")).stdout) == []
     text = ok(retrod(env, "sessions")).stdout.splitlines()
     assert text[0].startswith(B) and "phases" not in text[0] and text[1].endswith("0 phases  first try")
-    refused(retrod(env, "sessions", "--limit", "0"), "--limit")
+    done = retrod(env, "sessions", "--limit", "0")  # argparse's own two lines: usage, then the error
+    assert done.returncode == 2 and "argument --limit: must be at least 1" in done.stderr
 
 
 def test_two_sessions_with_one_date_and_description_save_to_two_files(project: dict, db_url: str) -> None:
@@ -439,3 +440,35 @@ def test_a_file_another_ingester_committed_first_is_read_again_in_the_same_round
     assert stats.raced == []
     with psycopg.connect(db_url) as conn:
         assert conn.execute("SELECT count(*) FROM retrod.requests WHERE session_uuid = %s", (A,)).fetchone()[0] == 4
+
+
+def test_a_mistyped_command_starts_and_creates_nothing(project: dict) -> None:
+    """Its arguments are checked before the private cluster is started (or created)."""
+    data = project["tmp"] / "fresh"
+    env = dict(project["env"], RETROD_DATA_DIR=str(data))
+    for args in (("sessions", "--limit", "0"), ("phase", "start", "--task", "t"), ("report", "--format", "x")):
+        done = retrod(env, *args)
+        assert done.returncode == 2, done.stderr
+    assert ok(retrod(env, "status", "--hel")).stdout.startswith("usage: retrod status")  # help, abbreviated
+    assert not data.exists()
+
+
+def test_a_pid_file_left_by_a_crash_does_not_keep_the_server_down(project: dict) -> None:
+    """postmaster.pid names a pid now used by a process that is not the server's (here init's):
+    that is no running server, and the next command starts one, as `pg_ctl start` recovers."""
+    data = Path(tempfile.mkdtemp(prefix="retrod-pid-", dir="/tmp"))
+    os.chmod(data, 0o711)
+    cluster = Cluster(data / "d")
+    env = dict(project["env"], RETROD_DATA_DIR=str(cluster.root))
+    try:
+        ok(retrod(env, "sessions"))  # creates the cluster; stopped again after
+        stopping_done(cluster)
+        pid_file = cluster.pgdata / "postmaster.pid"
+        pid_file.write_text(f"1\n{cluster.pgdata}\n")
+        if cluster.run_as:
+            shutil.chown(pid_file, cluster.run_as)
+        assert not cluster.is_running()
+        ok(retrod(env, "sessions"))
+    finally:
+        cluster.shutdown("immediate")
+        shutil.rmtree(data, ignore_errors=True)

@@ -12,123 +12,15 @@ import psycopg
 import pydantic
 import structlog
 
+from . import arguments
 from . import log as logging_setup
 from . import resolve, skills, tracking
-from .report import client as report_client
 from .report import markdown, model, retrospective
-from .report.model import VERDICTS
 from .service.cluster import ClusterError
 from .settings import Settings
 from .store.db import open_pool
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """The user's mistake: exit 2."""
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="retrod", description="Where a Claude Code session's tokens and time went.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    run = sub.add_parser("run", help="catch up on every transcript, then follow them")
-    run.add_argument("--once", action="store_true", help="catch up and exit")
-
-    sub.add_parser("migrate", help="create or upgrade the database schema")
-
-    report = sub.add_parser("report", help="a session's retrospective (Markdown, saved; or JSON)")
-    report.add_argument("session", nargs="?", help=f"session uuid or a unique prefix of one; {CURRENT}")
-    report.add_argument("--format", choices=report_client.FORMATS, default="markdown")
-    report.add_argument("--no-save", action="store_true", help="print only; save no file")
-    report.add_argument("--output", type=Path, help="save to this file instead of RETROD_REPORTS_DIR")
-    report.add_argument("--close", action="store_true", help="end open phases and the session now")
-
-    track = sub.add_parser("track", help="start tracking a session").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
-    start = track.add_parser("start", help="record the session in cc_sessions")
-    _session_option(start, allow_unknown=True)
-    start.add_argument("--description", help="what the session is for (names the saved report)")
-
-    phase = sub.add_parser("phase", help="log phases of work with their verdicts").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
-    p_start = phase.add_parser("start", help="open a phase now")
-    _session_option(p_start, allow_unknown=True)
-    p_start.add_argument("--task", required=True)
-    p_start.add_argument("--phase", required=True)
-    p_end = phase.add_parser("end", help="close the open phase now, with its verdict")
-    _session_option(p_end)
-    _verdict_and_notes(p_end)
-    p_log = phase.add_parser("log", help="log a whole phase, with its times")
-    _session_option(p_log, allow_unknown=True)
-    p_log.add_argument("--task", required=True)
-    p_log.add_argument("--phase", required=True)
-    p_log.add_argument("--start", required=True, help="ISO 8601 time; no offset = local time")
-    p_log.add_argument("--end", required=True, help="ISO 8601 time; no offset = local time")
-    _verdict_and_notes(p_log)
-
-    phases = sub.add_parser("phases", help="list a session's phases")
-    phases.add_argument("session", nargs="?", help=f"uuid or prefix; {CURRENT}")
-    phases.add_argument("--format", choices=("text", "json"), default="text")
-
-    listing = sub.add_parser("sessions", help="recent sessions across projects, newest first")
-    listing.add_argument("--project", help="a project folder's path, or part of its Claude Code folder name")
-    listing.add_argument("--since", help="started at or after this date or time (no offset = local time)")
-    listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
-    listing.add_argument("--json", action="store_true")
-
-    status = sub.add_parser("status", help="is the daemon running, how far behind, how healthy")
-    status.add_argument("--json", action="store_true")
-    doctor = sub.add_parser("doctor", help="check configuration, folders, database, watcher limits, service")
-    doctor.add_argument("--strict", action="store_true", help="warnings (no service installed) fail too")
-
-    service = sub.add_parser("service", help="run retrod as a systemd (Linux) or launchd (macOS) user service")
-    service_actions = service.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for action, text in (("install", "write the unit/agent, enable and start it"),
-                         ("uninstall", "stop, disable and remove it"), ("status", "is it installed and running")):
-        one = service_actions.add_parser(action, help=text)
-        if action != "status":
-            one.add_argument("--dry-run", action="store_true", help="print what would be done, do nothing")
-
-    skills = sub.add_parser("skills", help="the Claude Code skills that log phases and present reports")
-    skills_install = skills.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
-        "install", help="copy the skills into ~/.claude/skills")
-    skills_install.add_argument("--dir", type=Path, help="skills folder (default: ~/.claude/skills)")
-    skills_install.add_argument("--force", action="store_true", help="overwrite changed copies")
-    return parser
-
-
-class _Version(argparse.Action):
-    """argparse's own needs the text up front: importlib.metadata would load for every command."""
-
-    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
-        from importlib.metadata import version
-
-        print(f"retrod {version('retrod')}")
-        parser.exit()
-
-
-CURRENT = ("default: the session this runs in (CLAUDE_CODE_SESSION_ID, the Claude Code process above, "
-           "else the newest transcript of this folder's project)")
-
-
-def _session_option(parser: argparse.ArgumentParser, allow_unknown: bool = False) -> None:
-    parser.add_argument("--session", help=f"uuid or prefix; {CURRENT}")
-    if allow_unknown:
-        parser.add_argument("--allow-unknown", action="store_true",
-                            help="accept a uuid that has no transcript yet")
-
-
-def _verdict_and_notes(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--verdict", required=True, help=f"one of: {', '.join(VERDICTS)}")
-    parser.add_argument("--actions", help="what was done")
-    parser.add_argument("--subagents", help="subagents used")
-    parser.add_argument("--useful-info", help="facts worth keeping")
-    parser.add_argument("--lessons", help="what to do differently next time")
-    parser.add_argument("--notes")
 
 
 def _notes(args: argparse.Namespace) -> tracking.PhaseNotes:
@@ -233,8 +125,6 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
-    if args.limit < 1:
-        raise UsageError("--limit must be at least 1")
     since = tracking.parse_time(args.since) if args.since else None
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit)
@@ -296,14 +186,18 @@ COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "tr
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    return execute(arguments.parser().parse_args(argv))
+
+
+def execute(args: argparse.Namespace) -> int:
+    """A parsed command line (entry.py parses it first, before this module loads)."""
     try:
         settings = Settings()
         # Short commands print their result; only the daemon narrates at INFO.
         level = settings.log_level if args.command == "run" or args.debug else "WARNING"
         logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
-    except (UsageError, tracking.TrackingError, skills.SkillsError, resolve.SessionError,
+    except (tracking.TrackingError, skills.SkillsError, resolve.SessionError,
             retrospective.OutputError) as exc:
         return _fail(args, exc, EXIT_USAGE)
     except pydantic.ValidationError as exc:

@@ -1,6 +1,6 @@
 """The `retrod` command's entry point: `retrod report` is first offered to the running daemon
 (report/client.py, standard library only); everything else, and a report no daemon answers,
-goes to the full command line in cli.py."""
+is parsed (arguments.py, standard library only) and goes to the full command line in cli.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import sys
 
 # Commands that open the database. On the embedded default, one that finds the private cluster
-# stopped starts it on a thread while the command line loads its libraries (as long, ~0.3 s).
+# stopped starts it on a thread while the command line loads its libraries (as long, ~0.25 s).
 DATABASE_COMMANDS = frozenset({"report", "track", "phase", "phases", "sessions", "status", "migrate"})
 
 
@@ -20,24 +20,29 @@ def main(argv: list[str] | None = None) -> int:
         code = client.main(argv[1:])
         if code is not None:
             return code
+    from .arguments import parser
+
+    args = parser().parse_args(argv)  # a mistyped command exits 2 here, before anything starts
     env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("RETROD_")}  # as Settings reads it
-    if argv[:1] and argv[0] in DATABASE_COMMANDS and "RETROD_DATABASE_URL" not in env \
-            and not {"-h", "--help"} & set(argv):
-        _start_cluster_ahead(argv, env)
-    from .cli import main as full
+    if args.command in DATABASE_COMMANDS and "RETROD_DATABASE_URL" not in env:
+        _start_cluster_ahead(args.debug, env)
+    from .cli import execute
 
-    return full(argv)
+    return execute(args)
 
 
-def _start_cluster_ahead(argv: list[str], env: dict[str, str]) -> None:
+def _start_cluster_ahead(debug: bool, env: dict[str, str]) -> None:
+    """Only a cluster that exists: creating one is left to the command, once it has checked
+    the rest of what it was given."""
     from pathlib import Path
 
     from . import log
     from .paths import default_data_dir
     from .service.cluster import Cluster
 
-    log.configure("DEBUG" if "--debug" in argv else "WARNING")  # as cli.py will: short commands are quiet
-
-    bindir = env.get("RETROD_PG_BINDIR")
+    bindir = Path(env["RETROD_PG_BINDIR"]) if "RETROD_PG_BINDIR" in env else None
     data_dir = env["RETROD_DATA_DIR"] if "RETROD_DATA_DIR" in env else default_data_dir()
-    Cluster(Path(data_dir), Path(bindir) if bindir else None, env.get("RETROD_PG_OS_USER", "postgres")).start_ahead()
+    cluster = Cluster(Path(data_dir), bindir, env.get("RETROD_PG_OS_USER", "postgres"))
+    if (cluster.pgdata / "PG_VERSION").exists():
+        log.configure("DEBUG" if debug else "WARNING")  # as cli.py will: short commands are quiet
+        cluster.start_ahead()

@@ -12,7 +12,7 @@ from pathlib import Path
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .report.model import VERDICTS
+from .verdicts import VERDICTS
 from .resolve import project_slugs
 from .store.queries import q
 

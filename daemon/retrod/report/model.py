@@ -8,11 +8,10 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from ..store.queries import q
+from ..verdicts import VERDICTS
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
-VERDICTS = ("high_impact", "moderate_impact", "small_impact", "exploratory_useful",
-            "exploratory_waste", "avoidable_waste")
 
 
 def _seconds(us: int) -> float:

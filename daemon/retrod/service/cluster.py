@@ -36,7 +36,7 @@ DATABASE = "retrod"
 _SOCKET_PATH_MAX = 100  # sun_path is 104-108 bytes; ".s.PGSQL.5432" must fit after the folder
 OWNER_WAIT_S = 15.0  # how long the daemon, on its way out, waits for short commands to finish
 _AHEAD: dict[Path, Future[tuple[int, int]]] = {}  # clusters being started ahead, by folder
-_BINDIRS: dict[tuple[Path, Path | None], Path] = {}  # the binaries picked, by folder and override
+_BINDIRS: dict[tuple[Path, Path | None, str | None], Path] = {}  # binaries picked: folder, override, user
 
 
 class ClusterError(RuntimeError):
@@ -230,19 +230,28 @@ class Cluster:
             log.info("private PostgreSQL cluster stopped")
 
     def is_running(self) -> bool:
-        """What `pg_ctl status` checks (postmaster.pid names a live process), without starting
-        it: a short command asks two or three times."""
+        """What `pg_ctl status`, run as the server's user, checks: postmaster.pid names a live
+        process of that user (not this one or its parent) — without starting pg_ctl, since a
+        short command asks two or three times. A pid file left by a crash whose pid now belongs
+        to another process does not count: `pg_ctl start` then recovers."""
         try:
             pid = int((self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
         except (OSError, ValueError):
             return False
+        if pid <= 0 or pid in (os.getpid(), os.getppid()):
+            return False
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
-            return False  # left by a server that crashed; pg_ctl start handles that
-        except PermissionError:
-            return True  # another user's process: the server's, as root runs it
-        return True
+        except OSError:  # gone, or another user's process
+            return False
+        if self.run_as is None:
+            return True
+        try:  # as root any process answers: the server's runs as run_as
+            return os.stat(f"/proc/{pid}").st_uid == pwd.getpwnam(self.run_as).pw_uid
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True  # no /proc here
 
     def create_database(self, name: str = DATABASE, template: str | None = None) -> None:
         import psycopg
@@ -262,7 +271,7 @@ class Cluster:
     @property
     def bindir(self) -> Path:
         if self._bindir is None:  # probing runs `postgres --version`: once per process and folder
-            key = (self.root, self._bindir_override)
+            key = (self.root, self._bindir_override, self.run_as)
             self._bindir = _BINDIRS[key] = _BINDIRS.get(key) or self._pick_bindir()
         return self._bindir
 
