@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import threading
-from pathlib import Path
 
 import psycopg
 import pydantic
