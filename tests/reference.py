@@ -152,14 +152,19 @@ def read_objects(path: Path) -> list[dict]:
     read" and "A line that is not a JSON object is skipped".
     """
     data = path.read_bytes()
+    # "a UTF-8 byte order mark at the start of a file is ignored"
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     pieces = data.split(b"\n")
     complete_lines = pieces[:-1]  # the last piece has no "\n" after it: partial, ignored
     objects = []
     for raw in complete_lines:
         if raw.endswith(b"\r"):
             raw = raw[:-1]
-        text = raw.decode("utf-8", errors="surrogateescape")
+        # "A line that is not valid UTF-8 (raw bytes ...) ... is skipped"; a \ud800 escape is
+        # plain ASCII text, so it decodes, and json.loads accepts it.
         try:
+            text = raw.decode("utf-8")
             obj = json.loads(text, parse_constant=_reject_constant)
         except (ValueError, RecursionError):
             continue

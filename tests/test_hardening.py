@@ -114,3 +114,35 @@ def test_a_report_of_the_fifo_session_is_no_ghost(db_url: str, tmp_path: Path) -
     done = subprocess.run([sys.executable, "-m", "retrod", "report", FIFO[:8], "--no-save"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "no session matches" in done.stderr
+
+
+def _assistant(key: str, output: int, text: str = "ok") -> dict:
+    return {"type": "assistant", "sessionId": S, "timestamp": "2026-01-01T00:00:01Z",
+            "message": {"id": key, "content": [{"type": "text", "text": text}],
+                        "usage": {"output_tokens": output}}}
+
+
+@pytest.mark.parametrize("batch_bytes", [4 << 20, 4096])
+def test_a_byte_order_mark_is_ignored_and_bytes_that_are_not_utf8_make_a_bad_line(
+        db_url: str, tmp_path: Path, batch_bytes: int) -> None:
+    import reference
+    from helpers import reports
+
+    folder = tmp_path / "projects" / "-p"
+    (folder / S / "subagents").mkdir(parents=True)
+    lines = [
+        b"\xef\xbb\xbf" + json.dumps(_assistant("m1", 1)).encode(),        # the first line, after a BOM
+        json.dumps(_assistant("m2", 10)).encode().replace(b'"ok"', b'"o\xffk"'),  # raw byte: bad line
+        json.dumps(_assistant("m3", 100, "\ud800")).encode(),              # a \ud800 escape: valid
+    ]
+    (folder / f"{S}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (folder / S / "subagents" / "agent-a1.meta.json").write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"agentType": "Explore", "description": "look"}).encode())
+    (folder / S / "subagents" / "agent-a1.jsonl").write_text(json.dumps(_assistant("m4", 1000)) + "\n")
+    ingest(db_url, [tmp_path / "projects"], batch_bytes)
+    report = reports(db_url)[S]
+    assert report["summary"]["tokens"]["total"]["output"] == 1101  # m1 + m3 + m4, not m2
+    assert report["session"]["bad_lines"] == 1
+    assert (report["subagents"][0]["agent_type"], report["subagents"][0]["matched_by"]) == ("Explore", "meta")
+    want = reference.compute(tmp_path / "projects")[S]["summary"]
+    assert report["summary"] == report["summary"] | want

@@ -18,7 +18,7 @@ from .store.store import FileRow, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
 from .transcript.fold import first_session_id, fold
 from .transcript.parser import parse_line, storable_text
-from .transcript.tailer import read_chunk
+from .transcript.tailer import BOM, read_chunk
 
 log = structlog.get_logger(__name__)
 
@@ -295,7 +295,7 @@ class Ingester:
     def _read_meta(self, ref: FileRef, file: FileRow, stat: Stat, fd: int) -> None:
         """A subagent's `.meta.json`; one that does not parse yet is retried when it changes."""
         try:
-            meta = json.loads(os.pread(fd, META_MAX_BYTES, 0))
+            meta = json.loads(os.pread(fd, META_MAX_BYTES, 0).removeprefix(BOM))
         except (ValueError, RecursionError):
             log.debug("meta file not readable yet", path=str(ref.path))
             return

@@ -292,16 +292,24 @@ def _decode_line(raw: bytes) -> _Line | None:
     except (msgspec.ValidationError, msgspec.DecodeError):
         pass
     # An odd field, a line that is not an object, or JSON that msgspec refuses: lone surrogate
-    # escapes (\ud800), which JavaScript writes and Python's json accepts.
+    # escapes (\ud800), which JavaScript writes and Python's json accepts. Bytes that are not
+    # UTF-8 make a bad line (DESIGN §2.1), here as in msgspec.
     try:
-        value = json.loads(raw.decode("utf-8", "surrogateescape"), parse_constant=_not_json)
-    except ValueError:
+        value = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    except ValueError:  # UnicodeDecodeError included
         return None
     return _lenient(value, _Line) if isinstance(value, dict) else None
 
 
 def parse_line(raw: bytes) -> Entry | None:
-    """Parse one complete line (without its newline). None when it is not a JSON object."""
+    """Parse one complete line (without its newline). None when it is not a JSON object, or
+    not UTF-8 (DESIGN §2.1): msgspec checks only the strings it decodes, not those it skips,
+    so the line is checked first (~3 GB/s, and only lines that are not plain ASCII)."""
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     try:
         line = _decode_line(raw)
     except RecursionError:  # nesting deeper than any decoder will go: not a line we can read

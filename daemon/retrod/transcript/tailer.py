@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass
 
 
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors write at the start of a file
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     lines: list[tuple[int, bytes]]  # (byte offset of the line, line without "\n" or "\r\n")
@@ -27,7 +30,7 @@ def read_chunk(fd: int, offset: int, max_bytes: int) -> Chunk:
     if last < 0:
         return Chunk([], offset)
     lines = []
-    start = 0
+    start = len(BOM) if offset == 0 and buf.startswith(BOM) else 0  # DESIGN §2.1: ignored
     while start <= last:
         nl = buf.index(b"\n", start)
         end = nl - 1 if nl > start and buf[nl - 1] == 13 else nl  # 13: "\r"
