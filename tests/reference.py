@@ -394,7 +394,10 @@ def attribution_rank(record: dict) -> tuple:
     # DESIGN 2.2: the record with the SMALLEST
     # (is_sidechain, is_foreign, timestamp, session_uuid, agent); missing timestamp last.
     timestamp = record["timestamp"] if record["timestamp"] is not None else MISSING_TIMESTAMP
-    return (record["is_sidechain"], record["is_foreign"], timestamp, record["session"], record["agent"])
+    # "In the agent position the unnamed and the inline threads sort after every named agent
+    # (compaction agents included)."
+    thread = record["agent"] in (UNNAMED_AGENT, INLINE_AGENT)
+    return (record["is_sidechain"], record["is_foreign"], timestamp, record["session"], thread, record["agent"])
 
 
 def build_requests(all_records: list[dict]) -> list[dict]:

@@ -146,3 +146,40 @@ def test_a_byte_order_mark_is_ignored_and_bytes_that_are_not_utf8_make_a_bad_lin
     assert (report["subagents"][0]["agent_type"], report["subagents"][0]["matched_by"]) == ("Explore", "meta")
     want = reference.compute(tmp_path / "projects")[S]["summary"]
     assert report["summary"] == report["summary"] | want
+
+
+def test_request_keys_compare_exactly_whatever_they_hold(db_url: str, tmp_path: Path) -> None:
+    """DESIGN §2.2: escaped for storage, never replaced — these are five requests, not two."""
+    import reference
+    from helpers import reports
+
+    folder = tmp_path / "projects" / "-p"
+    folder.mkdir(parents=True)
+    keys = ["m\ud800", "m\ud801", "m\x00", "m\ufffd", "m\\0"]
+    (folder / f"{S}.jsonl").write_text("".join(
+        json.dumps(_assistant(key, 10 ** n)) + "\n" for n, key in enumerate(keys)))
+    ingest(db_url, [tmp_path / "projects"])
+    summary = reports(db_url)[S]["summary"]
+    assert (summary["requests"], summary["tokens"]["total"]["output"]) == (5, 11111)
+    assert summary == summary | reference.compute(tmp_path / "projects")[S]["summary"]
+
+
+def test_in_a_tie_a_named_agent_wins_over_an_unnamed_copy(db_url: str, tmp_path: Path) -> None:
+    """DESIGN §2.2: the unnamed and inline threads sort after every named agent, compaction
+    agents included — the request is the compaction agent's, not the unnamed thread's."""
+    import reference
+    from helpers import reports
+
+    folder = tmp_path / "projects" / "-p"
+    (folder / S / "subagents").mkdir(parents=True)
+    at = "2026-01-01T00:00:05Z"
+    record = {"type": "assistant", "sessionId": S, "timestamp": at,
+              "message": {"id": "k", "usage": {"output_tokens": 5}}}
+    progress = {"type": "progress", "sessionId": S, "timestamp": at,
+                "data": {"type": "agent_progress", "message": {**record}}}
+    (folder / f"{S}.jsonl").write_text(json.dumps(progress) + "\n")
+    (folder / S / "subagents" / "agent-acompact-1.jsonl").write_text(json.dumps(record) + "\n")
+    ingest(db_url, [tmp_path / "projects"])
+    tokens = reports(db_url)[S]["summary"]["tokens"]
+    assert (tokens["compaction"]["output"], tokens["subagents"]["output"]) == (5, 0)
+    assert tokens == reference.compute(tmp_path / "projects")[S]["summary"]["tokens"]

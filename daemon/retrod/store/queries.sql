@@ -59,7 +59,8 @@ DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 -- one array per column cost more client time than the server spent on the rows.
 -- The usage of a request is that of its record with the largest (main, output, input,
 -- cache_create, cache_read) tuple; its owner is the record with the smallest (sidechain,
--- foreign, timestamp, session, agent) tuple; its time is the earliest (DESIGN §2.2).
+-- foreign, timestamp, session, agent) tuple, the unnamed and inline threads (fold.THREADS)
+-- after every named agent; its time is the earliest (DESIGN §2.2).
 -- name: upsert_requests
 INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
@@ -89,7 +90,7 @@ ON CONFLICT (key) DO UPDATE SET
              excluded.attr_foreign, excluded.attr_ts),
             (r.session_uuid, r.agent, r.attr_sidechain, r.attr_foreign, r.attr_ts)
         ) AS w (s, a, sc, fo, t)
-        ORDER BY sc, fo, coalesce(t, 'infinity'), s, a LIMIT 1),
+        ORDER BY sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a LIMIT 1),
     ts = least(r.ts, excluded.ts),
     has_tool_use = r.has_tool_use OR excluded.has_tool_use;
 

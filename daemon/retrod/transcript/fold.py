@@ -16,6 +16,7 @@ from .parser import Entry, Message, Usage
 
 INLINE_AGENT = "<inline>"  # isSidechain lines of a main transcript (Claude Code 1.0.x)
 UNNAMED_AGENT = "<unnamed>"  # agent_progress copies without data.agentId
+THREADS = (INLINE_AGENT, UNNAMED_AGENT)  # in attribution ties they rank after every named agent
 COMPACTION_PREFIX = "acompact"
 SourceKind = Literal["main", "subagent", "agent_root"]
 
@@ -69,7 +70,8 @@ class Request:
 
     def attribution_rank(self) -> tuple:
         ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
-        return (self.attr_sidechain, self.attr_foreign, ts, self.session_uuid, self.agent)
+        return (self.attr_sidechain, self.attr_foreign, ts, self.session_uuid, self.agent in THREADS,
+                self.agent)
 
     def usage_rank(self) -> tuple:
         u = self.usage

@@ -122,6 +122,19 @@ def storable_text(value: Any) -> str | None:
     return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 
+def storable_key(value: Any) -> str | None:
+    """A request key as storable text that stays exact (DESIGN §2.2: two different ids are never
+    one request): backslash, NUL and lone surrogates are escaped, never replaced."""
+    if type(value) is not str or not value:
+        return None
+    if value.isascii() and "\x00" not in value and "\\" not in value:
+        return value
+    return "".join(_KEY_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c) for c in value)
+
+
+_KEY_ESCAPES = {"\\": "\\\\", "\x00": "\\0"}
+
+
 # Claude Code is JavaScript: a count of 2**53 or more cannot come from it.
 _MAX_COUNT = 2**53
 
@@ -265,7 +278,7 @@ def _message(kind: str | None, session_id: str | None, timestamp: str | None, uu
              request_id: str | None, body: _Message | None) -> Message:
     msg = Message(type=storable_text(kind), session_id=storable_text(session_id),
                   timestamp=parse_timestamp(timestamp))
-    msg.key = (body and storable_text(body.id)) or storable_text(request_id) or storable_text(uuid)
+    msg.key = (body and storable_key(body.id)) or storable_key(request_id) or storable_key(uuid)
     if body is None:
         return msg
     msg.usage = _usage(body.usage)
