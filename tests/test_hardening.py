@@ -183,3 +183,77 @@ def test_in_a_tie_a_named_agent_wins_over_an_unnamed_copy(db_url: str, tmp_path:
     tokens = reports(db_url)[S]["summary"]["tokens"]
     assert (tokens["compaction"]["output"], tokens["subagents"]["output"]) == (5, 0)
     assert tokens == reference.compute(tmp_path / "projects")[S]["summary"]["tokens"]
+
+
+def test_a_subagent_file_truncated_or_refilled_with_a_partial_line_stays_listed(db_url: str,
+                                                                              tmp_path: Path) -> None:
+    from helpers import reports
+
+    folder = tmp_path / "projects" / "-p"
+    (folder / S / "subagents").mkdir(parents=True)
+    (folder / f"{S}.jsonl").write_text(json.dumps(LINE) + "\n")
+    agent = folder / S / "subagents" / "agent-a1.jsonl"
+    agent.write_text(json.dumps(_assistant("s1", 3)) + "\n")
+    ingest(db_url, [tmp_path / "projects"])
+    assert [a["agent_id"] for a in reports(db_url)[S]["subagents"]] == ["a1"]
+    agent.write_text("")  # truncated to nothing
+    ingest(db_url, [tmp_path / "projects"])
+    assert [a["agent_id"] for a in reports(db_url)[S]["subagents"]] == ["a1"]
+    agent.unlink()
+    agent.write_text('{"type": "assistant", "sessionId"')  # replaced: only a partial line so far
+    ingest(db_url, [tmp_path / "projects"])
+    assert [a["agent_id"] for a in reports(db_url)[S]["subagents"]] == ["a1"]
+
+
+def test_a_database_refusing_writes_is_an_outage_waited_out_and_caught_up(db_url: str, tmp_path: Path) -> None:
+    """As a failover to a read-only standby, or a full disk: the lines written meanwhile must be
+    in soon after writes are allowed again, not at the next scan."""
+    import signal
+    import time
+
+    folder = tmp_path / "projects" / "-p"
+    folder.mkdir(parents=True)
+    path = folder / f"{S}.jsonl"
+    path.write_text(json.dumps(_assistant("r1", 1)) + "\n")
+    dbname = db_url.split("@/", 1)[1].split("?", 1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(tmp_path / "projects"),
+               RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_SCAN_INTERVAL_S="3600", HOME=str(tmp_path))
+
+    def output() -> int:
+        with psycopg.connect(db_url) as conn:
+            return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests").fetchone()[0]
+
+    def wait_for(predicate, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def read_only(on: bool) -> None:  # for new sessions; then the daemon's are made to reconnect
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute("SET default_transaction_read_only = off")  # this session may still write
+            conn.execute(f"ALTER DATABASE {dbname} SET default_transaction_read_only = {'on' if on else 'off'}")
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                         " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+    daemon = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: output() == 1, 30)
+        read_only(True)
+        with path.open("a") as f:
+            f.write(json.dumps(_assistant("r2", 10)) + "\n")
+        time.sleep(3)  # the daemon meets the refusal
+        assert output() == 1
+        read_only(False)
+        assert wait_for(lambda: output() == 11, 20), "lines written during the refusal were not caught up"
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=30)
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute("SET default_transaction_read_only = off")
+            conn.execute(f"ALTER DATABASE {dbname} RESET default_transaction_read_only")
+    assert "database unavailable; retrying with backoff" in daemon.stderr.read()

@@ -11,10 +11,9 @@ import queue
 import threading
 from dataclasses import dataclass, field
 
-import psycopg
 import structlog
 
-from .store.store import ConcurrentUpdate, Pending, Store
+from .store.store import OUTAGE, ConcurrentUpdate, Pending, Store
 
 log = structlog.get_logger(__name__)
 
@@ -95,8 +94,8 @@ class Committer:
         if len(batch) > 1:
             try:
                 self.store.commit(batch)
-            except psycopg.OperationalError:
-                raise  # the database is away: nothing was committed; the daemon retries
+            except OUTAGE:
+                raise  # the database is away or refuses writes: nothing was committed; the daemon retries
             except Exception:  # noqa: BLE001 - each file on its own says which one it was
                 pass
             else:
@@ -109,7 +108,7 @@ class Committer:
     def _commit_alone(self, pending: Pending) -> None:
         try:
             self.store.commit([pending])
-        except psycopg.OperationalError:
+        except OUTAGE:
             raise
         except ConcurrentUpdate:  # e.g. a report brought its session up to date meanwhile
             log.info("file committed by another ingester first; read again from there", path=pending.path)

@@ -21,7 +21,7 @@ from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
 from .service.daemon_lock import daemon_lock
 from .store.db import open_pool
-from .store.store import Store
+from .store.store import OUTAGE, Store
 
 log = structlog.get_logger(__name__)
 
@@ -148,7 +148,7 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                 log.warning("file watcher failed; polling instead", error=str(exc))
                 polling = True
                 scan_due.set()
-            except psycopg.OperationalError as exc:
+            except OUTAGE as exc:
                 if not backoff:
                     log.warning("database unavailable; retrying with backoff", error=" ".join(str(exc).split()))
                 backoff = min(_RETRY_MAX_S, backoff * 2 or 1.0)

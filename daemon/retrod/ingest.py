@@ -10,11 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
 import structlog
 
 from .committer import Committer, log_not_ingested
-from .store.store import FileRow, Pending, Stat, Store
+from .store.store import OUTAGE, FileRow, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
 from .transcript.fold import first_session_id, fold
 from .transcript.parser import parse_line, storable_text
@@ -198,7 +197,7 @@ class Ingester:
         self._read.add(path)
         try:
             self._ingest(ref, stats, stored)
-        except psycopg.OperationalError:
+        except OUTAGE:
             raise
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
             log_not_ingested(path, exc)
@@ -257,7 +256,8 @@ class Ingester:
 
     def _tail(self, ref: FileRef, file: FileRow, stat: Stat, fd: int) -> None:
         replaced = file.inode is not None and (file.device, file.inode) != (stat.device, stat.inode)
-        if replaced or stat.size < file.offset:
+        reset = replaced or stat.size < file.offset
+        if reset:
             log.info("file re-read from its start", path=str(ref.path),
                      reason="replaced" if replaced else "truncated")
             self.store.reset(file, stat)
@@ -270,7 +270,9 @@ class Ingester:
         source = ref.source(self.store.host_id, session)
         path = str(ref.path)
         offset, state = file.offset, file.state  # then each chunk's: the previous may still be committing
-        news = file.inode is None or file.size != stat.size or file.session_uuid != session
+        # Folded even with no complete line when new to it: a subagent file is listed as soon as
+        # it exists, also again after a reset forgot it (truncated to nothing, or a partial line).
+        news = reset or file.inode is None or file.size != stat.size or file.session_uuid != session
         while True:
             chunk = read_chunk(fd, offset, self.batch_bytes)
             seen = Stat(stat.device, stat.inode, max(stat.size, chunk.end))

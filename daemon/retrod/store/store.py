@@ -65,6 +65,10 @@ class Pending:
 
 DEADLOCK_RETRIES = 2
 
+# The database away or refusing writes (a failover's read-only standby, a full disk): an outage
+# to wait out and catch up on, not one file's fault.
+OUTAGE = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
+
 
 class Store:
     def __init__(self, pool: ConnectionPool, host_id: str) -> None:
