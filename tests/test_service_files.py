@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import plistlib
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -39,13 +40,22 @@ def test_shipped_unit_verifies(tmp_path: Path) -> None:
     assert not any(line.startswith("ProtectHome=") for line in text.splitlines())  # it would hide ~/.claude
 
 
-def test_rendered_unit_carries_the_settings_and_verifies(tmp_path: Path, monkeypatch) -> None:
+def test_rendered_unit_reads_the_settings_from_an_owner_only_file_and_verifies(tmp_path: Path, monkeypatch) -> None:
+    """A unit file is world-readable: the settings, a database password among them, are not in it."""
     monkeypatch.setenv("RETROD_DATA_DIR", "/tmp/my data/100% \"odd\"")
-    unit = tmp_path / "retrod.service"
-    unit.write_text(install.render_unit(Path(sys.executable), install.service_environment()))
+    monkeypatch.setenv("RETROD_DATABASE_URL", "postgresql://me:s3cr$et`x`\\@db/retrod")
+    unit, env_file = tmp_path / "retrod.service", tmp_path / "my conf" / "service.env"
+    unit.write_text(install.render_unit(Path(sys.executable), env_file))
+    env_file.parent.mkdir()
+    env_file.write_text(install.render_env(install.service_environment()))
     _verify(unit, tmp_path)
-    assert f"ExecStart={sys.executable} run" in unit.read_text()
-    assert 'Environment="RETROD_DATA_DIR=/tmp/my data/100%% \\"odd\\""' in unit.read_text()
+    text = unit.read_text()
+    assert f"ExecStart={sys.executable} run" in text and "s3cr" not in text
+    assert f"EnvironmentFile=-{env_file}" in text
+    # what systemd reads back from the file: the values exactly
+    done = subprocess.run(["bash", "-c", f"set -a; . '{env_file}'; env"], capture_output=True, text=True)
+    assert "RETROD_DATA_DIR=/tmp/my data/100% \"odd\"" in done.stdout.splitlines()
+    assert "RETROD_DATABASE_URL=postgresql://me:s3cr$et`x`\\@db/retrod" in done.stdout.splitlines()
 
 
 def test_plist_has_the_launchd_keys(tmp_path: Path) -> None:
@@ -75,13 +85,18 @@ def test_install_and_uninstall_on_linux(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setattr(sys, "platform", "linux")
 
+    monkeypatch.setenv("RETROD_DATABASE_URL", "host=db password=s3cret")
     unit = tmp_path / "config" / "systemd" / "user" / "retrod.service"
-    assert install.install(dry_run=True)[0] == f"# {unit}" and not unit.exists()
+    env_file = tmp_path / "config" / "retrod" / "service.env"
+    dry = install.install(dry_run=True)
+    assert dry[0] == f"# {unit}" and not unit.exists() and "s3cret" not in "\n".join(dry)
     done = install.install(dry_run=False)
     assert unit.exists() and done[0] == f"wrote {unit}"
+    assert "s3cret" not in unit.read_text() and "s3cret" in env_file.read_text()
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     assert calls.read_text().splitlines() == ["--user daemon-reload", "--user enable --now retrod.service"]
     assert "active" in install.status()
     install.uninstall(dry_run=False)
-    assert not unit.exists()
+    assert not unit.exists() and not env_file.exists()
     assert "--user disable --now retrod.service" in calls.read_text()
     assert install.status().startswith("not installed")

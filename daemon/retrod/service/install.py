@@ -43,15 +43,28 @@ def service_environment() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("RETROD_") or k == "CLAUDE_CONFIG_DIR"}
 
 
-def render_unit(exe: Path, env: dict[str, str]) -> str:
+def render_unit(exe: Path, env_file: Path | None) -> str:
+    """The unit; its settings (a database password among them, perhaps) live in `env_file`,
+    owner-only, since a unit file is world-readable."""
     lines = []
     for line in (units_dir() / UNIT).read_text().splitlines():
         if line.startswith("ExecStart="):
             line = f"ExecStart={_quote(str(exe))} run"
         lines.append(line)
-        if line.startswith("Environment=PYTHONUNBUFFERED"):
-            lines += [f"Environment={_quote(f'{k}={v}')}" for k, v in env.items()]
+        if line.startswith("Environment=PYTHONUNBUFFERED") and env_file is not None:
+            lines.append(f"EnvironmentFile=-{str(env_file).replace('%', '%%')}")  # one path: no quotes
     return "\n".join(lines) + "\n"
+
+
+def render_env(env: dict[str, str]) -> str:
+    """A systemd EnvironmentFile: one `KEY="value"` a line."""
+    lines = []
+    for key, value in env.items():
+        if "\n" in value or "\r" in value:
+            raise ServiceError(f"{key} holds a line break, which a service's environment cannot carry")
+        escaped = "".join("\\" + c if c in '\\"$`' else c for c in value)  # as a shell reads it too
+        lines.append(f'{key}="{escaped}"')
+    return "".join(line + "\n" for line in lines)
 
 
 def _quote(text: str) -> str:
@@ -75,6 +88,8 @@ class Plan:
     path: Path
     content: bytes
     commands: list[list[str]]
+    env_path: Path | None = None  # the settings, owner-only (a unit file is world-readable)
+    env_content: bytes = b""
 
 
 def plan(platform: str = sys.platform, home: Path | None = None) -> Plan:
@@ -88,20 +103,32 @@ def plan(platform: str = sys.platform, home: Path | None = None) -> Plan:
     if platform.startswith("linux"):
         config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
         path = config / "systemd" / "user" / UNIT
-        return Plan(path, render_unit(exe, env).encode(),
-                    [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", UNIT]])
+        env_path = config / "retrod" / "service.env"
+        return Plan(path, render_unit(exe, env_path).encode(),
+                    [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", UNIT]],
+                    env_path, render_env(env).encode())
     raise ServiceError(f"no service manager support for {platform}; run `retrod run` yourself")
 
 
 def install(dry_run: bool) -> list[str]:
     p = plan()
     if dry_run:
-        return [f"# {p.path}", p.content.decode(), *(f"# then: {' '.join(c)}" for c in p.commands)]
+        from ..health import mask_password
+
+        env = [f"# {p.env_path} (owner-only)", mask_password(p.env_content.decode())] if p.env_path else []
+        return [f"# {p.path}", mask_password(p.content.decode()), *env,
+                *(f"# then: {' '.join(c)}" for c in p.commands)]
     p.path.parent.mkdir(parents=True, exist_ok=True)
     if p.path.suffix == ".plist":
         (Path.home() / "Library" / "Logs" / "retrod").mkdir(parents=True, exist_ok=True)
-    p.path.write_bytes(p.content)
+        _write_private(p.path, p.content)  # it carries the settings itself
+    else:
+        p.path.write_bytes(p.content)
     done = [f"wrote {p.path}"]
+    if p.env_path is not None:
+        p.env_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_private(p.env_path, p.env_content)
+        done.append(f"wrote {p.env_path} (owner-only: the settings, a database password among them)")
     for i, command in enumerate(p.commands):
         result = _run(command)
         # launchctl bootout of an agent that is not loaded fails; that is fine before bootstrap.
@@ -123,9 +150,10 @@ def uninstall(dry_run: bool) -> list[str]:
     for command in commands:
         _run(command)  # not loaded is fine: the goal is "not running"
         done.append(f"ran {' '.join(command)}")
-    if p.path.exists():
-        p.path.unlink()
-        done.append(f"removed {p.path}")
+    for path in (p.path, p.env_path):
+        if path is not None and path.exists():
+            path.unlink()
+            done.append(f"removed {path}")
     if p.path.suffix == ".service":
         _run(["systemctl", "--user", "daemon-reload"])
     return done
@@ -140,6 +168,16 @@ def status() -> str:
     result = _run(command)
     state = result.stdout.strip().splitlines()[0] if result.stdout.strip() else f"unknown ({result.stderr.strip()})"
     return f"installed at {p.path}; {' '.join(command)}: {state}"
+
+
+def _write_private(path: Path, content: bytes) -> None:
+    """Owner-only from the first byte, and also when an older install left it readable."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, content)
+    finally:
+        os.close(fd)
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess:
