@@ -257,3 +257,38 @@ def test_a_database_refusing_writes_is_an_outage_waited_out_and_caught_up(db_url
             conn.execute("SET default_transaction_read_only = off")
             conn.execute(f"ALTER DATABASE {dbname} RESET default_transaction_read_only")
     assert "database unavailable; retrying with backoff" in daemon.stderr.read()
+
+
+def test_a_file_whose_first_bytes_changed_is_read_again_from_its_start(db_url: str, tmp_path: Path) -> None:
+    """Deleted and recreated at once, a file often gets its inode number back (ext4); or it is
+    truncated and refilled past the offset before the daemon looks. Same inode, bigger size: only
+    the fingerprint of its first bytes tells — else the new file's first lines were lost."""
+    import reference
+    from helpers import reports
+
+    folder = tmp_path / "projects" / "-p"
+    folder.mkdir(parents=True)
+    path = folder / f"{S}.jsonl"
+
+    def user(at: int) -> str:
+        return json.dumps({"type": "user", "sessionId": S, "timestamp": f"2026-01-01T00:00:{at:02d}Z",
+                           "message": {"content": "go"}}) + "\n"
+
+    path.write_text(user(0) + json.dumps(_assistant("old", 1)) + "\n")
+    ingest(db_url, [tmp_path / "projects"])
+    inode = path.stat().st_ino
+    new = user(10) + json.dumps({**_assistant("new", 10), "timestamp": "2026-01-01T00:00:30Z"}) + "\n" + user(45)
+    assert len(new) > path.stat().st_size
+    with path.open("r+") as f:  # same inode, other bytes, longer than what was read
+        f.write(new)
+        f.truncate()
+    assert path.stat().st_ino == inode
+    ingest(db_url, [tmp_path / "projects"])
+    report = reports(db_url)[S]
+    summary = report["summary"]
+    assert report["session"]["bad_lines"] == 0
+    assert summary["tokens"]["total"]["output"] == 11  # the old request stays counted (history is kept)
+    want = reference.compute(tmp_path / "projects")[S]["summary"]  # time follows the new content
+    assert {k: summary[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")} == \
+        {k: want[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")} == \
+        {"wall_s": 35.0, "claude_s": 20.0, "tool_s": 0.0, "human_s": 15.0, "away_s": 0.0}

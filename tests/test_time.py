@@ -120,7 +120,7 @@ def test_migration_0006_recomputes_events_stored_under_the_old_rule(pg_cluster, 
     old_migrations = tmp_path / "old-migrations"
     old_migrations.mkdir()
     for path in migrations_dir().glob("*.sql"):
-        if int(path.name[:4]) <= 5:
+        if int(path.name[:4]) != 6:  # every other one: today's ingest code needs the later ones
             shutil.copy(path, old_migrations)
     name = f"t_{uuid.uuid4().hex[:16]}"
     pg_cluster.create_database(name)

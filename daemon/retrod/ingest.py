@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat as stat_module
@@ -37,6 +38,17 @@ class ScanStats:
     def add(self, other: ScanStats) -> None:
         for name in ("files", "ingested", "lines", "bytes", "missing", "failed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+HEAD_BYTES = 4096
+
+
+def _head(fd: int, upto: int | str) -> str:
+    """The fingerprint of a file's first bytes, up to HEAD_BYTES and never past `upto` (an
+    offset, or a stored fingerprint whose length to compare again)."""
+    n = min(HEAD_BYTES, upto if isinstance(upto, int) else int(upto.split(":", 1)[0]))
+    data = os.pread(fd, n, 0)
+    return f"{len(data)}:{hashlib.sha1(data).hexdigest()}"
 
 
 def _never() -> bool:
@@ -256,10 +268,12 @@ class Ingester:
 
     def _tail(self, ref: FileRef, file: FileRow, stat: Stat, fd: int) -> None:
         replaced = file.inode is not None and (file.device, file.inode) != (stat.device, stat.inode)
-        reset = replaced or stat.size < file.offset
+        truncated = stat.size < file.offset
+        rewritten = not (replaced or truncated) and file.head != "" and _head(fd, file.head) != file.head
+        reset = replaced or truncated or rewritten
         if reset:
             log.info("file re-read from its start", path=str(ref.path),
-                     reason="replaced" if replaced else "truncated")
+                     reason="replaced" if replaced else "truncated" if truncated else "content changed")
             self.store.reset(file, stat)
         session = ref.session_uuid or file.session_uuid
         if session is None:  # a project-level agent file: its first sessionId names its session
@@ -278,7 +292,8 @@ class Ingester:
             seen = Stat(stat.device, stat.inode, max(stat.size, chunk.end))
             if chunk.lines or news:
                 result = fold(source, state, [(o, parse_line(raw)) for o, raw in chunk.lines])
-                self._add(Pending(path, file, session, seen, offset, chunk.end, result, len(chunk.lines)))
+                head = _head(fd, chunk.end) if offset < HEAD_BYTES else None  # grows to HEAD_BYTES
+                self._add(Pending(path, file, session, seen, offset, chunk.end, result, len(chunk.lines), head))
                 offset, state, news = chunk.end, result.state, False
             if not chunk.lines or chunk.end >= stat.size or self.interrupted():
                 return  # what is appended from here on comes with the watcher's next event

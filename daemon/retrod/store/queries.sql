@@ -1,7 +1,7 @@
 -- Every statement retrod runs, by name. Loaded by retrod.store.queries.
 
 -- name: all_files
-SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing
+SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head
 FROM retrod.files WHERE host_id = %(host_id)s;
 
 -- Files' rows, each created on first sight (and revived if it was marked missing).
@@ -11,7 +11,7 @@ SELECT %(host_id)s, path, kind, slug, session_uuid, agent_id
 FROM json_to_recordset(%(files)s::json)
      AS x(path TEXT, kind TEXT, slug TEXT, session_uuid TEXT, agent_id TEXT)
 ON CONFLICT (host_id, path) DO UPDATE SET missing = false
-RETURNING path, id, kind, session_uuid, device, inode, size, "offset", state, missing;
+RETURNING path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head;
 
 -- name: lock_files
 SELECT id, "offset" FROM retrod.files WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
@@ -26,15 +26,16 @@ FROM (SELECT DISTINCT unnest(%(sessions)s::text[]) AS s ORDER BY 1) x;
 -- The files of a session this host has read, transcripts and sidecars (a project-level agent
 -- file belongs to it once its sessionId said so).
 -- name: session_files_of_host
-SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing
+SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head
 FROM retrod.files WHERE host_id = %(host_id)s AND session_uuid = %(session)s AND NOT missing;
 
 -- name: save_files
 UPDATE retrod.files f
 SET session_uuid = x.session_uuid, device = x.device, inode = x.inode, size = x.size,
-    "offset" = x."offset", state = x.state, missing = false, updated_at = now()
+    "offset" = x."offset", state = x.state, head = x.head, missing = false, updated_at = now()
 FROM json_to_recordset(%(files)s::json)
-     AS x(id BIGINT, session_uuid TEXT, device BIGINT, inode BIGINT, size BIGINT, "offset" BIGINT, state JSONB)
+     AS x(id BIGINT, session_uuid TEXT, device BIGINT, inode BIGINT, size BIGINT, "offset" BIGINT, state JSONB,
+          head TEXT)
 WHERE f.id = x.id;
 
 -- name: mark_missing

@@ -26,11 +26,12 @@ class FileRow:
     offset: int
     state: FoldState
     missing: bool
+    head: str = ""  # fingerprint of the bytes read first (see migration 0007); "" = none yet
 
     @classmethod
     def from_db(cls, row: dict) -> FileRow:
         return cls(row["id"], row["kind"], row["session_uuid"], row["device"], row["inode"],
-                   row["size"], row["offset"], FoldState.from_json(row["state"]), row["missing"])
+                   row["size"], row["offset"], FoldState.from_json(row["state"]), row["missing"], row["head"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,7 @@ class Pending:
     offset: int
     result: FoldResult | None
     lines: int = 0
+    head: str | None = None  # a new fingerprint of the file's first bytes; None: as stored
 
     @property
     def state(self) -> FoldState:
@@ -109,7 +111,7 @@ class Store:
     def reset(self, file: FileRow, stat: Stat) -> None:
         """Read the file again from its start (truncated or replaced)."""
         session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
-        start_over = Pending("", file, session, stat, file.offset, 0, None)
+        start_over = Pending("", file, session, stat, file.offset, 0, None, head="")
         with self.pool.connection() as conn, conn.transaction():
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
                            "forget_file_links"):
@@ -160,7 +162,8 @@ class Store:
     def _save(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
         conn.execute(q("save_files"), {"files": _json([
             {"id": p.file.id, "session_uuid": p.session, "device": p.stat.device, "inode": p.stat.inode,
-             "size": p.stat.size, "offset": p.offset, "state": p.state} for p in batch])})
+             "size": p.stat.size, "offset": p.offset, "state": p.state,
+             "head": p.file.head if p.head is None else p.head} for p in batch])})
 
     @staticmethod
     def _write_rows(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
@@ -192,6 +195,8 @@ def _advance(pending: Pending) -> None:
     file, stat = pending.file, pending.stat
     file.session_uuid, file.offset, file.state = pending.session, pending.offset, pending.state
     file.device, file.inode, file.size = stat.device, stat.inode, stat.size
+    if pending.head is not None:
+        file.head = pending.head
 
 
 _encode = msgspec.json.Encoder().encode
