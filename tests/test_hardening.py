@@ -292,3 +292,23 @@ def test_a_file_whose_first_bytes_changed_is_read_again_from_its_start(db_url: s
     assert {k: summary[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")} == \
         {k: want[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")} == \
         {"wall_s": 35.0, "claude_s": 20.0, "tool_s": 0.0, "human_s": 15.0, "away_s": 0.0}
+
+
+def test_a_meta_file_rewritten_in_place_at_the_same_size_is_read_again(db_url: str, tmp_path: Path) -> None:
+    from helpers import reports
+
+    folder = tmp_path / "projects" / "-p"
+    (folder / S / "subagents").mkdir(parents=True)
+    (folder / f"{S}.jsonl").write_text(json.dumps(LINE) + "\n")
+    (folder / S / "subagents" / "agent-a1.jsonl").write_text(json.dumps(_assistant("s1", 3)) + "\n")
+    meta = folder / S / "subagents" / "agent-a1.meta.json"
+    meta.write_text(json.dumps({"agentType": "Explore", "description": "look"}))
+    ingest(db_url, [tmp_path / "projects"])
+    assert reports(db_url)[S]["subagents"][0]["agent_type"] == "Explore"
+    stat_before = meta.stat()
+    with meta.open("r+") as f:
+        f.write(json.dumps({"agentType": "Planner", "description": "look"}))
+    os.utime(meta, ns=(stat_before.st_atime_ns, stat_before.st_mtime_ns))  # even the time unchanged
+    assert (meta.stat().st_size, meta.stat().st_ino) == (stat_before.st_size, stat_before.st_ino)
+    ingest(db_url, [tmp_path / "projects"])
+    assert reports(db_url)[S]["subagents"][0]["agent_type"] == "Planner"

@@ -234,8 +234,15 @@ class Ingester:
             st = os.stat(ref.path)
         except OSError:
             return False  # _ingest() records it as missing
-        return (not file.missing and (st.st_dev, st.st_ino) == (file.device, file.inode)
+        same = (not file.missing and (st.st_dev, st.st_ino) == (file.device, file.inode)
                 and st.st_size == file.size and file.offset == file.size)
+        if same and ref.kind == "meta":  # rewritten in place at the same size: read again
+            try:
+                with open(ref.path, "rb", buffering=0) as f:
+                    return _head(f.fileno(), file.head) == file.head if file.head else False
+            except OSError:
+                return False
+        return same
 
     def _ingest(self, ref: FileRef, stats: ScanStats, stored: FileRow | None = None) -> None:
         """Read what is new in one file. A vanished file keeps everything it contributed.
@@ -322,5 +329,5 @@ class Ingester:
         def text(key: str) -> str | None:
             return storable_text(meta.get(key))
 
-        self.store.save_meta(file, stat, ref.agent_id, text("agentType"), text("description"))
+        self.store.save_meta(file, stat, _head(fd, stat.size), ref.agent_id, text("agentType"), text("description"))
 

@@ -149,9 +149,9 @@ class Store:
             self._write_rows(conn, [p for p in batch if p.result is not None])
             self._save(conn, batch)
 
-    def save_meta(self, file: FileRow, stat: Stat, agent_id: str, agent_type: str | None,
+    def save_meta(self, file: FileRow, stat: Stat, head: str, agent_id: str, agent_type: str | None,
                   description: str | None) -> None:
-        seen = Pending("", file, file.session_uuid, stat, file.offset, stat.size, None)
+        seen = Pending("", file, file.session_uuid, stat, file.offset, stat.size, None, head=head)
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(q("upsert_meta"), {"session_uuid": file.session_uuid, "agent_id": agent_id,
                                             "agent_type": agent_type, "description": description})
