@@ -56,10 +56,16 @@ def test_a_fifo_named_like_a_transcript_is_skipped_not_opened(db_url: str, tmp_p
     ("host=/tmp dbname=db password=s3cret", "s3cret"),
     ("host=/tmp password = 's3 cr\\'et' dbname=db", "s3 cr"),
     ("postgresql://me:pa/ss@h/db", "pa/ss"),
+    ("host=db password=p&ssw0rd", "ssw0rd"),
+    ("host=db sslpassword=k3y password=x", "k3y"),
+    ("host=db password=a\\ b1 dbname=x", "b1"),
+    ('RETROD_DATABASE_URL="postgresql://db:5432/r?password=s3cret"\nRETROD_PROJECTS_DIR="/home/me@corp/p"',
+     "s3cret"),
 ])
 def test_every_form_of_password_is_masked(dsn: str, secret: str) -> None:
     masked = mask_password(dsn)
     assert secret not in masked and "***" in masked
+    assert masked.count("\n") == dsn.count("\n") and "/home/me@corp/p" in masked or "\n" not in dsn
 
 
 def test_status_and_doctor_never_print_the_password(db_url: str, tmp_path: Path) -> None:
@@ -164,7 +170,8 @@ def test_request_keys_compare_exactly_whatever_they_hold(db_url: str, tmp_path: 
     assert summary == summary | reference.compute(tmp_path / "projects")[S]["summary"]
 
 
-def test_in_a_tie_a_named_agent_wins_over_an_unnamed_copy(db_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch_bytes", [4 << 20, 1])  # one statement for both files, or one each (the SQL's rule)
+def test_in_a_tie_a_named_agent_wins_over_an_unnamed_copy(db_url: str, tmp_path: Path, batch_bytes: int) -> None:
     """DESIGN §2.2: the unnamed and inline threads sort after every named agent, compaction
     agents included — the request is the compaction agent's, not the unnamed thread's."""
     import reference
@@ -179,7 +186,7 @@ def test_in_a_tie_a_named_agent_wins_over_an_unnamed_copy(db_url: str, tmp_path:
                 "data": {"type": "agent_progress", "message": {**record}}}
     (folder / f"{S}.jsonl").write_text(json.dumps(progress) + "\n")
     (folder / S / "subagents" / "agent-acompact-1.jsonl").write_text(json.dumps(record) + "\n")
-    ingest(db_url, [tmp_path / "projects"])
+    ingest(db_url, [tmp_path / "projects"], batch_bytes)
     tokens = reports(db_url)[S]["summary"]["tokens"]
     assert (tokens["compaction"]["output"], tokens["subagents"]["output"]) == (5, 0)
     assert tokens == reference.compute(tmp_path / "projects")[S]["summary"]["tokens"]
@@ -274,10 +281,16 @@ def test_a_file_whose_first_bytes_changed_is_read_again_from_its_start(db_url: s
         return json.dumps({"type": "user", "sessionId": S, "timestamp": f"2026-01-01T00:00:{at:02d}Z",
                            "message": {"content": "go"}}) + "\n"
 
-    path.write_text(user(0) + json.dumps(_assistant("old", 1)) + "\n")
+    path.write_text(user(0) + json.dumps(_assistant("old", 1, "y" * 5000)) + "\n")  # past the 4 KiB
     ingest(db_url, [tmp_path / "projects"])
+    with psycopg.connect(db_url) as conn:  # as a database from before fingerprints left it
+        conn.execute("UPDATE retrod.files SET head = ''")
+    with path.open("a") as f:
+        f.write(json.dumps(_assistant("older", 100)) + "\n")
+    ingest(db_url, [tmp_path / "projects"])  # gets its fingerprint now, though past its start
     inode = path.stat().st_ino
-    new = user(10) + json.dumps({**_assistant("new", 10), "timestamp": "2026-01-01T00:00:30Z"}) + "\n" + user(45)
+    new = user(10) + json.dumps({**_assistant("new", 10, "x" * 6000), "timestamp": "2026-01-01T00:00:30Z"}) + "\n" \
+        + user(45)
     assert len(new) > path.stat().st_size
     with path.open("r+") as f:  # same inode, other bytes, longer than what was read
         f.write(new)
@@ -287,7 +300,7 @@ def test_a_file_whose_first_bytes_changed_is_read_again_from_its_start(db_url: s
     report = reports(db_url)[S]
     summary = report["summary"]
     assert report["session"]["bad_lines"] == 0
-    assert summary["tokens"]["total"]["output"] == 11  # the old request stays counted (history is kept)
+    assert summary["tokens"]["total"]["output"] == 111  # the old requests stay counted (history is kept)
     want = reference.compute(tmp_path / "projects")[S]["summary"]  # time follows the new content
     assert {k: summary[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")} == \
         {k: want[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")} == \

@@ -51,7 +51,7 @@ def test_rendered_unit_reads_the_settings_from_an_owner_only_file_and_verifies(t
     _verify(unit, tmp_path)
     text = unit.read_text()
     assert f"ExecStart={sys.executable} run" in text and "s3cr" not in text
-    assert f"EnvironmentFile=-{env_file}" in text
+    assert f"EnvironmentFile={env_file}" in text
     # what systemd reads back from the file: the values exactly
     done = subprocess.run(["bash", "-c", f"set -a; . '{env_file}'; env"], capture_output=True, text=True)
     assert "RETROD_DATA_DIR=/tmp/my data/100% \"odd\"" in done.stdout.splitlines()

@@ -24,10 +24,17 @@ WORST_FILES = 5
 
 
 def mask_password(dsn: str) -> str:
-    """A libpq URL or keyword string with its password hidden, in any of the forms libpq reads:
-    `user:secret@` in a URL, `password=secret` as a URL parameter or a keyword (quoted or not)."""
-    dsn = re.sub(r"(://[^:/@?]*):[^@]*@", r"\1:***@", dsn)
-    return re.sub(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)", r"\1***", dsn, flags=re.IGNORECASE)
+    """A libpq URL or keyword string with its passwords hidden (`password`, `sslpassword`), in
+    any form libpq reads: `user:secret@` or `?password=secret` in a URL; `password=secret`,
+    quoted or with escaped spaces, in keyword form. Several lines (an environment file) are
+    masked one by one."""
+    if "\n" in dsn:
+        return "\n".join(mask_password(line) for line in dsn.split("\n"))
+    if "://" in dsn:
+        dsn = re.sub(r"(://[^:/@?\s]*):[^@\s]*@", r"\1:***@", dsn)
+        return re.sub(r"([?&](?:ssl)?password=)[^&\s\"]*", r"\1***", dsn, flags=re.IGNORECASE)
+    return re.sub(r"(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\'\"])+)", r"\1***", dsn,
+                  flags=re.IGNORECASE)
 
 
 def database_location(settings: Settings) -> str:

@@ -18,7 +18,7 @@ from .store.store import OUTAGE, FileRow, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
 from .transcript.fold import first_session_id, fold
 from .transcript.parser import parse_line, storable_text
-from .transcript.tailer import BOM, read_chunk
+from .transcript.tailer import read_chunk
 
 log = structlog.get_logger(__name__)
 
@@ -46,9 +46,13 @@ HEAD_BYTES = 4096
 def _head(fd: int, upto: int | str) -> str:
     """The fingerprint of a file's first bytes, up to HEAD_BYTES and never past `upto` (an
     offset, or a stored fingerprint whose length to compare again)."""
-    n = min(HEAD_BYTES, upto if isinstance(upto, int) else int(upto.split(":", 1)[0]))
+    n = min(HEAD_BYTES, upto if isinstance(upto, int) else _head_len(upto))
     data = os.pread(fd, n, 0)
     return f"{len(data)}:{hashlib.sha1(data).hexdigest()}"
+
+
+def _head_len(head: str) -> int:
+    return int(head.split(":", 1)[0]) if head else 0
 
 
 def _never() -> bool:
@@ -294,12 +298,16 @@ class Ingester:
         # Folded even with no complete line when new to it: a subagent file is listed as soon as
         # it exists, also again after a reset forgot it (truncated to nothing, or a partial line).
         news = reset or file.inode is None or file.size != stat.size or file.session_uuid != session
+        covered = _head_len("" if reset else file.head)  # bytes the stored fingerprint covers
         while True:
             chunk = read_chunk(fd, offset, self.batch_bytes)
             seen = Stat(stat.device, stat.inode, max(stat.size, chunk.end))
             if chunk.lines or news:
+                # Fingerprinted right after the read, before the fold's milliseconds; extended
+                # until it covers HEAD_BYTES (also for a file read before fingerprints existed).
+                head = _head(fd, chunk.end) if covered < min(HEAD_BYTES, chunk.end) else None
+                covered = _head_len(head) if head is not None else covered
                 result = fold(source, state, [(o, parse_line(raw)) for o, raw in chunk.lines])
-                head = _head(fd, chunk.end) if offset < HEAD_BYTES else None  # grows to HEAD_BYTES
                 self._add(Pending(path, file, session, seen, offset, chunk.end, result, len(chunk.lines), head))
                 offset, state, news = chunk.end, result.state, False
             if not chunk.lines or chunk.end >= stat.size or self.interrupted():
@@ -319,7 +327,7 @@ class Ingester:
     def _read_meta(self, ref: FileRef, file: FileRow, stat: Stat, fd: int) -> None:
         """A subagent's `.meta.json`; one that does not parse yet is retried when it changes."""
         try:
-            meta = json.loads(os.pread(fd, META_MAX_BYTES, 0).removeprefix(BOM))
+            meta = json.loads(os.pread(fd, META_MAX_BYTES, 0))  # (json.loads skips a BOM itself)
         except (ValueError, RecursionError):
             log.debug("meta file not readable yet", path=str(ref.path))
             return

@@ -52,7 +52,9 @@ def render_unit(exe: Path, env_file: Path | None) -> str:
             line = f"ExecStart={_quote(str(exe))} run"
         lines.append(line)
         if line.startswith("Environment=PYTHONUNBUFFERED") and env_file is not None:
-            lines.append(f"EnvironmentFile=-{str(env_file).replace('%', '%%')}")  # one path: no quotes
+            # One path, no quotes; no "-": a missing file must fail the start, not start the
+            # service quietly on the default database.
+            lines.append(f"EnvironmentFile={str(env_file).replace('%', '%%')}")
     return "\n".join(lines) + "\n"
 
 
