@@ -67,8 +67,7 @@ def _session(settings: Settings, conn, given: str | None, allow_unknown: bool = 
     """The session the command means (resolve.py decides); says which rule found it."""
     found = resolve.resolve(given, roots=settings.projects_roots(), known=lambda p: model.known_sessions(conn, p),
                             allow_unknown=allow_unknown)
-    if not found.explicit:
-        print(f"retrod: session {found.uuid} ({found.rule})", file=sys.stderr)
+    print(found.said, end="", file=sys.stderr)
     return found.uuid
 
 

@@ -43,11 +43,9 @@ class ScanStats:
 HEAD_BYTES = 4096
 
 
-def _head(fd: int, upto: int | str) -> str:
-    """The fingerprint of a file's first bytes, up to HEAD_BYTES and never past `upto` (an
-    offset, or a stored fingerprint whose length to compare again)."""
-    n = min(HEAD_BYTES, upto if isinstance(upto, int) else _head_len(upto))
-    data = os.pread(fd, n, 0)
+def _head(fd: int, upto: int) -> str:
+    """The fingerprint of a file's first bytes, up to HEAD_BYTES and never past offset `upto`."""
+    data = os.pread(fd, min(HEAD_BYTES, upto), 0)
     return f"{len(data)}:{hashlib.sha1(data).hexdigest()}"
 
 
@@ -243,7 +241,7 @@ class Ingester:
         if same and ref.kind == "meta":  # rewritten in place at the same size: read again
             try:
                 with open(ref.path, "rb", buffering=0) as f:
-                    return _head(f.fileno(), file.head) == file.head if file.head else False
+                    return _head(f.fileno(), _head_len(file.head)) == file.head if file.head else False
             except OSError:
                 return False
         return same
@@ -280,7 +278,8 @@ class Ingester:
     def _tail(self, ref: FileRef, file: FileRow, stat: Stat, fd: int) -> None:
         replaced = file.inode is not None and (file.device, file.inode) != (stat.device, stat.inode)
         truncated = stat.size < file.offset
-        rewritten = not (replaced or truncated) and file.head != "" and _head(fd, file.head) != file.head
+        rewritten = (not (replaced or truncated) and file.head != ""
+                     and _head(fd, _head_len(file.head)) != file.head)
         reset = replaced or truncated or rewritten
         if reset:
             log.info("file re-read from its start", path=str(ref.path),

@@ -45,6 +45,11 @@ class Resolved:
     def explicit(self) -> bool:
         return self.rule == "--session"
 
+    @property
+    def said(self) -> str:
+        """The stderr line that tells how the session was found ("" when the user named it)."""
+        return "" if self.explicit else f"retrod: session {self.uuid} ({self.rule})\n"
+
 
 def resolve(given: str | None, *, roots: list[Path], known: Callable[[str], Iterable[str]],
             cwd: Path | None = None, env: Mapping[str, str] = os.environ, pid: int | None = None,
@@ -161,7 +166,8 @@ def _session_file(path: Path, pid: int) -> str | None:
     started_ms = data.get("startedAt")
     process_start = _process_start(pid)
     # (300 s of slack: the wall clock may have stepped since; a pid is not reused that soon)
-    stale = isinstance(started_ms, (int, float)) and process_start is not None and started_ms / 1000 < process_start - 300
+    stale = (isinstance(started_ms, (int, float)) and process_start is not None
+             and started_ms / 1000 < process_start - 300)
     return None if stale else session.lower()
 
 

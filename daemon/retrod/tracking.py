@@ -85,13 +85,14 @@ def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
             p = open_phases[0]
             raise TrackingError(f"phase {p['task']!r} / {p['phase']!r} is still open; end it first with"
                                 " `retrod phase end --verdict VERDICT`")
-        now = cur.execute(q("transaction_now")).fetchone()["now"]
+        span = cur.execute(q("session_span"), {"session": session}).fetchone()
+        now = span["now"]
         _refuse_overlap(cur, user_session["id"], now, None)
         row = cur.execute(q("insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": now,
             "ended_at": None, "verdict": "pending", **_notes(PhaseNotes()),
         }).fetchone()
-        return {**row, "warnings": _outside_span(cur, session, user_session, now, None)}
+        return {**row, "warnings": _outside_span(span, user_session, now, None)}
 
 
 def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, at: datetime | None = None) -> dict:
@@ -125,7 +126,8 @@ def phase_log(conn: Connection, session: str, task: str, phase: str, start: date
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": start,
             "ended_at": end, "verdict": verdict, **_notes(notes),
         }).fetchone()
-        return {**row, "warnings": _outside_span(cur, session, user_session, start, end)}
+        span = cur.execute(q("session_span"), {"session": session}).fetchone()
+        return {**row, "warnings": _outside_span(span, user_session, start, end)}
 
 
 def _refuse_overlap(cur, session_id: int, start: datetime, end: datetime | None) -> None:
@@ -138,10 +140,9 @@ def _refuse_overlap(cur, session_id: int, start: datetime, end: datetime | None)
                             f" ({local(clash['started_at'])} → {until}); phases may not overlap")
 
 
-def _outside_span(cur, session: str, user_session: dict, start: datetime, end: datetime | None) -> list[str]:
+def _outside_span(span: dict, user_session: dict, start: datetime, end: datetime | None) -> list[str]:
     """Accepted, but worth a word: a phase before the session's first line, after its end, or
-    in the future."""
-    span = cur.execute(q("session_span"), {"session": session}).fetchone()
+    in the future (`span`: the session_span row)."""
     warnings = []
     if span["first_ts"] is not None and start < span["first_ts"]:
         warnings.append(f"the phase starts before the session's first line ({local(span['first_ts'])})")
@@ -159,10 +160,9 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
     if project and project.startswith(("/", ".", "~")):
         slugs = project_slugs(Path(project).expanduser().resolve())  # as Claude Code sees it: no `..`, no links
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(q("recent_sessions"), {
+        return cur.execute(q("recent_sessions"), {
             "slugs": slugs, "pattern": None if slugs or not project else f"%{project}%",
             "since": since, "limit": limit}).fetchall()
-    return rows
 
 
 def list_phases(conn: Connection, session: str) -> list[dict]:

@@ -73,8 +73,8 @@ def _summary(summary: dict) -> list[str]:
                     _n(summary["phases"])]])
     out += ["", "*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
                 "person reading and typing. *Away*: pauses longer than "
-                f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall clock unless the first line is "
-                "stamped later than one after it."]
+                f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall "
+                "clock unless the first line is stamped later than one after it."]
     out += [""] + _table(["Tokens", "Main", "Subagents", "Compaction", "Total"], rows)
     out += ["", f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
                 f"({_n(summary['tool_result_bytes'])} bytes)."]

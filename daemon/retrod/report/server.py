@@ -85,9 +85,8 @@ class ReportServer:
             known = isinstance(exc, (psycopg.Error, OSError, RuntimeError))  # as cli.main words them
             prefix = "" if known else f"internal error ({type(exc).__name__}): "
             return "1", f"retrod: error: {prefix}{_one_line(exc)}\n", ""
-        said = "" if found.explicit else f"retrod: session {found.uuid} ({found.rule})\n"
         saved = f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else ""
-        return "0", said + saved, text
+        return "0", found.said + saved, text
 
 
 def _one_line(exc: Exception) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+
 import psycopg
 from psycopg_pool import ConnectionPool
 

@@ -94,14 +94,15 @@ class Store:
     def known_files(self) -> dict[str, FileRow]:
         """Every stored file of this host by path, read at once: a scan skips the unchanged ones
         and reads no row file by file."""
-        with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(q("all_files"), {"host_id": self.host_id}).fetchall()
-        return {row["path"]: FileRow.from_db(row) for row in rows}
+        return self._rows_by_path("all_files", {"host_id": self.host_id})
 
     def session_files(self, session: str) -> dict[str, FileRow]:
         """The stored rows of a session's files on this host, by path (see `Ingester.refresh`)."""
+        return self._rows_by_path("session_files_of_host", {"host_id": self.host_id, "session": session})
+
+    def _rows_by_path(self, query: str, args: dict) -> dict[str, FileRow]:
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(q("session_files_of_host"), {"host_id": self.host_id, "session": session}).fetchall()
+            rows = cur.execute(q(query), args).fetchall()
         return {row["path"]: FileRow.from_db(row) for row in rows}
 
     def mark_missing(self, path: str) -> None:

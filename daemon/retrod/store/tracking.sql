@@ -39,9 +39,6 @@ SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s
              (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s)) AS first_ts,
        now() AS now;
 
--- name: transaction_now
-SELECT now() AS now;
-
 -- name: insert_phase
 INSERT INTO public.cc_session_phases (session_id, task, phase, started_at, ended_at, verdict,
     actions_summary, subagents, useful_info, lessons_learned, notes)
