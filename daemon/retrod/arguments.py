@@ -62,6 +62,14 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=_positive, default=20, help="at most this many (default 20)")
     listing.add_argument("--json", action="store_true")
 
+    team = sub.add_parser("team", help="share one PostgreSQL among a team: print (or apply) roles and policies")
+    team.add_argument("--member", action="append", default=[], metavar="ROLE",
+                      help="a login role whose daemon writes its own rows (repeatable)")
+    team.add_argument("--reader", action="append", default=[], metavar="ROLE",
+                      help="a login role that reads everyone's rows (repeatable)")
+    team.add_argument("--apply", action="store_true",
+                      help="run it on RETROD_DATABASE_URL, as the role that owns retrod's tables")
+
     status = sub.add_parser("status", help="is the daemon running, how far behind, how healthy")
     status.add_argument("--json", action="store_true")
     doctor = sub.add_parser("doctor", help="check configuration, folders, database, watcher limits, service")

@@ -18,6 +18,7 @@ from .report import markdown, model, retrospective
 from .service.cluster import ClusterError
 from .settings import Settings
 from .store.db import open_pool
+from .team import TeamError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -161,6 +162,20 @@ def _cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_FAILURE if any(c.level in failing for c in checks) else EXIT_OK
 
 
+def _cmd_team(settings: Settings, args: argparse.Namespace) -> int:
+    from . import team
+
+    if not args.apply:
+        print(team.script(args.member, args.reader), end="")
+        return EXIT_OK
+    if settings.database_url is None:
+        raise team.TeamError("--apply needs RETROD_DATABASE_URL: the private cluster has one user")
+    with open_pool(settings, max_size=1) as pool, pool.connection() as conn:  # opening it migrates
+        for line in team.apply(conn, args.member, args.reader):
+            print(line)
+    return EXIT_OK
+
+
 def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
     from .service import install
 
@@ -180,7 +195,7 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
             "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "skills": _cmd_skills,
-            "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
+            "team": _cmd_team, "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,7 +211,7 @@ def execute(args: argparse.Namespace) -> int:
         logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
     except (tracking.TrackingError, skills.SkillsError, resolve.SessionError,
-            retrospective.OutputError) as exc:
+            retrospective.OutputError, TeamError) as exc:
         return _fail(args, exc, EXIT_USAGE)
     except pydantic.ValidationError as exc:
         problems = "; ".join(

@@ -11,7 +11,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from ..store.queries import q
-from ..tracking import ensure_session
+from ..tracking import TrackingError, ensure_session
 from . import markdown, model
 
 INT_MAX = 2**31 - 1  # cc_sessions keeps the original design's INT columns
@@ -53,16 +53,22 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
     """
     check_output(output)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        user_session = ensure_session(cur, session)
-        if close:
-            cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
+        # A team's reader role reads everyone's sessions and writes none: its report is read only.
+        may_write = cur.execute(q("may_write_sessions")).fetchone()["may_write"]
+        if close and not may_write:
+            raise TrackingError("--close: this database role may only read (a team's reader)")
+        if may_write:
+            user_session = ensure_session(cur, session)
+            if close:
+                cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
         report = model.build(conn, session, away_after_s)
         summary = report["summary"]
-        cur.execute(q("fill_session_totals"), {
-            "session": session, "close": close,
-            **{f: min(summary["tokens"]["total"][f], INT_MAX) for f in model.TOKEN_FIELDS},
-            "claude_s": summary["claude_s"], "tool_s": summary["tool_s"], "human_s": summary["human_s"],
-        })
+        if may_write:
+            cur.execute(q("fill_session_totals"), {
+                "session": session, "close": close,
+                **{f: min(summary["tokens"]["total"][f], INT_MAX) for f in model.TOKEN_FIELDS},
+                "claude_s": summary["claude_s"], "tool_s": summary["tool_s"], "human_s": summary["human_s"],
+            })
         text = json.dumps(report, indent=2) + "\n" if as_json else markdown.render(report)
         path = output or (reports_dir / file_name(report, "json" if as_json else "md") if reports_dir else None)
         if path is not None:

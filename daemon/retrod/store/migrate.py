@@ -10,6 +10,8 @@ from pathlib import Path
 import psycopg
 import structlog
 
+from .queries import q
+
 log = structlog.get_logger(__name__)
 
 _FILE = re.compile(r"(\d{4})_(\w+)\.sql")
@@ -44,8 +46,26 @@ def load(folder: Path | None = None) -> list[Migration]:
     return found
 
 
+class MigrationRefused(RuntimeError):
+    """The database needs a migration this role may not apply (a team member's)."""
+
+
+def pending(conn: psycopg.Connection, folder: Path | None = None) -> list[Migration]:
+    """The migrations not applied yet, read without writing anything."""
+    if conn.execute("SELECT to_regclass('retrod.migrations')").fetchone()[0] is None:
+        return load(folder)
+    done = {row[0] for row in conn.execute("SELECT version FROM retrod.migrations")}
+    return [m for m in load(folder) if m.version not in done]
+
+
 def migrate(conn: psycopg.Connection, folder: Path | None = None) -> list[int]:
-    """Apply what is missing; returns the versions applied. `conn` must be in autocommit mode."""
+    """Apply what is missing; returns the versions applied. `conn` must be in autocommit mode.
+
+    An up-to-date database costs one read and no lock or DDL: a team member's role may run none
+    (store/team.sql). One that is not up to date, asked by a role that may not change it, is
+    refused with the migration it needs."""
+    if not pending(conn, folder):
+        return []
     applied_now = []
     conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
     try:
@@ -56,18 +76,23 @@ def migrate(conn: psycopg.Connection, folder: Path | None = None) -> list[int]:
                 " version INT PRIMARY KEY, name TEXT NOT NULL,"
                 " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
             )
-        done = {row[0] for row in conn.execute("SELECT version FROM retrod.migrations")}
-        for migration in load(folder):
-            if migration.version in done:
-                continue
+        for migration in pending(conn, folder):  # again, under the lock: another may have applied some
             with conn.transaction():
                 conn.execute(migration.sql)
                 conn.execute(
                     "INSERT INTO retrod.migrations (version, name) VALUES (%s, %s)",
                     (migration.version, migration.name),
                 )
+                if conn.execute(q("team_enabled")).fetchone()[0]:
+                    conn.execute(q("team_policies"))  # a new table gets the team's grants and policies
             log.info("migration applied", version=migration.version, name=migration.name)
             applied_now.append(migration.version)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        missing = pending(conn, folder)
+        needed = f"migration {missing[0].version:04d} ({missing[0].name})" if missing else "a migration"
+        raise MigrationRefused(
+            f"the database needs {needed}, which this role may not apply ({' '.join(str(exc).split())}):"
+            " run `retrod migrate` as the role that owns retrod's tables") from None
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
     return applied_now

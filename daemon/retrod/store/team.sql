@@ -1,0 +1,73 @@
+-- A team on one shared PostgreSQL: `retrod team` prints these (`--apply` runs them) for the role
+-- that owns retrod's tables, the one that runs its migrations. Each member's daemon connects as
+-- its own login role, granted retrod_member: row-level security lets it read and write only the
+-- rows whose db_role (migration 0008) is its own. retrod_reader reads everyone's rows (the team
+-- view) and writes none. Members never run migrations: see store/migrate.py.
+
+-- name: team_roles
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'retrod_member') THEN
+        CREATE ROLE retrod_member NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'retrod_reader') THEN
+        CREATE ROLE retrod_reader NOLOGIN;
+    END IF;
+END $$;
+
+-- Grants and policies on every table with a db_role column. Run again by `migrate` after it
+-- applies a migration to a team's database, so that a new table is never left open or shut.
+-- The table owner is not subject to the policies (no FORCE): it migrates and sees everything.
+-- name: team_policies
+DO $$
+DECLARE
+    t regclass;
+    s regclass;
+BEGIN
+    -- The user's own tables get the column here, for a team only (a default, last: other
+    -- tools' statements work as before). Their rows so far belong to the role running this.
+    FOREACH t IN ARRAY ARRAY['public.cc_sessions'::regclass, 'public.cc_session_phases'::regclass] LOOP
+        EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS db_role TEXT NOT NULL DEFAULT current_user', t);
+    END LOOP;
+    GRANT USAGE ON SCHEMA retrod TO retrod_member, retrod_reader;
+    GRANT SELECT ON retrod.migrations TO retrod_member, retrod_reader;
+    FOR t IN
+        SELECT a.attrelid::regclass FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+        WHERE a.attname = 'db_role' AND NOT a.attisdropped AND c.relkind IN ('r', 'p')
+          AND (c.relnamespace = 'retrod'::regnamespace
+               OR c.oid IN ('public.cc_sessions'::regclass, 'public.cc_session_phases'::regclass))
+        ORDER BY 1
+    LOOP
+        EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('DROP POLICY IF EXISTS member_own_rows ON %s', t);
+        EXECUTE format('CREATE POLICY member_own_rows ON %s TO retrod_member'
+                       ' USING (db_role = current_user) WITH CHECK (db_role = current_user)', t);
+        EXECUTE format('DROP POLICY IF EXISTS reader_all_rows ON %s', t);
+        EXECUTE format('CREATE POLICY reader_all_rows ON %s FOR SELECT TO retrod_reader USING (true)', t);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO retrod_member', t);
+        EXECUTE format('GRANT SELECT ON %s TO retrod_reader', t);
+        FOR s IN SELECT d.objid::regclass FROM pg_depend d JOIN pg_class q ON q.oid = d.objid
+                 WHERE d.refobjid = t AND q.relkind = 'S' AND d.deptype IN ('a', 'i') LOOP
+            EXECUTE format('GRANT USAGE ON SEQUENCE %s TO retrod_member', s);
+        END LOOP;
+    END LOOP;
+    -- A phase goes only onto one's own session (a member who is also a reader sees the others).
+    DROP POLICY member_own_rows ON public.cc_session_phases;
+    CREATE POLICY member_own_rows ON public.cc_session_phases TO retrod_member
+        USING (db_role = current_user)
+        WITH CHECK (db_role = current_user AND EXISTS (
+            SELECT FROM public.cc_sessions s WHERE s.id = session_id AND s.db_role = current_user));
+END $$;
+
+-- Whether `retrod team` ran on this database.
+-- name: team_enabled
+SELECT relrowsecurity FROM pg_class WHERE oid = 'retrod.files'::regclass;
+
+-- name: secured_tables
+SELECT count(*) FROM pg_class
+WHERE relrowsecurity AND (relnamespace = 'retrod'::regnamespace
+                          OR oid IN ('public.cc_sessions'::regclass, 'public.cc_session_phases'::regclass));
+
+-- Whether this role may write the user's tables (a reader may not: its report writes nothing).
+-- name: may_write_sessions
+SELECT has_table_privilege('public.cc_sessions', 'UPDATE') AS may_write;
