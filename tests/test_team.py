@@ -185,3 +185,26 @@ def test_every_table_of_retrod_names_the_role_of_its_rows(db_url: str) -> None:
             " AND relname <> 'migrations' AND NOT EXISTS (SELECT FROM pg_attribute a"
             " WHERE a.attrelid = c.oid AND a.attname = 'db_role' AND NOT a.attisdropped)").fetchall()
     assert unnamed == []
+
+
+def test_a_transcript_copied_from_another_member_is_refused_not_counted_twice(team: dict, members: dict) -> None:
+    """Request keys are global (DESIGN §2.2): a request belongs to the member who stored it first."""
+    copied = FIXTURES / ALICE_PROJECT / f"{members['alice']}.jsonl"
+    bob_projects = team["root"] / "home-bob" / "projects"
+    with psycopg.connect(team["url"]["admin"]) as admin:
+        before = admin.execute("SELECT db_role, count(*), sum(output_tokens) FROM retrod.requests"
+                               " GROUP BY 1 ORDER BY 1").fetchall()
+    shutil.copy(copied, bob_projects / BOB_PROJECT / copied.name)
+    try:
+        done = retrod(team, "bob", "run", "--once")
+        assert done.returncode == 0, done.stderr
+        assert "row-level security" in done.stderr and copied.name in done.stderr
+        with psycopg.connect(team["url"]["admin"]) as admin:
+            after = admin.execute("SELECT db_role, count(*), sum(output_tokens) FROM retrod.requests"
+                                  " GROUP BY 1 ORDER BY 1").fetchall()
+        assert after == before
+        rows = json.loads(ok(retrod(team, "bob", "sessions", "--json", "--limit", "1000")))
+        [listed] = [row for row in rows if row["uuid"] == members["alice"]]  # bob has the file...
+        assert (listed["requests"], listed["total_tokens"]) == (0, 0)  # ...and none of its figures
+    finally:
+        (bob_projects / BOB_PROJECT / copied.name).unlink()
