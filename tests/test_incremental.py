@@ -1,12 +1,15 @@
 """Incremental = batch (DESIGN §2.2, last rule): feeding the same files in random chunks —
-lines split mid-way, files interleaved, small batches, the ingester restarted between chunks —
-ends in exactly the database that one pass over the final files gives."""
+lines split mid-way, files interleaved, small batches, the ingester restarted between chunks,
+files deleted and written again at the same path (where the file system hands the new file the
+old inode number, and at times a stranger's content first) — ends in exactly the database that
+one pass over the final files gives."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -82,6 +85,21 @@ def batch_snapshot(pg_cluster, final_tree, tmp_path_factory) -> Snapshot:
         return Snapshot(snapshot(url, relative_to=root))
 
 
+_STRANGER = b'{"type":"user","timestamp":"2026-02-02T00:00:00Z","message":{"content":"not the same file"}}\n'
+
+
+def _replace(path: Path, read: int, data: st.DataObject, scan: Callable[[], None]) -> None:
+    """Delete a file its reader has `read` bytes of; maybe let it be seen gone; maybe put a
+    stranger there first, at least as long, so only the fingerprint tells it apart (DESIGN §2.1)."""
+    path.unlink()
+    if data.draw(st.booleans(), label="ingest while gone"):
+        scan()
+    if data.draw(st.booleans(), label="a stranger first"):
+        path.write_bytes(_STRANGER * (read // len(_STRANGER) + 1))
+        scan()
+        path.unlink()
+
+
 @settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large, HealthCheck.large_base_example])
@@ -96,9 +114,24 @@ def test_random_chunks_end_like_one_pass(pg_cluster, final_tree, batch_snapshot,
         pool.open(wait=True)
         try:
             ingester = None
+
+            def scan() -> None:
+                nonlocal ingester
+                if ingester is None or data.draw(st.booleans(), label="restart ingester"):
+                    batch = data.draw(st.sampled_from([512, 4096, 65536, 4 << 20]), label="batch bytes")
+                    ingester = Ingester(Store(pool, HOST), [root], batch)
+                ingester.scan()
+
+            replacements = 0
             while pending := sorted(rel for rel, n in written.items() if n < len(final_tree[rel])):
                 rel = data.draw(st.sampled_from(pending), label="file")
                 full = final_tree[rel]
+                if written[rel] and replacements < 3 and data.draw(st.booleans(), label="replace it"):
+                    replacements += 1
+                    _replace(root / rel, written[rel], data, scan)
+                    written[rel] = data.draw(st.integers(0, written[rel]), label="bytes kept")
+                    (root / rel).write_bytes(full[:written[rel]])
+                    continue
                 # Shrinks towards appending the whole rest: the simplest example is one pass.
                 short = data.draw(st.integers(0, len(full) - written[rel] - 1), label="bytes held back")
                 upto = len(full) - short
@@ -108,10 +141,7 @@ def test_random_chunks_end_like_one_pass(pg_cluster, final_tree, batch_snapshot,
                     f.write(full[written[rel]:upto])
                 written[rel] = upto
                 if data.draw(st.booleans(), label="ingest now"):
-                    if ingester is None or data.draw(st.booleans(), label="restart ingester"):
-                        batch = data.draw(st.sampled_from([512, 4096, 65536, 4 << 20]), label="batch bytes")
-                        ingester = Ingester(Store(pool, HOST), [root], batch)
-                    ingester.scan()
+                    scan()
             for rel in final_tree:  # files that are empty in the end never got an append
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).touch()

@@ -238,13 +238,22 @@ class Ingester:
             return False  # _ingest() records it as missing
         same = (not file.missing and (st.st_dev, st.st_ino) == (file.device, file.inode)
                 and st.st_size == file.size and file.offset == file.size)
-        if same and ref.kind == "meta":  # rewritten in place at the same size: read again
-            try:
-                with open(ref.path, "rb", buffering=0) as f:
-                    return _head(f.fileno(), _head_len(file.head)) == file.head if file.head else False
-            except OSError:
-                return False
-        return same
+        if not same or ref.kind == "tool_result":  # only a tool output's size counts
+            return same
+        if not file.head:
+            return file.size == 0
+        # The same inode number and size can be another file: deleted and written again at once
+        # (the inode comes back, and the size may match), or rewritten in place (a .meta.json).
+        # Its fingerprint tells (DESIGN §2.1); the modification time would not, at the file
+        # system clock's coarse granularity. It costs one 4 KiB read per file per scan.
+        try:
+            fd = os.open(ref.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return False
+        try:
+            return _head(fd, _head_len(file.head)) == file.head
+        finally:
+            os.close(fd)
 
     def _ingest(self, ref: FileRef, stats: ScanStats, stored: FileRow | None = None) -> None:
         """Read what is new in one file. A vanished file keeps everything it contributed.
