@@ -11,9 +11,8 @@ import psycopg
 import pydantic
 import structlog
 
-from . import arguments
+from . import arguments, resolve, skills, tracking
 from . import log as logging_setup
-from . import resolve, skills, tracking
 from .report import markdown, model, retrospective
 from .service.cluster import ClusterError
 from .settings import Settings

@@ -14,8 +14,8 @@ from psycopg.rows import dict_row
 
 from .service import install
 from .service.cluster import ClusterError
-from .settings import Settings
 from .service.daemon_lock import running_daemon
+from .settings import Settings
 from .store.db import cluster_for, open_pool
 from .store.queries import q
 from .transcript.discovery import walk

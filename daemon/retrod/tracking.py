@@ -6,15 +6,15 @@ Each command is one transaction, so a refused command writes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .verdicts import VERDICTS
 from .resolve import project_slugs
 from .store.queries import q
+from .verdicts import VERDICTS
 
 
 class TrackingError(ValueError):
@@ -70,7 +70,7 @@ def ensure_session(cur, session: str, description: str | None = None) -> dict:
     return cur.execute(q("upsert_user_session"), {
         "session": session,
         "project_slug": seen["project_slug"] or "",
-        "started_at": seen["started_at"] or datetime.now(timezone.utc),
+        "started_at": seen["started_at"] or datetime.now(UTC),
         "description": description,
     }).fetchone()
 

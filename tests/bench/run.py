@@ -24,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import backfill  # noqa: E402
-import commands  # noqa: E402
-import idle_cost  # noqa: E402
-import live_latency  # noqa: E402
-import report_latency  # noqa: E402
-from peers import find_ccusage  # noqa: E402
+import backfill
+import commands
+import idle_cost
+import live_latency
+import report_latency
+from peers import find_ccusage
 
 
 def machine() -> dict:

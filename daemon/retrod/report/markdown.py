@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .model import BUCKETS
 
@@ -92,7 +92,7 @@ def _gantt_text(text: str) -> str:
 
 
 def _gantt_time(iso: str) -> str:
-    return datetime.fromisoformat(iso).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _timeline(phases: list[dict]) -> list[str]:
@@ -103,7 +103,7 @@ def _timeline(phases: list[dict]) -> list[str]:
         if p["task"] != section:
             section = p["task"]
             out.append(f"    section {_gantt_text(section)}")
-        end = p["ended_at"] or datetime.now(timezone.utc).isoformat()  # an open phase runs until now
+        end = p["ended_at"] or datetime.now(UTC).isoformat()  # an open phase runs until now
         tag = GANTT_TAG.get(p["verdict"], "")
         out.append(f"    {_gantt_text(p['phase'])} ({_gantt_text(p['verdict'])}) :{tag}p{i}, "
                    f"{_gantt_time(p['started_at'])}, {_gantt_time(end)}")
