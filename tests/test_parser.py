@@ -151,8 +151,8 @@ def test_never_raises_on_any_bytes(raw: bytes) -> None:
     r'{"type":"user","isSidechain":"\ud800","timestamp":"2026-01-01T00:00:00Z"}',
     r'{"type":"user","message":"x\ud800","timestamp":"2026-01-01T00:00:00Z"}',
     r'{"type":"system","data":"\ud800","timestamp":"2026-01-01T00:00:00Z"}',
-    r'{"type":"assistant","timestamp":"2026-01-01T00:00:00Z","message":{"content":['
-    r'{"type":"tool_use","id":"t1","name":"Task","input":"ls \ud800"}]}}',
+    (r'{"type":"assistant","timestamp":"2026-01-01T00:00:00Z","message":{"content":['
+     r'{"type":"tool_use","id":"t1","name":"Task","input":"ls \ud800"}]}}'),
 ])
 def test_a_lone_surrogate_where_no_string_fits_makes_that_field_absent(raw: str) -> None:
     """Found in review: such a line raised from the lenient decode, and its file stopped there."""

@@ -203,7 +203,7 @@ def execute(args: argparse.Namespace) -> int:
         return _fail(args, ValueError(problems), EXIT_USAGE, "configuration: ")
     except (ClusterError, psycopg.Error, OSError, RuntimeError) as exc:
         return _fail(args, exc, EXIT_FAILURE)
-    except Exception as exc:  # a bug: still one line, the traceback with --debug
+    except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback with --debug
         return _fail(args, exc, EXIT_FAILURE, f"internal error ({type(exc).__name__}): ")
 
 

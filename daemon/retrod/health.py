@@ -48,7 +48,8 @@ def status(settings: Settings) -> dict:
     out: dict = {
         "daemon": {"running": daemon is not None,
                    "pid": (daemon or {}).get("pid"),
-                   "uptime_s": round(time.time() - daemon["started_at"]) if daemon and "started_at" in daemon else None},
+                   "uptime_s": round(time.time() - daemon["started_at"])
+                               if daemon and "started_at" in daemon else None},
         "database": {"location": database_location(settings)},
         "projects": [str(r) for r in settings.projects_roots()],
     }
@@ -87,11 +88,12 @@ def status(settings: Settings) -> dict:
 
 def render_status(s: dict) -> str:
     d = s["daemon"]
+    daemon = f"running, pid {d['pid']}, up {d['uptime_s']}s" if d["running"] else "not running"
     lines = [
-        f"daemon:    {'running, pid %s, up %ss' % (d['pid'], d['uptime_s']) if d['running'] else 'not running'}",
+        f"daemon:    {daemon}",
         f"database:  {s['database']['location']}",
-        f"           PostgreSQL {s['database']['version']}, {s['database']['size_bytes'] / 1e6:.1f} MB, "
-        f"{s['database']['round_trip_ms']} ms to answer",
+        (f"           PostgreSQL {s['database']['version']}, {s['database']['size_bytes'] / 1e6:.1f} MB, "
+         f"{s['database']['round_trip_ms']} ms to answer"),
         f"projects:  {', '.join(s['projects'])}",
         f"files:     {s['files']['tracked']} tracked ({s['files']['deleted_since']} deleted since, kept)",
         f"lag:       {s['lag']['bytes']:,} bytes not yet ingested in {s['lag']['files']} files",

@@ -46,7 +46,7 @@ HEAD_BYTES = 4096
 def _head(fd: int, upto: int) -> str:
     """The fingerprint of a file's first bytes, up to HEAD_BYTES and never past offset `upto`."""
     data = os.pread(fd, min(HEAD_BYTES, upto), 0)
-    return f"{len(data)}:{hashlib.sha1(data).hexdigest()}"
+    return f"{len(data)}:{hashlib.sha1(data, usedforsecurity=False).hexdigest()}"
 
 
 def _head_len(head: str) -> int:

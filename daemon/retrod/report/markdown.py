@@ -20,7 +20,7 @@ NO_PHASES = ("No phases were logged for this session, so there is no verdict bre
 
 
 def duration(seconds: float) -> str:
-    total = int(round(seconds))
+    total = round(seconds)
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
@@ -71,13 +71,13 @@ def _summary(summary: dict) -> list[str]:
                     duration(summary["tool_s"]), duration(summary["human_s"]), duration(summary["away_s"]),
                     _n(summary["requests"]), _n(summary["tool_calls"]), _n(summary["compactions"]),
                     _n(summary["phases"])]])
-    out += ["", "*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
-                "person reading and typing. *Away*: pauses longer than "
-                f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall "
-                "clock unless the first line is stamped later than one after it."]
+    out += ["", ("*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
+                 "person reading and typing. *Away*: pauses longer than "
+                 f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall "
+                 "clock unless the first line is stamped later than one after it.")]
     out += [""] + _table(["Tokens", "Main", "Subagents", "Compaction", "Total"], rows)
-    out += ["", f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
-                f"({_n(summary['tool_result_bytes'])} bytes)."]
+    out += ["", (f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
+                 f"({_n(summary['tool_result_bytes'])} bytes).")]
     return out
 
 
@@ -145,12 +145,12 @@ def _phase_detail(phases: list[dict]) -> list[str]:
         out += ["", f"### {i}. {cell(p['task'])} / {cell(p['phase'])} — {p['verdict']}", "",
                 f"- **When:** {p['started_at'][:19].replace('T', ' ')} → {end} UTC",
                 f"- **Actions:** {cell(p['actions_summary']) or '—'}",
-                f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
-                f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)",
+                (f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
+                 f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)"),
                 f"- **Turns:** {_n(p['tool_turns'])} tool-heavy, {_n(p['text_turns'])} text",
                 f"- **Tool result input:** ~{_n(p['tool_result_tokens_est'])} tokens",
-                f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
-                f"human {duration(p['human_s'])}, away {duration(p['away_s'])}"]
+                (f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
+                 f"human {duration(p['human_s'])}, away {duration(p['away_s'])}")]
         if p["useful_info"]:
             out.append(f"- **Useful info:** {cell(p['useful_info'])}")
         if p["lessons_learned"]:
