@@ -59,8 +59,9 @@ def candidate_bindirs(override: Path | None = None) -> list[Path]:
     pg_config = shutil.which("pg_config")
     if pg_config:
         try:
-            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10)
-            found.append(Path(out.stdout.strip()))
+            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=False)
+            if out.returncode == 0 and out.stdout.strip():  # else Path("") is the working folder
+                found.append(Path(out.stdout.strip()))
         except (OSError, subprocess.SubprocessError):
             pass
     versions = glob.glob("/usr/lib/postgresql/*/bin")
