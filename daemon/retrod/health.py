@@ -17,7 +17,7 @@ from .service.cluster import ClusterError
 from .service.daemon_lock import running_daemon
 from .settings import Settings
 from .store.db import cluster_for, open_pool
-from .store.queries import q
+from .store.queries import one, q
 from .transcript.discovery import walk
 
 WORST_FILES = 5
@@ -56,12 +56,12 @@ def status(settings: Settings) -> dict:
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         args = {"host_id": settings.host_id}
         started = time.monotonic()
-        server = cur.execute(q("status_server")).fetchone()
+        server = one(cur.execute(q("status_server")))
         out["database"].update(healthy=True, version=server["version"], size_bytes=server["bytes"],
                                round_trip_ms=round((time.monotonic() - started) * 1000, 1))
-        files = cur.execute(q("status_files"), args).fetchone()
+        files = one(cur.execute(q("status_files"), args))
         offsets = cur.execute(q("status_offsets"), args).fetchall()
-        active = cur.execute(q("status_active_sessions"), args).fetchone()["count"]
+        active = one(cur.execute(q("status_active_sessions"), args))["count"]
     ingested = {row["path"]: row["offset"] for row in offsets}
     lag = []  # every transcript on disk: one the daemon has not seen yet is behind by all of it
     for root in settings.projects_roots():

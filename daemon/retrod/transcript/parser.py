@@ -291,8 +291,8 @@ def _message(kind: str | None, session_id: str | None, timestamp: str | None, uu
             msg.tool_uses.append(ToolUse(
                 id=storable_text(block.id),
                 name=name,
-                description=task and storable_text(task.description),
-                subagent_type=task and storable_text(task.subagent_type),
+                description=storable_text(task.description) if task is not None else None,
+                subagent_type=storable_text(task.subagent_type) if task is not None else None,
             ))
         elif block.type == "tool_result":
             msg.tool_results.append((storable_text(block.tool_use_id), _tool_result_bytes(block.content)))
