@@ -61,17 +61,20 @@ _SNAPSHOT = {
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
 ROLLUPS_FROM_RAW = {
-    "request_minutes": "SELECT session_uuid, retrod.minute_of(ts)::text, agent, count(*), count(*) FILTER (WHERE has_tool_use),"
+    "request_minutes": "SELECT session_uuid, retrod.minute_of(ts)::text, agent, count(*),"
+                       " count(*) FILTER (WHERE has_tool_use),"
                        " sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_create_tokens)"
                        " FROM retrod.requests GROUP BY 1, retrod.minute_of(ts), 3 ORDER BY 1, retrod.minute_of(ts), 3",
     "event_minutes": "SELECT session_uuid, minute::text, sum(c), sum(t), sum(h), sum(b) FROM ("
-                     " SELECT e.session_uuid, p.minute, CASE WHEN e.kind = 'claude' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END c,"
+                     " SELECT e.session_uuid, p.minute,"
+                     " CASE WHEN e.kind = 'claude' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END c,"
                      " CASE WHEN e.kind = 'tool' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END t,"
-                     " CASE WHEN e.kind = 'human' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END h, 0 b"
-                     " FROM retrod.events e, retrod.pieces_of(e.prev_ts, e.ts) p WHERE e.kind IS NOT NULL"
-                     " UNION ALL SELECT session_uuid, retrod.minute_of(ts), 0, 0, 0, tool_result_bytes FROM retrod.events"
-                     " WHERE tool_result_bytes <> 0) d GROUP BY 1, minute ORDER BY 1, minute",
-    "session_tool_calls": "SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls GROUP BY 1 ORDER BY 1",
+                     " CASE WHEN e.kind = 'human' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END h,"
+                     " 0 b FROM retrod.events e, retrod.pieces_of(e.prev_ts, e.ts) p WHERE e.kind IS NOT NULL"
+                     " UNION ALL SELECT session_uuid, retrod.minute_of(ts), 0, 0, 0, tool_result_bytes"
+                     " FROM retrod.events WHERE tool_result_bytes <> 0) d GROUP BY 1, minute ORDER BY 1, minute",
+    "session_tool_calls": "SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls"
+                          " GROUP BY 1 ORDER BY 1",
 }
 
 

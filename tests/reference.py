@@ -665,7 +665,7 @@ def compute(projects_dir: pathlib.Path, away_after_s=DEFAULT_AWAY_AFTER_S) -> di
 # Windows are handled one by one and independently (they may overlap or leave
 # gaps); the figures of one window never depend on the other windows.
 
-UTC_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+UTC_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def to_microseconds(moment: datetime.datetime) -> int:
@@ -780,7 +780,7 @@ def subagent_earliest_timestamps(session_files: list[dict]) -> dict[str, int | N
     with data.agentId == id (their timestamp: the embedded message's, else the
     progress line's).  None when nothing has a timestamp.
     """
-    earliest: dict[str, int | None] = {agent: None for agent in listed_subagents(session_files)}
+    earliest: dict[str, int | None] = dict.fromkeys(listed_subagents(session_files))
 
     def consider(agent: str, timestamp: int | None) -> None:
         if agent not in earliest or timestamp is None:

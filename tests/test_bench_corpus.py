@@ -13,7 +13,7 @@ from conftest import FIXTURES
 from helpers import ingest, reports
 
 sys.path.insert(0, str(Path(__file__).parent / "bench"))
-from corpus import write_tree  # noqa: E402
+from corpus import write_tree
 
 
 def test_generated_tree_matches_the_reference(db_url: str, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -78,7 +79,8 @@ def test_unknown_session_is_a_usage_error(embedded_env: dict, prefix: str, messa
 def test_ambiguous_prefix_is_a_usage_error(embedded_env: dict) -> None:
     sessions = sorted(reference.compute(Path(embedded_env["RETROD_PROJECTS_DIR"])))
     # The longest prefix that two sessions share, so it is ambiguous by construction.
-    shared = max((os.path.commonprefix([a, b]) for a, b in zip(sessions, sessions[1:])), key=len)
+    shared = max((os.path.commonprefix([a, b]) for a, b in itertools.pairwise(sessions)),  # noqa: RUF071 - uuids
+                 key=len)
     assert shared
     retrod(embedded_env, "run", "--once")
     done = retrod(embedded_env, "report", shared)

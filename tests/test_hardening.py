@@ -65,7 +65,7 @@ def test_a_fifo_named_like_a_transcript_is_skipped_not_opened(db_url: str, tmp_p
 def test_every_form_of_password_is_masked(dsn: str, secret: str) -> None:
     masked = mask_password(dsn)
     assert secret not in masked and "***" in masked
-    assert masked.count("\n") == dsn.count("\n") and "/home/me@corp/p" in masked or "\n" not in dsn
+    assert (masked.count("\n") == dsn.count("\n") and "/home/me@corp/p" in masked) or "\n" not in dsn
 
 
 def test_status_and_doctor_never_print_the_password(db_url: str, tmp_path: Path) -> None:

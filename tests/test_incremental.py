@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 
 from conftest import FIXTURES, fresh_database
@@ -107,7 +108,7 @@ def _replace(path: Path, read: int, data: st.DataObject, scan: Callable[[], None
 def test_random_chunks_end_like_one_pass(pg_cluster, final_tree, batch_snapshot, data) -> None:
     with tempfile.TemporaryDirectory() as tmp, fresh_database(pg_cluster) as url:
         root = Path(tmp) / "projects"
-        written = {rel: 0 for rel in final_tree}
+        written = dict.fromkeys(final_tree, 0)
         # Both connections opened up front: a pool growing later would call `random` (its jitter)
         # on its own thread while hypothesis draws, which hypothesis flags.
         pool = ConnectionPool(url, min_size=2, max_size=2, open=False)

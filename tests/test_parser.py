@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from retrod.transcript.parser import parse_line, parse_timestamp
 
@@ -37,7 +38,7 @@ def test_the_usual_timestamp_shape_reads_as_datetime_does(moment: datetime, bad_
     """Claude Code's own "…T12:34:56.789Z" takes a shortcut (its minute is cached): it must agree
     with the standard library, and fall back to the full parse for a second that is not one."""
     text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    expected = (moment.replace(tzinfo=timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(
+    expected = (moment.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
         microseconds=1) // 1000 * 1000
     assert parse_timestamp(text) == expected
     if bad_second:
@@ -150,8 +151,8 @@ def test_never_raises_on_any_bytes(raw: bytes) -> None:
     r'{"type":"user","isSidechain":"\ud800","timestamp":"2026-01-01T00:00:00Z"}',
     r'{"type":"user","message":"x\ud800","timestamp":"2026-01-01T00:00:00Z"}',
     r'{"type":"system","data":"\ud800","timestamp":"2026-01-01T00:00:00Z"}',
-    r'{"type":"assistant","timestamp":"2026-01-01T00:00:00Z","message":{"content":['
-    r'{"type":"tool_use","id":"t1","name":"Task","input":"ls \ud800"}]}}',
+    (r'{"type":"assistant","timestamp":"2026-01-01T00:00:00Z","message":{"content":['
+     r'{"type":"tool_use","id":"t1","name":"Task","input":"ls \ud800"}]}}'),
 ])
 def test_a_lone_surrogate_where_no_string_fits_makes_that_field_absent(raw: str) -> None:
     """Found in review: such a line raised from the lenient decode, and its file stopped there."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reference import compute  # noqa: E402
+from reference import compute
 
 A = "aaaaaaaa-0000-4000-8000-000000000001"
 B = "bbbbbbbb-0000-4000-8000-000000000002"  # never has a file
@@ -125,8 +125,8 @@ def test_time_gaps_of_each_kind_with_non_monotonic_timestamps(tmp_path):
                 {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}},
                 {"type": "tool_use", "id": "", "name": "Bash", "input": {}},  # empty id: not counted
             ]),
-            # e5 tool_result @20: tool +8, from the high-water mark 12 (not from e4's 10).  List content: "hé" (3 bytes) + lone
-            # surrogate "\ud800" (3 bytes) + an image element (0) = 6 bytes.
+            # e5 tool_result @20: tool +8, from the high-water mark 12 (not from e4's 10).  List content:
+            # "hé" (3 bytes) + lone surrogate "\ud800" (3 bytes) + an image element (0) = 6 bytes.
             user(A, ts(20), tool_result([
                 {"type": "text", "text": "hé"},
                 {"type": "image", "source": {}},

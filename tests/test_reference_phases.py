@@ -7,18 +7,18 @@ after 2024-01-01T00:00:00Z.
 
 import json
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reference import compute, compute_phases, subagent_phase  # noqa: E402
+from reference import compute, compute_phases, subagent_phase
 
 A = "aaaaaaaa-0000-4000-8000-0000000000a1"
 B = "bbbbbbbb-0000-4000-8000-0000000000b2"
-BASE = datetime(2024, 1, 1, tzinfo=timezone.utc)
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def write(path: Path, lines) -> None:

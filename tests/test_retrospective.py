@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -22,7 +22,7 @@ SECTIONS = ["## Summary", "## Timeline", "```mermaid", "## Verdict Breakdown", "
 
 
 def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 @pytest.fixture
@@ -151,7 +151,8 @@ def test_descriptions_cannot_escape_the_reports_folder(env: dict) -> None:
     assert saved.name == "2026-02-11-he-said-hi-then-etc-passwd-rm-rf-258c7280.json"
     assert json.loads(saved.read_text())["session"]["description"] == nasty  # JSON saved as JSON
     markdown = ok(retrod(env, "report", SPOTTER, "--no-save"))
-    assert markdown.splitlines()[0] == '# Session Retrospective: 2026-02-11 — He said "hi" then ../../../etc/passwd; rm -rf /'
+    assert markdown.splitlines()[0] == ('# Session Retrospective: 2026-02-11 — He said "hi" then '
+                                        '../../../etc/passwd; rm -rf /')
 
 
 def test_session_ids_cannot_escape_the_reports_folder(env: dict, projects: Path, db_url: str) -> None:
@@ -172,7 +173,8 @@ def test_track_start_finds_the_session_of_the_working_directory(env: dict, proje
     work.mkdir(parents=True)
     folder = projects / str(work).replace("/", "-").replace(".", "-")
     folder.mkdir()
-    older, newer = folder / "11111111-1111-4111-8111-111111111111.jsonl", folder / f"{'2' * 8}-2222-4222-8222-{'2' * 12}.jsonl"
+    older = folder / "11111111-1111-4111-8111-111111111111.jsonl"
+    newer = folder / f"{'2' * 8}-2222-4222-8222-{'2' * 12}.jsonl"
     older.write_text("")
     newer.write_text("")
     os.utime(older, (1, 1))

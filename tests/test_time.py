@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -15,10 +15,10 @@ from psycopg import sql
 import reference
 from helpers import ingest, rollups_match_raw, snapshot
 from retrod.report import model
-from retrod.store.migrate import migrations_dir, migrate
+from retrod.store.migrate import migrate, migrations_dir
 
 S = "dddddddd-0000-4000-8000-000000000000"
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
 def _at(seconds: float) -> str:

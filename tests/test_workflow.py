@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -27,7 +27,7 @@ from retrod.service.cluster import Cluster
 A = "aaaaaaaa-1111-4000-8000-000000000001"
 B = "bbbbbbbb-2222-4000-8000-000000000002"
 GHOST = "99999999-9999-4999-8999-999999999999"
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
 
 def _at(seconds: float) -> str:
@@ -250,7 +250,7 @@ def test_overlapping_phases_are_refused_and_the_clash_is_named(project: dict, db
     done = ok(log("early", -600, -300))  # before the session's first line: accepted, with a word
     assert "retrod: warning: the phase starts before the session's first line" in done.stderr
     # a phase that ends in the future blocks one starting now; an open phase runs on
-    future = datetime.now(timezone.utc) + timedelta(hours=1)
+    future = datetime.now(UTC) + timedelta(hours=1)
     done = ok(retrod(env, "phase", "log", "--session", A, "--task", "t", "--phase", "planned",
                      "--start", (future - timedelta(hours=2)).isoformat(), "--end", future.isoformat(),
                      "--verdict", "small_impact"))

@@ -11,9 +11,8 @@ import psycopg
 import pydantic
 import structlog
 
-from . import arguments
+from . import arguments, resolve, skills, tracking
 from . import log as logging_setup
-from . import resolve, skills, tracking
 from .report import markdown, model, retrospective
 from .service.cluster import ClusterError
 from .settings import Settings
@@ -219,7 +218,7 @@ def execute(args: argparse.Namespace) -> int:
         return _fail(args, ValueError(problems), EXIT_USAGE, "configuration: ")
     except (ClusterError, psycopg.Error, OSError, RuntimeError) as exc:
         return _fail(args, exc, EXIT_FAILURE)
-    except Exception as exc:  # a bug: still one line, the traceback with --debug
+    except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback with --debug
         return _fail(args, exc, EXIT_FAILURE, f"internal error ({type(exc).__name__}): ")
 
 

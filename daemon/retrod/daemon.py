@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -17,9 +17,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from .ingest import Ingester, ScanStats
 from .report.retrospective import close_idle_sessions
 from .report.server import ReportServer
+from .service.daemon_lock import daemon_lock
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
-from .service.daemon_lock import daemon_lock
 from .store.db import open_pool
 from .store.store import OUTAGE, Store
 
@@ -124,7 +124,7 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                       id="reconciliation-scan", name="reconciliation scan", coalesce=True, max_instances=1)
     scheduler.add_job(_close_idle_sessions, "interval", args=(ingester.store.pool, settings),
                       minutes=5, id="close-idle-sessions", name="close idle sessions", coalesce=True,
-                      max_instances=1, next_run_time=datetime.now(timezone.utc))
+                      max_instances=1, next_run_time=datetime.now(UTC))
     scheduler.start()
     backoff = 0.0
     polling = settings.watch_polling

@@ -14,10 +14,10 @@ from psycopg.rows import dict_row
 
 from .service import install
 from .service.cluster import ClusterError
-from .settings import Settings
 from .service.daemon_lock import running_daemon
+from .settings import Settings
 from .store.db import cluster_for, open_pool
-from .store.queries import q
+from .store.queries import one, q
 from .transcript.discovery import walk
 
 WORST_FILES = 5
@@ -48,19 +48,20 @@ def status(settings: Settings) -> dict:
     out: dict = {
         "daemon": {"running": daemon is not None,
                    "pid": (daemon or {}).get("pid"),
-                   "uptime_s": round(time.time() - daemon["started_at"]) if daemon and "started_at" in daemon else None},
+                   "uptime_s": round(time.time() - daemon["started_at"])
+                               if daemon and "started_at" in daemon else None},
         "database": {"location": database_location(settings)},
         "projects": [str(r) for r in settings.projects_roots()],
     }
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         args = {"host_id": settings.host_id}
         started = time.monotonic()
-        server = cur.execute(q("status_server")).fetchone()
+        server = one(cur.execute(q("status_server")))
         out["database"].update(healthy=True, version=server["version"], size_bytes=server["bytes"],
                                round_trip_ms=round((time.monotonic() - started) * 1000, 1))
-        files = cur.execute(q("status_files"), args).fetchone()
+        files = one(cur.execute(q("status_files"), args))
         offsets = cur.execute(q("status_offsets"), args).fetchall()
-        active = cur.execute(q("status_active_sessions"), args).fetchone()["count"]
+        active = one(cur.execute(q("status_active_sessions"), args))["count"]
     ingested = {row["path"]: row["offset"] for row in offsets}
     lag = []  # every transcript on disk: one the daemon has not seen yet is behind by all of it
     for root in settings.projects_roots():
@@ -87,11 +88,12 @@ def status(settings: Settings) -> dict:
 
 def render_status(s: dict) -> str:
     d = s["daemon"]
+    daemon = f"running, pid {d['pid']}, up {d['uptime_s']}s" if d["running"] else "not running"
     lines = [
-        f"daemon:    {'running, pid %s, up %ss' % (d['pid'], d['uptime_s']) if d['running'] else 'not running'}",
+        f"daemon:    {daemon}",
         f"database:  {s['database']['location']}",
-        f"           PostgreSQL {s['database']['version']}, {s['database']['size_bytes'] / 1e6:.1f} MB, "
-        f"{s['database']['round_trip_ms']} ms to answer",
+        (f"           PostgreSQL {s['database']['version']}, {s['database']['size_bytes'] / 1e6:.1f} MB, "
+         f"{s['database']['round_trip_ms']} ms to answer"),
         f"projects:  {', '.join(s['projects'])}",
         f"files:     {s['files']['tracked']} tracked ({s['files']['deleted_since']} deleted since, kept)",
         f"lag:       {s['lag']['bytes']:,} bytes not yet ingested in {s['lag']['files']} files",

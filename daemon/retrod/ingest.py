@@ -46,7 +46,7 @@ HEAD_BYTES = 4096
 def _head(fd: int, upto: int) -> str:
     """The fingerprint of a file's first bytes, up to HEAD_BYTES and never past offset `upto`."""
     data = os.pread(fd, min(HEAD_BYTES, upto), 0)
-    return f"{len(data)}:{hashlib.sha1(data).hexdigest()}"
+    return f"{len(data)}:{hashlib.sha1(data, usedforsecurity=False).hexdigest()}"
 
 
 def _head_len(head: str) -> int:
@@ -185,12 +185,19 @@ class Ingester:
             stats.failed += committer.committed.failed
             stats.raced += committer.committed.raced
 
+    @property
+    def _in_round(self) -> Committer:
+        """The committer of the round under way: files are read only within one (_round)."""
+        if self._committer is None:
+            raise RuntimeError("a file is read outside a round")
+        return self._committer
+
     def _submit(self) -> None:
         if self._batch:
             batch = list(self._batch.values())
             self._batch.clear()
             self._batch_bytes = 0
-            self._committer.submit(batch)
+            self._in_round.submit(batch)
 
     def _add(self, pending: Pending) -> None:
         if pending.path in self._batch:  # a file's next chunk: a batch holds one per file
@@ -205,8 +212,8 @@ class Ingester:
         path = str(ref.path)
         if path in self._read:  # read again in the same round: from what its first read committed
             self._submit()
-            self._committer.wait()
-            self._committer.forget(path)
+            self._in_round.wait()
+            self._in_round.forget(path)
             stored = None
         self._read.add(path)
         try:

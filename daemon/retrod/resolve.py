@@ -124,7 +124,8 @@ def _on_disk(roots: list[Path], prefix: str) -> set[str]:
     for root in roots:
         for path in root.glob(f"*/{_glob_escape(prefix)}*"):
             name = path.name.removesuffix(".jsonl")
-            if UUID_RE.fullmatch(name) and (path.is_file() if path.suffix == ".jsonl" else _has_subagent_transcript(path)):
+            if UUID_RE.fullmatch(name) and (path.is_file() if path.suffix == ".jsonl"
+                                            else _has_subagent_transcript(path)):
                 found.add(name)
     return found
 
@@ -182,7 +183,8 @@ def _parent(pid: int) -> int | None:
     if sys.platform.startswith("linux"):
         return None
     try:  # macOS and the BSDs: no /proc
-        out = subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=5,
+                             check=False)
         return int(out.stdout.strip()) if out.returncode == 0 else None
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
@@ -220,7 +222,8 @@ def _newest_in_folder(roots: list[Path], cwd: Path | None) -> Resolved:
         rule = f"the newest transcript of {folder}"
         live = [p for p, t in times.items() if t > time.time() - LIVE_S]
         if len(live) > 1:
-            rule += f"; {len(live)} sessions there were active in the last {LIVE_S // 60} minutes: pass --session to choose"
+            rule += (f"; {len(live)} sessions there were active in the last {LIVE_S // 60} minutes:"
+                     " pass --session to choose")
         return Resolved(newest.stem, rule)
     raise SessionError(f"cannot tell which session this is: no {ENV_VAR}, no Claude Code process above this one,"
                        f" and no Claude Code transcript for {start} or a folder above it under"

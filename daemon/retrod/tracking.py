@@ -6,15 +6,16 @@ Each command is one transaction, so a refused command writes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .verdicts import VERDICTS
 from .resolve import project_slugs
-from .store.queries import q
+from .store.queries import one, q
+from .verdicts import VERDICTS
 
 
 class TrackingError(ValueError):
@@ -50,7 +51,10 @@ def check_verdict(verdict: str) -> str:
     return verdict
 
 
-def _clean(text: str | None, what: str) -> str | None:
+_Text = TypeVar("_Text", bound=str | None)  # a text given is a text returned, None is None
+
+
+def _clean(text: _Text, what: str) -> _Text:
     if text is not None and not text.strip():
         raise TrackingError(f"{what} is empty")
     if text is not None and "\x00" in text:
@@ -66,13 +70,13 @@ def track_start(conn: Connection, session: str, description: str | None) -> dict
 
 def ensure_session(cur, session: str, description: str | None = None) -> dict:
     """The user's cc_sessions row for the session, created from what the transcripts say."""
-    seen = cur.execute(q("session_first_seen"), {"session": session}).fetchone()
-    return cur.execute(q("upsert_user_session"), {
+    seen = one(cur.execute(q("session_first_seen"), {"session": session}))
+    return one(cur.execute(q("upsert_user_session"), {
         "session": session,
         "project_slug": seen["project_slug"] or "",
-        "started_at": seen["started_at"] or datetime.now(timezone.utc),
+        "started_at": seen["started_at"] or datetime.now(UTC),
         "description": description,
-    }).fetchone()
+    }))
 
 
 def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
@@ -85,13 +89,13 @@ def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
             p = open_phases[0]
             raise TrackingError(f"phase {p['task']!r} / {p['phase']!r} is still open; end it first with"
                                 " `retrod phase end --verdict VERDICT`")
-        span = cur.execute(q("session_span"), {"session": session}).fetchone()
+        span = one(cur.execute(q("session_span"), {"session": session}))
         now = span["now"]
         _refuse_overlap(cur, user_session["id"], now, None)
-        row = cur.execute(q("insert_phase"), {
+        row = one(cur.execute(q("insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": now,
             "ended_at": None, "verdict": "pending", **_notes(PhaseNotes()),
-        }).fetchone()
+        }))
         return {**row, "warnings": _outside_span(span, user_session, now, None)}
 
 
@@ -107,8 +111,8 @@ def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, a
         phase = open_phases[0]
         if at is not None and at < phase["started_at"]:
             raise TrackingError(f"the phase cannot end ({local(at)}) before it starts ({local(phase['started_at'])})")
-        return cur.execute(q("end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
-                                            **_notes(notes)}).fetchone()
+        return one(cur.execute(q("end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
+                                                **_notes(notes)}))
 
 
 def phase_log(conn: Connection, session: str, task: str, phase: str, start: datetime, end: datetime,
@@ -122,11 +126,11 @@ def phase_log(conn: Connection, session: str, task: str, phase: str, start: date
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         user_session = ensure_session(cur, session)  # locks the row: one phase command at a time
         _refuse_overlap(cur, user_session["id"], start, end)
-        row = cur.execute(q("insert_phase"), {
+        row = one(cur.execute(q("insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": start,
             "ended_at": end, "verdict": verdict, **_notes(notes),
-        }).fetchone()
-        span = cur.execute(q("session_span"), {"session": session}).fetchone()
+        }))
+        span = one(cur.execute(q("session_span"), {"session": session}))
         return {**row, "warnings": _outside_span(span, user_session, start, end)}
 
 

@@ -76,8 +76,8 @@ def run(scratch: Path, sizes_mb: list[float], ccusage: Ccusage | None) -> list[d
 
 
 def table(results: list[dict]) -> list[str]:
-    out = ["| tree | lines | retrod catch-up (whole process) | retrod MB/s | retrod lines/s | retrod peak RSS "
-           "| floor MB/s | ccusage session scan | ccusage MB/s | ccusage peak RSS |",
+    out = [("| tree | lines | retrod catch-up (whole process) | retrod MB/s | retrod lines/s | retrod peak RSS "
+            "| floor MB/s | ccusage session scan | ccusage MB/s | ccusage peak RSS |"),
            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         peer = (f"{r['ccusage_s']} s | {r['ccusage_mb_s']} | {r['ccusage_peak_rss_mb']} MB" if "ccusage_s" in r

@@ -69,9 +69,10 @@ def run(scratch: Path, smoke: bool) -> dict:
 
 
 def table(r: dict) -> list[str]:
-    return ["| sessions | start + stop the cluster | report, no daemon, cluster stopped | ratio "
-            "| 20 mixed commands at once | `retrod sessions`: query / whole command |",
+    return [("| sessions | start + stop the cluster | report, no daemon, cluster stopped | ratio "
+             "| 20 mixed commands at once | `retrod sessions`: query / whole command |"),
             "|---:|---:|---:|---:|---:|---:|",
-            f"| {r['sessions']:,} | {r['start_stop_s'] * 1000:.0f} ms | {r['report_no_daemon_s'] * 1000:.0f} ms "
-            f"| {r['report_vs_start_stop']:.2f}× | {r['concurrent_ok']}/{r['concurrent_commands']} ok in "
-            f"{r['concurrent_s']:.1f} s | {r['sessions_query_ms']:.1f} ms / {r['sessions_process_s'] * 1000:.0f} ms |"]
+            (f"| {r['sessions']:,} | {r['start_stop_s'] * 1000:.0f} ms | {r['report_no_daemon_s'] * 1000:.0f} ms "
+             f"| {r['report_vs_start_stop']:.2f}× | {r['concurrent_ok']}/{r['concurrent_commands']} ok in "
+             f"{r['concurrent_s']:.1f} s | {r['sessions_query_ms']:.1f} ms "
+             f"/ {r['sessions_process_s'] * 1000:.0f} ms |")]

@@ -13,8 +13,8 @@ import itertools
 import random
 import re
 import uuid
-from datetime import datetime, timedelta
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-projects"

@@ -47,5 +47,5 @@ def run(scratch: Path, files: int, seconds: float) -> dict:
 
 def table(r: dict) -> list[str]:
     return ["| transcript files | catch-up | watched for | CPU | RSS (max) |", "|---:|---:|---:|---:|---:|",
-            f"| {r['files']:,} | {r['catch_up_s']:.1f} s | {r['seconds']:.0f} s | {r['cpu_percent']:.2f} % "
-            f"| {r['rss_mb_max']:.0f} MB |"]
+            (f"| {r['files']:,} | {r['catch_up_s']:.1f} s | {r['seconds']:.0f} s | {r['cpu_percent']:.2f} % "
+             f"| {r['rss_mb_max']:.0f} MB |")]

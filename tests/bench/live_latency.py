@@ -56,4 +56,5 @@ def run(scratch: Path, appends: int) -> dict:
 
 def table(r: dict) -> list[str]:
     return ["| appends | p50 | p95 | max | not seen within 10 s |", "|---:|---:|---:|---:|---:|",
-            f"| {r['appends']} | {r['p50_ms']:.0f} ms | {r['p95_ms']:.0f} ms | {r['max_ms']:.0f} ms | {r['timeouts']} |"]
+            (f"| {r['appends']} | {r['p50_ms']:.0f} ms | {r['p95_ms']:.0f} ms | {r['max_ms']:.0f} ms "
+             f"| {r['timeouts']} |")]

@@ -109,8 +109,8 @@ def run(scratch: Path, smoke: bool, ccusage: Ccusage | None) -> dict:
 
 def table(results: dict) -> list[str]:
     out = [f"Corpus: {results['corpus_mb']} MB in all.", "",
-           "| session | size | lines | report in-process | report, whole process (daemon running) "
-           "| report, whole process (no daemon) | re-parse its file | ccusage session --id |",
+           ("| session | size | lines | report in-process | report, whole process (daemon running) "
+            "| report, whole process (no daemon) | re-parse its file | ccusage session --id |"),
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, s in results["sessions"].items():
         peer = f"{s['ccusage_ms']:.0f} ms" if "ccusage_ms" in s else "—"

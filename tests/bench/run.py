@@ -24,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import backfill  # noqa: E402
-import commands  # noqa: E402
-import idle_cost  # noqa: E402
-import live_latency  # noqa: E402
-import report_latency  # noqa: E402
-from peers import find_ccusage  # noqa: E402
+import backfill
+import commands
+import idle_cost
+import live_latency
+import report_latency
+from peers import find_ccusage
 
 
 def machine() -> dict:
@@ -40,7 +40,8 @@ def machine() -> dict:
     from retrod.service.cluster import candidate_bindirs
 
     postgres = next((b / "postgres" for b in candidate_bindirs(None) if (b / "postgres").exists()), None)
-    pg = subprocess.run([str(postgres), "--version"], capture_output=True, text=True).stdout.strip() if postgres else "?"
+    pg = (subprocess.run([str(postgres), "--version"], capture_output=True, text=True).stdout.strip()
+          if postgres else "?")
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_kb / 2**20), "os": platform.platform(),
             "python": platform.python_version(), "postgresql": pg}
 
@@ -124,8 +125,8 @@ def main() -> None:
     results["seconds"] = round(time.monotonic() - started)
 
     m = results["machine"]
-    lines = [f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['os']}; Python {m['python']}; "
-             f"{m['postgresql']}. ccusage: {results['ccusage']}.", "", "Backfill:", "",
+    lines = [(f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['os']}; Python {m['python']}; "
+              f"{m['postgresql']}. ccusage: {results['ccusage']}."), "", "Backfill:", "",
              *backfill.table(results["backfill"]), "", "Report latency:", "", *report_latency.table(results["report"]),
              "", "Commands without a daemon (embedded default):", "", *commands.table(results["commands"]),
              "", "Live latency:", "", *live_latency.table(results["live"]), "", "Idle cost:", "",

@@ -22,6 +22,10 @@ import sys
 
 from ..paths import default_data_dir, default_reports_dir
 
+TYPE_CHECKING = False  # typing itself is not imported: it costs this command milliseconds
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 # Named for the wire format: a client never asks a daemon of another format (one still running
 # from before an upgrade), it does the work itself instead.
 SOCKET_NAME = "report-v2.sock"
@@ -42,10 +46,10 @@ def parse(argv: list[str]) -> dict[str, str | bool | None] | None:
         if arg in FLAGS:
             args[FLAGS[arg]] = True
         elif name in OPTIONS:
-            value = value if has_value else next(rest, None)
-            if not value:
+            given = value if has_value else next(rest, None)
+            if not given:
                 return None
-            args[OPTIONS[name]] = value
+            args[OPTIONS[name]] = given
         elif arg.startswith("-") or args["session"] is not None:
             return None
         else:
@@ -53,7 +57,7 @@ def parse(argv: list[str]) -> dict[str, str | bool | None] | None:
     return args if args["format"] in FORMATS else None  # no session: the current one
 
 
-def request(args: dict, env: dict[str, str]) -> dict[str, str]:
+def request(args: dict, env: Mapping[str, str]) -> dict[str, str]:
     """What the daemon needs to do exactly what this command would: paths made absolute here,
     where the user's working folder is, and what tells which session this command runs in
     (its working folder, its process, whose ancestors may be Claude Code, and environment)."""

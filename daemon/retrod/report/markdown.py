@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .model import BUCKETS
 
@@ -20,7 +20,7 @@ NO_PHASES = ("No phases were logged for this session, so there is no verdict bre
 
 
 def duration(seconds: float) -> str:
-    total = int(round(seconds))
+    total = round(seconds)
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
@@ -71,13 +71,13 @@ def _summary(summary: dict) -> list[str]:
                     duration(summary["tool_s"]), duration(summary["human_s"]), duration(summary["away_s"]),
                     _n(summary["requests"]), _n(summary["tool_calls"]), _n(summary["compactions"]),
                     _n(summary["phases"])]])
-    out += ["", "*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
-                "person reading and typing. *Away*: pauses longer than "
-                f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall "
-                "clock unless the first line is stamped later than one after it."]
+    out += ["", ("*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
+                 "person reading and typing. *Away*: pauses longer than "
+                 f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall "
+                 "clock unless the first line is stamped later than one after it.")]
     out += [""] + _table(["Tokens", "Main", "Subagents", "Compaction", "Total"], rows)
-    out += ["", f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
-                f"({_n(summary['tool_result_bytes'])} bytes)."]
+    out += ["", (f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
+                 f"({_n(summary['tool_result_bytes'])} bytes).")]
     return out
 
 
@@ -92,7 +92,7 @@ def _gantt_text(text: str) -> str:
 
 
 def _gantt_time(iso: str) -> str:
-    return datetime.fromisoformat(iso).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _timeline(phases: list[dict]) -> list[str]:
@@ -103,7 +103,7 @@ def _timeline(phases: list[dict]) -> list[str]:
         if p["task"] != section:
             section = p["task"]
             out.append(f"    section {_gantt_text(section)}")
-        end = p["ended_at"] or datetime.now(timezone.utc).isoformat()  # an open phase runs until now
+        end = p["ended_at"] or datetime.now(UTC).isoformat()  # an open phase runs until now
         tag = GANTT_TAG.get(p["verdict"], "")
         out.append(f"    {_gantt_text(p['phase'])} ({_gantt_text(p['verdict'])}) :{tag}p{i}, "
                    f"{_gantt_time(p['started_at'])}, {_gantt_time(end)}")
@@ -145,12 +145,12 @@ def _phase_detail(phases: list[dict]) -> list[str]:
         out += ["", f"### {i}. {cell(p['task'])} / {cell(p['phase'])} — {p['verdict']}", "",
                 f"- **When:** {p['started_at'][:19].replace('T', ' ')} → {end} UTC",
                 f"- **Actions:** {cell(p['actions_summary']) or '—'}",
-                f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
-                f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)",
+                (f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
+                 f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)"),
                 f"- **Turns:** {_n(p['tool_turns'])} tool-heavy, {_n(p['text_turns'])} text",
                 f"- **Tool result input:** ~{_n(p['tool_result_tokens_est'])} tokens",
-                f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
-                f"human {duration(p['human_s'])}, away {duration(p['away_s'])}"]
+                (f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
+                 f"human {duration(p['human_s'])}, away {duration(p['away_s'])}")]
         if p["useful_info"]:
             out.append(f"- **Useful info:** {cell(p['useful_info'])}")
         if p["lessons_learned"]:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from ..store.queries import q
+from ..store.queries import one, q
 from ..verdicts import VERDICTS
 
 BUCKETS = ("main", "subagents", "compaction", "total")
@@ -35,11 +35,11 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
     """`away_after_s`: a human gap longer than this is `away` (decided here, at read time)."""
     args = {"session": session, "away_us": int(away_after_s * 1_000_000)}
     with conn.cursor(row_factory=dict_row) as cur:
-        files = cur.execute(q("session_files"), args).fetchone()
+        files = one(cur.execute(q("session_files"), args))
         by_bucket = {row["bucket"]: row for row in cur.execute(q("session_tokens"), args)}
-        times = cur.execute(q("session_times"), args).fetchone()
-        away_us = cur.execute(q("session_away"), args).fetchone()["away_us"]
-        tool_calls = cur.execute(q("session_tool_calls"), args).fetchone()["tool_calls"]
+        times = one(cur.execute(q("session_times"), args))
+        away_us = one(cur.execute(q("session_away"), args))["away_us"]
+        tool_calls = one(cur.execute(q("session_tool_calls"), args))["tool_calls"]
         subagent_rows = cur.execute(q("session_subagents"), args).fetchall()
         user_row = cur.execute(q("user_session"), args).fetchone()
         phase_rows = cur.execute(q("session_phases"), args).fetchall()

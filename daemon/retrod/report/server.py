@@ -104,6 +104,8 @@ class _Server(socketserver.ThreadingUnixStreamServer):
 
 
 class _Handler(socketserver.StreamRequestHandler):
+    server: _Server  # for the type checker: the server this handler is made for
+
     def handle(self) -> None:
         try:
             request = decode_request(self.rfile.read())

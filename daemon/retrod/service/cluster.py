@@ -59,8 +59,9 @@ def candidate_bindirs(override: Path | None = None) -> list[Path]:
     pg_config = shutil.which("pg_config")
     if pg_config:
         try:
-            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10)
-            found.append(Path(out.stdout.strip()))
+            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=False)
+            if out.returncode == 0 and out.stdout.strip():  # else Path("") is the working folder
+                found.append(Path(out.stdout.strip()))
         except (OSError, subprocess.SubprocessError):
             pass
     versions = glob.glob("/usr/lib/postgresql/*/bin")
@@ -285,7 +286,7 @@ class Cluster:
         for bindir in candidate_bindirs(self._bindir_override):
             try:
                 out = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True,
-                                     text=True, timeout=30, **self._as_server_user())
+                                     text=True, timeout=30, check=False, **self._as_server_user())
             except (OSError, subprocess.SubprocessError) as exc:
                 tried.append(f"{bindir} ({exc})")
                 continue
@@ -309,7 +310,8 @@ class Cluster:
         if self.run_as is None:
             return
         shutil.chown(path, self.run_as, pwd.getpwnam(self.run_as).pw_gid)
-        probe = subprocess.run(["test", "-w", str(path)], capture_output=True, **self._as_server_user())
+        probe = subprocess.run(["test", "-w", str(path)], capture_output=True, check=False,
+                               **self._as_server_user())
         if probe.returncode != 0:
             raise ClusterError(
                 f"the private cluster runs as OS user {self.run_as!r}, which cannot reach {path}; "
@@ -325,7 +327,7 @@ class Cluster:
         cmd = [str(self.bindir / tool), *args]
         # Files, not pipes: the server pg_ctl starts would keep a pipe open and hang the read.
         with tempfile.TemporaryFile("w+") as output:
-            done = subprocess.run(cmd, stdout=output, stderr=output, text=True, cwd=self.root,
+            done = subprocess.run(cmd, stdout=output, stderr=output, text=True, cwd=self.root, check=False,
                                   start_new_session=new_session, **self._as_server_user())
             output.seek(0)
             text = output.read()

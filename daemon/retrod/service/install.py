@@ -184,6 +184,6 @@ def _write_private(path: Path, content: bytes) -> None:
 
 def _run(command: list[str]) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     except FileNotFoundError:
         raise ServiceError(f"{command[0]} not found: is this system's service manager running?") from None

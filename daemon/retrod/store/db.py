@@ -35,9 +35,8 @@ def open_pool(settings: Settings, *, owner: bool = False, max_size: int = 4) -> 
             yield pool
         return
     cluster = cluster_for(settings)
-    with cluster.in_use(owner=owner):
-        with _pool(cluster.url(), max_size) as pool:
-            yield pool
+    with cluster.in_use(owner=owner), _pool(cluster.url(), max_size) as pool:
+        yield pool
 
 
 @contextmanager

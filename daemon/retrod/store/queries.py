@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib.resources import files
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from psycopg import Cursor
+    from psycopg.rows import Row
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -26,3 +31,11 @@ def _all() -> dict[str, str]:
 
 def q(name: str) -> str:
     return _all()[name]
+
+
+def one(cur: Cursor[Row]) -> Row:
+    """The row of a statement that always returns one (an aggregate, an INSERT ... RETURNING)."""
+    row = cur.fetchone()
+    if row is None:
+        raise AssertionError("a statement that always returns a row returned none")
+    return row

@@ -140,7 +140,7 @@ class Store:
     def _commit(self, batch: Sequence[Pending]) -> None:
         with self.pool.connection() as conn, conn.transaction():
             ids = sorted(p.file.id for p in batch)
-            stored = dict(conn.execute(q("lock_files"), {"ids": ids}).fetchall())
+            stored: dict[int, int] = dict(conn.execute(q("lock_files"), {"ids": ids}).fetchall())
             moved = [p.path for p in batch if stored.get(p.file.id) != p.start]
             if moved:
                 raise ConcurrentUpdate(f"files {moved} moved on under us")
@@ -170,14 +170,16 @@ class Store:
     def _write_rows(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
         requests: dict[str, Request] = {}  # one row per key: ON CONFLICT cannot update a row twice
         for pending in batch:
+            if pending.result is None:
+                continue  # the caller passes only the files that gave rows
             for key, request in pending.result.requests.items():
                 if key in requests:
                     requests[key].merge(request)
                 else:
                     requests[key] = replace(request)  # merged into: the pending's own stays as read
         if requests:  # in key order, as every ingester writes them: no two wait on each other
-            rows = [requests[key] for key in sorted(requests)]
-            conn.execute(q("upsert_requests"), {"requests": _json(rows)})
+            ordered = [requests[key] for key in sorted(requests)]
+            conn.execute(q("upsert_requests"), {"requests": _json(ordered)})
         for query, rows_of in (
             ("insert_events", lambda r: r.events),
             ("upsert_tool_calls", lambda r: list(r.tool_calls.values())),

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # the fold (and msgspec) only when a file is read: `retrod phase` needs UUID_RE alone
     from .fold import Source
@@ -16,13 +16,15 @@ UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 _AGENT_RE = re.compile(r"agent-(.+)\.jsonl")
 _META_RE = re.compile(r"agent-(.+)\.meta\.json")
 
+FileKind = Literal["main", "subagent", "agent_root", "meta", "tool_result"]
+
 
 @dataclass(frozen=True, slots=True)
 class FileRef:
     """A file retrod reads: a transcript (`source` set), a subagent's meta, or a persisted tool output."""
 
     path: Path
-    kind: str  # main | subagent | agent_root | meta | tool_result
+    kind: FileKind
     slug: str
     session_uuid: str | None
     agent_id: str = ""
@@ -34,6 +36,8 @@ class FileRef:
     def source(self, host_id: str, session_uuid: str) -> Source:
         from .fold import Source
 
+        if self.kind == "meta" or self.kind == "tool_result":
+            raise ValueError(f"not a transcript: {self.path}")
         return Source(self.kind, self.slug, session_uuid, self.agent_id, f"{host_id}:{self.path}")
 
 

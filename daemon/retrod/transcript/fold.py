@@ -180,10 +180,10 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
             agent = source.agent_id
         else:
             agent = INLINE_AGENT if entry.is_sidechain else ""
-        _add_record(out, source, offset, msg, msg.timestamp, sidechain, foreign, agent)
+        _add_record(out, source, offset, msg, msg.usage, msg.timestamp, sidechain, foreign, agent)
 
     if entry.embedded is not None:
-        _fold_agent_progress(source, out, offset, entry)
+        _fold_agent_progress(source, out, offset, entry, entry.embedded)
 
     if entry.result_agent_id and msg.tool_results and msg.tool_results[0][0] and not foreign:
         out.links.add((entry.result_agent_id, msg.tool_results[0][0]))
@@ -192,8 +192,7 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
         _fold_own_line(state, out, offset, entry)
 
 
-def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry) -> None:
-    embedded = entry.embedded
+def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry, embedded: Message) -> None:
     ts = embedded.timestamp if embedded.timestamp is not None else entry.msg.timestamp
     foreign = _is_foreign(embedded.session_id or entry.msg.session_id, source.session_uuid)
     agent = entry.progress_agent_id
@@ -201,12 +200,12 @@ def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: En
         out.links.add((agent, entry.parent_tool_use_id))
     if embedded.type != "assistant" or embedded.usage is None:
         return
-    _add_record(out, source, offset, embedded, ts, True, foreign, agent or UNNAMED_AGENT)
+    _add_record(out, source, offset, embedded, embedded.usage, ts, True, foreign, agent or UNNAMED_AGENT)
     if agent and not foreign and not agent.startswith(COMPACTION_PREFIX):
         out.subagents.setdefault(agent, Span()).add(ts)  # listed through its copied records
 
 
-def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, ts: int | None,
+def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usage: Usage, ts: int | None,
                 sidechain: bool, foreign: bool, agent: str) -> None:
     key = msg.key or f"@{source.name}@{offset}"
     record = Request(
@@ -218,7 +217,7 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, ts: 
         attr_foreign=foreign,
         attr_ts_us=ts,
         usage_main=not sidechain,
-        usage=msg.usage,
+        usage=usage,
         has_tool_use=bool(msg.tool_uses),
     )
     known = out.requests.get(key)
@@ -256,7 +255,7 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
     # is `away` is decided when the figures are read (RETROD_AWAY_AFTER_S may change).
     high = state.high_water_us
     later = high is not None and ts > high
-    gap = ts - high if later else 0
+    gap = ts - high if later and high is not None else 0
     out.events.append(Event(offset, ts, high, _classify(entry) if later else None, gap, result_bytes))
     if high is None or ts > high:
         state.high_water_us = ts

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -148,7 +148,7 @@ _TS = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
     r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))?"
 )
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 
 
@@ -182,7 +182,7 @@ def _parse_rfc3339(value: str) -> int | None:
         return None
     try:
         dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
-                      tzinfo=timezone.utc)
+                      tzinfo=UTC)
     except ValueError:
         return None
     us = (dt - _EPOCH) // _US
@@ -291,8 +291,8 @@ def _message(kind: str | None, session_id: str | None, timestamp: str | None, uu
             msg.tool_uses.append(ToolUse(
                 id=storable_text(block.id),
                 name=name,
-                description=task and storable_text(task.description),
-                subagent_type=task and storable_text(task.subagent_type),
+                description=storable_text(task.description) if task is not None else None,
+                subagent_type=storable_text(task.subagent_type) if task is not None else None,
             ))
         elif block.type == "tool_result":
             msg.tool_results.append((storable_text(block.tool_use_id), _tool_result_bytes(block.content)))

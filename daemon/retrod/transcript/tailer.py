@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors write at the start of a file
 
 
