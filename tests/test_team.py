@@ -115,9 +115,8 @@ def test_the_reader_reads_a_members_report_and_writes_nothing(team: dict, member
     assert [p["task"] for p in seen["phases"]] == ["bob task"]
     closing = retrod(team, "carol", "report", session, "--close", "--no-save")
     assert closing.returncode == 2 and "may only read" in closing.stderr
-    with psycopg.connect(team["url"]["carol"]) as carol:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            carol.execute("UPDATE public.cc_session_phases SET verdict = 'avoidable_waste'")
+    with psycopg.connect(team["url"]["carol"]) as carol, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        carol.execute("UPDATE public.cc_session_phases SET verdict = 'avoidable_waste'")
 
 
 def test_a_member_cannot_see_or_write_anothers_rows(team: dict, members: dict) -> None:
@@ -152,9 +151,9 @@ def test_a_member_is_refused_a_migration_and_the_owner_secures_new_tables(team: 
     shutil.copytree(migrations_dir(), newer)
     (newer / "9999_extra.sql").write_text(
         "CREATE TABLE retrod.extra (x INT, db_role TEXT NOT NULL DEFAULT current_user);")
-    with psycopg.connect(team["url"]["alice"], autocommit=True) as alice:
-        with pytest.raises(RuntimeError, match=r"needs migration 9999 \(extra\).*retrod migrate"):
-            migrate(alice, newer)
+    with (psycopg.connect(team["url"]["alice"], autocommit=True) as alice,
+          pytest.raises(RuntimeError, match=r"needs migration 9999 \(extra\).*retrod migrate")):
+        migrate(alice, newer)
     with psycopg.connect(team["url"]["owner"], autocommit=True) as owner:
         assert migrate(owner, newer) == [9999]
     with psycopg.connect(team["url"]["alice"], autocommit=True) as alice:

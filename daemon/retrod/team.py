@@ -7,7 +7,7 @@ import re
 
 import psycopg
 
-from .store.queries import q
+from .store.queries import one, q
 
 # Plain role names only: they are written into SQL text, and a name needing quotes inside a
 # DO block's literal is not worth the risk.
@@ -27,8 +27,8 @@ def role_name(text: str) -> str:
 
 def _grant(role: str, group: str) -> list[str]:
     return [
-        f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN"
-        f' CREATE ROLE "{role}" LOGIN; END IF; END $$;',
+        (f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN"
+         f' CREATE ROLE "{role}" LOGIN; END IF; END $$;'),
         f'GRANT {group} TO "{role}";',
     ]
 
@@ -55,7 +55,7 @@ def apply(conn: psycopg.Connection, members: list[str], readers: list[str]) -> l
     with conn.transaction():
         for statement in statements(members, readers):
             conn.execute(statement)
-        tables = conn.execute(q("secured_tables")).fetchone()[0]
+        tables = one(conn.execute(q("secured_tables")))[0]
     lines = [f"row-level security on {tables} tables; roles retrod_member (own rows) and retrod_reader (all rows)"]
     lines += [f"member: {m}" for m in members] + [f"reader: {r}" for r in readers]
     return lines

@@ -10,7 +10,7 @@ from pathlib import Path
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from ..store.queries import q
+from ..store.queries import one, q
 from ..tracking import TrackingError, ensure_session
 from . import markdown, model
 
@@ -54,7 +54,7 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
     check_output(output)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         # A team's reader role reads everyone's sessions and writes none: its report is read only.
-        may_write = cur.execute(q("may_write_sessions")).fetchone()["may_write"]
+        may_write = one(cur.execute(q("may_write_sessions")))["may_write"]
         if close and not may_write:
             raise TrackingError("--close: this database role may only read (a team's reader)")
         if may_write:

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import structlog
 
-from .queries import q
+from .queries import one, q
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +52,7 @@ class MigrationRefused(RuntimeError):
 
 def pending(conn: psycopg.Connection, folder: Path | None = None) -> list[Migration]:
     """The migrations not applied yet, read without writing anything."""
-    if conn.execute("SELECT to_regclass('retrod.migrations')").fetchone()[0] is None:
+    if one(conn.execute("SELECT to_regclass('retrod.migrations')"))[0] is None:
         return load(folder)
     done = {row[0] for row in conn.execute("SELECT version FROM retrod.migrations")}
     return [m for m in load(folder) if m.version not in done]
@@ -83,7 +83,7 @@ def migrate(conn: psycopg.Connection, folder: Path | None = None) -> list[int]:
                     "INSERT INTO retrod.migrations (version, name) VALUES (%s, %s)",
                     (migration.version, migration.name),
                 )
-                if conn.execute(q("team_enabled")).fetchone()[0]:
+                if one(conn.execute(q("team_enabled")))[0]:
                     conn.execute(q("team_policies"))  # a new table gets the team's grants and policies
             log.info("migration applied", version=migration.version, name=migration.name)
             applied_now.append(migration.version)
