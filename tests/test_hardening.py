@@ -325,3 +325,43 @@ def test_a_meta_file_rewritten_in_place_at_the_same_size_is_read_again(db_url: s
     assert (meta.stat().st_size, meta.stat().st_ino) == (stat_before.st_size, stat_before.st_ino)
     ingest(db_url, [tmp_path / "projects"])
     assert reports(db_url)[S]["subagents"][0]["agent_type"] == "Planner"
+
+
+def test_a_second_daemon_on_one_data_folder_is_refused_and_the_first_keeps_going(db_url: str,
+                                                                                 tmp_path: Path) -> None:
+    import signal
+    import time
+
+    folder = tmp_path / "projects" / "-p"
+    folder.mkdir(parents=True)
+    path = folder / f"{S}.jsonl"
+    path.write_text(json.dumps(_assistant("r1", 1)) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETROD_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR"))}
+    env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(tmp_path / "projects"),
+               RETROD_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path))
+
+    def output() -> int:
+        with psycopg.connect(db_url) as conn:
+            return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests").fetchone()[0]
+
+    first = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while output() != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert output() == 1
+        second = subprocess.run([sys.executable, "-m", "retrod", "run"], env=env, capture_output=True,
+                                text=True, timeout=60)
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines() == [
+            f"retrod: error: another `retrod run` is using {tmp_path / 'data'}"]
+        with path.open("a") as f:
+            f.write(json.dumps(_assistant("r2", 10)) + "\n")
+        deadline = time.monotonic() + 30
+        while output() != 11 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert output() == 11 and first.poll() is None
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=30)
