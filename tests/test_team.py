@@ -113,10 +113,19 @@ def test_the_reader_reads_a_members_report_and_writes_nothing(team: dict, member
     assert seen["summary"]["tokens"] == own["summary"]["tokens"]
     assert seen["summary"]["tokens"]["total"]["output"] > 0
     assert [p["task"] for p in seen["phases"]] == ["bob task"]
+    # With the transcript on the reader's own disk too: still read only, nothing ingested.
+    shutil.copytree(FIXTURES / BOB_PROJECT, team["root"] / "home-carol" / "projects" / BOB_PROJECT)
+    again = json.loads(ok(retrod(team, "carol", "report", session, "--format", "json", "--no-save")))
+    assert again["summary"]["tokens"] == own["summary"]["tokens"]
     closing = retrod(team, "carol", "report", session, "--close", "--no-save")
     assert closing.returncode == 2 and "may only read" in closing.stderr
     with psycopg.connect(team["url"]["carol"]) as carol, pytest.raises(psycopg.errors.InsufficientPrivilege):
         carol.execute("UPDATE public.cc_session_phases SET verdict = 'avoidable_waste'")
+
+
+def admin_value(team: dict, query: str) -> object:
+    with psycopg.connect(team["url"]["admin"]) as admin:
+        return admin.execute(query).fetchone()[0]
 
 
 def test_a_member_cannot_see_or_write_anothers_rows(team: dict, members: dict) -> None:
@@ -138,6 +147,17 @@ def test_a_member_cannot_see_or_write_anothers_rows(team: dict, members: dict) -
             bob.execute("UPDATE retrod.requests SET db_role = 'alice'")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # members never migrate
             bob.execute("DROP TABLE retrod.requests")
+        # A foreign key check does not apply row-level security: the keys carry the role, so a
+        # row cannot hang on alice's file (and take the key of a line she has yet to write).
+        alice_file = admin_value(team, "SELECT id FROM retrod.files WHERE db_role = 'alice' LIMIT 1")
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            bob.execute("INSERT INTO retrod.events (file_id, \"offset\", session_uuid, gap_us, tool_result_bytes)"
+                        " VALUES (%s, 999999999, 'x', 0, 0)", (alice_file,))
+        bob.execute("SET ROLE retrod_member")  # allowed; it must not open a shared set of rows
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            bob.execute("INSERT INTO public.cc_sessions (session_uuid, project_slug, started_at)"
+                        " VALUES ('shared', 'p', now())")
+        assert bob.execute("SELECT count(*) FROM retrod.files").fetchone()[0] == 0
     with psycopg.connect(team["url"]["admin"]) as admin:
         assert admin.execute("SELECT verdict FROM public.cc_session_phases WHERE session_id = %s",
                              (alice_session_id,)).fetchall() == [("high_impact",)]
@@ -174,6 +194,9 @@ def test_the_printed_script_names_only_plain_roles(team: dict) -> None:
     hostile = retrod(team, "owner", "team", "--member", 'x"; DROP TABLE retrod.files; --')
     assert hostile.returncode == 2 and "not a role name" in hostile.stderr
     assert retrod(team, "owner", "team", "--reader", "pg_signal_backend").returncode == 2
+    both = retrod(team, "owner", "team", "--member", "erin", "--reader", "erin")
+    assert both.returncode == 2 and "not both" in both.stderr
+    assert printed.index("BEGIN;") < printed.index("ENABLE ROW") < printed.index("COMMIT;")
 
 
 def test_every_table_of_retrod_names_the_role_of_its_rows(db_url: str) -> None:

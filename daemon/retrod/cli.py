@@ -51,7 +51,9 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=3) as pool:
         with pool.connection() as conn:
             session = _session(settings, conn, args.session)
-        Ingester(Store(pool, settings.host_id), settings.projects_roots(), settings.batch_bytes).refresh(session)
+            may_write = tracking.may_write(conn)
+        if may_write:  # a team's reader reads what the members' daemons wrote, and writes nothing
+            Ingester(Store(pool, settings.host_id), settings.projects_roots(), settings.batch_bytes).refresh(session)
         with pool.connection() as conn:
             report, text = retrospective.produce(
                 conn, session, close=args.close, output=output, as_json=args.format == "json",

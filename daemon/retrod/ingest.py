@@ -247,20 +247,20 @@ class Ingester:
                 and st.st_size == file.size and file.offset == file.size)
         if not same or ref.kind == "tool_result":  # only a tool output's size counts
             return same
-        if not file.head:
-            return file.size == 0
+        if not file.head:  # read before fingerprints (0007), and not grown since: trust the stat
+            return True
         # The same inode number and size can be another file: deleted and written again at once
         # (the inode comes back, and the size may match), or rewritten in place (a .meta.json).
         # Its fingerprint tells (DESIGN §2.1); the modification time would not, at the file
         # system clock's coarse granularity. It costs one 4 KiB read per file per scan.
         try:
             fd = os.open(ref.path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                return _head(fd, _head_len(file.head)) == file.head
+            finally:
+                os.close(fd)
         except OSError:
-            return False
-        try:
-            return _head(fd, _head_len(file.head)) == file.head
-        finally:
-            os.close(fd)
+            return False  # _ingest() says what is wrong with it
 
     def _ingest(self, ref: FileRef, stats: ScanStats, stored: FileRow | None = None) -> None:
         """Read what is new in one file. A vanished file keeps everything it contributed.

@@ -35,6 +35,11 @@ def _grant(role: str, group: str) -> list[str]:
 
 def statements(members: list[str], readers: list[str]) -> list[str]:
     """The whole script, in order; every statement may run again (the roles are kept)."""
+    both = sorted(set(members) & set(readers))
+    if both:
+        # A reader's view would make a member's own writes (its report, its idle sessions)
+        # meet rows it may read but not write.
+        raise TeamError(f"{', '.join(both)}: a role is a member or a reader, not both")
     script = [q("team_roles"), q("team_policies")]
     for member in members:
         script += _grant(role_name(member), "retrod_member")
@@ -47,7 +52,8 @@ def script(members: list[str], readers: list[str]) -> str:
     head = ["-- retrod team: run as the role that owns retrod's tables (one that may create roles),",
             "-- on the database the members' RETROD_DATABASE_URL names. Give each login role a password",
             "-- (ALTER ROLE name PASSWORD '...') or your usual authentication; retrod never prints one."]
-    return "\n".join(head) + "\n\n" + "\n\n".join(statements(members, readers)) + "\n"
+    body = ["BEGIN;", *statements(members, readers), "COMMIT;"]  # all or nothing, as --apply
+    return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n"
 
 
 def apply(conn: psycopg.Connection, members: list[str], readers: list[str]) -> list[str]:

@@ -68,6 +68,11 @@ def track_start(conn: Connection, session: str, description: str | None) -> dict
         return ensure_session(cur, session, _clean(description, "--description"))
 
 
+def may_write(conn: Connection) -> bool:
+    """False for a team's reader role (README, "A team on one database")."""
+    return bool(one(conn.execute(q("may_write_sessions")))[0])
+
+
 def ensure_session(cur, session: str, description: str | None = None) -> dict:
     """The user's cc_sessions row for the session, created from what the transcripts say."""
     seen = one(cur.execute(q("session_first_seen"), {"session": session}))

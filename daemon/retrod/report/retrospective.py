@@ -10,8 +10,8 @@ from pathlib import Path
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from ..store.queries import one, q
-from ..tracking import TrackingError, ensure_session
+from ..store.queries import q
+from ..tracking import TrackingError, ensure_session, may_write
 from . import markdown, model
 
 INT_MAX = 2**31 - 1  # cc_sessions keeps the original design's INT columns
@@ -54,16 +54,16 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
     check_output(output)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         # A team's reader role reads everyone's sessions and writes none: its report is read only.
-        may_write = one(cur.execute(q("may_write_sessions")))["may_write"]
-        if close and not may_write:
+        writable = may_write(conn)
+        if close and not writable:
             raise TrackingError("--close: this database role may only read (a team's reader)")
-        if may_write:
+        if writable:
             user_session = ensure_session(cur, session)
             if close:
                 cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
         report = model.build(conn, session, away_after_s)
         summary = report["summary"]
-        if may_write:
+        if writable:
             cur.execute(q("fill_session_totals"), {
                 "session": session, "close": close,
                 **{f: min(summary["tokens"]["total"][f], INT_MAX) for f in model.TOKEN_FIELDS},

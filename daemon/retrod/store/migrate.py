@@ -66,9 +66,11 @@ def migrate(conn: psycopg.Connection, folder: Path | None = None) -> list[int]:
     refused with the migration it needs."""
     if not pending(conn, folder):
         return []
-    applied_now = []
+    applied_now: list[int] = []
     conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
     try:
+        if not pending(conn, folder):  # another process applied them while this one waited
+            return applied_now
         with conn.transaction():
             conn.execute("CREATE SCHEMA IF NOT EXISTS retrod")
             conn.execute(
@@ -76,7 +78,7 @@ def migrate(conn: psycopg.Connection, folder: Path | None = None) -> list[int]:
                 " version INT PRIMARY KEY, name TEXT NOT NULL,"
                 " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
             )
-        for migration in pending(conn, folder):  # again, under the lock: another may have applied some
+        for migration in pending(conn, folder):
             with conn.transaction():
                 conn.execute(migration.sql)
                 conn.execute(

@@ -10,7 +10,7 @@ INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid, agent_id)
 SELECT %(host_id)s, path, kind, slug, session_uuid, agent_id
 FROM json_to_recordset(%(files)s::json)
      AS x(path TEXT, kind TEXT, slug TEXT, session_uuid TEXT, agent_id TEXT)
-ON CONFLICT (host_id, path) DO UPDATE SET missing = false
+ON CONFLICT (host_id, path, db_role) DO UPDATE SET missing = false
 RETURNING path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head;
 
 -- name: lock_files

@@ -15,7 +15,8 @@ BEGIN
     END IF;
 END $$;
 
--- Grants and policies on every table with a db_role column. Run again by `migrate` after it
+-- Grants and policies on every table with a db_role column. `current_user = session_user`: a
+-- member that sets its role to retrod_member (which it may) must not get a shared set of rows. Run again by `migrate` after it
 -- applies a migration to a team's database, so that a new table is never left open or shut.
 -- The table owner is not subject to the policies (no FORCE): it migrates and sees everything.
 -- name: team_policies
@@ -41,7 +42,8 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('DROP POLICY IF EXISTS member_own_rows ON %s', t);
         EXECUTE format('CREATE POLICY member_own_rows ON %s TO retrod_member'
-                       ' USING (db_role = current_user) WITH CHECK (db_role = current_user)', t);
+                       ' USING (db_role = current_user AND current_user = session_user)'
+                       ' WITH CHECK (db_role = current_user AND current_user = session_user)', t);
         EXECUTE format('DROP POLICY IF EXISTS reader_all_rows ON %s', t);
         EXECUTE format('CREATE POLICY reader_all_rows ON %s FOR SELECT TO retrod_reader USING (true)', t);
         EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO retrod_member', t);
@@ -51,11 +53,11 @@ BEGIN
             EXECUTE format('GRANT USAGE ON SEQUENCE %s TO retrod_member', s);
         END LOOP;
     END LOOP;
-    -- A phase goes only onto one's own session (a member who is also a reader sees the others).
+    -- A phase goes only onto one's own session.
     DROP POLICY member_own_rows ON public.cc_session_phases;
     CREATE POLICY member_own_rows ON public.cc_session_phases TO retrod_member
-        USING (db_role = current_user)
-        WITH CHECK (db_role = current_user AND EXISTS (
+        USING (db_role = current_user AND current_user = session_user)
+        WITH CHECK (db_role = current_user AND current_user = session_user AND EXISTS (
             SELECT FROM public.cc_sessions s WHERE s.id = session_id AND s.db_role = current_user));
 END $$;
 
