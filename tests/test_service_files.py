@@ -100,3 +100,13 @@ def test_install_and_uninstall_on_linux(tmp_path: Path, monkeypatch) -> None:
     assert not unit.exists() and not env_file.exists()
     assert "--user disable --now retrod.service" in calls.read_text()
     assert install.status().startswith("not installed")
+
+
+def test_a_setting_that_is_not_utf8_is_one_clear_line_not_a_crash(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETROD_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR"))}
+    env.update(HOME=str(tmp_path), RETROD_HOST_ID="box-\udcff")  # the raw byte 0xff in the environment
+    done = subprocess.run([sys.executable, "-m", "retrod", "service", "install", "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "retrod: error: RETROD_HOST_ID holds bytes that are not UTF-8; set it again in UTF-8"]

@@ -64,6 +64,10 @@ def render_env(env: dict[str, str]) -> str:
     for key, value in env.items():
         if "\n" in value or "\r" in value:
             raise ServiceError(f"{key} holds a line break, which a service's environment cannot carry")
+        try:
+            value.encode()
+        except UnicodeEncodeError:  # os.environ keeps undecodable bytes as lone surrogates
+            raise ServiceError(f"{key} holds bytes that are not UTF-8; set it again in UTF-8") from None
         escaped = "".join("\\" + c if c in '\\"$`' else c for c in value)  # as a shell reads it too
         lines.append(f'{key}="{escaped}"')
     return "".join(line + "\n" for line in lines)
