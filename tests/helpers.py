@@ -56,7 +56,7 @@ _SNAPSHOT = {
                   " FROM retrod.gap_pieces g JOIN retrod.files f ON f.id = g.file_id ORDER BY 1, 2, 3",
     "gap_spans": "SELECT f.path, g.\"offset\", g.session_uuid, g.kind, g.span_start, g.span_end"
                  " FROM retrod.gap_spans g JOIN retrod.files f ON f.id = g.file_id ORDER BY 1, 2",
-    "session_tool_calls": "SELECT * FROM retrod.session_tool_calls ORDER BY 1",
+    "session_tool_calls": "SELECT session_uuid, tool_calls FROM retrod.session_tool_calls ORDER BY 1",
 }
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
