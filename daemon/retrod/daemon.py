@@ -98,6 +98,27 @@ def _log_stats(event: str, stats: ScanStats, started: float) -> None:
              missing=stats.missing, failed=stats.failed, seconds=round(time.monotonic() - started, 3))
 
 
+class _Outage:
+    """The database away or refusing writes (a full disk too): waits of 1, 2, 4 … 30 s between
+    attempts. Logged when it starts and as soon as a round of work goes through again, so that
+    the next outage is logged too, and waited out from 1 s again."""
+
+    def __init__(self) -> None:
+        self.backoff = 0.0
+
+    def failed(self, exc: Exception) -> float:
+        """The seconds to wait before the next attempt."""
+        if not self.backoff:
+            log.warning("database unavailable; retrying with backoff", error=" ".join(str(exc).split()))
+        self.backoff = min(_RETRY_MAX_S, self.backoff * 2 or 1.0)
+        return self.backoff
+
+    def over(self) -> None:
+        if self.backoff:
+            log.info("database back")
+            self.backoff = 0.0
+
+
 def install_signal_handlers(stop: threading.Event) -> None:
     """The first SIGTERM/SIGINT stops gracefully (the batch in flight commits or rolls back, the
     private cluster is stopped); a second one exits at once."""
@@ -126,7 +147,7 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                       minutes=5, id="close-idle-sessions", name="close idle sessions", coalesce=True,
                       max_instances=1, next_run_time=datetime.now(timezone.utc))
     scheduler.start()
-    backoff = 0.0
+    outage = _Outage()
     polling = settings.watch_polling
     try:
         while not stop.is_set():
@@ -137,10 +158,7 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                 _wait(stop, systemd, 5)
                 continue
             try:
-                _watch(ingester, settings, roots, scan_due, stop, systemd, polling)
-                if backoff:
-                    log.info("database back")
-                backoff = 0.0
+                _watch(ingester, settings, roots, scan_due, stop, systemd, polling, outage)
             except (OSError, RuntimeError) as exc:
                 if polling:
                     raise
@@ -149,11 +167,8 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                 polling = True
                 scan_due.set()
             except OUTAGE as exc:
-                if not backoff:
-                    log.warning("database unavailable; retrying with backoff", error=" ".join(str(exc).split()))
-                backoff = min(_RETRY_MAX_S, backoff * 2 or 1.0)
                 scan_due.set()  # catch up on what was written meanwhile
-                _wait(stop, systemd, backoff)
+                _wait(stop, systemd, outage.failed(exc))
     finally:
         scheduler.shutdown(wait=False)
 
@@ -166,7 +181,7 @@ def _wait(stop: threading.Event, systemd: _Systemd, seconds: float) -> None:
 
 
 def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: threading.Event,
-           stop: threading.Event, systemd: _Systemd, polling: bool) -> None:
+           stop: threading.Event, systemd: _Systemd, polling: bool, outage: _Outage) -> None:
     changes_seen = watchfiles.watch(
         *roots,
         watch_filter=lambda _change, path: _watched(path),
@@ -191,6 +206,7 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
             scan_due.clear()
             _scan(ingester, "caught up" if not systemd.ready else "reconciliation scan")
             systemd.ready_now()
+        outage.over()  # a round of work went through (after an outage, the scan that caught up)
         if any(not r.is_dir() for r in roots):
             log.warning("projects folder vanished; waiting for it", roots=[str(r) for r in roots])
             return

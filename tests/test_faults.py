@@ -1,0 +1,202 @@
+"""Faults the hardening issue's campaign could not stage, as the project's own tests: a disk that
+fills up, inotify out of watches or instances, a folder the watcher cannot read, a wall clock that
+jumps. Each runs the real daemon and ends on the figures, not on "it ran"."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from conftest import TEMPLATE_DB, fresh_database
+from helpers import HOST, ingest, rollups_match_raw, snapshot
+from retrod.service.cluster import Cluster
+
+sys.path.insert(0, str(Path(__file__).parent / "bench"))
+from corpus import fresh_lines  # noqa: E402
+
+S = "abababab-0000-4000-8000-000000000001"
+S2 = "abababab-0000-4000-8000-000000000002"
+
+
+def _env(db_url: str, projects: Path, tmp_path: Path, **settings: str) -> dict[str, str]:
+    """A daemon's environment: none of the user's retrod or Claude Code settings leak in."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RETROD_", "CLAUDE_CODE_")) and k != "CLAUDE_CONFIG_DIR"}
+    env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(tmp_path / "data"),
+               RETROD_HOST_ID=HOST, RETROD_SCAN_INTERVAL_S="3600", RETROD_LOG_LEVEL="INFO", HOME=str(tmp_path),
+               **settings)
+    return env
+
+
+@contextmanager
+def _daemon(env: dict[str, str], log: Path, prefix: list[str] | None = None) -> Iterator[subprocess.Popen]:
+    """`retrod run` (after `prefix`, e.g. unshare), its JSON log in `log`; stopped with SIGTERM,
+    and it must then exit 0."""
+    with log.open("w") as err:
+        proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "retrod", "run"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert code == 0, log.read_text()[-3000:]
+
+
+def _events(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+
+
+def _wait_for(predicate: Callable[[], bool], seconds: float, alive: Callable[[], bool] = lambda: True) -> bool:
+    """Polls `predicate` until it holds (True) or `seconds` pass (False); fails if the daemon dies."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        assert alive(), "the daemon stopped"
+        time.sleep(0.1)
+    return predicate()
+
+
+def _caught_up(db_url: str, projects: Path) -> bool:
+    """Every transcript's stored offset is its size: nothing written is left unread."""
+    sizes = {str(p): p.stat().st_size for p in projects.rglob("*.jsonl")}
+    with psycopg.connect(db_url) as conn:
+        stored = dict(conn.execute('SELECT path, "offset" FROM retrod.files WHERE kind <> \'meta\'').fetchall())
+    return all(stored.get(path) == size for path, size in sizes.items())
+
+
+def _same_as_a_batch_ingest(db_url: str, projects: Path, pg_cluster: Cluster) -> None:
+    """DESIGN §2.2: however it got there, the daemon ends with one batch pass's numbers."""
+    rollups_match_raw(db_url)
+    with fresh_database(pg_cluster) as clean_url:
+        ingest(clean_url, [projects])
+        assert snapshot(db_url, projects) == snapshot(clean_url, projects)
+
+
+# -- a disk that fills up ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(pg_cluster: Cluster) -> Iterator[Path]:
+    """A 64 MB tmpfs the cluster's server user owns (mode 700, as a tablespace needs)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    base = Path(tempfile.mkdtemp(prefix="retrod-disk-", dir="/tmp"))
+    os.chmod(base, 0o711)
+    mount = base / "m"
+    mount.mkdir()
+    owner = ""
+    if pg_cluster.run_as:
+        import pwd
+
+        user = pwd.getpwnam(pg_cluster.run_as)
+        owner = f",uid={user.pw_uid},gid={user.pw_gid}"
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=64m,mode=0700{owner}", "retrod-test", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def _database_on(pg_cluster: Cluster, location: Path) -> Iterator[str]:
+    """A migrated database whose every table and index lives in a tablespace at `location`."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_cluster.url("postgres"), autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLESPACE {} LOCATION {}").format(sql.Identifier(name), str(location)))
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {} TABLESPACE {}").format(
+            sql.Identifier(name), sql.Identifier(TEMPLATE_DB), sql.Identifier(name)))
+    try:
+        yield pg_cluster.url(name)
+    finally:
+        with psycopg.connect(pg_cluster.url("postgres"), autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP TABLESPACE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def _fill(folder: Path) -> Path:
+    """Writes a file into `folder` until the file system has no byte left; returns it."""
+    filler = folder / "filler"
+    with filler.open("wb", buffering=0) as f:
+        for size in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+    return filler
+
+
+def _append(path: Path, lines: Iterator[str], count: int) -> None:
+    with path.open("a") as f:
+        for _ in range(count):
+            f.write(next(lines))
+
+
+def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Cluster, small_disk: Path,
+                                                                 tmp_path: Path) -> None:
+    """PostgreSQL answers DiskFull (53100) when a table cannot grow: the daemon must keep running,
+    say so (once per outage, each outage), lose nothing written meanwhile (a new file included),
+    and catch up once space is freed — to exactly the figures of a batch ingest."""
+    projects = tmp_path / "projects"
+    (projects / "-full").mkdir(parents=True)
+    path = projects / "-full" / f"{S}.jsonl"
+    lines, other = fresh_lines(S), fresh_lines(S2)
+    _append(path, lines, 20)
+    log = tmp_path / "daemon.log"
+
+    def logged(event: str) -> int:
+        return sum(e["event"].startswith(event) for e in _events(log))
+
+    with _database_on(pg_cluster, small_disk) as url:
+        with _daemon(_env(url, projects, tmp_path), log) as proc:
+            alive = lambda: proc.poll() is None  # noqa: E731
+            assert _wait_for(lambda: _caught_up(url, projects), 60, alive)
+            for outage in (1, 2):
+                filler = _fill(small_disk)
+                try:
+                    for _ in range(40):  # allocated pages take a few rows more: write until a table must grow
+                        _append(path, lines, 50)
+                        if _wait_for(lambda: logged("database unavailable") == outage, 2, alive):
+                            break
+                    error = [e for e in _events(log) if e["event"].startswith("database unavailable")][-1]["error"]
+                    assert "No space left on device" in error
+                    _append(path, lines, 50)
+                    _append(projects / "-full" / f"{S2}.jsonl", other, 30)  # the first time a new file
+                    time.sleep(3)  # retries meet the full disk again
+                    assert alive() and not _caught_up(url, projects)
+                finally:
+                    filler.unlink()
+                assert _wait_for(lambda: _caught_up(url, projects), 120, alive), "lines written meanwhile lost"
+                assert _wait_for(lambda: logged("database back") == outage, 10, alive)  # said while it runs
+        assert logged("database unavailable") == 2  # once per outage
+        _same_as_a_batch_ingest(url, projects, pg_cluster)
