@@ -200,3 +200,78 @@ def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Clust
                 assert _wait_for(lambda: logged("database back") == outage, 10, alive)  # said while it runs
         assert logged("database unavailable") == 2  # once per outage
         _same_as_a_batch_ingest(url, projects, pg_cluster)
+
+
+# -- a wall clock that jumps ------------------------------------------------------------------
+
+
+def _line(kind: str, at: datetime, key: str) -> str:
+    stamp = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if kind == "user":
+        return json.dumps({"type": "user", "sessionId": S, "timestamp": stamp, "uuid": key,
+                           "message": {"role": "user", "content": "go on"}}) + "\n"
+    return json.dumps({"type": "assistant", "sessionId": S, "timestamp": stamp,
+                       "message": {"id": key, "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                                   "usage": {"input_tokens": 3, "output_tokens": 5}}}) + "\n"
+
+
+@pytest.mark.parametrize("jump", [timedelta(hours=-1), timedelta(hours=5)], ids=["back-1h", "on-5h"])
+def test_a_wall_clock_jump_holds_back_no_scan_and_closes_no_live_session(
+        db_url: str, pg_cluster: Cluster, tmp_path: Path, monkeypatch, jump: timedelta) -> None:
+    """The wall clock set back an hour, or on five hours (NTP, a user, a restored VM), under the
+    running daemon: the reconciliation scan keeps its pace — APScheduler's interval trigger, on
+    the wall clock, held it back an hour — a tracked session whose last line is a minute old
+    stays open, and the lines stamped by the jumped clock count as DESIGN §2.3 says (the
+    reference, and a batch ingest, agree)."""
+    import time_machine
+
+    import reference
+    from helpers import reports
+    from retrod import daemon
+    from retrod.settings import Settings
+
+    real_watch = daemon.watchfiles.watch
+
+    def deaf(*args, **kwargs):  # a watcher that misses every change: only the scans read lines
+        for _changes in real_watch(*args, **kwargs):
+            yield set()
+
+    closing = []
+    real_close = daemon._close_idle_sessions
+    monkeypatch.setattr(daemon.watchfiles, "watch", deaf)
+    monkeypatch.setattr(daemon, "CLOSE_IDLE_EVERY_S", 1)
+    monkeypatch.setattr(daemon, "_close_idle_sessions", lambda *args: (closing.append(time.monotonic()),
+                                                                       real_close(*args)))
+    projects = tmp_path / "projects"
+    path = projects / "-clock" / f"{S}.jsonl"
+    path.parent.mkdir(parents=True)
+    t0 = datetime.now(timezone.utc) - timedelta(minutes=1)
+    path.write_text(_line("user", t0, "u1") + _line("assistant", t0 + timedelta(seconds=10), "m1"))
+    with psycopg.connect(db_url) as conn:
+        conn.execute("INSERT INTO cc_sessions (session_uuid, project_slug, started_at) VALUES (%s, '-clock', %s)",
+                     (S, t0))
+    settings = Settings(database_url=db_url, projects_dir=str(projects), data_dir=tmp_path / "data",
+                        host_id=HOST, scan_interval_s=2)
+    stop = threading.Event()
+    with time_machine.travel(datetime.now(timezone.utc), tick=True) as traveller:
+        thread = threading.Thread(target=daemon.run, args=(settings, False, stop))
+        thread.start()
+        try:
+            assert _wait_for(lambda: _caught_up(db_url, projects), 60, thread.is_alive)
+            traveller.shift(jump)
+            jumped = time.monotonic()
+            now = datetime.now(timezone.utc)  # what Claude Code would stamp now
+            with path.open("a") as f:
+                f.write(_line("user", now, "u2") + _line("assistant", now + timedelta(seconds=4), "m2"))
+            assert _wait_for(lambda: _caught_up(db_url, projects), 30, thread.is_alive), "no scan since the jump"
+            if jump > timedelta(0):  # closing runs since the jump, and leaves the session open
+                assert _wait_for(lambda: any(t > jumped for t in closing), 30, thread.is_alive)
+            # (Set back, closing idle sessions runs that much later: harmless, see _follow.)
+        finally:
+            stop.set()
+            thread.join(timeout=60)
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT ended_at FROM cc_sessions WHERE session_uuid = %s", (S,)).fetchone() == (None,)
+    summary = reports(db_url)[S]["summary"]
+    assert summary == summary | reference.compute(projects)[S]["summary"]
+    _same_as_a_batch_ingest(db_url, projects, pg_cluster)

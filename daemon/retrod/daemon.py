@@ -26,6 +26,7 @@ from .store.store import OUTAGE, Store
 log = structlog.get_logger(__name__)
 
 _RETRY_MAX_S = 30.0
+CLOSE_IDLE_EVERY_S = 300.0
 
 
 class AlreadyRunning(RuntimeError):
@@ -119,6 +120,26 @@ class _Outage:
             self.backoff = 0.0
 
 
+class _Scans:
+    """When the next reconciliation scan is due: at once when asked (the catch-up, a new
+    watcher, after an outage), else `seconds` after the last one ended. By time.monotonic(), as
+    the watch loop asks at least once a second: APScheduler's interval trigger follows the wall
+    clock, and a clock set back an hour (NTP, a user, a restored VM) held the scan back an hour."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._next = 0.0  # due at once: the catch-up
+
+    def now(self) -> None:
+        self._next = 0.0
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._next
+
+    def done(self) -> None:
+        self._next = time.monotonic() + self.seconds
+
+
 def install_signal_handlers(stop: threading.Event) -> None:
     """The first SIGTERM/SIGINT stops gracefully (the batch in flight commits or rolls back, the
     private cluster is stopped); a second one exits at once."""
@@ -136,15 +157,15 @@ def install_signal_handlers(stop: threading.Event) -> None:
 
 
 def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, systemd: _Systemd) -> None:
-    """Catch up, then watch with watchfiles; a scheduled reconciliation scan catches what the
-    watcher misses. A database that goes away is waited for, with backoff, and caught up on."""
-    scan_due = threading.Event()
-    scan_due.set()  # the catch-up
+    """Catch up, then watch with watchfiles; a reconciliation scan every scan_interval_s catches
+    what the watcher misses. A database that goes away is waited for, with backoff, and caught
+    up on."""
+    scans = _Scans(settings.scan_interval_s)
+    # On the wall clock, which is fine here: set back, it only closes idle sessions later, at
+    # the same ended_at (their last activity); idleness itself is judged by the database's now().
     scheduler = BackgroundScheduler(daemon=True)
-    scheduler.add_job(scan_due.set, "interval", seconds=settings.scan_interval_s,
-                      id="reconciliation-scan", name="reconciliation scan", coalesce=True, max_instances=1)
     scheduler.add_job(_close_idle_sessions, "interval", args=(ingester.store.pool, settings),
-                      minutes=5, id="close-idle-sessions", name="close idle sessions", coalesce=True,
+                      seconds=CLOSE_IDLE_EVERY_S, id="close-idle-sessions", name="close idle sessions", coalesce=True,
                       max_instances=1, next_run_time=datetime.now(timezone.utc))
     scheduler.start()
     outage = _Outage()
@@ -158,16 +179,16 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                 _wait(stop, systemd, 5)
                 continue
             try:
-                _watch(ingester, settings, roots, scan_due, stop, systemd, polling, outage)
+                _watch(ingester, settings, roots, scans, stop, systemd, polling, outage)
             except (OSError, RuntimeError) as exc:
                 if polling:
                     raise
                 # inotify unavailable or out of watches: poll instead; scans still run.
                 log.warning("file watcher failed; polling instead", error=str(exc))
                 polling = True
-                scan_due.set()
+                scans.now()
             except OUTAGE as exc:
-                scan_due.set()  # catch up on what was written meanwhile
+                scans.now()  # catch up on what was written meanwhile
                 _wait(stop, systemd, outage.failed(exc))
     finally:
         scheduler.shutdown(wait=False)
@@ -180,7 +201,7 @@ def _wait(stop: threading.Event, systemd: _Systemd, seconds: float) -> None:
         stop.wait(min(1.0, max(0.0, deadline - time.monotonic())))
 
 
-def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: threading.Event,
+def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scans: _Scans,
            stop: threading.Event, systemd: _Systemd, polling: bool, outage: _Outage) -> None:
     changes_seen = watchfiles.watch(
         *roots,
@@ -189,7 +210,7 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
         step=min(50, settings.watch_debounce_ms) or 1,
         stop_event=stop,
         yield_on_timeout=True,
-        rust_timeout=1000,
+        rust_timeout=1000,  # a round at least once a second, for the watchdog and the scans
         raise_interrupt=False,
         ignore_permission_denied=True,
         force_polling=polling or None,
@@ -197,14 +218,14 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: 
     for n, changes in enumerate(changes_seen):
         systemd.alive()
         if n == 0:
-            scan_due.set()  # the watcher is up now: catch what was written before it was
+            scans.now()  # the watcher is up now: catch what was written before it was
         if changes:
             stats = ingester.ingest_paths(sorted({Path(path) for _change, path in changes}))
             if stats.lines:
                 log.debug("ingested", files=stats.ingested, lines=stats.lines, bytes=stats.bytes)
-        if scan_due.is_set():
-            scan_due.clear()
+        if scans.due():
             _scan(ingester, "caught up" if not systemd.ready else "reconciliation scan")
+            scans.done()
             systemd.ready_now()
         outage.over()  # a round of work went through (after an outage, the scan that caught up)
         if any(not r.is_dir() for r in roots):
