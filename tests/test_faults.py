@@ -202,6 +202,97 @@ def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Clust
         _same_as_a_batch_ingest(url, projects, pg_cluster)
 
 
+# -- a file watcher that cannot watch everything ----------------------------------------------
+
+
+def _in_own_user_namespace(setting: str = "-", value: int = 0) -> list[str]:
+    """A command prefix: its own user namespace, with that namespace's inotify limit `setting`
+    at `value` (see userns.py): the machine's own limits are not touched."""
+    if os.geteuid() != 0:
+        pytest.skip("mapping the database server's user into a namespace needs root")
+    return [sys.executable, str(Path(__file__).parent / "userns.py"), setting, str(value)]
+
+
+def _assistant(session: str, key: str) -> str:
+    return json.dumps({"type": "assistant", "sessionId": session, "timestamp": "2026-01-01T00:00:00Z",
+                       "message": {"id": key, "usage": {"output_tokens": 1}}}) + "\n"
+
+
+def _sessions(projects: Path, count: int, first: int = 0) -> list[Path]:
+    """`count` project folders of one session each, with a subagent folder: a folder and two
+    below it to watch per project."""
+    paths = []
+    for n in range(first, first + count):
+        session = f"cdcdcdcd-0000-4000-8000-{n:012d}"
+        (projects / f"-p{n}" / session / "subagents").mkdir(parents=True)
+        path = projects / f"-p{n}" / f"{session}.jsonl"
+        path.write_text(_assistant(session, f"m{n}-0"))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize(("limit", "spare"), [
+    ("max_inotify_watches", -16),  # watches run out while the watcher adds them, folder by folder
+    pytest.param("max_inotify_watches", 0, marks=pytest.mark.xfail(strict=True, reason=(
+        "… or later, for the folders of new sessions: watchfiles 1.3 bundles notify 8.0, which drops "
+        "that error (notify 8.2 reports it); until then only the reconciliation scan finds those lines"))),
+    ("max_inotify_instances", None),  # no inotify instance at all: the watcher cannot start
+])
+def test_inotify_limits_reached_make_the_daemon_poll(db_url: str, tmp_path: Path, limit: str,
+                                                     spare: int | None) -> None:
+    """The real limits, in a user namespace of the daemon's own. Out of watches at the start,
+    watchfiles used to carry on silently with the folders it had watched so far (retrod asked it
+    to ignore errors, for unreadable folders): lines in the others waited for the next scan (an
+    hour here)."""
+    projects = tmp_path / "projects"
+    paths = _sessions(projects, 6)
+    folders = 1 + sum(1 for p in projects.rglob("*") if p.is_dir())  # a watch each, the root's too
+    value = 0 if spare is None else folders + spare
+    log = tmp_path / "daemon.log"
+    with _daemon(_env(db_url, projects, tmp_path), log, _in_own_user_namespace(limit, value)) as proc:
+        alive = lambda: proc.poll() is None  # noqa: E731
+        assert _wait_for(lambda: _caught_up(db_url, projects), 60, alive)
+        if spare == 0:  # new folders, read whole as they appear; then lines appended there
+            paths += _sessions(projects, 3, first=6)
+            assert _wait_for(lambda: _caught_up(db_url, projects), 30, alive), "new sessions not seen"
+        for n, path in enumerate(paths):
+            with path.open("a") as f:
+                f.write(_assistant(path.stem, f"m{n}-1"))
+        assert _wait_for(lambda: _caught_up(db_url, projects), 30, alive), "appended lines not seen"
+    warnings = [e for e in _events(log) if e["event"] == "file watcher failed; polling instead"]
+    assert len(warnings) == 1, _events(log)
+
+
+def test_an_unreadable_folder_leaves_the_others_followed(db_url: str, tmp_path: Path) -> None:
+    """A folder the daemon may not read (another user's) stops the watcher's walk, inotify's and
+    polling's alike: the readable folders must still be followed — by frequent scans when no
+    watcher can start — and the daemon keep running."""
+    projects = tmp_path / "projects"
+    paths = _sessions(projects, 4)
+    prefix: list[str] = []
+    for path in paths:
+        locked = path.parent / path.stem / "subagents"
+        # root reads anything; in its own user namespace, not what an unmapped user owns
+        shutil.chown(locked, 65534, 65534) if os.geteuid() == 0 else None
+        locked.chmod(0o700 if os.geteuid() == 0 else 0)
+    if os.geteuid() == 0:
+        prefix = _in_own_user_namespace()
+    log = tmp_path / "daemon.log"
+    try:
+        with _daemon(_env(db_url, projects, tmp_path), log, prefix) as proc:
+            alive = lambda: proc.poll() is None  # noqa: E731
+            assert _wait_for(lambda: _caught_up(db_url, projects), 60, alive)
+            for n, path in enumerate(paths):
+                with path.open("a") as f:
+                    f.write(_assistant(path.stem, f"m{n}-1"))
+            assert _wait_for(lambda: _caught_up(db_url, projects), 30, alive), "appended lines not seen"
+    finally:
+        for path in paths:
+            (path.parent / path.stem / "subagents").chmod(0o755)
+    assert [e["event"] for e in _events(log) if e["level"] == "warning"][:2] == [
+        "file watcher failed; polling instead", "file watcher failed; scanning instead"]
+
+
 # -- a wall clock that jumps ------------------------------------------------------------------
 
 

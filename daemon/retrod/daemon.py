@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,6 +28,12 @@ log = structlog.get_logger(__name__)
 
 _RETRY_MAX_S = 30.0
 CLOSE_IDLE_EVERY_S = 300.0
+# How the daemon hears of changes, best first. A watcher that fails moves it one step down for
+# as long as it runs (a restart tries the best again): inotify out of watches or instances ->
+# polling; polling failing too (watchfiles' walk stops at a folder it may not read, and so
+# does inotify's) -> no watcher, a scan every SCANS_ONLY_EVERY_S.
+_NATIVE, _POLLING, _SCANS_ONLY = "native", "polling", "scans only"
+SCANS_ONLY_EVERY_S = 5.0
 
 
 class AlreadyRunning(RuntimeError):
@@ -169,7 +176,7 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                       max_instances=1, next_run_time=datetime.now(timezone.utc))
     scheduler.start()
     outage = _Outage()
-    polling = settings.watch_polling
+    modes = [_POLLING, _SCANS_ONLY] if settings.watch_polling else [_NATIVE, _POLLING, _SCANS_ONLY]
     try:
         while not stop.is_set():
             roots = [r for r in ingester.roots if r.is_dir()]
@@ -179,13 +186,18 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                 _wait(stop, systemd, 5)
                 continue
             try:
-                _watch(ingester, settings, roots, scans, stop, systemd, polling, outage)
+                _watch(ingester, settings, roots, scans, stop, systemd, modes[0], outage)
             except (OSError, RuntimeError) as exc:
-                if polling:
-                    raise
-                # inotify unavailable or out of watches: poll instead; scans still run.
-                log.warning("file watcher failed; polling instead", error=str(exc))
-                polling = True
+                if modes[0] == _SCANS_ONLY:
+                    raise  # no watcher to blame
+                if any(not r.is_dir() for r in roots):
+                    continue  # the folder went away as the watcher started: wait for it, as always
+                modes.pop(0)
+                if modes[0] == _POLLING:
+                    log.warning("file watcher failed; polling instead", error=str(exc))
+                else:
+                    scans.seconds = min(scans.seconds, SCANS_ONLY_EVERY_S)
+                    log.warning("file watcher failed; scanning instead", every_s=scans.seconds, error=str(exc))
                 scans.now()
             except OUTAGE as exc:
                 scans.now()  # catch up on what was written meanwhile
@@ -202,8 +214,8 @@ def _wait(stop: threading.Event, systemd: _Systemd, seconds: float) -> None:
 
 
 def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scans: _Scans,
-           stop: threading.Event, systemd: _Systemd, polling: bool, outage: _Outage) -> None:
-    changes_seen = watchfiles.watch(
+           stop: threading.Event, systemd: _Systemd, mode: str, outage: _Outage) -> None:
+    changes_seen = _ticks(stop) if mode == _SCANS_ONLY else watchfiles.watch(
         *roots,
         watch_filter=lambda _change, path: _watched(path),
         debounce=settings.watch_debounce_ms,
@@ -212,8 +224,10 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scans: _Sc
         yield_on_timeout=True,
         rust_timeout=1000,  # a round at least once a second, for the watchdog and the scans
         raise_interrupt=False,
-        ignore_permission_denied=True,
-        force_polling=polling or None,
+        # False: with True, watchfiles also ignores running out of inotify watches, and watches
+        # only the folders its walk reached before the first error of any kind.
+        ignore_permission_denied=False,
+        force_polling=mode == _POLLING or None,
     )
     for n, changes in enumerate(changes_seen):
         systemd.alive()
@@ -231,6 +245,12 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scans: _Sc
         if any(not r.is_dir() for r in roots):
             log.warning("projects folder vanished; waiting for it", roots=[str(r) for r in roots])
             return
+
+
+def _ticks(stop: threading.Event) -> Iterator[set]:
+    """No watcher: an empty round of changes each second, for the scans and the watchdog."""
+    while not stop.wait(1.0):
+        yield set()
 
 
 def _close_idle_sessions(pool, settings: Settings) -> None:
