@@ -366,3 +366,19 @@ def test_a_wall_clock_jump_holds_back_no_scan_and_closes_no_live_session(
     summary = reports(db_url)[S]["summary"]
     assert summary == summary | reference.compute(projects)[S]["summary"]
     _same_as_a_batch_ingest(db_url, projects, pg_cluster)
+
+
+# -- a long run -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_minute_of_live_sessions_leaves_memory_and_open_files_flat(db_url: str, tmp_path: Path) -> None:
+    """A minute of the benchmarks' soak (tests/bench/soak.py; the nightly one runs an hour):
+    sessions writing at a real pace, subagents and new sessions now and then."""
+    import soak
+
+    r = soak.run(tmp_path, 60, url=db_url)
+    assert r["lines"] >= 40 and r["samples"] >= 50  # it did write, and look, all along
+    assert r["bytes_not_ingested"] == 0 and r["errors_logged"] == 0
+    assert r["fds_end"] <= r["fds_warm"] + 2, r
+    assert r["rss_mb_growth"] < 15, r
