@@ -4,7 +4,7 @@ memory and open files must stay flat, and every line written must be in.
 The daemon runs (`retrod run`, default settings) against a private cluster; this process writes
 like Claude Code: `sessions` sessions at once, each appending one real line (corpus.fresh_lines)
 every 1–5 s (seeded); now and then a session runs a subagent for a few lines (a new file under
-`<session>/subagents/`, with its meta file), and a session that has written a few hundred lines
+`<session>/subagents/`, with its meta file), and a session that has written 50–250 lines
 ends and a new one starts in its place, in a new project folder every other time. Every
 `sample_s` the daemon's RSS (/proc/<pid>/status VmRSS) and open file descriptors
 (/proc/<pid>/fd) are read (Linux only; PostgreSQL's processes are not counted).
@@ -72,7 +72,7 @@ class _Writer:
             self.folder = self._new_folder()
         self.sessions += 1
         name = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-        return _Session(self.folder / f"{name}.jsonl", fresh_lines(name), self.rng.randint(200, 600))
+        return _Session(self.folder / f"{name}.jsonl", fresh_lines(name), self.rng.randint(50, 250))
 
     def write(self, s: _Session) -> _Session:
         """One line of session `s`; returns the session that writes next in its place."""
