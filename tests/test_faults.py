@@ -64,6 +64,10 @@ def _daemon(env: dict[str, str], log: Path, prefix: list[str] | None = None) -> 
     assert code == 0, log.read_text()[-3000:]
 
 
+def _running(proc: subprocess.Popen) -> Callable[[], bool]:
+    return lambda: proc.poll() is None
+
+
 def _events(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
 
@@ -179,14 +183,14 @@ def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Clust
 
     with _database_on(pg_cluster, small_disk) as url:
         with _daemon(_env(url, projects, tmp_path), log) as proc:
-            alive = lambda: proc.poll() is None  # noqa: E731
+            alive = _running(proc)
             assert _wait_for(lambda: _caught_up(url, projects), 60, alive)
             for outage in (1, 2):
                 filler = _fill(small_disk)
                 try:
                     for _ in range(40):  # allocated pages take a few rows more: write until a table must grow
                         _append(path, lines, 50)
-                        if _wait_for(lambda: logged("database unavailable") == outage, 2, alive):
+                        if _wait_for(lambda n=outage: logged("database unavailable") == n, 2, alive):
                             break
                     error = [e for e in _events(log) if e["event"].startswith("database unavailable")][-1]["error"]
                     assert "No space left on device" in error
@@ -197,7 +201,7 @@ def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Clust
                 finally:
                     filler.unlink()
                 assert _wait_for(lambda: _caught_up(url, projects), 120, alive), "lines written meanwhile lost"
-                assert _wait_for(lambda: logged("database back") == outage, 10, alive)  # said while it runs
+                assert _wait_for(lambda n=outage: logged("database back") == n, 10, alive)  # said while it runs
         assert logged("database unavailable") == 2  # once per outage
         _same_as_a_batch_ingest(url, projects, pg_cluster)
 
@@ -250,7 +254,7 @@ def test_inotify_limits_reached_make_the_daemon_poll(db_url: str, tmp_path: Path
     value = 0 if spare is None else folders + spare
     log = tmp_path / "daemon.log"
     with _daemon(_env(db_url, projects, tmp_path), log, _in_own_user_namespace(limit, value)) as proc:
-        alive = lambda: proc.poll() is None  # noqa: E731
+        alive = _running(proc)
         assert _wait_for(lambda: _caught_up(db_url, projects), 60, alive)
         if spare == 0:  # new folders, read whole as they appear; then lines appended there
             paths += _sessions(projects, 3, first=6)
@@ -280,7 +284,7 @@ def test_an_unreadable_folder_leaves_the_others_followed(db_url: str, tmp_path: 
     log = tmp_path / "daemon.log"
     try:
         with _daemon(_env(db_url, projects, tmp_path), log, prefix) as proc:
-            alive = lambda: proc.poll() is None  # noqa: E731
+            alive = _running(proc)
             assert _wait_for(lambda: _caught_up(db_url, projects), 60, alive)
             for n, path in enumerate(paths):
                 with path.open("a") as f:

@@ -28,7 +28,6 @@ from itertools import count
 from pathlib import Path
 
 import psycopg
-
 from corpus import FIXTURES, fresh_lines
 from harness import daemon, database, rss_mb, wait_for_log
 
