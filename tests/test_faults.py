@@ -47,7 +47,7 @@ def _env(db_url: str, projects: Path, tmp_path: Path, **settings: str) -> dict[s
 
 @contextmanager
 def _daemon(env: dict[str, str], log: Path, prefix: list[str] | None = None) -> Iterator[subprocess.Popen]:
-    """`retrod run` (after `prefix`, e.g. unshare), its JSON log in `log`; stopped with SIGTERM,
+    """`retrod run` (after `prefix`: see userns.py), its JSON log in `log`; stopped with SIGTERM,
     and it must then exit 0."""
     with log.open("w") as err:
         proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "retrod", "run"], env=env,
@@ -280,11 +280,12 @@ def test_an_unreadable_folder_leaves_the_others_followed(db_url: str, tmp_path: 
     prefix: list[str] = []
     for path in paths:
         locked = path.parent / path.stem / "subagents"
-        # root reads anything; in its own user namespace, not what an unmapped user owns
-        shutil.chown(locked, 65534, 65534) if os.geteuid() == 0 else None
-        locked.chmod(0o700 if os.geteuid() == 0 else 0)
-    if os.geteuid() == 0:
-        prefix = _in_own_user_namespace()
+        if os.geteuid() == 0:  # root reads anything; in its own user namespace, not what an unmapped user owns
+            shutil.chown(locked, 65534, 65534)
+            locked.chmod(0o700)
+            prefix = _in_own_user_namespace()
+        else:
+            locked.chmod(0)
     log = tmp_path / "daemon.log"
     try:
         with _daemon(_env(db_url, projects, tmp_path), log, prefix) as proc:
