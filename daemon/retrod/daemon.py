@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +27,13 @@ from .store.store import OUTAGE, Store
 log = structlog.get_logger(__name__)
 
 _RETRY_MAX_S = 30.0
+CLOSE_IDLE_EVERY_S = 300.0
+# How the daemon hears of changes, best first. A watcher that fails moves it one step down for
+# as long as it runs (a restart tries the best again): inotify out of watches or instances ->
+# polling; polling failing too (watchfiles' walk stops at a folder it may not read, and so
+# does inotify's) -> no watcher, a scan every SCANS_ONLY_EVERY_S.
+_NATIVE, _POLLING, _SCANS_ONLY = "native", "polling", "scans only"
+SCANS_ONLY_EVERY_S = 5.0
 
 
 class AlreadyRunning(RuntimeError):
@@ -98,6 +106,47 @@ def _log_stats(event: str, stats: ScanStats, started: float) -> None:
              missing=stats.missing, failed=stats.failed, seconds=round(time.monotonic() - started, 3))
 
 
+class _Outage:
+    """The database away or refusing writes (a full disk too): waits of 1, 2, 4 … 30 s between
+    attempts. Logged when it starts and as soon as a round of work goes through again, so that
+    the next outage is logged too, and waited out from 1 s again."""
+
+    def __init__(self) -> None:
+        self.backoff = 0.0
+
+    def failed(self, exc: Exception) -> float:
+        """The seconds to wait before the next attempt."""
+        if not self.backoff:
+            log.warning("database unavailable; retrying with backoff", error=" ".join(str(exc).split()))
+        self.backoff = min(_RETRY_MAX_S, self.backoff * 2 or 1.0)
+        return self.backoff
+
+    def over(self) -> None:
+        if self.backoff:
+            log.info("database back")
+            self.backoff = 0.0
+
+
+class _Scans:
+    """When the next reconciliation scan is due: at once when asked (the catch-up, a new
+    watcher, after an outage), else `seconds` after the last one ended. By time.monotonic(), as
+    the watch loop asks at least once a second: APScheduler's interval trigger follows the wall
+    clock, and a clock set back an hour (NTP, a user, a restored VM) held the scan back an hour."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._next = 0.0  # due at once: the catch-up
+
+    def now(self) -> None:
+        self._next = 0.0
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._next
+
+    def done(self) -> None:
+        self._next = time.monotonic() + self.seconds
+
+
 def install_signal_handlers(stop: threading.Event) -> None:
     """The first SIGTERM/SIGINT stops gracefully (the batch in flight commits or rolls back, the
     private cluster is stopped); a second one exits at once."""
@@ -115,19 +164,19 @@ def install_signal_handlers(stop: threading.Event) -> None:
 
 
 def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, systemd: _Systemd) -> None:
-    """Catch up, then watch with watchfiles; a scheduled reconciliation scan catches what the
-    watcher misses. A database that goes away is waited for, with backoff, and caught up on."""
-    scan_due = threading.Event()
-    scan_due.set()  # the catch-up
+    """Catch up, then watch with watchfiles; a reconciliation scan every scan_interval_s catches
+    what the watcher misses. A database that goes away is waited for, with backoff, and caught
+    up on."""
+    scans = _Scans(settings.scan_interval_s)
+    # On the wall clock, which is fine here: set back, it only closes idle sessions later, at
+    # the same ended_at (their last activity); idleness itself is judged by the database's now().
     scheduler = BackgroundScheduler(daemon=True)
-    scheduler.add_job(scan_due.set, "interval", seconds=settings.scan_interval_s,
-                      id="reconciliation-scan", name="reconciliation scan", coalesce=True, max_instances=1)
     scheduler.add_job(_close_idle_sessions, "interval", args=(ingester.store.pool, settings),
-                      minutes=5, id="close-idle-sessions", name="close idle sessions", coalesce=True,
-                      max_instances=1, next_run_time=datetime.now(UTC))
+                      seconds=CLOSE_IDLE_EVERY_S, id="close-idle-sessions", name="close idle sessions",
+                      coalesce=True, max_instances=1, next_run_time=datetime.now(UTC))
     scheduler.start()
-    backoff = 0.0
-    polling = settings.watch_polling
+    outage = _Outage()
+    modes = [_POLLING, _SCANS_ONLY] if settings.watch_polling else [_NATIVE, _POLLING, _SCANS_ONLY]
     try:
         while not stop.is_set():
             roots = [r for r in ingester.roots if r.is_dir()]
@@ -137,23 +186,22 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                 _wait(stop, systemd, 5)
                 continue
             try:
-                _watch(ingester, settings, roots, scan_due, stop, systemd, polling)
-                if backoff:
-                    log.info("database back")
-                backoff = 0.0
+                _watch(ingester, settings, roots, scans, stop, systemd, modes[0], outage)
             except (OSError, RuntimeError) as exc:
-                if polling:
-                    raise
-                # inotify unavailable or out of watches: poll instead; scans still run.
-                log.warning("file watcher failed; polling instead", error=str(exc))
-                polling = True
-                scan_due.set()
+                if modes[0] == _SCANS_ONLY:
+                    raise  # no watcher to blame
+                if any(not r.is_dir() for r in roots):
+                    continue  # the folder went away as the watcher started: wait for it, as always
+                modes.pop(0)
+                if modes[0] == _POLLING:
+                    log.warning("file watcher failed; polling instead", error=str(exc))
+                else:
+                    scans.seconds = min(scans.seconds, SCANS_ONLY_EVERY_S)
+                    log.warning("file watcher failed; scanning instead", every_s=scans.seconds, error=str(exc))
+                scans.now()
             except OUTAGE as exc:
-                if not backoff:
-                    log.warning("database unavailable; retrying with backoff", error=" ".join(str(exc).split()))
-                backoff = min(_RETRY_MAX_S, backoff * 2 or 1.0)
-                scan_due.set()  # catch up on what was written meanwhile
-                _wait(stop, systemd, backoff)
+                scans.now()  # catch up on what was written meanwhile
+                _wait(stop, systemd, outage.failed(exc))
     finally:
         scheduler.shutdown(wait=False)
 
@@ -165,35 +213,44 @@ def _wait(stop: threading.Event, systemd: _Systemd, seconds: float) -> None:
         stop.wait(min(1.0, max(0.0, deadline - time.monotonic())))
 
 
-def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scan_due: threading.Event,
-           stop: threading.Event, systemd: _Systemd, polling: bool) -> None:
-    changes_seen = watchfiles.watch(
+def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scans: _Scans,
+           stop: threading.Event, systemd: _Systemd, mode: str, outage: _Outage) -> None:
+    changes_seen = _ticks(stop) if mode == _SCANS_ONLY else watchfiles.watch(
         *roots,
         watch_filter=lambda _change, path: _watched(path),
         debounce=settings.watch_debounce_ms,
         step=min(50, settings.watch_debounce_ms) or 1,
         stop_event=stop,
         yield_on_timeout=True,
-        rust_timeout=1000,
+        rust_timeout=1000,  # a round at least once a second, for the watchdog and the scans
         raise_interrupt=False,
-        ignore_permission_denied=True,
-        force_polling=polling or None,
+        # False: with True, watchfiles also ignores running out of inotify watches, and watches
+        # only the folders its walk reached before the first error of any kind.
+        ignore_permission_denied=False,
+        force_polling=mode == _POLLING or None,
     )
     for n, changes in enumerate(changes_seen):
         systemd.alive()
         if n == 0:
-            scan_due.set()  # the watcher is up now: catch what was written before it was
+            scans.now()  # the watcher is up now: catch what was written before it was
         if changes:
             stats = ingester.ingest_paths(sorted({Path(path) for _change, path in changes}))
             if stats.lines:
                 log.debug("ingested", files=stats.ingested, lines=stats.lines, bytes=stats.bytes)
-        if scan_due.is_set():
-            scan_due.clear()
+        if scans.due():
             _scan(ingester, "caught up" if not systemd.ready else "reconciliation scan")
+            scans.done()
             systemd.ready_now()
+        outage.over()  # a round of work went through (after an outage, the scan that caught up)
         if any(not r.is_dir() for r in roots):
             log.warning("projects folder vanished; waiting for it", roots=[str(r) for r in roots])
             return
+
+
+def _ticks(stop: threading.Event) -> Iterator[set]:
+    """No watcher: an empty round of changes each second, for the scans and the watchdog."""
+    while not stop.wait(1.0):
+        yield set()
 
 
 def _close_idle_sessions(pool, settings: Settings) -> None:

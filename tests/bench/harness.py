@@ -49,6 +49,14 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
     return Measured(got["seconds"], got["rss_kb"] / 1024, got["stderr"])
 
 
+def rss_mb(pid: int) -> float:
+    """The resident memory of a running process (Linux: /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def median_seconds(fn, runs: int) -> float:
     """The median wall time of `runs` calls of `fn`."""
     times = []
@@ -74,8 +82,10 @@ def database(scratch: Path, name: str) -> Iterator[str]:
 
 
 def retrod_env(projects: Path, data: Path, database_url: str | None = None) -> dict[str, str]:
-    """The environment of a retrod command here: this one's, without the user's RETROD_* settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    """The environment of a retrod command here: this one's, without the user's retrod and Claude
+    Code settings."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RETROD_", "CLAUDE_CODE_")) and k != "CLAUDE_CONFIG_DIR"}
     env.update(RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data),
                RETROD_REPORTS_DIR=str(data / "reports"), RETROD_LOG_LEVEL="INFO")
     if database_url:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from corpus import write_many
-from harness import daemon, database, wait_for_log
+from harness import daemon, database, rss_mb, wait_for_log
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -20,13 +20,6 @@ _TICK = os.sysconf("SC_CLK_TCK")
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def run(scratch: Path, files: int, seconds: float) -> dict:
@@ -38,7 +31,7 @@ def run(scratch: Path, files: int, seconds: float) -> dict:
         cpu_start, wall_start = _cpu_s(process.pid), time.monotonic()
         rss = []
         while time.monotonic() - wall_start < seconds:
-            rss.append(_rss_mb(process.pid))
+            rss.append(rss_mb(process.pid))
             time.sleep(1)
         cpu = (_cpu_s(process.pid) - cpu_start) / (time.monotonic() - wall_start)
     return {"files": files, "catch_up_s": caught_up["seconds"], "seconds": seconds,

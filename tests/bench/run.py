@@ -1,7 +1,8 @@
 """Every retrod benchmark in one run, side by side with ccusage, against the targets.
 
-    python tests/bench/run.py            # the full run: about 4 minutes, a few GB of /tmp
+    python tests/bench/run.py            # the full run: about 6 minutes, a few GB of /tmp
     python tests/bench/run.py --smoke    # seconds-long, for CI: checks that it all still works
+    python tests/bench/run.py --only soak --soak   # the nightly soak alone: an hour
 
 Prints Markdown tables and writes them as JSON (--json, default bench-results.json). Ratios are
 measured in one run on one machine, so they hold on a noisy machine where absolute times do not.
@@ -29,6 +30,7 @@ import commands
 import idle_cost
 import live_latency
 import report_latency
+import soak
 from peers import find_ccusage
 
 
@@ -79,13 +81,22 @@ TARGETS: list[Target] = [
     ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
     ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
     ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),
+    ("soak: RSS growth after the warm-up (MB)", lambda r: r["soak"]["rss_mb_growth"], "<", 15),
+    ("soak: open files, end − after the warm-up", lambda r: r["soak"]["fds_end"] - r["soak"]["fds_warm"], "<=", 2),
+    ("soak: bytes written but not ingested", lambda r: r["soak"]["bytes_not_ingested"], "<=", 0),
+    ("soak: errors logged", lambda r: r["soak"]["errors_logged"], "<=", 0),
 ]
+BENCHMARKS = ("backfill", "report", "commands", "live", "idle", "soak")
+NIGHTLY_SOAK_S = 3600
 
 
 def verdicts(results: dict) -> list[dict]:
     out = []
     for what, compute, op, target in TARGETS:
-        value = compute(results)
+        try:
+            value = compute(results)
+        except KeyError:  # that benchmark did not run (--only)
+            value = None
         if value is None:
             out.append({"target": f"{what} {op} {target:g}", "value": None, "met": None})
             continue
@@ -102,35 +113,51 @@ def main() -> None:
     parser.add_argument("--sizes", help="backfill tree sizes in MB, comma-separated (default 10,100,1000)")
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"), help="where to write the results")
     parser.add_argument("--no-ccusage", action="store_true", help="do not look for or install ccusage")
+    parser.add_argument("--only", help=f"benchmarks to run, comma-separated, of: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--soak", action="store_true", help=f"the nightly soak: {NIGHTLY_SOAK_S} s")
+    parser.add_argument("--soak-seconds", type=float, help="how long the soak writes (default 5 with --smoke, else 60)")
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else set(BENCHMARKS)
+    if only - set(BENCHMARKS):
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(only - set(BENCHMARKS)))}")
+    soak_s = args.soak_seconds or (NIGHTLY_SOAK_S if args.soak else 5 if args.smoke else 60)
     sizes = [float(s) for s in (args.sizes or ("1,2" if args.smoke else "10,100,1000")).split(",")]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="retrod-bench-", dir="/tmp") as tmp:
         scratch = Path(tmp)
         os.chmod(scratch, 0o711)  # as root, the private clusters run as postgres and must reach their folders
-        ccusage, why = (None, "skipped (--no-ccusage)") if args.no_ccusage else find_ccusage(scratch)
+        if args.no_ccusage or not only & {"backfill", "report"}:
+            ccusage, why = None, "skipped (--no-ccusage)" if args.no_ccusage else "not needed"
+        else:
+            ccusage, why = find_ccusage(scratch)
         print(f"ccusage: {why}", flush=True)
         results: dict = {"machine": machine(), "ccusage": why, "smoke": args.smoke}
-        print("backfill …", flush=True)
-        results["backfill"] = backfill.run(scratch, sizes, ccusage)
-        print("report latency …", flush=True)
-        results["report"] = report_latency.run(scratch, args.smoke, ccusage)
-        print("commands without a daemon …", flush=True)
-        results["commands"] = commands.run(scratch, args.smoke)
-        print("live latency …", flush=True)
-        results["live"] = live_latency.run(scratch, 20 if args.smoke else 300)
-        print("idle cost …", flush=True)
-        results["idle"] = idle_cost.run(scratch, 200 if args.smoke else 10_000, 5 if args.smoke else 60)
+        steps = [
+            ("backfill", lambda: backfill.run(scratch, sizes, ccusage)),
+            ("report", lambda: report_latency.run(scratch, args.smoke, ccusage)),
+            ("commands", lambda: commands.run(scratch, args.smoke)),
+            ("live", lambda: live_latency.run(scratch, 20 if args.smoke else 300)),
+            ("idle", lambda: idle_cost.run(scratch, 200 if args.smoke else 10_000, 5 if args.smoke else 60)),
+            ("soak", lambda: soak.run(scratch, soak_s)),
+        ]
+        for name, step in steps:
+            if name in only:
+                print(f"{name} …", flush=True)
+                results[name] = step()
     results["targets"] = verdicts(results)
     results["seconds"] = round(time.monotonic() - started)
 
     m = results["machine"]
     lines = [(f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['os']}; Python {m['python']}; "
-              f"{m['postgresql']}. ccusage: {results['ccusage']}."), "", "Backfill:", "",
-             *backfill.table(results["backfill"]), "", "Report latency:", "", *report_latency.table(results["report"]),
-             "", "Commands without a daemon (embedded default):", "", *commands.table(results["commands"]),
-             "", "Live latency:", "", *live_latency.table(results["live"]), "", "Idle cost:", "",
-             *idle_cost.table(results["idle"]), "", "Targets:", "", "| target | measured | |", "|---|---:|---|"]
+             f"{m['postgresql']}. ccusage: {results['ccusage']}.")]
+    for name, title, table in (
+            ("backfill", "Backfill:", backfill.table), ("report", "Report latency:", report_latency.table),
+            ("commands", "Commands without a daemon (embedded default):", commands.table),
+            ("live", "Live latency:", live_latency.table), ("idle", "Idle cost:", idle_cost.table),
+            ("soak", "Soak:", soak.table)):
+        if name in results:
+            lines += ["", title, "", *table(results[name])]
+    lines += ["", "Targets:", "", "| target | measured | |", "|---|---:|---|"]
     for v in results["targets"]:
         verdict = ("not measured" if v["met"] is None else "met" if v["met"]
                    else f"**missed**, {v['off_by']}× {'short' if '>=' in v['target'] else 'over'}")
