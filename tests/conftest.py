@@ -22,22 +22,29 @@ FIXTURES = Path(__file__).parent / "fixtures" / "claude-projects"
 TEMPLATE_DB = "retrod_template"
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[Cluster]:
+@contextmanager
+def throwaway_cluster(prefix: str) -> Iterator[tuple[Cluster, Path]]:
+    """A running private cluster in a new folder, and the folder; both gone afterwards."""
     # A short path under /tmp: unix socket paths are limited to ~100 bytes. Mode 711 so that,
     # when the tests run as root, the server's own OS user can reach its folder.
-    root = Path(tempfile.mkdtemp(prefix="retrod-pg-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     os.chmod(root, 0o711)
     cluster = Cluster(root / "c")
     try:
         cluster.ensure_running()
+        yield cluster, root
+    finally:
+        cluster.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    with throwaway_cluster("retrod-pg-") as (cluster, _root):
         cluster.create_database(TEMPLATE_DB)
         with psycopg.connect(cluster.url(TEMPLATE_DB), autocommit=True) as conn:
             migrate(conn)
         yield cluster
-    finally:
-        cluster.stop("immediate")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextmanager

@@ -10,15 +10,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from conftest import FIXTURES
-from retrod.service.cluster import Cluster
+from conftest import FIXTURES, throwaway_cluster
 from retrod.store.migrate import migrate, migrations_dir
 
 ALICE_PROJECT = "-Users-chip-dev-ai-music"
@@ -31,11 +29,7 @@ def _sessions_of(project: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def team() -> Iterator[dict]:
-    root = Path(tempfile.mkdtemp(prefix="retrod-team-", dir="/tmp"))
-    os.chmod(root, 0o711)
-    cluster = Cluster(root / "c")
-    try:
-        cluster.ensure_running()
+    with throwaway_cluster("retrod-team-") as (cluster, root):
         with open(cluster.pgdata / "pg_hba.conf", "a") as hba:  # appending keeps the server's ownership
             hba.write("local all all trust\n")
         with psycopg.connect(cluster.url("postgres"), autocommit=True) as admin:
@@ -46,9 +40,6 @@ def team() -> Iterator[dict]:
                for role in ("owner", "alice", "bob", "carol")}
         url["admin"] = cluster.url("team")
         yield {"url": url, "root": root}
-    finally:
-        cluster.stop("immediate")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def retrod(team: dict, role: str, *args: str, projects: Path | None = None) -> subprocess.CompletedProcess:
