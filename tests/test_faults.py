@@ -4,6 +4,7 @@ jumps. Each runs the real daemon and ends on the figures, not on "it ran"."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -391,3 +392,64 @@ def test_a_minute_of_live_sessions_leaves_memory_and_open_files_flat(db_url: str
     assert r["bytes_not_ingested"] == 0 and r["errors_logged"] == 0
     assert r["fds_end"] <= r["fds_warm"] + 2, r
     assert r["rss_mb_growth"] < 15, r
+
+
+def test_an_error_in_the_work_is_not_a_watcher_failure_and_a_log_that_cannot_be_written_stops_nothing(
+        db_url: str, tmp_path: Path, monkeypatch) -> None:
+    """A scan that raises EIO once (a folder that could not be listed) must not push the daemon
+    off its watcher for good, nor stop it; and a full disk under the log file (launchd writes
+    stderr to a file) must not either: the line is dropped, the work goes on."""
+    import watchfiles
+
+    from retrod import daemon
+    from retrod import log as logging_setup
+    from retrod.ingest import Ingester
+    from retrod.settings import Settings
+
+    real_watch, real_scan, modes, failures = watchfiles.watch, Ingester.scan, [], [1]
+
+    def watch(*args, force_polling=None, **kwargs):
+        modes.append(force_polling)
+        return real_watch(*args, force_polling=force_polling, **kwargs)
+
+    def scan(self):
+        if failures:
+            failures.pop()
+            raise OSError(errno.EIO, "Input/output error")
+        return real_scan(self)
+
+    monkeypatch.setattr(daemon.watchfiles, "watch", watch)
+    monkeypatch.setattr(Ingester, "scan", scan)
+    monkeypatch.setattr(daemon, "SCANS_ONLY_EVERY_S", 0.5)  # the pause before trying again
+    full = open("/dev/full", "w")  # noqa: SIM115 - closed below, where its last flush must fail quietly
+    try:
+        monkeypatch.setattr(sys, "stderr", full)
+        logging_setup.configure("INFO")
+        projects = tmp_path / "projects"
+        (projects / "-p").mkdir(parents=True)
+        settings = Settings(database_url=db_url, projects_dir=str(projects), data_dir=tmp_path / "d")
+        stop = threading.Event()
+        thread = threading.Thread(target=daemon.run, args=(settings, False, stop))
+        thread.start()
+        try:
+            time.sleep(2)
+            (projects / "-p" / f"{S}.jsonl").write_text(
+                '{"type":"assistant","requestId":"r","message":{"id":"m","usage":{"output_tokens":4}}}\n')
+            deadline = time.monotonic() + 30
+            while _output_tokens(db_url) != 4:
+                assert thread.is_alive() and time.monotonic() < deadline
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+    finally:
+        monkeypatch.setattr(sys, "stderr", sys.__stderr__)
+        logging_setup.configure("WARNING")
+        with contextlib.suppress(OSError):
+            full.close()
+    assert not failures and modes and all(mode is None for mode in modes), modes  # native throughout
+
+
+def _output_tokens(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests").fetchone()[0]

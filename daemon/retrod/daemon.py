@@ -34,6 +34,8 @@ CLOSE_IDLE_EVERY_S = 300.0
 # does inotify's) -> no watcher, a scan every SCANS_ONLY_EVERY_S.
 _NATIVE, _POLLING, _SCANS_ONLY = "native", "polling", "scans only"
 SCANS_ONLY_EVERY_S = 5.0
+SCAN_SHARE_MAX = 50  # the wait after a scan is at least this many times the scan's own time
+RETRY_BEST_AFTER_S = 600.0  # a watcher that failed is tried again after this long
 
 
 class AlreadyRunning(RuntimeError):
@@ -143,8 +145,10 @@ class _Scans:
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
-    def done(self) -> None:
-        self._next = time.monotonic() + self.seconds
+    def done(self, took: float) -> None:
+        # Never more than ~2% of the time scanning: scans every 5 s (no watcher) of a large tree
+        # would otherwise cost a tenth of a core.
+        self._next = time.monotonic() + max(self.seconds, SCAN_SHARE_MAX * took)
 
 
 def install_signal_handlers(stop: threading.Event) -> None:
@@ -163,6 +167,10 @@ def install_signal_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handle)
 
 
+class _WatcherFailed(Exception):
+    """The file watcher itself raised, not the work it reported: the one reason to change mode."""
+
+
 def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, systemd: _Systemd) -> None:
     """Catch up, then watch with watchfiles; a reconciliation scan every scan_interval_s catches
     what the watcher misses. A database that goes away is waited for, with backoff, and caught
@@ -176,7 +184,8 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                       coalesce=True, max_instances=1, next_run_time=datetime.now(UTC))
     scheduler.start()
     outage = _Outage()
-    modes = [_POLLING, _SCANS_ONLY] if settings.watch_polling else [_NATIVE, _POLLING, _SCANS_ONLY]
+    best = [_POLLING, _SCANS_ONLY] if settings.watch_polling else [_NATIVE, _POLLING, _SCANS_ONLY]
+    modes, downgraded_at = list(best), None
     try:
         while not stop.is_set():
             roots = [r for r in ingester.roots if r.is_dir()]
@@ -185,23 +194,37 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
                 systemd.ready_now()  # nothing to catch up on: up, and waiting
                 _wait(stop, systemd, 5)
                 continue
+            if downgraded_at is not None and time.monotonic() - downgraded_at >= RETRY_BEST_AFTER_S:
+                # What failed may have passed (a folder made readable, watches freed): try again.
+                modes, downgraded_at, scans.seconds = list(best), None, settings.scan_interval_s
+            wait_s = 0.0
             try:
-                _watch(ingester, settings, roots, scans, stop, systemd, modes[0], outage)
-            except (OSError, RuntimeError) as exc:
-                if modes[0] == _SCANS_ONLY:
-                    raise  # no watcher to blame
+                until = None if downgraded_at is None else downgraded_at + RETRY_BEST_AFTER_S
+                _watch(ingester, settings, roots, scans, stop, systemd, modes[0], outage, until)
+            except _WatcherFailed as failed:
+                if len(modes) == 1:
+                    raise  # nothing left to fall back on (scans alone do not fail this way)
                 if any(not r.is_dir() for r in roots):
                     continue  # the folder went away as the watcher started: wait for it, as always
                 modes.pop(0)
+                downgraded_at = time.monotonic()
                 if modes[0] == _POLLING:
-                    log.warning("file watcher failed; polling instead", error=str(exc))
+                    log.warning("file watcher failed; polling instead", error=str(failed))
                 else:
                     scans.seconds = min(scans.seconds, SCANS_ONLY_EVERY_S)
-                    log.warning("file watcher failed; scanning instead", every_s=scans.seconds, error=str(exc))
+                    log.warning("file watcher failed; scanning instead", every_s=scans.seconds, error=str(failed))
                 scans.now()
             except OUTAGE as exc:
                 scans.now()  # catch up on what was written meanwhile
-                _wait(stop, systemd, outage.failed(exc))
+                wait_s = outage.failed(exc)
+            except (OSError, RuntimeError) as exc:
+                # From the work, not the watcher (a folder that could not be listed, no thread
+                # left to start): the same mode again, after a pause.
+                log.warning("following failed; retrying", error=" ".join(str(exc).split()))
+                scans.now()
+                wait_s = SCANS_ONLY_EVERY_S
+            if wait_s:  # out of the except block: the failed round's watcher is released first
+                _wait(stop, systemd, wait_s)
     finally:
         scheduler.shutdown(wait=False)
 
@@ -214,8 +237,44 @@ def _wait(stop: threading.Event, systemd: _Systemd, seconds: float) -> None:
 
 
 def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scans: _Scans,
-           stop: threading.Event, systemd: _Systemd, mode: str, outage: _Outage) -> None:
-    changes_seen = _ticks(stop) if mode == _SCANS_ONLY else watchfiles.watch(
+           stop: threading.Event, systemd: _Systemd, mode: str, outage: _Outage, until: float | None) -> None:
+    """Rounds of work until the folder vanishes, the watcher fails (_WatcherFailed), or `until`
+    (monotonic) passes."""
+    try:
+        rounds = _rounds(settings, roots, stop, mode)
+    except (OSError, RuntimeError) as exc:
+        raise _WatcherFailed(" ".join(str(exc).split())) from exc
+    first = True
+    while True:
+        try:
+            changes = next(rounds)
+        except StopIteration:
+            return
+        except (OSError, RuntimeError) as exc:
+            raise _WatcherFailed(" ".join(str(exc).split())) from exc
+        systemd.alive()
+        if first:
+            first = False
+            scans.now()  # the watcher is up now: catch what was written before it was
+        if any(not r.is_dir() for r in roots):  # before a scan, which would mark every file gone
+            log.warning("projects folder vanished; waiting for it", roots=[str(r) for r in roots])
+            return
+        if changes:
+            stats = ingester.ingest_paths(sorted({Path(path) for _change, path in changes}))
+            if stats.lines:
+                log.debug("ingested", files=stats.ingested, lines=stats.lines, bytes=stats.bytes)
+        if scans.due():
+            scans.done(_scan(ingester, "caught up" if not systemd.ready else "reconciliation scan"))
+            systemd.ready_now()
+        if not stop.is_set():  # a scan cut short by a stop proves nothing about the database
+            outage.over()  # a round of work went through (after an outage, the scan that caught up)
+        if until is not None and time.monotonic() >= until:
+            return
+
+
+def _rounds(settings: Settings, roots: list[Path], stop: threading.Event, mode: str) -> Iterator[set]:
+    """The watcher of `mode`: sets of changes, an empty one at least once a second."""
+    return _ticks(stop) if mode == _SCANS_ONLY else watchfiles.watch(
         *roots,
         watch_filter=lambda _change, path: _watched(path),
         debounce=settings.watch_debounce_ms,
@@ -229,22 +288,6 @@ def _watch(ingester: Ingester, settings: Settings, roots: list[Path], scans: _Sc
         ignore_permission_denied=False,
         force_polling=mode == _POLLING or None,
     )
-    for n, changes in enumerate(changes_seen):
-        systemd.alive()
-        if n == 0:
-            scans.now()  # the watcher is up now: catch what was written before it was
-        if changes:
-            stats = ingester.ingest_paths(sorted({Path(path) for _change, path in changes}))
-            if stats.lines:
-                log.debug("ingested", files=stats.ingested, lines=stats.lines, bytes=stats.bytes)
-        if scans.due():
-            _scan(ingester, "caught up" if not systemd.ready else "reconciliation scan")
-            scans.done()
-            systemd.ready_now()
-        outage.over()  # a round of work went through (after an outage, the scan that caught up)
-        if any(not r.is_dir() for r in roots):
-            log.warning("projects folder vanished; waiting for it", roots=[str(r) for r in roots])
-            return
 
 
 def _ticks(stop: threading.Event) -> Iterator[set]:
@@ -264,6 +307,8 @@ def _close_idle_sessions(pool, settings: Settings) -> None:
         log.warning("closing idle sessions failed; next run in 5 minutes", error=" ".join(str(exc).split()))
 
 
-def _scan(ingester: Ingester, event: str) -> None:
+def _scan(ingester: Ingester, event: str) -> float:
+    """One scan, logged; returns the seconds it took."""
     started = time.monotonic()
     _log_stats(event, ingester.scan(), started)
+    return time.monotonic() - started

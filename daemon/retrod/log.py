@@ -8,6 +8,19 @@ import sys
 import structlog
 
 
+class _StderrLogger(structlog.PrintLogger):
+    """A log line that cannot be written (a full disk under launchd's log file, a closed pipe)
+    is dropped: logging must never stop the daemon."""
+
+    def msg(self, message: str) -> None:
+        try:
+            super().msg(message)
+        except (OSError, ValueError):
+            pass
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = failure = msg
+
+
 def configure(level: str = "INFO") -> None:
     numeric = logging.getLevelName(level.upper())
     renderer = (structlog.dev.ConsoleRenderer() if sys.stderr.isatty()
@@ -21,6 +34,6 @@ def configure(level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=lambda *_args: _StderrLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
