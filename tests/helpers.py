@@ -22,6 +22,14 @@ def ingest(db_url: str, roots: Iterable[Path], batch_bytes: int = 4 << 20) -> No
         Ingester(Store(pool, HOST), roots, batch_bytes).scan()
 
 
+def output_tokens(db_url: str, session: str | None = None) -> int:
+    """Output tokens stored, of one session or of all: what the daemon tests wait on."""
+    with psycopg.connect(db_url) as conn:
+        return int(conn.execute(
+            "SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests"
+            " WHERE %(session)s::text IS NULL OR session_uuid = %(session)s", {"session": session}).fetchone()[0])
+
+
 def reports(db_url: str) -> dict[str, dict]:
     with psycopg.connect(db_url) as conn:
         sessions = [r[0] for r in conn.execute(

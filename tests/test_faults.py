@@ -26,7 +26,7 @@ import pytest
 from psycopg import sql
 
 from conftest import TEMPLATE_DB, fresh_database
-from helpers import HOST, ingest, rollups_match_raw, snapshot
+from helpers import HOST, ingest, output_tokens, rollups_match_raw, snapshot
 from retrod.service.cluster import Cluster
 
 sys.path.insert(0, str(Path(__file__).parent / "bench"))
@@ -436,7 +436,7 @@ def test_an_error_in_the_work_is_not_a_watcher_failure_and_a_log_that_cannot_be_
             (projects / "-p" / f"{S}.jsonl").write_text(
                 '{"type":"assistant","requestId":"r","message":{"id":"m","usage":{"output_tokens":4}}}\n')
             deadline = time.monotonic() + 30
-            while _output_tokens(db_url) != 4:
+            while output_tokens(db_url) != 4:
                 assert thread.is_alive() and time.monotonic() < deadline
                 time.sleep(0.1)
         finally:
@@ -448,8 +448,3 @@ def test_an_error_in_the_work_is_not_a_watcher_failure_and_a_log_that_cannot_be_
         with contextlib.suppress(OSError):
             full.close()
     assert not failures and modes and all(mode is None for mode in modes), modes  # native throughout
-
-
-def _output_tokens(db_url: str) -> int:
-    with psycopg.connect(db_url) as conn:
-        return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests").fetchone()[0]

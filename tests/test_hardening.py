@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import HOST, ingest
+from helpers import HOST, ingest, output_tokens
 from retrod.health import mask_password
 from retrod.ingest import Ingester
 from retrod.service.cluster import Cluster
@@ -227,10 +227,6 @@ def test_a_database_refusing_writes_is_an_outage_waited_out_and_caught_up(db_url
     env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(tmp_path / "projects"),
                RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_SCAN_INTERVAL_S="3600", HOME=str(tmp_path))
 
-    def output() -> int:
-        with psycopg.connect(db_url) as conn:
-            return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests").fetchone()[0]
-
     def wait_for(predicate, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
@@ -249,14 +245,14 @@ def test_a_database_refusing_writes_is_an_outage_waited_out_and_caught_up(db_url
     daemon = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: output() == 1, 30)
+        assert wait_for(lambda: output_tokens(db_url) == 1, 30)
         read_only(True)
         with path.open("a") as f:
             f.write(json.dumps(_assistant("r2", 10)) + "\n")
         time.sleep(3)  # the daemon meets the refusal
-        assert output() == 1
+        assert output_tokens(db_url) == 1
         read_only(False)
-        assert wait_for(lambda: output() == 11, 20), "lines written during the refusal were not caught up"
+        assert wait_for(lambda: output_tokens(db_url) == 11, 20), "lines written during the refusal were not caught up"
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
@@ -340,17 +336,13 @@ def test_a_second_daemon_on_one_data_folder_is_refused_and_the_first_keeps_going
     env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(tmp_path / "projects"),
                RETROD_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path))
 
-    def output() -> int:
-        with psycopg.connect(db_url) as conn:
-            return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests").fetchone()[0]
-
     first = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while output() != 1 and time.monotonic() < deadline:
+        while output_tokens(db_url) != 1 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert output() == 1
+        assert output_tokens(db_url) == 1
         second = subprocess.run([sys.executable, "-m", "retrod", "run"], env=env, capture_output=True,
                                 text=True, timeout=60)
         assert second.returncode == 1
@@ -359,9 +351,9 @@ def test_a_second_daemon_on_one_data_folder_is_refused_and_the_first_keeps_going
         with path.open("a") as f:
             f.write(json.dumps(_assistant("r2", 10)) + "\n")
         deadline = time.monotonic() + 30
-        while output() != 11 and time.monotonic() < deadline:
+        while output_tokens(db_url) != 11 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert output() == 11 and first.poll() is None
+        assert output_tokens(db_url) == 11 and first.poll() is None
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=30)

@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 
 from conftest import FIXTURES
+from helpers import output_tokens
 from retrod.service.cluster import Cluster
 from retrod.service.notify import notify
 
@@ -209,18 +210,12 @@ def test_projects_folder_deleted_and_recreated_under_a_running_daemon(db_url: st
         (projects / "-again" / f"{session}.jsonl").write_text(
             '{"type":"assistant","requestId":"r","message":{"id":"m","usage":{"output_tokens":9}}}\n')
         deadline = time.monotonic() + 30
-        while _output(db_url, session) != 9:
+        while output_tokens(db_url, session) != 9:
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
             time.sleep(0.2)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
-
-
-def _output(db_url: str, session: str) -> int:
-    with psycopg.connect(db_url) as conn:
-        return conn.execute("SELECT coalesce(sum(output_tokens), 0) FROM retrod.requests WHERE session_uuid = %s",
-                            (session,)).fetchone()[0]
 
 
 def test_a_failing_watcher_falls_back_to_polling(db_url: str, tmp_path: Path, monkeypatch) -> None:
@@ -253,7 +248,7 @@ def test_a_failing_watcher_falls_back_to_polling(db_url: str, tmp_path: Path, mo
         (projects / "-p" / f"{session}.jsonl").write_text(
             '{"type":"assistant","requestId":"r","message":{"id":"m2","usage":{"output_tokens":4}}}\n')
         deadline = time.monotonic() + 30
-        while _output(db_url, session) != 4:
+        while output_tokens(db_url, session) != 4:
             assert thread.is_alive() and time.monotonic() < deadline
             time.sleep(0.1)
     finally:
