@@ -92,7 +92,7 @@ def test_tool_result_bytes_in_utf8_with_lone_surrogates() -> None:
            b'{"type":"image","source":{}},{"type":"text","text":5}]},'
            b'{"type":"tool_result","tool_use_id":"t3","content":{"odd":1}}]}}')
     entry = parse_line(raw)
-    assert entry.msg.tool_results == [("t1", 8), ("t2", 3), ("t3", 0)]
+    assert [(r.tool_use_id, r.bytes) for r in entry.msg.tool_results] == [("t1", 8), ("t2", 3), ("t3", 0)]
 
 
 def test_one_odd_block_does_not_hide_the_others() -> None:

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from .parser import Entry, Message, Usage
+from .parser import Entry, Message, ToolResult, Usage
+from .tool_input import fingerprint, input_detail, input_path
 
 INLINE_AGENT = "<inline>"  # isSidechain lines of a main transcript (Claude Code 1.0.x)
 UNNAMED_AGENT = "<unnamed>"  # agent_progress copies without data.agentId
@@ -112,6 +113,33 @@ class ToolCall:
     subagent_type: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A tool_use block DESIGN §2.6 counts: an own assistant line of a main transcript (agent "")
+    or a line of a subagent file that is not copied history (agent = the file's id)."""
+
+    id: str
+    agent: str
+    offset: int
+    block: int  # among the line's tool_use blocks: the agent's order is file order, then block order
+    name: str
+    input_hash: str  # fingerprint of the name and the canonical input
+    path: str | None
+    detail: str | None  # a short form of an input without a path
+    ts_us: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """The first tool_result block for an id in a user line of the file (DESIGN §2.6)."""
+
+    id: str
+    ts_us: int | None
+    bytes: int
+    failed: bool
+    sibling: bool
+
+
 @dataclass(slots=True)
 class Span:
     """A subagent seen in this chunk: its earliest and latest timestamps."""
@@ -136,6 +164,8 @@ class FoldResult:
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
     subagents: dict[str, Span] = field(default_factory=dict)
     links: set[tuple[str, str]] = field(default_factory=set)  # (agent_id, tool_use_id)
+    calls: dict[str, Call] = field(default_factory=dict)  # the first of each id in this chunk
+    results: dict[str, CallResult] = field(default_factory=dict)  # the first of each id in this chunk
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -185,8 +215,14 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
     if entry.embedded is not None:
         _fold_agent_progress(source, out, offset, entry, entry.embedded)
 
-    if entry.result_agent_id and msg.tool_results and msg.tool_results[0][0] and not foreign:
-        out.links.add((entry.result_agent_id, msg.tool_results[0][0]))
+    if entry.result_agent_id and msg.tool_results and msg.tool_results[0].tool_use_id and not foreign:
+        out.links.add((entry.result_agent_id, msg.tool_results[0].tool_use_id))
+
+    if msg.type == "assistant" and msg.tool_uses and not foreign and (in_subagent_file or not entry.is_sidechain):
+        _add_calls(out, source.agent_id if in_subagent_file else "", offset, msg)
+    elif msg.type == "user":
+        for result in msg.tool_results:
+            _add_result(out, result, msg.timestamp)
 
     if source.kind == "main" and not sidechain and not foreign:
         _fold_own_line(state, out, offset, entry)
@@ -227,6 +263,23 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         known.merge(record)
 
 
+def _add_calls(out: FoldResult, agent: str, offset: int, msg: Message) -> None:
+    for block, tool_use in enumerate(msg.tool_uses):
+        if tool_use.id is None or tool_use.id in out.calls:
+            continue
+        name = tool_use.name or ""
+        path = input_path(tool_use.input)
+        out.calls[tool_use.id] = Call(tool_use.id, agent, offset, block, name, fingerprint(name, tool_use.input),
+                                      path, None if path else input_detail(tool_use.input), msg.timestamp)
+
+
+def _add_result(out: FoldResult, result: ToolResult, ts_us: int | None) -> None:
+    # Any user line of the file (DESIGN §2.6 "a user line of the same file"): own, sidechain or copied.
+    if result.tool_use_id is not None and result.tool_use_id not in out.results:
+        out.results[result.tool_use_id] = CallResult(result.tool_use_id, ts_us, result.bytes, result.failed,
+                                                     result.sibling)
+
+
 def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
     msg = entry.msg
     if msg.type == "system":
@@ -244,7 +297,7 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
                 out.tool_calls[tool_use.id] = call
     elif msg.type != "user":
         return
-    result_bytes = sum(size for _, size in msg.tool_results) if msg.type == "user" else 0
+    result_bytes = sum(result.bytes for result in msg.tool_results) if msg.type == "user" else 0
     ts = msg.timestamp
     if ts is None:
         if result_bytes:

@@ -31,11 +31,6 @@ class _Usage(Struct):
     cache_creation: dict[str, Any] | None = None
 
 
-class _TaskInput(Struct):
-    description: str | None = None
-    subagent_type: str | None = None
-
-
 class _ResultItem(Struct):
     type: str | None = None
     text: str | None = None
@@ -46,8 +41,9 @@ class _Block(Struct):
     id: str | None = None
     name: str | None = None
     tool_use_id: str | None = None
-    input: _TaskInput | None = None
+    input: Any = None  # any JSON: compared whole (DESIGN §2.6); Task/Agent inputs also name a subagent
     content: str | list[_ResultItem] | None = None
+    is_error: bool | None = None
 
 
 class _Message(Struct):
@@ -208,8 +204,20 @@ class Usage:
 class ToolUse:
     id: str | None
     name: str | None
+    input: Any = None  # as decoded; only the calls DESIGN §2.6 counts are fingerprinted (fold)
     description: str | None = None  # Task/Agent input only
     subagent_type: str | None = None
+
+
+SIBLING_ERROR_TEXT = "Sibling tool call errored"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolResult:
+    tool_use_id: str | None
+    bytes: int  # DESIGN §2.4 tool_result_bytes of this block
+    failed: bool = False  # is_error is true
+    sibling: bool = False  # a text of it says SIBLING_ERROR_TEXT (DESIGN §2.6 sibling_error)
 
 
 @dataclass(slots=True)
@@ -222,7 +230,7 @@ class Message:
     key: str | None = None  # first of message.id, requestId, uuid
     usage: Usage | None = None  # set only when message.usage is an object
     tool_uses: list[ToolUse] = field(default_factory=list)
-    tool_results: list[tuple[str | None, int]] = field(default_factory=list)  # (tool_use_id, bytes)
+    tool_results: list[ToolResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -266,12 +274,23 @@ def _utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _tool_result_bytes(content: str | list[_ResultItem] | None) -> int:
+def _result_texts(content: str | list[_ResultItem] | None) -> list[str]:
     if isinstance(content, str):
-        return _utf8_len(content)
+        return [content]
     if content is None:
-        return 0
-    return sum(_utf8_len(item.text) for item in content if item.type == "text" and item.text is not None)
+        return []
+    return [item.text for item in content if item.type == "text" and item.text is not None]
+
+
+def _tool_result(block: _Block) -> ToolResult:
+    texts = _result_texts(block.content)
+    failed = block.is_error is True
+    return ToolResult(storable_text(block.tool_use_id), sum(map(_utf8_len, texts)), failed,
+                      failed and any(SIBLING_ERROR_TEXT in text for text in texts))
+
+
+def _task_text(tool_input: Any, key: str) -> str | None:
+    return storable_text(tool_input.get(key)) if isinstance(tool_input, dict) else None
 
 
 def _message(kind: str | None, session_id: str | None, timestamp: str | None, uuid: str | None,
@@ -291,11 +310,12 @@ def _message(kind: str | None, session_id: str | None, timestamp: str | None, uu
             msg.tool_uses.append(ToolUse(
                 id=storable_text(block.id),
                 name=name,
-                description=storable_text(task.description) if task is not None else None,
-                subagent_type=storable_text(task.subagent_type) if task is not None else None,
+                input=block.input,
+                description=_task_text(task, "description"),
+                subagent_type=_task_text(task, "subagent_type"),
             ))
         elif block.type == "tool_result":
-            msg.tool_results.append((storable_text(block.tool_use_id), _tool_result_bytes(block.content)))
+            msg.tool_results.append(_tool_result(block))
     return msg
 
 
