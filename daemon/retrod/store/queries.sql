@@ -135,3 +135,143 @@ INSERT INTO retrod.subagent_meta (session_uuid, agent_id, agent_type, descriptio
 VALUES (%(session_uuid)s, %(agent_id)s, %(agent_type)s, %(description)s)
 ON CONFLICT (session_uuid, agent_id) DO UPDATE
 SET agent_type = excluded.agent_type, description = excluded.description;
+
+-- Tool uses (DESIGN §2.6; migration 0010). A batch writes its calls, then their results, then
+-- settles which occurrence of an id counts, then judges again the calls whose signal may have
+-- changed: from the first call a change touches to the agent's end, and the call before it
+-- (whose "next call" it may be). Each statement returns where its rows sit in their agent.
+
+-- A call fills its row, unless the file's first block with that id did already.
+-- name: upsert_tool_use_calls
+INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, agent, file_path, "offset", block,
+                                   name, input_hash, path, detail, ts, counted)
+SELECT f.file_id, c.id, f.session_uuid, c.agent, f.file_path, c."offset", c.block, c.name,
+       c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, file_path TEXT, rows JSON),
+     json_to_recordset(f.rows) AS c(id TEXT, agent TEXT, "offset" BIGINT, block INT, name TEXT, input_hash TEXT,
+                                    path TEXT, detail TEXT, ts_us BIGINT)
+ON CONFLICT (file_id, tool_use_id) DO UPDATE
+SET agent = excluded.agent, file_path = excluded.file_path, "offset" = excluded."offset", block = excluded.block,
+    name = excluded.name, input_hash = excluded.input_hash, path = excluded.path, detail = excluded.detail,
+    ts = excluded.ts, counted = true
+WHERE t.agent IS NULL
+RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block;
+
+-- A result fills its row, unless the file's first tool_result for that id did already. A failed
+-- result of a call already read changes that call's judgement, and maybe the later calls'.
+-- name: upsert_tool_use_results
+WITH filled AS (
+    INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, has_result, failed, sibling,
+                                       result_bytes, result_ts)
+    SELECT f.file_id, r.id, f.session_uuid, true, r.failed, r.sibling, r.bytes, retrod.us_to_ts(r.ts_us)
+    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+         json_to_recordset(f.rows) AS r(id TEXT, ts_us BIGINT, bytes BIGINT, failed BOOL, sibling BOOL)
+    ON CONFLICT (file_id, tool_use_id) DO UPDATE
+    SET has_result = true, failed = excluded.failed, sibling = excluded.sibling,
+        result_bytes = excluded.result_bytes, result_ts = excluded.result_ts
+    WHERE NOT t.has_result
+    RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block, t.counted, t.failed
+)
+SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted AND failed;
+
+-- An id seen in several files of a session counts once, where it is seen first: in a main
+-- transcript if it is there, else in the file whose path sorts first, then in file order.
+-- name: recount_tool_uses
+WITH ids AS (
+    SELECT DISTINCT session_uuid, tool_use_id
+    FROM json_to_recordset(%(ids)s::json) AS i(session_uuid TEXT, tool_use_id TEXT)
+), ranked AS (
+    SELECT t.file_id, t.tool_use_id,
+           row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id
+                              ORDER BY t.agent <> '', t.file_path, t."offset", t.block) = 1 AS counts
+    FROM ids JOIN retrod.tool_uses t
+         ON t.session_uuid = ids.session_uuid AND t.tool_use_id = ids.tool_use_id AND t.agent IS NOT NULL
+)
+UPDATE retrod.tool_uses t SET counted = r.counts, signal = CASE WHEN r.counts THEN t.signal END
+FROM ranked r
+WHERE t.file_id = r.file_id AND t.tool_use_id = r.tool_use_id AND t.counted <> r.counts
+RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block;
+
+-- The signals of DESIGN §2.6, the first that applies, judged within the call's agent. Only the
+-- judgements that change are written.
+-- name: judge_tool_uses
+WITH dirty AS (  -- per agent, the first call a change touched
+    SELECT DISTINCT ON (session_uuid, agent) session_uuid, agent, file_path COLLATE "C" AS file_path,
+           "offset", block
+    FROM json_to_recordset(%(dirty)s::json)
+         AS d(session_uuid TEXT, agent TEXT, file_path TEXT, "offset" BIGINT, block INT)
+    ORDER BY session_uuid, agent, file_path COLLATE "C", "offset", block
+), judged AS (
+    SELECT y.file_id, y.tool_use_id, y.signal AS was,
+           CASE
+               WHEN y.failed AND y.sibling THEN 'sibling_error'
+               WHEN y.failed AND next_call.name = y.name THEN 'error_retry'
+               WHEN y.name = 'Read' AND strpos(y.path, '/tool-results/') > 0 THEN 'persisted_output_read'
+               WHEN naming.is_write THEN 'post_write_read'
+               WHEN same.file_path IS NOT NULL AND write_between.found IS NULL THEN 'duplicate'
+               WHEN read_before.file_path IS NOT NULL AND path_write_between.found IS NULL THEN 're_read'
+           END AS signal
+    FROM dirty d
+    CROSS JOIN LATERAL (
+        (SELECT * FROM retrod.tool_uses p  -- the call before: the first changed one may be its next
+         WHERE p.session_uuid = d.session_uuid AND p.agent = d.agent AND p.counted
+           AND (p.file_path, p."offset", p.block) < (d.file_path, d."offset", d.block)
+         ORDER BY p.file_path DESC, p."offset" DESC, p.block DESC LIMIT 1)
+        UNION ALL
+        (SELECT * FROM retrod.tool_uses t
+         WHERE t.session_uuid = d.session_uuid AND t.agent = d.agent AND t.counted
+           AND (t.file_path, t."offset", t.block) >= (d.file_path, d."offset", d.block))
+    ) y
+    LEFT JOIN LATERAL (  -- the agent's next call
+        SELECT n.name FROM retrod.tool_uses n
+        WHERE y.failed AND n.session_uuid = y.session_uuid AND n.agent = y.agent AND n.counted
+          AND (n.file_path, n."offset", n.block) > (y.file_path, y."offset", y.block)
+        ORDER BY n.file_path, n."offset", n.block LIMIT 1
+    ) next_call ON true
+    LEFT JOIN LATERAL (  -- a Read's path: the latest earlier call naming it
+        SELECT retrod.is_write(w.name, w.failed) AS is_write FROM retrod.tool_uses w
+        WHERE y.name = 'Read' AND w.session_uuid = y.session_uuid AND w.agent = y.agent AND w.counted
+          AND w.path = y.path AND (w.file_path, w."offset", w.block) < (y.file_path, y."offset", y.block)
+        ORDER BY w.file_path DESC, w."offset" DESC, w.block DESC LIMIT 1
+    ) naming ON true
+    LEFT JOIN LATERAL (  -- the latest earlier call with the same name and input that did not fail
+        SELECT s.file_path, s."offset", s.block FROM retrod.tool_uses s
+        WHERE s.session_uuid = y.session_uuid AND s.agent = y.agent AND s.counted AND NOT s.failed
+          AND s.input_hash = y.input_hash AND (s.file_path, s."offset", s.block) < (y.file_path, y."offset", y.block)
+        ORDER BY s.file_path DESC, s."offset" DESC, s.block DESC LIMIT 1
+    ) same ON true
+    LEFT JOIN LATERAL (  -- a write (of any path) between that call and this one
+        SELECT true AS found FROM retrod.tool_uses w
+        WHERE same.file_path IS NOT NULL AND w.session_uuid = y.session_uuid AND w.agent = y.agent
+          AND w.counted AND retrod.is_write(w.name, w.failed)
+          AND (w.file_path, w."offset", w.block) > (same.file_path, same."offset", same.block)
+          AND (w.file_path, w."offset", w.block) < (y.file_path, y."offset", y.block)
+        LIMIT 1
+    ) write_between ON true
+    LEFT JOIN LATERAL (  -- a Read's path: the latest earlier Read of it that did not fail
+        SELECT r.file_path, r."offset", r.block FROM retrod.tool_uses r
+        WHERE y.name = 'Read' AND r.session_uuid = y.session_uuid AND r.agent = y.agent AND r.counted
+          AND r.path = y.path AND r.name = 'Read' AND NOT r.failed
+          AND (r.file_path, r."offset", r.block) < (y.file_path, y."offset", y.block)
+        ORDER BY r.file_path DESC, r."offset" DESC, r.block DESC LIMIT 1
+    ) read_before ON true
+    LEFT JOIN LATERAL (  -- a write of that path between that Read and this one
+        SELECT true AS found FROM retrod.tool_uses w
+        WHERE read_before.file_path IS NOT NULL AND w.session_uuid = y.session_uuid AND w.agent = y.agent
+          AND w.counted AND w.path = y.path AND retrod.is_write(w.name, w.failed)
+          AND (w.file_path, w."offset", w.block) > (read_before.file_path, read_before."offset", read_before.block)
+          AND (w.file_path, w."offset", w.block) < (y.file_path, y."offset", y.block)
+        LIMIT 1
+    ) path_write_between ON true
+)
+UPDATE retrod.tool_uses t SET signal = j.signal
+FROM judged j
+WHERE t.file_id = j.file_id AND t.tool_use_id = j.tool_use_id AND j.signal IS DISTINCT FROM j.was;
+
+-- A file read again from its start: its rows go; the calls they held leave their agents' order.
+-- name: forget_file_tool_uses
+WITH gone AS (
+    DELETE FROM retrod.tool_uses WHERE file_id = %(id)s
+    RETURNING session_uuid, tool_use_id, agent, file_path, "offset", block
+)
+SELECT * FROM gone WHERE agent IS NOT NULL;

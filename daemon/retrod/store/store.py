@@ -114,9 +114,13 @@ class Store:
         session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
         start_over = Pending("", file, session, stat, file.offset, 0, None, head="")
         with self.pool.connection() as conn, conn.transaction():
+            if file.session_uuid is not None:
+                conn.execute(q("lock_sessions"), {"sessions": [file.session_uuid]})
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
                            "forget_file_links"):
                 conn.execute(q(forget), {"id": file.id})
+            gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id}).fetchall()
+            _settle_tool_uses(conn, gone, gone)
             self._save(conn, [start_over])
         _advance(start_over)
 
@@ -191,6 +195,36 @@ class Store:
                      for p in batch if (rows := rows_of(p.result))]
             if files:
                 conn.execute(q(query), {"files": _json(files)})
+        _write_tool_uses(conn, batch)
+
+
+def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
+    """DESIGN §2.6's calls and results of a batch, then the judgements they change."""
+    placed: list[tuple] = []  # (session, tool_use_id or None, agent, file path, offset, block)
+    calls = [{"file_id": p.file.id, "session_uuid": p.session, "file_path": p.path,
+              "rows": list(p.result.calls.values())} for p in batch if p.result and p.result.calls]
+    if calls:
+        placed += conn.execute(q("upsert_tool_use_calls"), {"files": _json(calls)}).fetchall()
+    results = [{"file_id": p.file.id, "session_uuid": p.session, "rows": list(p.result.results.values())}
+               for p in batch if p.result and p.result.results]
+    if results:
+        failed = conn.execute(q("upsert_tool_use_results"), {"files": _json(results)}).fetchall()
+        placed += [(session, None, *where) for session, *where in failed]
+    _settle_tool_uses(conn, [row for row in placed if row[1] is not None], placed)
+
+
+def _settle_tool_uses(conn: psycopg.Connection, ids: Sequence[tuple], placed: Sequence[tuple]) -> None:
+    """`ids`: calls added or removed, whose id may now count elsewhere; `placed`: where each change
+    sits in its agent's order. Rows as (session, tool_use_id, agent, file path, offset, block)."""
+    if not placed:
+        return
+    changed = list(placed)
+    if ids:
+        recount = _json([{"session_uuid": row[0], "tool_use_id": row[1]} for row in ids])
+        changed += [(session, None, *where) for session, *where in
+                    conn.execute(q("recount_tool_uses"), {"ids": recount}).fetchall()]
+    dirty = [{"session_uuid": s, "agent": a, "file_path": f, "offset": o, "block": b} for s, _, a, f, o, b in changed]
+    conn.execute(q("judge_tool_uses"), {"dirty": _json(dirty)})
 
 
 def _advance(pending: Pending) -> None:
