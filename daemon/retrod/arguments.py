@@ -60,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("--project", help="a project folder's path, or part of its Claude Code folder name")
     listing.add_argument("--since", help="started at or after this date or time (no offset = local time)")
     listing.add_argument("--limit", type=_positive, default=20, help="at most this many (default 20)")
+    listing.add_argument("--sort", choices=("start", "tokens", "efficiency"), default="start",
+                         help="newest first (default), most tokens first, or least efficient tool use first")
     listing.add_argument("--json", action="store_true")
 
     team = sub.add_parser("team", help="share one PostgreSQL among a team: print (or apply) roles and policies")

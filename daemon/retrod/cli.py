@@ -127,7 +127,7 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     since = tracking.parse_time(args.since) if args.since else None
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-        rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit)
+        rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit, sort=args.sort)
     if args.json:
         print(_json(rows))
         return EXIT_OK
@@ -137,7 +137,9 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
         start = tracking.local(row["started_at"])[:16] if row["started_at"] else "undated"
         tracked = f"{row['phases']} phases  {markdown.cell(row['description'] or '')}" if row["tracked"] else ""
         print(f"{row['uuid']}  {start:<16}  {markdown.duration(row['wall_s']):>8}  "
-              f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  {row['project_slug']}  {tracked}".rstrip())
+              f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  "
+              f"{row['tool_calls']:>5} calls {markdown.efficiency(row):>4} eff  "
+              f"{row['project_slug']}  {tracked}".rstrip())
     return EXIT_OK
 
 

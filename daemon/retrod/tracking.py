@@ -162,16 +162,18 @@ def _outside_span(span: dict, user_session: dict, start: datetime, end: datetime
     return warnings
 
 
-def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int) -> list[dict]:
-    """`retrod sessions`: newest first, from the files' fold state and the rollups (no scan of
-    events or requests, so it stays instant with thousands of sessions)."""
+def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int,
+                    sort: str = "start") -> list[dict]:
+    """`retrod sessions`, by `sort`: "start" newest first, "tokens" most first, "efficiency" least
+    efficient tool use first (sessions without calls last); from the files' fold state and the rollups
+    (no scan of events, requests or calls, so it stays instant with thousands of sessions)."""
     slugs = None
     if project and project.startswith(("/", ".", "~")):
         slugs = project_slugs(Path(project).expanduser().resolve())  # as Claude Code sees it: no `..`, no links
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(q("recent_sessions"), {
             "slugs": slugs, "pattern": None if slugs or not project else f"%{project}%",
-            "since": since, "limit": limit}).fetchall()
+            "since": since, "limit": limit, "sort": sort}).fetchall()
 
 
 def list_phases(conn: Connection, session: str) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from .model import BUCKETS
+from .model import BUCKETS, SIGNALS
 
 # Token columns in the order the report shows them, with their row titles.
 TOKEN_TITLES = {"output": "Output", "input": "Input (fresh)", "cache_read": "Cache read",
@@ -14,6 +14,9 @@ SHOWN = tuple(TOKEN_TITLES)
 # Mermaid gantt tags: the nearest it has to colours, by how well the phase went.
 GANTT_TAG = {"high_impact": "done, ", "moderate_impact": "done, ", "small_impact": "",
              "exploratory_useful": "active, ", "exploratory_waste": "crit, ", "avoidable_waste": "crit, "}
+SIGNAL_TITLES = {"sibling_error": "Sibling error", "error_retry": "Error, retried",
+                 "persisted_output_read": "Persisted output read back", "post_write_read": "Read after own write",
+                 "duplicate": "Duplicate call", "re_read": "Re-read, unchanged"}
 NO_PHASES = ("No phases were logged for this session, so there is no verdict breakdown. Log them as you "
              "work: `retrod phase start --task T --phase P`, then `retrod phase end --verdict V` "
              "(or `retrod skills install` and let Claude do it).")
@@ -36,6 +39,25 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
+def efficiency(tool_use: dict) -> str:
+    """Productive calls as a share of all calls (DESIGN §2.6); a dash without calls."""
+    return "—" if tool_use["efficiency"] is None else f"{tool_use['efficiency'] * 100:.0f}%"
+
+
+def _size(n: float | None) -> str:
+    if n is None:
+        return "—"
+    for unit in ("B", "KB", "MB"):
+        if abs(n) < 1000 or unit == "MB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return ""
+
+
+def _secs(s: float | None) -> str:
+    return "—" if s is None else f"{s:,.1f} s"
+
+
 def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ...] = (0,)) -> list[str]:
     align = ["---" if i in text_columns else "---:" for i in range(len(header))]
     return ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |",
@@ -55,6 +77,7 @@ def render(report: dict) -> str:
         out += _timeline(report["phases"]) + _verdicts(report["verdicts"])
     else:
         out += ["", NO_PHASES]
+    out += _tool_use(report["tools"]) + _waste(report["waste"], summary["tool_use"])
     out += _subagents(report["subagents"])
     if report["phases"]:
         out += _tasks(report["tasks"]) + _phase_detail(report["phases"]) + _lessons(report["lessons"])
@@ -65,12 +88,12 @@ def _summary(summary: dict) -> list[str]:
     tokens = summary["tokens"]
     rows = [[TOKEN_TITLES[f], *(_n(tokens[b][f]) for b in BUCKETS)] for f in SHOWN]
     out = ["## Summary", ""]
-    out += _table(["", "Wall clock", "Claude", "Tool", "Human", "Away", "Requests", "Tool calls", "Compactions",
-                   "Phases"],
+    out += _table(["", "Wall clock", "Claude", "Tool", "Human", "Away", "Requests", "Tool calls", "Efficiency",
+                   "Compactions", "Phases"],
                   [["Time and work", duration(summary["wall_s"]), duration(summary["claude_s"]),
                     duration(summary["tool_s"]), duration(summary["human_s"]), duration(summary["away_s"]),
-                    _n(summary["requests"]), _n(summary["tool_calls"]), _n(summary["compactions"]),
-                    _n(summary["phases"])]])
+                    _n(summary["requests"]), _n(summary["tool_calls"]), efficiency(summary["tool_use"]),
+                    _n(summary["compactions"]), _n(summary["phases"])]])
     out += ["", ("*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
                  "person reading and typing. *Away*: pauses longer than "
                  f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall "
@@ -110,31 +133,60 @@ def _timeline(phases: list[dict]) -> list[str]:
     return out + ["```"]
 
 
+def _tool_use(tools: list[dict]) -> list[str]:
+    if not tools:
+        return ["", "## Tool Use", "", "No tool calls."]
+    rows = [[cell(t["name"]) or "(unnamed)", _n(t["calls"]), _n(t["failed"]), _size(t["result_bytes"]),
+             _size(t["median_result_bytes"]), _secs(t["result_s"]), _secs(t["median_result_s"])] for t in tools]
+    return ["", "## Tool Use", ""] + _table(
+        ["Tool", "Calls", "Failed", "Results", "Median result", "Time to result", "Median time"], rows)
+
+
+def _waste(waste: dict, tool_use: dict) -> list[str]:
+    if not tool_use["calls"]:
+        return []
+    out = ["", "## Waste Signals", "",
+           (f"{_n(tool_use['productive'])} of {_n(tool_use['calls'])} tool calls productive "
+            f"({efficiency(tool_use)}); each call counts under the first signal that applies (DESIGN §2.6).")]
+    rows = []
+    for signal in SIGNALS:
+        kind = waste[signal]
+        examples = "; ".join(
+            f"{(e['at'] or '')[11:19]} {cell(e['tool'])} {cell(e['detail'] or '')}".strip()
+            + (f" (agent {cell(e['agent'])})" if e["agent"] else "") for e in kind["examples"])
+        rows.append([SIGNAL_TITLES[signal], _n(kind["count"]), examples or "—"])
+    return out + [""] + _table(["Signal", "Calls", "First examples (UTC)"], rows, text_columns=(0, 2))
+
+
 def _verdicts(verdicts: dict) -> list[str]:
     rows = [[v, _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
-             duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%"] for v, f in verdicts.items()]
+             duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%", efficiency(f["tool_use"])]
+            for v, f in verdicts.items()]
     return ["", "## Verdict Breakdown", ""] + _table(
-        ["Verdict", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "% of output"], rows)
+        ["Verdict", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "% of output",
+         "Efficiency"], rows)
 
 
 def _subagents(agents: list[dict]) -> list[str]:
     if not agents:
         return ["", "## Subagents", "", "No subagents."]
     rows = [[cell(a["description"]), cell(a["agent_type"]),
-             *(_n(a["tokens"][t]) for t in SHOWN),
-             duration(a["seconds"]), cell(a["phase"] or "—"), cell(a["verdict"] or "—")] for a in agents]
+             *(_n(a["tokens"][t]) for t in SHOWN), duration(a["seconds"]),
+             _n(a["tool_use"]["calls"]), efficiency(a["tool_use"]), cell(a["phase"] or "—"), cell(a["verdict"] or "—")]
+            for a in agents]
     return ["", "## Subagents", ""] + _table(
-        ["Description", "Type", "Output", "Input", "Cache read", "Cache create", "Time", "Phase", "Verdict"],
-        rows, text_columns=(0, 1, 7, 8))
+        ["Description", "Type", "Output", "Input", "Cache read", "Cache create", "Time", "Tool calls", "Efficiency",
+         "Phase", "Verdict"], rows, text_columns=(0, 1, 9, 10))
 
 
 def _tasks(tasks: dict) -> list[str]:
     rows = [[cell(task), _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
-             duration(f["claude_s"]), ", ".join(f"{v} ×{n}" for v, n in f["verdicts"].items())]
+             duration(f["claude_s"]), efficiency(f["tool_use"]),
+             ", ".join(f"{v} ×{n}" for v, n in f["verdicts"].items())]
             for task, f in tasks.items()]
     return ["", "## By Task", ""] + _table(
-        ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Verdicts"], rows,
-        text_columns=(0, 7))
+        ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Efficiency", "Verdicts"],
+        rows, text_columns=(0, 8))
 
 
 def _phase_detail(phases: list[dict]) -> list[str]:
@@ -149,6 +201,7 @@ def _phase_detail(phases: list[dict]) -> list[str]:
                  f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)"),
                 f"- **Turns:** {_n(p['tool_turns'])} tool-heavy, {_n(p['text_turns'])} text",
                 f"- **Tool result input:** ~{_n(p['tool_result_tokens_est'])} tokens",
+                f"- **Tool calls:** {_tool_calls_line(p['tool_use'])}",
                 (f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
                  f"human {duration(p['human_s'])}, away {duration(p['away_s'])}")]
         if p["useful_info"]:
@@ -156,6 +209,13 @@ def _phase_detail(phases: list[dict]) -> list[str]:
         if p["lessons_learned"]:
             out.append(f"- **Lessons learned:** {cell(p['lessons_learned'])}")
     return out
+
+
+def _tool_calls_line(tool_use: dict) -> str:
+    if not tool_use["calls"]:
+        return "none"
+    wasted = ", ".join(f"{n} {SIGNAL_TITLES[s].lower()}" for s, n in tool_use["signals"].items() if n)
+    return f"{_n(tool_use['calls'])}, efficiency {efficiency(tool_use)}" + (f" ({wasted})" if wasted else "")
 
 
 def _lessons(lessons: list[str]) -> list[str]:

@@ -12,6 +12,9 @@ from ..verdicts import VERDICTS
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
+SIGNALS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
+PRODUCTIVE = ""  # the rollups' signal of a call no signal applies to
+WASTE_EXAMPLES = 3
 
 
 def _seconds(us: int) -> float:
@@ -44,6 +47,11 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
         user_row = cur.execute(q("user_session"), args).fetchone()
         phase_rows = cur.execute(q("session_phases"), args).fetchall()
         figures = {row["id"]: row for row in cur.execute(q("phase_figures"), args)} if phase_rows else {}
+        by_agent: dict[str, dict[str, int]] = {}
+        for row in cur.execute(q("session_tool_use"), args):
+            by_agent.setdefault(row["agent"], {})[row["signal"]] = row["calls"]
+        tools = [_tool(row) for row in cur.execute(q("session_tools"), args)]
+        examples = cur.execute(q("session_waste_examples"), {**args, "examples": WASTE_EXAMPLES}).fetchall()
 
     tokens = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS}
               for b in BUCKETS[:-1]}
@@ -52,7 +60,13 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
     ended = times["last_ts"] or times["last_request_ts"]
     wall_us = (times["last_ts"] - times["first_ts"]) // timedelta(microseconds=1) if times["first_ts"] else 0
     phases = [_phase(row, figures[row["id"]]) for row in phase_rows]
-    subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"])) for row in subagent_rows]
+    subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}))
+                 for row in subagent_rows]
+    session_calls: dict[str, int] = {}
+    for calls in by_agent.values():
+        for signal, n in calls.items():
+            session_calls[signal] = session_calls.get(signal, 0) + n
+    tool_use = tool_use_figures(session_calls)
     total_output = tokens["total"]["output"]
     return {
         "session": {
@@ -80,7 +94,11 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
             "phases": len(phases),
             "tokens": tokens,
+            "tool_use": tool_use,
+            "tool_use_by_agent": {agent: tool_use_figures(calls) for agent, calls in sorted(by_agent.items())},
         },
+        "tools": tools,
+        "waste": _waste(tool_use, examples),
         "verdicts": _by_verdict(phases, total_output),
         "tasks": _by_task(phases),
         "phases": phases,
@@ -106,6 +124,7 @@ def _phase(row: dict, fig: dict) -> dict:
         "away_s": _seconds(fig["away_us"]),
         "tool_result_bytes": int(fig["tool_result_bytes"]),
         "tool_result_tokens_est": int(fig["tool_result_bytes"]) // 4,
+        "tool_use": tool_use_figures(fig["calls_by_signal"]),
         "actions_summary": row["actions_summary"],
         "subagents": row["subagents"],
         "useful_info": row["useful_info"],
@@ -124,15 +143,50 @@ def _phase_at(phase_rows: list[dict], ts: datetime | None) -> dict | None:
     return None
 
 
+def tool_use_figures(calls_by_signal: dict[str, int]) -> dict:
+    """DESIGN §2.6's figures from counted calls by signal ('' = productive)."""
+    calls = sum(calls_by_signal.values())
+    productive = calls_by_signal.get(PRODUCTIVE, 0)
+    return {"calls": calls, "productive": productive, "efficiency": productive / calls if calls else None,
+            "signals": {signal: calls_by_signal.get(signal, 0) for signal in SIGNALS}}
+
+
+def _tool(row: dict) -> dict:
+    return {"name": row["name"], "calls": row["calls"], "failed": row["failed"],
+            "result_bytes": row["result_bytes"], "median_result_bytes": _whole(row["median_result_bytes"]),
+            "result_s": _seconds(row["result_us"]),
+            "median_result_s": None if row["median_result_us"] is None else _seconds(row["median_result_us"])}
+
+
+def _whole(value: float | None) -> float | int | None:
+    """A median of whole numbers: whole unless it falls between two."""
+    return int(value) if value is not None and value.is_integer() else value
+
+
+def _waste(tool_use: dict, examples: list[dict]) -> dict:
+    waste: dict[str, dict] = {signal: {"count": n, "examples": []} for signal, n in tool_use["signals"].items()}
+    for row in examples:
+        waste[row["signal"]]["examples"].append(
+            {"at": _iso(row["ts"]), "tool": row["name"], "detail": row["detail"], "agent": row["agent"]})
+    return waste
+
+
 def _add(into: dict, phase: dict) -> None:
     into["phases"] += 1
     for f in TOKEN_FIELDS:
         into["tokens"][f] += phase["tokens"][f]
     into["claude_s"] = round(into["claude_s"] + phase["claude_s"], 3)
+    into["tool_use"] = _sum_tool_use(into["tool_use"], phase["tool_use"])
+
+
+def _sum_tool_use(a: dict, b: dict) -> dict:
+    by_signal = {signal: a["signals"][signal] + b["signals"][signal] for signal in SIGNALS}
+    by_signal[PRODUCTIVE] = a["productive"] + b["productive"]
+    return tool_use_figures(by_signal)
 
 
 def _empty() -> dict:
-    return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0}
+    return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0, "tool_use": tool_use_figures({})}
 
 
 def _by_verdict(phases: list[dict], total_output: int) -> dict:
@@ -154,7 +208,7 @@ def _by_task(phases: list[dict]) -> dict:
     return tasks
 
 
-def _subagent(row: dict, phase: dict | None) -> dict:
+def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int]) -> dict:
     if row["meta_type"] or row["meta_description"]:
         matched_by, agent_type, description = "meta", row["meta_type"], row["meta_description"]
     elif row["linked_tool_use_id"]:
@@ -170,6 +224,7 @@ def _subagent(row: dict, phase: dict | None) -> dict:
         "matched_by": matched_by,
         "tokens": {f: int(row[f]) for f in TOKEN_FIELDS},
         "requests": row["requests"],
+        "tool_use": tool_use_figures(calls_by_signal),
         "seconds": _seconds(row["span_us"] or 0),
         "started_at": _iso(row["first_ts"]),
         "phase": phase and f"{phase['task']} / {phase['phase']}",

@@ -127,7 +127,7 @@ WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a wind
         WHERE u.session_uuid = %(session)s
     ) w
 )
-SELECT p.id, t.*, g.*, a.*
+SELECT p.id, t.*, g.*, a.*, c.*
 FROM p
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(n), 0)::bigint AS requests, coalesce(sum(tools), 0)::bigint AS tool_turns,
@@ -183,4 +183,51 @@ CROSS JOIN LATERAL (
     SELECT coalesce(sum(retrod.interval_us(least(ts, p.e) - greatest(prev_ts, p.s))), 0)::bigint AS away_us
     FROM retrod.events
     WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s AND ts > p.s AND prev_ts < p.e
-) a;
+) a
+CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window, by signal ('' = productive)
+    SELECT coalesce(jsonb_object_agg(signal, n), '{}') AS calls_by_signal
+    FROM (
+        SELECT signal, sum(n) AS n FROM (
+            SELECT signal, calls AS n FROM retrod.call_minutes
+            WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
+            UNION ALL
+            SELECT coalesce(signal, ''), 1 FROM retrod.tool_uses
+            WHERE session_uuid = %(session)s AND counted
+              AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
+        ) x GROUP BY signal
+    ) y
+) c;
+
+-- DESIGN §2.6: the session's counted calls by agent and signal ('' = productive), from the rollup.
+-- name: session_tool_use
+SELECT agent, signal, sum(calls)::bigint AS calls
+FROM retrod.call_minutes WHERE session_uuid = %(session)s
+GROUP BY agent, signal;
+
+-- Per tool: calls, failed calls, result sizes (of the calls with a result) and the time from
+-- call to result (of those with both times; a result stamped before its call counts 0).
+-- name: session_tools
+SELECT name, count(*) AS calls, count(*) FILTER (WHERE failed) AS failed,
+       coalesce(sum(result_bytes), 0)::bigint AS result_bytes,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY result_bytes) AS median_result_bytes,
+       coalesce(sum(us), 0)::bigint AS result_us,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY us) AS median_result_us
+FROM (
+    SELECT name, failed, result_bytes,
+           CASE WHEN result_ts IS NOT NULL AND ts IS NOT NULL  -- greatest() would make NULL a 0
+                THEN greatest(retrod.ts_to_us(result_ts) - retrod.ts_to_us(ts), 0) END AS us
+    FROM retrod.tool_uses WHERE session_uuid = %(session)s AND counted
+) c
+GROUP BY name
+ORDER BY calls DESC, name;
+
+-- The first few calls of each signal, in time order.
+-- name: session_waste_examples
+SELECT k.signal, e.ts, e.name, coalesce(e.path, e.detail) AS detail, e.agent
+FROM unnest(ARRAY['sibling_error', 'error_retry', 'persisted_output_read', 'post_write_read', 'duplicate',
+                  're_read']) AS k(signal)
+CROSS JOIN LATERAL (
+    SELECT ts, name, path, detail, agent FROM retrod.tool_uses
+    WHERE session_uuid = %(session)s AND counted AND signal = k.signal
+    ORDER BY ts, file_path, "offset", block LIMIT %(examples)s
+) e;

@@ -94,9 +94,10 @@ WHERE u.ended_at IS NULL AND last.ts < now() - %(idle)s * interval '1 second';
 -- name: end_session_at
 UPDATE public.cc_sessions SET ended_at = %(ended_at)s WHERE session_uuid = %(session)s AND ended_at IS NULL;
 
--- `retrod sessions`: the newest sessions first. Start and end come from the main transcripts'
--- fold state (first event, high-water mark), tokens from the per-minute rollups: no scan of
--- events or requests. `slugs`: a project folder's names; `pattern`: part of one.
+-- `retrod sessions`: the newest sessions first, or those with the most tokens, or the least
+-- efficient tool use (DESIGN §2.6) first. Start and end come from the main transcripts' fold
+-- state (first event, high-water mark), tokens and calls from the per-minute rollups: no scan of
+-- events, requests or calls. `slugs`: a project folder's names; `pattern`: part of one.
 -- name: recent_sessions
 WITH s AS (
     SELECT session_uuid,
@@ -106,24 +107,35 @@ WITH s AS (
     FROM retrod.files
     WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
     GROUP BY session_uuid
-), newest AS (
+), candidates AS (
     SELECT * FROM s
     WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[]))
       AND (%(pattern)s::text IS NULL OR project_slug ILIKE %(pattern)s::text)
       AND (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
     ORDER BY first_us DESC NULLS LAST, session_uuid
-    LIMIT %(limit)s
+    LIMIT CASE WHEN %(sort)s = 'start' THEN %(limit)s END  -- the other orders need every session's figures
+), figures AS (
+    SELECT n.*, coalesce(t.total, 0) AS total_tokens, coalesce(t.requests, 0) AS requests,
+           coalesce(c.calls, 0) AS tool_calls, c.productive::float / nullif(c.calls, 0) AS efficiency
+    FROM candidates n
+    LEFT JOIN LATERAL (
+        SELECT sum(requests)::bigint AS requests,
+               sum(input_tokens + output_tokens + cache_read_tokens + cache_create_tokens)::bigint AS total
+        FROM retrod.request_minutes r WHERE r.session_uuid = n.session_uuid
+    ) t ON true
+    LEFT JOIN LATERAL (
+        SELECT sum(calls)::bigint AS calls, coalesce(sum(calls) FILTER (WHERE signal = ''), 0)::bigint AS productive
+        FROM retrod.call_minutes m WHERE m.session_uuid = n.session_uuid
+    ) c ON true
 )
-SELECT n.session_uuid AS uuid, n.project_slug, retrod.us_to_ts(n.first_us) AS started_at,
-       round(coalesce(n.last_us - n.first_us, 0) / 1e6, 3)::float AS wall_s,
-       coalesce(t.total, 0) AS total_tokens, coalesce(t.requests, 0) AS requests,
+SELECT f.session_uuid AS uuid, f.project_slug, retrod.us_to_ts(f.first_us) AS started_at,
+       round(coalesce(f.last_us - f.first_us, 0) / 1e6, 3)::float AS wall_s,
+       f.total_tokens, f.requests, f.tool_calls, f.efficiency,
        u.id IS NOT NULL AS tracked, u.description,
        (SELECT count(*) FROM public.cc_session_phases p WHERE p.session_id = u.id) AS phases
-FROM newest n
-LEFT JOIN public.cc_sessions u ON u.session_uuid = n.session_uuid
-LEFT JOIN LATERAL (
-    SELECT sum(requests)::bigint AS requests,
-           sum(input_tokens + output_tokens + cache_read_tokens + cache_create_tokens)::bigint AS total
-    FROM retrod.request_minutes r WHERE r.session_uuid = n.session_uuid
-) t ON true
-ORDER BY n.first_us DESC NULLS LAST, n.session_uuid;
+FROM figures f
+LEFT JOIN public.cc_sessions u ON u.session_uuid = f.session_uuid
+ORDER BY CASE WHEN %(sort)s = 'tokens' THEN f.total_tokens END DESC NULLS LAST,
+         CASE WHEN %(sort)s = 'efficiency' THEN f.efficiency END NULLS LAST,
+         f.first_us DESC NULLS LAST, f.session_uuid
+LIMIT %(limit)s;
