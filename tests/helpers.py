@@ -65,6 +65,12 @@ _SNAPSHOT = {
     "gap_spans": "SELECT f.path, g.\"offset\", g.session_uuid, g.kind, g.span_start, g.span_end"
                  " FROM retrod.gap_spans g JOIN retrod.files f ON f.id = g.file_id ORDER BY 1, 2",
     "session_tool_calls": "SELECT session_uuid, tool_calls FROM retrod.session_tool_calls ORDER BY 1",
+    "tool_uses": "SELECT f.path, t.tool_use_id, t.session_uuid, t.agent, t.file_path, t.\"offset\", t.block, t.name,"
+                 " t.input_hash, t.path, t.detail, t.ts, t.counted, t.signal, t.has_result, t.failed, t.sibling,"
+                 " t.result_bytes, t.result_ts FROM retrod.tool_uses t JOIN retrod.files f ON f.id = t.file_id"
+                 " ORDER BY 1, 2",
+    "call_minutes": "SELECT session_uuid, minute::text, agent, signal, calls FROM retrod.call_minutes"
+                    " ORDER BY 1, minute, 3, 4",
 }
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
@@ -83,6 +89,9 @@ ROLLUPS_FROM_RAW = {
                      " FROM retrod.events WHERE tool_result_bytes <> 0) d GROUP BY 1, minute ORDER BY 1, minute",
     "session_tool_calls": "SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls"
                           " GROUP BY 1 ORDER BY 1",
+    "call_minutes": "SELECT session_uuid, retrod.minute_of(ts)::text, agent, coalesce(signal, ''), count(*)"
+                    " FROM retrod.tool_uses WHERE counted GROUP BY 1, retrod.minute_of(ts), 3, 4"
+                    " ORDER BY 1, retrod.minute_of(ts), 3, 4",
 }
 
 

@@ -3,13 +3,18 @@ reference computation (tests/reference.py, written from DESIGN §2 alone)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import reference
+import reference_tools
+from conftest import FIXTURES
 from helpers import ingest, reports, rollups_match_raw, snapshot
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
@@ -31,6 +36,25 @@ def test_every_session_matches_the_reference(ingested: dict[str, dict], projects
         got_summary = {k: got["summary"][k] for k in want["summary"]}
         assert got_summary == want["summary"], session
         assert sorted(a["agent_id"] for a in got["subagents"]) == want["subagents"], session
+
+
+def test_every_sessions_tool_use_matches_the_reference(ingested: dict[str, dict], projects: Path) -> None:
+    expected = reference_tools.compute_tool_use(projects)
+    assert sorted(ingested) == sorted(expected)
+    calls = 0
+    for session, want in expected.items():
+        got = ingested[session]
+        assert got["summary"]["tool_use"] == want["summary"], session
+        assert sorted(got["tools"], key=lambda t: t["name"]) == want["tools"], session
+        with_calls = {agent: figures for agent, figures in want["agents"].items() if figures["calls"]}
+        assert got["summary"]["tool_use_by_agent"] == with_calls, session
+        for subagent in got["subagents"]:
+            assert subagent["tool_use"] == want["agents"][subagent["agent_id"]], session
+        for signal, waste in got["waste"].items():
+            assert waste["count"] == want["summary"]["signals"][signal]
+            assert len(waste["examples"]) == min(3, waste["count"])
+        calls += want["summary"]["calls"]
+    assert calls > 1000
 
 
 def test_hand_checked_session(ingested: dict[str, dict]) -> None:
@@ -88,6 +112,8 @@ def test_truncated_file_is_read_again_and_requests_stay(db_url: str, projects: P
     want = reference.compute(truncated)[SPOTTER]["summary"]
     for key in ("wall_s", "claude_s", "tool_s", "human_s", "compactions", "tool_calls", "tool_result_bytes"):
         assert after[key] == want[key], key
+    assert after["tool_use"] == reference_tools.compute_tool_use(truncated)[SPOTTER]["summary"]
+    assert after["tool_use"]["calls"] < before["tool_use"]["calls"]  # calls follow the file's content
     rollups_match_raw(db_url)
 
 
@@ -107,9 +133,53 @@ def test_replaced_file_is_read_again(db_url: str, projects: Path) -> None:
     for key in ("wall_s", "claude_s", "tool_s", "human_s", "compactions", "tool_calls", "tool_result_bytes"):
         assert after[key] == want[key], key
     assert after["tool_result_bytes"] > before["tool_result_bytes"]  # the head counts twice now
+    # The head's calls are seen twice in one file: each id once, where first seen.
+    assert after["tool_use"] == reference_tools.compute_tool_use(projects)[SPOTTER]["summary"]
+    assert after["tool_use"]["calls"] == before["tool_use"]["calls"]
     rollups_match_raw(db_url)
 
 
 def test_rollups_kept_by_triggers_equal_the_raw_rows(db_url: str, projects: Path) -> None:
     ingest(db_url, [projects], batch_bytes=8192)  # many small batches: many trigger runs
     rollups_match_raw(db_url)
+
+
+def test_sessions_sort_by_tokens_and_by_efficiency(db_url: str, projects: Path) -> None:
+    ingest(db_url, [projects])
+    tokens = {s: sum(r["summary"]["tokens"]["total"].values()) for s, r in reference.compute(projects).items()}
+    tools = {s: r["summary"] for s, r in reference_tools.compute_tool_use(projects).items()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETROD_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR"))}
+    env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(projects))
+
+    def listed(*args: str) -> list[dict]:
+        done = subprocess.run([sys.executable, "-m", "retrod", "sessions", "--json", "--limit", "1000", *args],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    by_tokens = listed("--sort", "tokens")
+    assert len(by_tokens) == len(tokens)
+    assert [r["total_tokens"] for r in by_tokens] == sorted(tokens.values(), reverse=True)
+    for row in by_tokens:
+        assert (row["tool_calls"], row["efficiency"]) == (tools[row["uuid"]]["calls"], tools[row["uuid"]]["efficiency"])
+    by_efficiency = listed("--sort", "efficiency")
+    rated = [tools[r["uuid"]]["efficiency"] for r in by_efficiency]
+    unrated = rated.index(None)  # the least efficient first; sessions without calls last
+    assert unrated > 0 and rated[:unrated] == sorted(tools[s]["efficiency"] for s in tools if tools[s]["calls"])
+    assert set(rated[unrated:]) == {None}
+    top = listed("--sort", "tokens", "--limit", "3")
+    assert [r["uuid"] for r in top] == [r["uuid"] for r in by_tokens[:3]]
+
+
+def test_a_session_copied_into_another_project_folder_counts_each_call_once(db_url: str, projects: Path) -> None:
+    # One uuid in two project folders: two main transcripts, every call id in both (DESIGN §2.6:
+    # counted once, in the main transcript whose path sorts first).
+    folder = next(projects.glob(f"*/{SPOTTER}.jsonl")).parent
+    shutil.copytree(folder, folder.with_name(folder.name + "-copy"))
+    ingest(db_url, [projects], batch_bytes=65536)
+    got = reports(db_url)[SPOTTER]
+    want = reference_tools.compute_tool_use(projects)[SPOTTER]
+    assert got["summary"]["tool_use"] == want["summary"]
+    assert sorted(got["tools"], key=lambda t: t["name"]) == want["tools"]
+    single = reference_tools.compute_tool_use(FIXTURES)[SPOTTER]["summary"]
+    assert want["summary"]["calls"] == single["calls"]  # the copy adds no call

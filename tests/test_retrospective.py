@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 import reference
+import reference_tools
 from helpers import HOST, ingest
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
@@ -225,6 +226,10 @@ def test_phase_edges_inside_minutes_match_the_reference(env: dict, db_url: str, 
     want = reference.compute_phases(projects, SPOTTER, windows)
     for got, expected in zip(report["phases"], want, strict=True):
         assert {k: got[k] for k in expected} == expected, got["phase"]
+    # DESIGN §2.6: each window's calls, whole minutes from the rollup and edge minutes from the rows.
+    want_calls = reference_tools.tool_use(projects, SPOTTER, windows)["phases"]
+    assert [p["tool_use"] for p in report["phases"]] == want_calls
+    assert sum(p["calls"] for p in want_calls) > 0
 
 
 def test_idle_tracked_sessions_are_closed_at_their_last_activity(env: dict, db_url: str) -> None:

@@ -1,7 +1,9 @@
-"""Self-tests of tests/reference_tools.py, the oracle of DESIGN.md 2.6 (tool calls and waste signals).
+"""DESIGN.md 2.6 (tool calls and waste signals) on tiny hand-written transcripts, each checked
+three ways: tests/reference_tools.py (the independent oracle), retrod reading the files in one
+pass, and retrod reading them in small chunks, files interleaved, with a scan after each.
 
-Tiny hand-written transcripts.  Every expected number is worked out by hand in the comments from
-DESIGN.md 2.6 (and the choices C1-C18 in the oracle's docstring), not by running the oracle.
+Every expected number is worked out by hand in the comments from DESIGN.md 2.6 (and the choices
+C1-C18 in the oracle's docstring), not by running either implementation.
 Times are seconds after 2024-01-01T00:00:00Z.  Signal names are abbreviated in the comments:
 SIB sibling_error, ERR error_retry, POR persisted_output_read, PWR post_write_read, DUP duplicate,
 RR re_read, ok = productive.
@@ -17,7 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reference import compute
-from reference_tools import SIGNALS, compute_tool_use, tool_use
+from reference_tools import SIGNALS, compute_tool_use
+from tool_use_engines import ENGINES, engine_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude-projects"
 
@@ -27,6 +30,13 @@ BASE = datetime(2024, 1, 1, tzinfo=UTC)
 BASE_US = 1_704_067_200 * 1_000_000  # 2024-01-01T00:00:00Z in microseconds since the epoch
 NO_INPUT = object()  # a tool_use block without an "input" key
 TOOL_RESULTS = f"/home/u/.claude/projects/proj/{A}/tool-results/toolu_01.txt"
+
+
+@pytest.fixture(params=ENGINES)
+def tool_use(request, tmp_path):
+    """tool_use(projects_dir, session, windows=None) of the oracle, or of retrod."""
+    with engine_for(request.param, request) as engine:
+        yield engine
 
 
 # ---------------------------------------------------------------------------
@@ -127,7 +137,7 @@ def sub_file(tmp_path, agent, session=A):
 # ---------------------------------------------------------------------------
 
 
-def test_every_signal_counted_exactly_n_times(tmp_path):
+def test_every_signal_counted_exactly_n_times(tmp_path, tool_use):
     ls, a, b = {"command": "ls"}, {"file_path": "/a"}, {"file_path": "/b"}
     write(main_file(tmp_path), sequence([
         ("Read", a, "ok"),  # 0 ok: first Read of /a
@@ -168,7 +178,7 @@ def test_every_signal_counted_exactly_n_times(tmp_path):
 # ---------------------------------------------------------------------------
 
 
-def test_a_failed_call_that_is_the_agents_last_is_no_error_retry(tmp_path):
+def test_a_failed_call_that_is_the_agents_last_is_no_error_retry(tmp_path, tool_use):
     write(main_file(tmp_path), [
         # The main thread's last call fails; the next Bash in time is another agent's.
         asst(10, tu("m1", "Bash", {"command": "make"})),
@@ -192,7 +202,7 @@ def test_a_failed_call_that_is_the_agents_last_is_no_error_retry(tmp_path):
     assert result["agents"] == {"": fig(1, 1), "x": fig(3, 1, error_retry=2)}
 
 
-def test_a_write_that_failed_between_two_reads_and_a_write_of_another_path(tmp_path):
+def test_a_write_that_failed_between_two_reads_and_a_write_of_another_path(tmp_path, tool_use):
     p, q = {"file_path": "/p"}, {"file_path": "/q"}
     write(main_file(tmp_path), sequence([
         ("Read", p, "ok"),  # 0 ok
@@ -222,7 +232,7 @@ def test_a_write_that_failed_between_two_reads_and_a_write_of_another_path(tmp_p
     assert result["summary"] == fig(15, 11, re_read=2, post_write_read=1, duplicate=1)
 
 
-def test_a_successful_write_between_two_reads(tmp_path):
+def test_a_successful_write_between_two_reads(tmp_path, tool_use):
     write(main_file(tmp_path), sequence([
         ("Read", {"file_path": "/p"}, "ok"),  # 0 ok
         ("MultiEdit", {"file_path": "/p", "edits": []}, "ok"),  # 1 ok: a write of /p
@@ -235,7 +245,7 @@ def test_a_successful_write_between_two_reads(tmp_path):
     assert result["summary"] == fig(5, 3, post_write_read=1, re_read=1)
 
 
-def test_the_same_input_in_two_agents_is_no_duplicate(tmp_path):
+def test_the_same_input_in_two_agents_is_no_duplicate(tmp_path, tool_use):
     ls, p = {"command": "ls"}, {"file_path": "/p"}
     write(main_file(tmp_path), [
         asst(10, tu("m1", "Write", {"file_path": "/p", "content": "x"})), usr(11, tr("m1")),  # ok
@@ -264,7 +274,7 @@ def test_the_same_input_in_two_agents_is_no_duplicate(tmp_path):
     assert result["summary"] == fig(9, 7, post_write_read=1, duplicate=1)
 
 
-def test_a_result_that_arrives_in_a_later_chunk(tmp_path):
+def test_a_result_that_arrives_in_a_later_chunk(tmp_path, tool_use):
     path = main_file(tmp_path)
     call = json.dumps(asst(10, tu("c1", "Bash", {"command": "make"})))
     other = json.dumps(asst(12, tu("c2", "Grep", {"pattern": "x"})))
@@ -291,7 +301,7 @@ def test_a_result_that_arrives_in_a_later_chunk(tmp_path):
     assert second["summary"] == fig(2, 2)
 
 
-def test_the_result_must_be_in_the_same_file_and_is_the_first_one(tmp_path):
+def test_the_result_must_be_in_the_same_file_and_is_the_first_one(tmp_path, tool_use):
     write(main_file(tmp_path), [
         asst(10, tu("m1", "Task", {"prompt": "go"})),
         # Results for the subagent's call x1 here are not x1's result (another file).
@@ -310,7 +320,7 @@ def test_the_result_must_be_in_the_same_file_and_is_the_first_one(tmp_path):
     assert (calls["m2"]["has_result"], calls["m2"]["result_bytes"], calls["m2"]["result_us"]) == (True, 5, 0)
 
 
-def test_sibling_tool_call_errored(tmp_path):
+def test_sibling_tool_call_errored(tmp_path, tool_use):
     sib = "<tool_use_error>Sibling tool call errored</tool_use_error>"
     write(main_file(tmp_path), [
         # s1 SIB: failed, sibling text inside a text element of a list content.
@@ -333,7 +343,7 @@ def test_sibling_tool_call_errored(tmp_path):
     assert {t["name"]: t["failed"] for t in result["tools"]} == {"Bash": 2, "Grep": 0, "Read": 1}
 
 
-def test_reads_of_persisted_tool_results(tmp_path):
+def test_reads_of_persisted_tool_results(tmp_path, tool_use):
     write(main_file(tmp_path), sequence([
         ("Write", {"file_path": TOOL_RESULTS, "content": "x"}, "ok"),  # 0 ok (a write of that path)
         ("Read", {"file_path": TOOL_RESULTS}, "ok"),  # 1 POR: beats PWR (3 before 4)
@@ -348,7 +358,7 @@ def test_reads_of_persisted_tool_results(tmp_path):
     assert result["summary"] == fig(6, 3, persisted_output_read=2, error_retry=1)
 
 
-def test_a_call_that_qualifies_for_several_signals_gets_the_first(tmp_path):
+def test_a_call_that_qualifies_for_several_signals_gets_the_first(tmp_path, tool_use):
     make = {"command": "make"}
     write(main_file(tmp_path), sequence([
         ("Bash", make, "ok"),  # 0 ok
@@ -363,7 +373,7 @@ def test_a_call_that_qualifies_for_several_signals_gets_the_first(tmp_path):
     assert result["summary"] == fig(6, 2, sibling_error=1, error_retry=1, duplicate=2)
 
 
-def test_a_tool_use_id_seen_more_than_once_counts_once_where_first_seen(tmp_path):
+def test_a_tool_use_id_seen_more_than_once_counts_once_where_first_seen(tmp_path, tool_use):
     write(main_file(tmp_path), [
         asst(20, tu("t1", "Bash", {"command": "a"})),
         usr(21, tr("t1", "main result")),  # t1's result in the main transcript: 11 bytes, not failed
@@ -400,7 +410,7 @@ def test_a_tool_use_id_seen_more_than_once_counts_once_where_first_seen(tmp_path
     assert result["summary"] == fig(3, 3)
 
 
-def test_copies_sidechains_and_other_blocks_add_no_calls(tmp_path):
+def test_copies_sidechains_and_other_blocks_add_no_calls(tmp_path, tool_use):
     embedded = {"type": "assistant", "sessionId": A, "timestamp": ts(6), "requestId": "req_p",
                 "message": {"id": "msg_p", "role": "assistant", "content": [tu("p1", "Bash", {})],
                             "usage": {"input_tokens": 1, "output_tokens": 1}}}
@@ -429,20 +439,20 @@ def test_copies_sidechains_and_other_blocks_add_no_calls(tmp_path):
     assert set(compute_tool_use(tmp_path)) == {A}
 
 
-def test_acompact_agents_have_calls_and_an_empty_session_has_none(tmp_path):
+def test_acompact_agents_have_calls_and_an_empty_session_has_none(tmp_path, tool_use):
     write(sub_file(tmp_path, "acompact-abc123"), [
         asst(1, tu("k1", "Read", {"file_path": "/k"}), isSidechain=True),
         asst(2, tu("k2", "Read", {"file_path": "/k"}), isSidechain=True),  # DUP (k1: no result, not failed)
     ])
     write(main_file(tmp_path, B), [])  # an empty main transcript: a session with zero calls
-    everything = compute_tool_use(tmp_path)
-    assert everything[A]["agents"] == {"acompact-abc123": fig(2, 1, duplicate=1)}
-    assert everything[A]["summary"] == fig(2, 1, duplicate=1)
-    assert everything[B] == {"summary": fig(0, 0), "agents": {"": fig(0, 0)}, "phases": [],
-                             "tools": [], "calls": []}
+    a = tool_use(tmp_path, A)
+    assert a["agents"] == {"acompact-abc123": fig(2, 1, duplicate=1)}
+    assert a["summary"] == fig(2, 1, duplicate=1)
+    assert tool_use(tmp_path, B) == {"summary": fig(0, 0), "agents": {"": fig(0, 0)}, "phases": [],
+                                     "tools": [], "calls": []}
 
 
-def test_canonical_input(tmp_path):
+def test_canonical_input(tmp_path, tool_use):
     write(main_file(tmp_path), [
         *sequence([
             ("Grep", {"pattern": "x", "path": "/s"}, "ok"),  # 0 ok
@@ -466,13 +476,15 @@ def test_canonical_input(tmp_path):
     D = "duplicate"
     assert signals_of(result) == [None, D, None, D, None, None, None, D, None, None, D, D]
     assert result["summary"] == fig(12, 7, duplicate=5)
+    if not tool_use.canonical_text:
+        return  # retrod keeps a fingerprint of the canonical text, not the text
     inputs = {c["id"]: c["input"] for c in result["calls"]}
     assert inputs["a1"] == '{"path":"/s","pattern":"x"}'
     assert inputs["raw"] == '{"pattern":"é"}'  # ensure_ascii=False
     assert inputs["a6"] == "null"
 
 
-def test_paths(tmp_path):
+def test_paths(tmp_path, tool_use):
     write(main_file(tmp_path), sequence([
         ("NotebookEdit", {"notebook_path": "/n.ipynb", "new_source": "x"}, "ok"),  # 0 ok: a write of /n.ipynb
         ("Read", {"file_path": "/n.ipynb"}, "ok"),  # 1 PWR
@@ -497,7 +509,7 @@ def test_paths(tmp_path):
 # ---------------------------------------------------------------------------
 
 
-def test_phase_efficiency(tmp_path):
+def test_phase_efficiency(tmp_path, tool_use):
     write(main_file(tmp_path), [
         asst(10, tu("c1", "Bash", {"command": "ls"})), usr(11, tr("c1")),  # ok
         asst(20, tu("c2", "Bash", {"command": "ls"})), usr(21, tr("c2")),  # DUP of c1
@@ -525,7 +537,7 @@ def test_phase_efficiency(tmp_path):
     assert tool_use(tmp_path, A, dt_windows)["phases"] == result["phases"]
 
 
-def test_per_tool_figures_and_medians(tmp_path):
+def test_per_tool_figures_and_medians(tmp_path, tool_use):
     write(main_file(tmp_path), [
         # Bash: 3 calls, odd count.  Sizes 1, 5, 100 -> total 106, median 5.  Times 1, 2, 10 s ->
         # total 13 s, median 2 s.  b2 failed.
