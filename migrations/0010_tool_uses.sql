@@ -33,6 +33,10 @@ CREATE TABLE retrod.tool_uses (
     sibling BOOLEAN NOT NULL DEFAULT false,  -- failed, saying "Sibling tool call errored"
     result_bytes BIGINT,
     result_ts TIMESTAMPTZ,
+    -- time from call to result; a result stamped before its call took no time
+    result_us BIGINT GENERATED ALWAYS AS (
+        CASE WHEN has_result AND ts IS NOT NULL AND result_ts IS NOT NULL
+             THEN greatest(retrod.interval_us(result_ts - ts), 0) END) STORED,
     PRIMARY KEY (file_id, tool_use_id),
     FOREIGN KEY (file_id, db_role) REFERENCES retrod.files (id, db_role) ON DELETE CASCADE
 );
@@ -55,56 +59,141 @@ CREATE INDEX tool_uses_paths ON retrod.tool_uses (session_uuid, agent, path, fil
     WHERE counted AND path IS NOT NULL;
 -- The occurrences of an id in a session's files (it counts once).
 CREATE INDEX tool_uses_ids ON retrod.tool_uses (session_uuid, tool_use_id) WHERE agent IS NOT NULL;
--- The report: calls in a phase's edge minutes; the first examples of each signal.
+-- The report: calls in a phase's edge minutes, and in the first minutes holding a signal (its
+-- examples). No index holds the signal, so judging a call again can update its row in place.
 CREATE INDEX tool_uses_times ON retrod.tool_uses (session_uuid, ts) WHERE counted;
-CREATE INDEX tool_uses_signals ON retrod.tool_uses (session_uuid, signal, ts, file_path, "offset", block)
-    WHERE counted AND signal IS NOT NULL;
 
--- Counted calls by (session, minute, agent, signal; '' = productive), kept by the trigger below
--- in the same transaction, so a report and `retrod sessions` never count calls one by one.
+-- Rollups of the counted calls, kept by the trigger below in the same transaction, so that a
+-- report and `retrod sessions` never count calls one by one: by minute (phase windows), by
+-- agent (the session and its subagents) and by tool.
 CREATE TABLE retrod.call_minutes (
     session_uuid TEXT COLLATE "C" NOT NULL,
     minute TIMESTAMPTZ NOT NULL,
-    agent TEXT COLLATE "C" NOT NULL,
-    signal TEXT COLLATE "C" NOT NULL,
-    calls BIGINT NOT NULL,
+    productive BIGINT NOT NULL,
+    sibling_error BIGINT NOT NULL,
+    error_retry BIGINT NOT NULL,
+    persisted_output_read BIGINT NOT NULL,
+    post_write_read BIGINT NOT NULL,
+    duplicate BIGINT NOT NULL,
+    re_read BIGINT NOT NULL,
     db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
-    PRIMARY KEY (session_uuid, minute, agent, signal)
+    PRIMARY KEY (session_uuid, minute)
 );
 
-CREATE FUNCTION retrod.add_call_minutes(changed retrod.tool_uses[], direction INT)
+CREATE TABLE retrod.call_agents (
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    agent TEXT COLLATE "C" NOT NULL,
+    productive BIGINT NOT NULL,
+    sibling_error BIGINT NOT NULL,
+    error_retry BIGINT NOT NULL,
+    persisted_output_read BIGINT NOT NULL,
+    post_write_read BIGINT NOT NULL,
+    duplicate BIGINT NOT NULL,
+    re_read BIGINT NOT NULL,
+    db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
+    PRIMARY KEY (session_uuid, agent)
+);
+
+-- Per tool: calls, failed, calls with a result and their bytes, calls with a time to result and
+-- its sum. (Medians are read from the indexes below, half a tool's calls at most.)
+CREATE TABLE retrod.call_tools (
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    name TEXT COLLATE "C" NOT NULL,
+    calls BIGINT NOT NULL,
+    failed BIGINT NOT NULL,
+    results BIGINT NOT NULL,
+    result_bytes BIGINT NOT NULL,
+    timed BIGINT NOT NULL,
+    result_us BIGINT NOT NULL,
+    db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
+    PRIMARY KEY (session_uuid, name)
+);
+CREATE INDEX tool_uses_result_bytes ON retrod.tool_uses (session_uuid, name, result_bytes)
+    WHERE counted AND has_result;
+CREATE INDEX tool_uses_result_us ON retrod.tool_uses (session_uuid, name, result_us)
+    WHERE counted AND result_us IS NOT NULL;
+
+CREATE FUNCTION retrod.add_tool_uses(changed retrod.tool_uses[], direction INT)
     RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO retrod.call_minutes AS m (session_uuid, minute, agent, signal, calls)
-    SELECT session_uuid, retrod.minute_of(ts), agent, coalesce(signal, ''), direction * count(*)
-    FROM unnest(changed) WHERE counted GROUP BY 1, 2, 3, 4
-    ON CONFLICT (session_uuid, minute, agent, signal) DO UPDATE SET calls = m.calls + excluded.calls;
-    IF direction < 0 THEN
+    INSERT INTO retrod.call_minutes AS m (session_uuid, minute, productive, sibling_error, error_retry,
+                                          persisted_output_read, post_write_read, duplicate, re_read)
+    SELECT session_uuid, retrod.minute_of(ts), direction * count(*) FILTER (WHERE signal IS NULL),
+           direction * count(*) FILTER (WHERE signal = 'sibling_error'),
+           direction * count(*) FILTER (WHERE signal = 'error_retry'),
+           direction * count(*) FILTER (WHERE signal = 'persisted_output_read'),
+           direction * count(*) FILTER (WHERE signal = 'post_write_read'),
+           direction * count(*) FILTER (WHERE signal = 'duplicate'),
+           direction * count(*) FILTER (WHERE signal = 're_read')
+    FROM unnest(changed) WHERE counted GROUP BY 1, 2
+    ON CONFLICT (session_uuid, minute) DO UPDATE SET
+        productive = m.productive + excluded.productive, sibling_error = m.sibling_error + excluded.sibling_error,
+        error_retry = m.error_retry + excluded.error_retry,
+        persisted_output_read = m.persisted_output_read + excluded.persisted_output_read,
+        post_write_read = m.post_write_read + excluded.post_write_read,
+        duplicate = m.duplicate + excluded.duplicate, re_read = m.re_read + excluded.re_read;
+    INSERT INTO retrod.call_agents AS a (session_uuid, agent, productive, sibling_error, error_retry,
+                                         persisted_output_read, post_write_read, duplicate, re_read)
+    SELECT session_uuid, agent, direction * count(*) FILTER (WHERE signal IS NULL),
+           direction * count(*) FILTER (WHERE signal = 'sibling_error'),
+           direction * count(*) FILTER (WHERE signal = 'error_retry'),
+           direction * count(*) FILTER (WHERE signal = 'persisted_output_read'),
+           direction * count(*) FILTER (WHERE signal = 'post_write_read'),
+           direction * count(*) FILTER (WHERE signal = 'duplicate'),
+           direction * count(*) FILTER (WHERE signal = 're_read')
+    FROM unnest(changed) WHERE counted GROUP BY 1, 2
+    ON CONFLICT (session_uuid, agent) DO UPDATE SET
+        productive = a.productive + excluded.productive, sibling_error = a.sibling_error + excluded.sibling_error,
+        error_retry = a.error_retry + excluded.error_retry,
+        persisted_output_read = a.persisted_output_read + excluded.persisted_output_read,
+        post_write_read = a.post_write_read + excluded.post_write_read,
+        duplicate = a.duplicate + excluded.duplicate, re_read = a.re_read + excluded.re_read;
+    INSERT INTO retrod.call_tools AS t (session_uuid, name, calls, failed, results, result_bytes, timed, result_us)
+    SELECT session_uuid, name, direction * count(*), direction * count(*) FILTER (WHERE failed),
+           direction * count(*) FILTER (WHERE has_result), direction * coalesce(sum(result_bytes), 0),
+           direction * count(result_us), direction * coalesce(sum(result_us), 0)
+    FROM unnest(changed) WHERE counted GROUP BY 1, 2
+    ON CONFLICT (session_uuid, name) DO UPDATE SET
+        calls = t.calls + excluded.calls, failed = t.failed + excluded.failed, results = t.results + excluded.results,
+        result_bytes = t.result_bytes + excluded.result_bytes, timed = t.timed + excluded.timed,
+        result_us = t.result_us + excluded.result_us;
+    IF direction < 0 THEN  -- a rollup row that sums to nothing goes, as one pass would not have it
         DELETE FROM retrod.call_minutes m
-        USING (SELECT DISTINCT session_uuid, retrod.minute_of(ts) AS minute, agent, coalesce(signal, '') AS signal
-               FROM unnest(changed) WHERE counted) c
-        WHERE m.calls = 0
-          AND (m.session_uuid, m.minute, m.agent, m.signal) = (c.session_uuid, c.minute, c.agent, c.signal);
+        USING (SELECT DISTINCT session_uuid, retrod.minute_of(ts) AS minute FROM unnest(changed) WHERE counted) c
+        WHERE (m.session_uuid, m.minute) = (c.session_uuid, c.minute)
+          AND m.productive + m.sibling_error + m.error_retry + m.persisted_output_read + m.post_write_read
+              + m.duplicate + m.re_read = 0;
+        DELETE FROM retrod.call_agents a
+        USING (SELECT DISTINCT session_uuid, agent FROM unnest(changed) WHERE counted) c
+        WHERE (a.session_uuid, a.agent) = (c.session_uuid, c.agent)
+          AND a.productive + a.sibling_error + a.error_retry + a.persisted_output_read + a.post_write_read
+              + a.duplicate + a.re_read = 0;
+        DELETE FROM retrod.call_tools t
+        USING (SELECT DISTINCT session_uuid, name FROM unnest(changed) WHERE counted) c
+        WHERE (t.session_uuid, t.name) = (c.session_uuid, c.name) AND t.calls = 0;
     END IF;
 END $$;
 
--- Most updates only add a result (or its judgement leaves the signal as it was): only rows whose
--- counted call, signal, agent or time changed move the rollup.
+-- An update moves the rollups only for the rows whose counted call changed in what they sum.
 CREATE FUNCTION retrod.tool_uses_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM retrod.add_call_minutes(ARRAY(SELECT n::retrod.tool_uses FROM new_rows n WHERE n.counted), 1);
+        PERFORM retrod.add_tool_uses(ARRAY(SELECT n::retrod.tool_uses FROM new_rows n WHERE n.counted), 1);
     ELSIF TG_OP = 'DELETE' THEN
-        PERFORM retrod.add_call_minutes(ARRAY(SELECT o::retrod.tool_uses FROM old_rows o WHERE o.counted), -1);
+        PERFORM retrod.add_tool_uses(ARRAY(SELECT o::retrod.tool_uses FROM old_rows o WHERE o.counted), -1);
     ELSE
-        PERFORM retrod.add_call_minutes(ARRAY(
+        PERFORM retrod.add_tool_uses(ARRAY(
             SELECT o::retrod.tool_uses FROM old_rows o JOIN new_rows n USING (file_id, tool_use_id)
-            WHERE (o.counted OR n.counted)
-              AND (o.counted, o.signal, o.agent, o.ts) IS DISTINCT FROM (n.counted, n.signal, n.agent, n.ts)), -1);
-        PERFORM retrod.add_call_minutes(ARRAY(
+            WHERE o.counted AND (o.counted, o.signal, o.agent, o.ts, o.name, o.failed, o.has_result,
+                                 o.result_bytes, o.result_us)
+                  IS DISTINCT FROM (n.counted, n.signal, n.agent, n.ts, n.name, n.failed, n.has_result,
+                                    n.result_bytes, n.result_us)), -1);
+        PERFORM retrod.add_tool_uses(ARRAY(
             SELECT n::retrod.tool_uses FROM old_rows o JOIN new_rows n USING (file_id, tool_use_id)
-            WHERE (o.counted OR n.counted)
-              AND (o.counted, o.signal, o.agent, o.ts) IS DISTINCT FROM (n.counted, n.signal, n.agent, n.ts)), 1);
+            WHERE n.counted AND (o.counted, o.signal, o.agent, o.ts, o.name, o.failed, o.has_result,
+                                 o.result_bytes, o.result_us)
+                  IS DISTINCT FROM (n.counted, n.signal, n.agent, n.ts, n.name, n.failed, n.has_result,
+                                    n.result_bytes, n.result_us)), 1);
     END IF;
     RETURN NULL;
 END $$;
@@ -129,6 +218,8 @@ BEGIN
         DELETE FROM retrod.session_tool_calls;
     ELSIF TG_TABLE_NAME = 'tool_uses' THEN
         DELETE FROM retrod.call_minutes;
+        DELETE FROM retrod.call_agents;
+        DELETE FROM retrod.call_tools;
     END IF;
     RETURN NULL;
 END $$;

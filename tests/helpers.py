@@ -38,6 +38,11 @@ def reports(db_url: str) -> dict[str, dict]:
         return {s: model.build(conn, s) for s in sessions}
 
 
+_SIGNALS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
+_SIGNAL_COLUMNS = "productive, " + ", ".join(_SIGNALS)
+_SIGNAL_COUNTS = "count(*) FILTER (WHERE signal IS NULL), " + ", ".join(
+    f"count(*) FILTER (WHERE signal = '{s}')" for s in _SIGNALS)
+
 # Every derived row, in a canonical order and without surrogate ids or clock times, so two
 # databases can be compared for equality.
 _SNAPSHOT = {
@@ -67,10 +72,12 @@ _SNAPSHOT = {
     "session_tool_calls": "SELECT session_uuid, tool_calls FROM retrod.session_tool_calls ORDER BY 1",
     "tool_uses": "SELECT f.path, t.tool_use_id, t.session_uuid, t.agent, t.file_path, t.\"offset\", t.block, t.name,"
                  " t.input_hash, t.path, t.detail, t.ts, t.counted, t.signal, t.has_result, t.failed, t.sibling,"
-                 " t.result_bytes, t.result_ts FROM retrod.tool_uses t JOIN retrod.files f ON f.id = t.file_id"
-                 " ORDER BY 1, 2",
-    "call_minutes": "SELECT session_uuid, minute::text, agent, signal, calls FROM retrod.call_minutes"
-                    " ORDER BY 1, minute, 3, 4",
+                 " t.result_bytes, t.result_ts, t.result_us"
+                 " FROM retrod.tool_uses t JOIN retrod.files f ON f.id = t.file_id ORDER BY 1, 2",
+    "call_minutes": f"SELECT session_uuid, minute::text, {_SIGNAL_COLUMNS} FROM retrod.call_minutes ORDER BY 1, minute",
+    "call_agents": f"SELECT session_uuid, agent, {_SIGNAL_COLUMNS} FROM retrod.call_agents ORDER BY 1, 2",
+    "call_tools": "SELECT session_uuid, name, calls, failed, results, result_bytes, timed, result_us"
+                  " FROM retrod.call_tools ORDER BY 1, 2",
 }
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
@@ -89,9 +96,14 @@ ROLLUPS_FROM_RAW = {
                      " FROM retrod.events WHERE tool_result_bytes <> 0) d GROUP BY 1, minute ORDER BY 1, minute",
     "session_tool_calls": "SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls"
                           " GROUP BY 1 ORDER BY 1",
-    "call_minutes": "SELECT session_uuid, retrod.minute_of(ts)::text, agent, coalesce(signal, ''), count(*)"
-                    " FROM retrod.tool_uses WHERE counted GROUP BY 1, retrod.minute_of(ts), 3, 4"
-                    " ORDER BY 1, retrod.minute_of(ts), 3, 4",
+    "call_minutes": f"SELECT session_uuid, retrod.minute_of(ts)::text, {_SIGNAL_COUNTS} FROM retrod.tool_uses"
+                    " WHERE counted GROUP BY 1, retrod.minute_of(ts) ORDER BY 1, retrod.minute_of(ts)",
+    "call_agents": f"SELECT session_uuid, agent, {_SIGNAL_COUNTS} FROM retrod.tool_uses WHERE counted"
+                   " GROUP BY 1, 2 ORDER BY 1, 2",
+    "call_tools": "SELECT session_uuid, name, count(*), count(*) FILTER (WHERE failed),"
+                  " count(*) FILTER (WHERE has_result), coalesce(sum(result_bytes), 0), count(result_us),"
+                  " coalesce(sum(result_us), 0)"
+                  " FROM retrod.tool_uses WHERE counted GROUP BY 1, 2 ORDER BY 1, 2",
 }
 
 

@@ -13,7 +13,7 @@ from ..verdicts import VERDICTS
 BUCKETS = ("main", "subagents", "compaction", "total")
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
 SIGNALS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
-PRODUCTIVE = ""  # the rollups' signal of a call no signal applies to
+PRODUCTIVE = ""  # counts by signal: the calls no signal applies to
 WASTE_EXAMPLES = 3
 
 
@@ -47,11 +47,11 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
         user_row = cur.execute(q("user_session"), args).fetchone()
         phase_rows = cur.execute(q("session_phases"), args).fetchall()
         figures = {row["id"]: row for row in cur.execute(q("phase_figures"), args)} if phase_rows else {}
-        by_agent: dict[str, dict[str, int]] = {}
-        for row in cur.execute(q("session_tool_use"), args):
-            by_agent.setdefault(row["agent"], {})[row["signal"]] = row["calls"]
+        by_agent = {row["agent"]: _calls_by_signal(row) for row in cur.execute(q("session_tool_use"), args)}
         tools = [_tool(row) for row in cur.execute(q("session_tools"), args)]
-        examples = cur.execute(q("session_waste_examples"), {**args, "examples": WASTE_EXAMPLES}).fetchall()
+        wasted = sorted({signal for calls in by_agent.values() for signal, n in calls.items() if n and signal})
+        examples = cur.execute(q("session_waste_examples"),
+                               {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
 
     tokens = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS}
               for b in BUCKETS[:-1]}
@@ -124,7 +124,7 @@ def _phase(row: dict, fig: dict) -> dict:
         "away_s": _seconds(fig["away_us"]),
         "tool_result_bytes": int(fig["tool_result_bytes"]),
         "tool_result_tokens_est": int(fig["tool_result_bytes"]) // 4,
-        "tool_use": tool_use_figures(fig["calls_by_signal"]),
+        "tool_use": tool_use_figures(_calls_by_signal(fig)),
         "actions_summary": row["actions_summary"],
         "subagents": row["subagents"],
         "useful_info": row["useful_info"],
@@ -141,6 +141,11 @@ def _phase_at(phase_rows: list[dict], ts: datetime | None) -> dict | None:
         if row["started_at"] <= ts and (row["ended_at"] is None or ts < row["ended_at"]):
             return row
     return None
+
+
+def _calls_by_signal(row: dict) -> dict[str, int]:
+    """A rollup row's counts: productive (as '') and one per signal."""
+    return {PRODUCTIVE: row["productive"], **{signal: row[signal] for signal in SIGNALS}}
 
 
 def tool_use_figures(calls_by_signal: dict[str, int]) -> dict:

@@ -141,15 +141,21 @@ SET agent_type = excluded.agent_type, description = excluded.description;
 -- changed: from the first call a change touches to the agent's end, and the call before it
 -- (whose "next call" it may be). Each statement returns where its rows sit in their agent.
 
--- A call fills its row, unless the file's first block with that id did already.
+-- A call fills its row, unless the file's first block with that id did already; with its result
+-- when the same batch holds that (most do: one insert, no update), unless the row has one
+-- already (a result written before its call, in an earlier batch).
 -- name: upsert_tool_use_calls
 INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, agent, file_path, "offset", block,
-                                   name, input_hash, path, detail, ts, counted)
+                                   name, input_hash, path, detail, ts, counted,
+                                   has_result, failed, sibling, result_bytes, result_ts)
 SELECT f.file_id, c.id, f.session_uuid, c.agent, f.file_path, c."offset", c.block, c.name,
-       c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true
+       c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true,
+       r IS NOT NULL, coalesce((r ->> 'failed')::bool, false), coalesce((r ->> 'sibling')::bool, false),
+       (r ->> 'bytes')::bigint, retrod.us_to_ts((r ->> 'ts_us')::bigint)
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, file_path TEXT, rows JSON),
      json_to_recordset(f.rows) AS c(id TEXT, agent TEXT, "offset" BIGINT, block INT, name TEXT, input_hash TEXT,
-                                    path TEXT, detail TEXT, ts_us BIGINT)
+                                    path TEXT, detail TEXT, ts_us BIGINT, result JSON),
+     LATERAL (SELECT c.result::jsonb AS r) x
 ON CONFLICT (file_id, tool_use_id) DO UPDATE
 SET agent = excluded.agent, file_path = excluded.file_path, "offset" = excluded."offset", block = excluded.block,
     name = excluded.name, input_hash = excluded.input_hash, path = excluded.path, detail = excluded.detail,
@@ -157,8 +163,9 @@ SET agent = excluded.agent, file_path = excluded.file_path, "offset" = excluded.
 WHERE t.agent IS NULL
 RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block;
 
--- A result fills its row, unless the file's first tool_result for that id did already. A failed
--- result of a call already read changes that call's judgement, and maybe the later calls'.
+-- A result whose call is not in the batch fills its row, unless the file's first tool_result for
+-- that id did already. A failed result of a call already read changes that call's judgement,
+-- and maybe the later calls'.
 -- name: upsert_tool_use_results
 WITH filled AS (
     INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, has_result, failed, sibling,

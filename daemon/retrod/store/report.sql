@@ -184,50 +184,72 @@ CROSS JOIN LATERAL (
     FROM retrod.events
     WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s AND ts > p.s AND prev_ts < p.e
 ) a
-CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window, by signal ('' = productive)
-    SELECT coalesce(jsonb_object_agg(signal, n), '{}') AS calls_by_signal
+CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window, productive or by signal
+    SELECT coalesce(sum(productive), 0)::bigint AS productive, coalesce(sum(sibling_error), 0)::bigint AS sibling_error,
+           coalesce(sum(error_retry), 0)::bigint AS error_retry,
+           coalesce(sum(persisted_output_read), 0)::bigint AS persisted_output_read,
+           coalesce(sum(post_write_read), 0)::bigint AS post_write_read,
+           coalesce(sum(duplicate), 0)::bigint AS duplicate, coalesce(sum(re_read), 0)::bigint AS re_read
     FROM (
-        SELECT signal, sum(n) AS n FROM (
-            SELECT signal, calls AS n FROM retrod.call_minutes
-            WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
-            UNION ALL
-            SELECT coalesce(signal, ''), 1 FROM retrod.tool_uses
-            WHERE session_uuid = %(session)s AND counted
-              AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
-        ) x GROUP BY signal
-    ) y
+        SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
+        FROM retrod.call_minutes
+        WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
+        UNION ALL
+        SELECT (signal IS NULL)::int, (signal = 'sibling_error')::int, (signal = 'error_retry')::int,
+               (signal = 'persisted_output_read')::int, (signal = 'post_write_read')::int,
+               (signal = 'duplicate')::int, (signal = 're_read')::int
+        FROM retrod.tool_uses
+        WHERE session_uuid = %(session)s AND counted
+          AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
+    ) x
 ) c;
 
--- DESIGN §2.6: the session's counted calls by agent and signal ('' = productive), from the rollup.
+-- DESIGN §2.6: the session's counted calls by agent, productive or by signal, from the rollup.
 -- name: session_tool_use
-SELECT agent, signal, sum(calls)::bigint AS calls
-FROM retrod.call_minutes WHERE session_uuid = %(session)s
-GROUP BY agent, signal;
+SELECT agent, productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
+FROM retrod.call_agents WHERE session_uuid = %(session)s;
 
 -- Per tool: calls, failed calls, result sizes (of the calls with a result) and the time from
--- call to result (of those with both times; a result stamped before its call counts 0).
+-- call to result (of those with both times), from the rollup. A median is the middle value, or
+-- the mean of the two middle ones, read in order from an index: half the tool's calls at most.
 -- name: session_tools
-SELECT name, count(*) AS calls, count(*) FILTER (WHERE failed) AS failed,
-       coalesce(sum(result_bytes), 0)::bigint AS result_bytes,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY result_bytes) AS median_result_bytes,
-       coalesce(sum(us), 0)::bigint AS result_us,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY us) AS median_result_us
-FROM (
-    SELECT name, failed, result_bytes,
-           CASE WHEN result_ts IS NOT NULL AND ts IS NOT NULL  -- greatest() would make NULL a 0
-                THEN greatest(retrod.ts_to_us(result_ts) - retrod.ts_to_us(ts), 0) END AS us
-    FROM retrod.tool_uses WHERE session_uuid = %(session)s AND counted
-) c
-GROUP BY name
-ORDER BY calls DESC, name;
+SELECT t.name, t.calls, t.failed, t.result_bytes, t.result_us,
+       (SELECT avg(v)::float FROM (
+            SELECT result_bytes AS v FROM retrod.tool_uses
+            WHERE session_uuid = t.session_uuid AND name = t.name AND counted AND has_result
+            ORDER BY result_bytes OFFSET (t.results - 1) / 2 LIMIT 2 - t.results %% 2) m
+        WHERE t.results > 0) AS median_result_bytes,
+       (SELECT avg(v)::float FROM (
+            SELECT result_us AS v FROM retrod.tool_uses
+            WHERE session_uuid = t.session_uuid AND name = t.name AND counted AND result_us IS NOT NULL
+            ORDER BY result_us OFFSET (t.timed - 1) / 2 LIMIT 2 - t.timed %% 2) m
+        WHERE t.timed > 0) AS median_result_us
+FROM retrod.call_tools t WHERE t.session_uuid = %(session)s
+ORDER BY t.calls DESC, t.name;
 
--- The first few calls of each signal, in time order.
+-- The first few calls of each signal, in time order: found in the first minutes the rollup shows
+-- holding one (calls without a timestamp come last, in minute 'infinity').
 -- name: session_waste_examples
 SELECT k.signal, e.ts, e.name, coalesce(e.path, e.detail) AS detail, e.agent
-FROM unnest(ARRAY['sibling_error', 'error_retry', 'persisted_output_read', 'post_write_read', 'duplicate',
-                  're_read']) AS k(signal)
+FROM unnest(%(signals)s::text[]) AS k(signal)
 CROSS JOIN LATERAL (
-    SELECT ts, name, path, detail, agent FROM retrod.tool_uses
-    WHERE session_uuid = %(session)s AND counted AND signal = k.signal
-    ORDER BY ts, file_path, "offset", block LIMIT %(examples)s
+    SELECT c.* FROM (
+        SELECT minute FROM retrod.call_minutes m
+        WHERE m.session_uuid = %(session)s
+          AND CASE k.signal WHEN 'sibling_error' THEN m.sibling_error WHEN 'error_retry' THEN m.error_retry
+                  WHEN 'persisted_output_read' THEN m.persisted_output_read
+                  WHEN 'post_write_read' THEN m.post_write_read WHEN 'duplicate' THEN m.duplicate
+                  WHEN 're_read' THEN m.re_read END > 0
+        ORDER BY minute LIMIT %(examples)s
+    ) m
+    CROSS JOIN LATERAL (
+        SELECT ts, name, path, detail, agent, file_path, "offset", block FROM retrod.tool_uses
+        WHERE session_uuid = %(session)s AND counted AND signal = k.signal
+          AND ts >= m.minute AND ts < m.minute + interval '1 minute'
+        UNION ALL
+        SELECT ts, name, path, detail, agent, file_path, "offset", block FROM retrod.tool_uses
+        WHERE m.minute = 'infinity' AND session_uuid = %(session)s AND counted AND signal = k.signal
+          AND ts IS NULL
+    ) c
+    ORDER BY c.ts NULLS LAST, c.file_path, c."offset", c.block LIMIT %(examples)s
 ) e;

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import msgspec
 import psycopg
@@ -201,12 +201,18 @@ class Store:
 def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
     """DESIGN §2.6's calls and results of a batch, then the judgements they change."""
     placed: list[tuple] = []  # (session, tool_use_id or None, agent, file path, offset, block)
-    calls = [{"file_id": p.file.id, "session_uuid": p.session, "file_path": p.path,
-              "rows": list(p.result.calls.values())} for p in batch if p.result and p.result.calls]
+    calls, results = [], []
+    for p in batch:
+        if p.result is None:
+            continue
+        found = p.result.results
+        if p.result.calls:
+            calls.append({"file_id": p.file.id, "session_uuid": p.session, "file_path": p.path, "rows": [
+                {**asdict(call), "result": found.get(call.id)} for call in p.result.calls.values()]})
+        if alone := [result for result in found.values() if result.id not in p.result.calls]:
+            results.append({"file_id": p.file.id, "session_uuid": p.session, "rows": alone})
     if calls:
         placed += conn.execute(q("upsert_tool_use_calls"), {"files": _json(calls)}).fetchall()
-    results = [{"file_id": p.file.id, "session_uuid": p.session, "rows": list(p.result.results.values())}
-               for p in batch if p.result and p.result.results]
     if results:
         failed = conn.execute(q("upsert_tool_use_results"), {"files": _json(results)}).fetchall()
         placed += [(session, None, *where) for session, *where in failed]

@@ -124,8 +124,9 @@ WITH s AS (
         FROM retrod.request_minutes r WHERE r.session_uuid = n.session_uuid
     ) t ON true
     LEFT JOIN LATERAL (
-        SELECT sum(calls)::bigint AS calls, coalesce(sum(calls) FILTER (WHERE signal = ''), 0)::bigint AS productive
-        FROM retrod.call_minutes m WHERE m.session_uuid = n.session_uuid
+        SELECT sum(productive + sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
+                   + re_read)::bigint AS calls, sum(productive)::bigint AS productive
+        FROM retrod.call_agents a WHERE a.session_uuid = n.session_uuid
     ) c ON true
 )
 SELECT f.session_uuid AS uuid, f.project_slug, retrod.us_to_ts(f.first_us) AS started_at,
