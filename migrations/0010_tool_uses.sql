@@ -37,7 +37,9 @@ CREATE TABLE retrod.tool_uses (
     result_us BIGINT GENERATED ALWAYS AS (
         CASE WHEN has_result AND ts IS NOT NULL AND result_ts IS NOT NULL
              THEN greatest(retrod.interval_us(result_ts - ts), 0) END) STORED,
-    PRIMARY KEY (file_id, tool_use_id),
+    -- By session first: the key also finds an id's occurrences in the session's files (it counts
+    -- once), and a file's rows by its session. (No index by file alone: retrod deletes no file.)
+    PRIMARY KEY (session_uuid, tool_use_id, file_id),
     FOREIGN KEY (file_id, db_role) REFERENCES retrod.files (id, db_role) ON DELETE CASCADE
 );
 
@@ -57,8 +59,6 @@ CREATE INDEX tool_uses_writes ON retrod.tool_uses (session_uuid, agent, file_pat
     WHERE counted AND retrod.is_write(name, failed);
 CREATE INDEX tool_uses_paths ON retrod.tool_uses (session_uuid, agent, path, file_path, "offset", block)
     WHERE counted AND path IS NOT NULL;
--- The occurrences of an id in a session's files (it counts once).
-CREATE INDEX tool_uses_ids ON retrod.tool_uses (session_uuid, tool_use_id) WHERE agent IS NOT NULL;
 -- The report: calls in a phase's edge minutes, and in the first minutes holding a signal (its
 -- examples). No index holds the signal, so judging a call again can update its row in place.
 CREATE INDEX tool_uses_times ON retrod.tool_uses (session_uuid, ts) WHERE counted;
@@ -181,15 +181,15 @@ BEGIN
         PERFORM retrod.add_tool_uses(ARRAY(SELECT n::retrod.tool_uses FROM new_rows n WHERE n.counted), 1);
     ELSIF TG_OP = 'DELETE' THEN
         PERFORM retrod.add_tool_uses(ARRAY(SELECT o::retrod.tool_uses FROM old_rows o WHERE o.counted), -1);
-    ELSE
+    ELSIF EXISTS (SELECT FROM new_rows) THEN  -- (an upsert that updated nothing fires it too)
         PERFORM retrod.add_tool_uses(ARRAY(
-            SELECT o::retrod.tool_uses FROM old_rows o JOIN new_rows n USING (file_id, tool_use_id)
+            SELECT o::retrod.tool_uses FROM old_rows o JOIN new_rows n USING (session_uuid, tool_use_id, file_id)
             WHERE o.counted AND (o.counted, o.signal, o.agent, o.ts, o.name, o.failed, o.has_result,
                                  o.result_bytes, o.result_us)
                   IS DISTINCT FROM (n.counted, n.signal, n.agent, n.ts, n.name, n.failed, n.has_result,
                                     n.result_bytes, n.result_us)), -1);
         PERFORM retrod.add_tool_uses(ARRAY(
-            SELECT n::retrod.tool_uses FROM old_rows o JOIN new_rows n USING (file_id, tool_use_id)
+            SELECT n::retrod.tool_uses FROM old_rows o JOIN new_rows n USING (session_uuid, tool_use_id, file_id)
             WHERE n.counted AND (o.counted, o.signal, o.agent, o.ts, o.name, o.failed, o.has_result,
                                  o.result_bytes, o.result_us)
                   IS DISTINCT FROM (n.counted, n.signal, n.agent, n.ts, n.name, n.failed, n.has_result,

@@ -18,8 +18,8 @@ import reference_tools
 from helpers import HOST, ingest
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
-SECTIONS = ["## Summary", "## Timeline", "```mermaid", "## Verdict Breakdown", "## Subagents", "## By Task",
-            "## Phase Detail", "## Lessons Summary"]
+SECTIONS = ["## Summary", "## Timeline", "```mermaid", "## Verdict Breakdown", "## Tool Use", "## Waste Signals",
+            "## Subagents", "## By Task", "## Phase Detail", "## Lessons Summary"]
 
 
 def utc(text: str) -> datetime:
@@ -98,6 +98,14 @@ def test_phases_from_cli_and_sql_match_the_reference(env: dict, db_url: str, pro
     assert positions == sorted(positions)
     assert markdown.startswith("# Session Retrospective: 2026-02-11 — Hooks research\n")
     assert "1. docs first\n2. test earlier" in markdown
+    # Tool use (DESIGN §2.6), as the oracle counts it: the busiest tool's row and each signal's count.
+    tools = reference_tools.tool_use(projects, SPOTTER)
+    busiest = max(tools["tools"], key=lambda t: t["calls"])
+    assert f"| {busiest['name']} | {busiest['calls']:,} | {busiest['failed']:,} |" in markdown
+    for title, signal in (("Re-read, unchanged", "re_read"), ("Duplicate call", "duplicate")):
+        assert f"| {title} | {tools['summary']['signals'][signal]:,} |" in markdown
+    summary = tools["summary"]
+    assert f"{summary['productive']:,} of {summary['calls']:,} tool calls productive" in markdown
     saved = Path(env["RETROD_REPORTS_DIR"]) / "2026-02-11-hooks-research-258c7280.md"
     assert saved.read_text() == markdown
 

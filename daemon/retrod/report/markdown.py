@@ -152,10 +152,15 @@ def _waste(waste: dict, tool_use: dict) -> list[str]:
     for signal in SIGNALS:
         kind = waste[signal]
         examples = "; ".join(
-            f"{(e['at'] or '')[11:19]} {cell(e['tool'])} {cell(e['detail'] or '')}".strip()
+            f"{_when(e['at'])} {cell(e['tool'])} {cell(e['detail'] or '')}".strip()
             + (f" (agent {cell(e['agent'])})" if e["agent"] else "") for e in kind["examples"])
         rows.append([SIGNAL_TITLES[signal], _n(kind["count"]), examples or "—"])
     return out + [""] + _table(["Signal", "Calls", "First examples (UTC)"], rows, text_columns=(0, 2))
+
+
+def _when(iso: str | None) -> str:
+    """Month, day and time of day (UTC), short enough for a table cell."""
+    return f"{iso[5:10]} {iso[11:19]}" if iso else "untimed"
 
 
 def _verdicts(verdicts: dict) -> list[str]:

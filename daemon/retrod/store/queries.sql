@@ -150,13 +150,12 @@ INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, agent, fi
                                    has_result, failed, sibling, result_bytes, result_ts)
 SELECT f.file_id, c.id, f.session_uuid, c.agent, f.file_path, c."offset", c.block, c.name,
        c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true,
-       r IS NOT NULL, coalesce((r ->> 'failed')::bool, false), coalesce((r ->> 'sibling')::bool, false),
-       (r ->> 'bytes')::bigint, retrod.us_to_ts((r ->> 'ts_us')::bigint)
+       c.has_result, c.failed, c.sibling, c.result_bytes, retrod.us_to_ts(c.result_ts_us)
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, file_path TEXT, rows JSON),
      json_to_recordset(f.rows) AS c(id TEXT, agent TEXT, "offset" BIGINT, block INT, name TEXT, input_hash TEXT,
-                                    path TEXT, detail TEXT, ts_us BIGINT, result JSON),
-     LATERAL (SELECT c.result::jsonb AS r) x
-ON CONFLICT (file_id, tool_use_id) DO UPDATE
+                                    path TEXT, detail TEXT, ts_us BIGINT, has_result BOOL, failed BOOL,
+                                    sibling BOOL, result_bytes BIGINT, result_ts_us BIGINT)
+ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
 SET agent = excluded.agent, file_path = excluded.file_path, "offset" = excluded."offset", block = excluded.block,
     name = excluded.name, input_hash = excluded.input_hash, path = excluded.path, detail = excluded.detail,
     ts = excluded.ts, counted = true
@@ -173,7 +172,7 @@ WITH filled AS (
     SELECT f.file_id, r.id, f.session_uuid, true, r.failed, r.sibling, r.bytes, retrod.us_to_ts(r.ts_us)
     FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
          json_to_recordset(f.rows) AS r(id TEXT, ts_us BIGINT, bytes BIGINT, failed BOOL, sibling BOOL)
-    ON CONFLICT (file_id, tool_use_id) DO UPDATE
+    ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
     SET has_result = true, failed = excluded.failed, sibling = excluded.sibling,
         result_bytes = excluded.result_bytes, result_ts = excluded.result_ts
     WHERE NOT t.has_result
@@ -188,7 +187,7 @@ WITH ids AS (
     SELECT DISTINCT session_uuid, tool_use_id
     FROM json_to_recordset(%(ids)s::json) AS i(session_uuid TEXT, tool_use_id TEXT)
 ), ranked AS (
-    SELECT t.file_id, t.tool_use_id,
+    SELECT t.session_uuid, t.tool_use_id, t.file_id,
            row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id
                               ORDER BY t.agent <> '', t.file_path, t."offset", t.block) = 1 AS counts
     FROM ids JOIN retrod.tool_uses t
@@ -196,7 +195,7 @@ WITH ids AS (
 )
 UPDATE retrod.tool_uses t SET counted = r.counts, signal = CASE WHEN r.counts THEN t.signal END
 FROM ranked r
-WHERE t.file_id = r.file_id AND t.tool_use_id = r.tool_use_id AND t.counted <> r.counts
+WHERE (t.session_uuid, t.tool_use_id, t.file_id) = (r.session_uuid, r.tool_use_id, r.file_id) AND t.counted <> r.counts
 RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block;
 
 -- The signals of DESIGN §2.6, the first that applies, judged within the call's agent. Only the
@@ -209,7 +208,7 @@ WITH dirty AS (  -- per agent, the first call a change touched
          AS d(session_uuid TEXT, agent TEXT, file_path TEXT, "offset" BIGINT, block INT)
     ORDER BY session_uuid, agent, file_path COLLATE "C", "offset", block
 ), judged AS (
-    SELECT y.file_id, y.tool_use_id, y.signal AS was,
+    SELECT y.session_uuid, y.tool_use_id, y.file_id, y.signal AS was,
            CASE
                WHEN y.failed AND y.sibling THEN 'sibling_error'
                WHEN y.failed AND next_call.name = y.name THEN 'error_retry'
@@ -273,12 +272,13 @@ WITH dirty AS (  -- per agent, the first call a change touched
 )
 UPDATE retrod.tool_uses t SET signal = j.signal
 FROM judged j
-WHERE t.file_id = j.file_id AND t.tool_use_id = j.tool_use_id AND j.signal IS DISTINCT FROM j.was;
+WHERE (t.session_uuid, t.tool_use_id, t.file_id) = (j.session_uuid, j.tool_use_id, j.file_id)
+  AND j.signal IS DISTINCT FROM j.was;
 
 -- A file read again from its start: its rows go; the calls they held leave their agents' order.
 -- name: forget_file_tool_uses
 WITH gone AS (
-    DELETE FROM retrod.tool_uses WHERE file_id = %(id)s
+    DELETE FROM retrod.tool_uses WHERE session_uuid = %(session)s AND file_id = %(id)s
     RETURNING session_uuid, tool_use_id, agent, file_path, "offset", block
 )
 SELECT * FROM gone WHERE agent IS NOT NULL;

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import msgspec
 import psycopg
@@ -11,7 +11,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from ..transcript.discovery import FileRef
-from ..transcript.fold import FoldResult, FoldState, Request
+from ..transcript.fold import Call, CallResult, FoldResult, FoldState, Request
 from .queries import q
 
 
@@ -119,7 +119,7 @@ class Store:
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
                            "forget_file_links"):
                 conn.execute(q(forget), {"id": file.id})
-            gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id}).fetchall()
+            gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
             _settle_tool_uses(conn, gone, gone)
             self._save(conn, [start_over])
         _advance(start_over)
@@ -207,8 +207,8 @@ def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None
             continue
         found = p.result.results
         if p.result.calls:
-            calls.append({"file_id": p.file.id, "session_uuid": p.session, "file_path": p.path, "rows": [
-                {**asdict(call), "result": found.get(call.id)} for call in p.result.calls.values()]})
+            calls.append({"file_id": p.file.id, "session_uuid": p.session, "file_path": p.path,
+                          "rows": [_call_row(call, found.get(call.id)) for call in p.result.calls.values()]})
         if alone := [result for result in found.values() if result.id not in p.result.calls]:
             results.append({"file_id": p.file.id, "session_uuid": p.session, "rows": alone})
     if calls:
@@ -217,6 +217,16 @@ def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None
         failed = conn.execute(q("upsert_tool_use_results"), {"files": _json(results)}).fetchall()
         placed += [(session, None, *where) for session, *where in failed]
     _settle_tool_uses(conn, [row for row in placed if row[1] is not None], placed)
+
+
+def _call_row(call: Call, result: CallResult | None) -> dict:
+    """A call as upsert_tool_use_calls reads it, with its result when the batch holds that."""
+    row = {"id": call.id, "agent": call.agent, "offset": call.offset, "block": call.block, "name": call.name,
+           "input_hash": call.input_hash, "path": call.path, "detail": call.detail, "ts_us": call.ts_us,
+           "has_result": result is not None, "failed": False, "sibling": False}
+    if result is not None:
+        row.update(failed=result.failed, sibling=result.sibling, result_bytes=result.bytes, result_ts_us=result.ts_us)
+    return row
 
 
 def _settle_tool_uses(conn: psycopg.Connection, ids: Sequence[tuple], placed: Sequence[tuple]) -> None:
