@@ -67,6 +67,7 @@ class Request:
     usage_main: bool  # the chosen usage comes from a non-sidechain record
     usage: Usage
     has_tool_use: bool
+    model: str = ""  # message.model of the record whose usage counts; "" when it names none
 
     def attribution_rank(self) -> tuple:
         ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
@@ -78,10 +79,19 @@ class Request:
         return (self.usage_main, u.output, u.input, u.cache_create, u.cache_read,
                 u.cache_create_5m, u.cache_create_1h)
 
+    def usage_beaten_by(self, other: Request) -> bool:
+        """Whether `other`'s record is the one whose usage (and model) counts. Records that tie on
+        the usage rank but name different models: a model before none, then the smallest in
+        code-point order, so that any order of arrival picks the same one (upsert_requests too)."""
+        mine, theirs = self.usage_rank(), other.usage_rank()
+        if theirs != mine:
+            return theirs > mine
+        return other.model != self.model and (self.model == "" or ("" < other.model < self.model))
+
     def merge(self, other: Request) -> None:
         """Fold another record of the same request in (DESIGN §2.2)."""
-        if other.usage_rank() > self.usage_rank():
-            self.usage_main, self.usage = other.usage_main, other.usage
+        if self.usage_beaten_by(other):
+            self.usage_main, self.usage, self.model = other.usage_main, other.usage, other.model
         if other.attribution_rank() < self.attribution_rank():
             self.session_uuid, self.agent = other.session_uuid, other.agent
             self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
@@ -219,6 +229,7 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         usage_main=not sidechain,
         usage=usage,
         has_tool_use=bool(msg.tool_uses),
+        model=msg.model or "",
     )
     known = out.requests.get(key)
     if known is None:
