@@ -71,6 +71,8 @@ def request(args: dict, env: Mapping[str, str]) -> dict[str, str]:
     for name in ("CLAUDE_CODE_SESSION_ID", "CLAUDE_CONFIG_DIR", "RETROD_AWAY_AFTER_S"):
         if env.get(name):
             out[name] = env[name]
+    if env.get("RETROD_PRICES"):  # a path: relative to this command's working folder, not the daemon's
+        out["RETROD_PRICES"] = os.path.abspath(env["RETROD_PRICES"])
     if args["close"]:
         out["close"] = "1"
     if args["output"]:

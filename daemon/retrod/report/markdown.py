@@ -51,6 +51,7 @@ def render(report: dict) -> str:
            + (f", {session['started_at'][:16].replace('T', ' ')} → {session['ended_at'][:16].replace('T', ' ')} UTC."
               if session["started_at"] and session["ended_at"] else "."), ""]
     out += _summary(summary)
+    out += _tokens_by_model(summary["tokens_by_model"], summary["cost"], report["prices"])
     if report["phases"]:
         out += _timeline(report["phases"]) + _verdicts(report["verdicts"])
     else:
@@ -79,6 +80,47 @@ def _summary(summary: dict) -> list[str]:
     out += ["", (f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
                  f"({_n(summary['tool_result_bytes'])} bytes).")]
     return out
+
+
+def usd(value: float | None) -> str:
+    """An estimated cost; None: not priced."""
+    if value is None:
+        return "not priced"
+    return "<$0.01" if 0 < value < 0.005 else f"${value:,.2f}"
+
+
+def cost_cell(cost: dict) -> str:
+    """A total that leaves out models with no price says it is a lower bound."""
+    if cost["usd"] is None:
+        return "not priced" if cost["unknown_models"] else "—"
+    return usd(cost["usd"]) if cost["complete"] else f"≥ {usd(cost['usd'])}"
+
+
+def model_name(name: str | None) -> str:
+    """As code, so that `<synthetic>` is not taken for an HTML tag; None: the line named no model."""
+    if name is None:
+        return "unknown"
+    return cell(name) if "`" in name else f"`{cell(name)}`"
+
+
+def _tokens_by_model(rows: list[dict], cost: dict, prices: dict) -> list[str]:
+    if not rows:
+        return []
+    table = [[model_name(r["model"]), _n(r["requests"]), *(_n(r[t]) for t in SHOWN), _n(r["cache_create_1h"]),
+              usd(r["cost_usd"])] for r in rows]
+    totals = {f: sum(r[f] for r in rows) for f in ("requests", *SHOWN, "cache_create_1h")}
+    table.append(["**Total**", *(_n(totals[f]) for f in ("requests", *SHOWN, "cache_create_1h")),
+                  f"**{cost_cell(cost)}**"])
+    table_source = (f"`RETROD_PRICES` {cell(prices['override'])} over the table shipped with retrod"
+                    if prices["override"] else "the table shipped with retrod")
+    note = (f"Estimated at list prices of {prices['date']} ({table_source}); not a bill: API list prices,"
+            " not what a subscription, batch or long-context use is charged.")
+    if cost["unknown_models"]:
+        names = ", ".join(model_name(m) for m in cost["unknown_models"])
+        note += f" Not priced (the table has no price for them; the total leaves them out): {names}."
+    return ["", "## Tokens by Model", ""] + _table(
+        ["Model", "Requests", "Output", "Input", "Cache read", "Cache create", "of which 1h", "Est. cost"],
+        table) + ["", note]
 
 
 _GANTT_KEYWORDS = re.compile(r"^(title|section|dateFormat|axisFormat|tickInterval|excludes|includes|todayMarker"
@@ -112,9 +154,11 @@ def _timeline(phases: list[dict]) -> list[str]:
 
 def _verdicts(verdicts: dict) -> list[str]:
     rows = [[v, _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
-             duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%"] for v, f in verdicts.items()]
+             duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%", cost_cell(f["cost"])]
+            for v, f in verdicts.items()]
     return ["", "## Verdict Breakdown", ""] + _table(
-        ["Verdict", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "% of output"], rows)
+        ["Verdict", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "% of output",
+         "Est. cost"], rows)
 
 
 def _subagents(agents: list[dict]) -> list[str]:
@@ -130,11 +174,11 @@ def _subagents(agents: list[dict]) -> list[str]:
 
 def _tasks(tasks: dict) -> list[str]:
     rows = [[cell(task), _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
-             duration(f["claude_s"]), ", ".join(f"{v} ×{n}" for v, n in f["verdicts"].items())]
+             duration(f["claude_s"]), cost_cell(f["cost"]), ", ".join(f"{v} ×{n}" for v, n in f["verdicts"].items())]
             for task, f in tasks.items()]
     return ["", "## By Task", ""] + _table(
-        ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Verdicts"], rows,
-        text_columns=(0, 7))
+        ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Est. cost", "Verdicts"],
+        rows, text_columns=(0, 8))
 
 
 def _phase_detail(phases: list[dict]) -> list[str]:
@@ -147,6 +191,7 @@ def _phase_detail(phases: list[dict]) -> list[str]:
                 f"- **Actions:** {cell(p['actions_summary']) or '—'}",
                 (f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
                  f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)"),
+                f"- **Estimated cost:** {_phase_cost(p)}",
                 f"- **Turns:** {_n(p['tool_turns'])} tool-heavy, {_n(p['text_turns'])} text",
                 f"- **Tool result input:** ~{_n(p['tool_result_tokens_est'])} tokens",
                 (f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
@@ -156,6 +201,16 @@ def _phase_detail(phases: list[dict]) -> list[str]:
         if p["lessons_learned"]:
             out.append(f"- **Lessons learned:** {cell(p['lessons_learned'])}")
     return out
+
+
+def _phase_cost(phase: dict) -> str:
+    """The phase's estimated cost, and by model when it used more than one."""
+    rows = phase["tokens_by_model"]
+    total = cost_cell(phase["cost"])
+    if len(rows) < 2:
+        return total
+    parts = ", ".join(f"{model_name(r['model'])} {usd(r['cost_usd'])}" for r in rows)
+    return f"{total} ({parts})"
 
 
 def _lessons(lessons: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ from psycopg.rows import dict_row
 
 from ..store.queries import one, q
 from ..verdicts import VERDICTS
+from . import prices as pricing
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
@@ -31,12 +32,16 @@ def known_sessions(conn: Connection, prefix: str) -> list[str]:
 AWAY_AFTER_S = 1800.0  # DESIGN §2.3's default; RETROD_AWAY_AFTER_S
 
 
-def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) -> dict:
-    """`away_after_s`: a human gap longer than this is `away` (decided here, at read time)."""
+def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
+          prices: pricing.Prices | None = None) -> dict:
+    """`away_after_s`: a human gap longer than this is `away` (decided here, at read time);
+    `prices`: the table the estimated costs use (default: the one shipped)."""
+    prices = prices or pricing.shipped()
     args = {"session": session, "away_us": int(away_after_s * 1_000_000)}
     with conn.cursor(row_factory=dict_row) as cur:
         files = one(cur.execute(q("session_files"), args))
         by_bucket = {row["bucket"]: row for row in cur.execute(q("session_tokens"), args)}
+        model_rows = cur.execute(q("session_tokens_by_model"), args).fetchall()
         times = one(cur.execute(q("session_times"), args))
         away_us = one(cur.execute(q("session_away"), args))["away_us"]
         tool_calls = one(cur.execute(q("session_tool_calls"), args))["tool_calls"]
@@ -51,7 +56,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
     started = times["first_ts"] or times["first_request_ts"]
     ended = times["last_ts"] or times["last_request_ts"]
     wall_us = (times["last_ts"] - times["first_ts"]) // timedelta(microseconds=1) if times["first_ts"] else 0
-    phases = [_phase(row, figures[row["id"]]) for row in phase_rows]
+    phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
+    tokens_by_model, cost = pricing.by_model(model_rows, prices)
     subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"])) for row in subagent_rows]
     total_output = tokens["total"]["output"]
     return {
@@ -80,7 +86,10 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
             "phases": len(phases),
             "tokens": tokens,
+            "tokens_by_model": tokens_by_model,
+            "cost": cost,
         },
+        "prices": {"date": prices.date, "source": prices.source, "override": prices.override},
         "verdicts": _by_verdict(phases, total_output),
         "tasks": _by_task(phases),
         "phases": phases,
@@ -89,7 +98,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
     }
 
 
-def _phase(row: dict, fig: dict) -> dict:
+def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
+    tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)
     return {
         "task": row["task"],
         "phase": row["phase"],
@@ -97,6 +107,8 @@ def _phase(row: dict, fig: dict) -> dict:
         "started_at": _iso(row["started_at"]),
         "ended_at": _iso(row["ended_at"]),
         "tokens": {f: int(fig[f]) for f in TOKEN_FIELDS},
+        "tokens_by_model": tokens_by_model,
+        "cost": cost,
         "requests": fig["requests"],
         "tool_turns": fig["tool_turns"],
         "text_turns": fig["text_turns"],
@@ -129,10 +141,20 @@ def _add(into: dict, phase: dict) -> None:
     for f in TOKEN_FIELDS:
         into["tokens"][f] += phase["tokens"][f]
     into["claude_s"] = round(into["claude_s"] + phase["claude_s"], 3)
+    into["cost"] = _sum_costs(into["cost"], phase["cost"])
+
+
+def _sum_costs(a: dict, b: dict) -> dict:
+    """Two phases' costs as one (the same price table)."""
+    usd = None if a["usd"] is None and b["usd"] is None else round((a["usd"] or 0) + (b["usd"] or 0), 6)
+    unknown = a["unknown_models"] + [m for m in b["unknown_models"] if m not in a["unknown_models"]]
+    return {"usd": usd, "prices_date": b["prices_date"], "unknown_models": unknown,
+            "complete": a["complete"] and b["complete"]}
 
 
 def _empty() -> dict:
-    return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0}
+    return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0,
+            "cost": {"usd": None, "prices_date": None, "unknown_models": [], "complete": True}}
 
 
 def _by_verdict(phases: list[dict], total_output: int) -> dict:
