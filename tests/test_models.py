@@ -21,7 +21,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 import reference
-from helpers import HOST, ingest, reports, rollups_match_raw
+from helpers import HOST, ingest, reports, rollups_match_raw, snapshot
 from retrod.report import client, model
 from retrod.report.server import ReportServer
 from retrod.settings import Settings
@@ -472,3 +472,23 @@ def test_a_version_8_database_gets_models_by_reading_its_files_again(pg_cluster,
     assert row["model"] is None and row["requests"] == want_reports[gone_session]["summary"]["requests"]
     with psycopg.connect(pg_cluster.url("postgres"), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {v8} WITH (FORCE)")
+
+
+def test_files_an_older_retrod_read_again_are_read_once_more_keeping_their_rows(db_url: str,
+                                                                                projects: Path) -> None:
+    """A daemon from before models, still running while a command applies migration 0009, reads
+    the rewound files again under its own rules: no models, and fold states without `rules`.
+    This retrod reads those files again from their start, rows kept, and ends as one pass."""
+    ingest(db_url, [projects])
+    want = snapshot(db_url)
+    with psycopg.connect(db_url) as conn:
+        conn.execute("UPDATE retrod.requests SET model = ''")
+        # (Its other files' states lack `rules` too, and nothing is to be read again in them.)
+        conn.execute("UPDATE retrod.files SET state = state - 'rules'"
+                     " WHERE kind IN ('main', 'subagent', 'agent_root') AND \"offset\" > 0")
+        sizes = {t: conn.execute(f"SELECT count(*) FROM retrod.{t}").fetchone()[0] for t in RAW_TABLES}
+    ingest(db_url, [projects])
+    assert snapshot(db_url) == want
+    with psycopg.connect(db_url) as conn:
+        assert {t: conn.execute(f"SELECT count(*) FROM retrod.{t}").fetchone()[0] for t in RAW_TABLES} == sizes
+    rollups_match_raw(db_url)

@@ -32,6 +32,14 @@ class Source:
     name: str = ""  # host-qualified path; keys the requests of records that carry no id
 
 
+# The fold's rules for what lines already read are stored as. A file whose state was saved
+# under older rules is read again from its start, keeping its rows (ingest): migration 0009 does
+# it once for the models, and this catches a daemon from before it, still running during the
+# upgrade, reading the files again under its own rules (its states carry no `rules`).
+# 1: requests carry their model.
+RULES = 1
+
+
 @dataclass(slots=True)
 class FoldState:
     """What must survive between chunks of one file; saved with its offset."""
@@ -42,6 +50,7 @@ class FoldState:
     compactions: int = 0
     bad_lines: int = 0
     lines: int = 0
+    rules: int = RULES  # the RULES this state was folded under
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -49,6 +58,7 @@ class FoldState:
     @classmethod
     def from_json(cls, data: dict | None) -> FoldState:
         known = {k: v for k, v in (data or {}).items() if k in cls.__slots__}
+        known.setdefault("rules", 0)  # saved before RULES, or by a retrod that knows none
         return cls(**known)
 
 
@@ -159,6 +169,7 @@ def first_session_id(entries: Iterable[Entry | None]) -> str | None:
 def fold(source: Source, state: FoldState, entries: list[tuple[int, Entry | None]]) -> FoldResult:
     """Fold parsed lines `(byte offset, entry or None for a bad line)` of one file."""
     state = FoldState(**state.to_json())
+    state.rules = RULES  # from here on (a file read under older rules was rewound to its start)
     out = FoldResult(state=state)
     if source.kind != "main" and not source.agent_id.startswith(COMPACTION_PREFIX):
         out.subagents[source.agent_id] = Span()  # listed as soon as its file exists
