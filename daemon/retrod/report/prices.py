@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from functools import cache
@@ -31,7 +31,6 @@ class Prices:
     source: str
     models: Mapping[str, Mapping[str, Decimal]]
     override: str | None = None  # the RETROD_PRICES file that replaced or added models
-    overridden: frozenset[str] = field(default_factory=frozenset)
 
 
 @cache
@@ -55,7 +54,7 @@ def load(override: str | Path | None) -> Prices:
         raise PricesError(f"{where}: cannot read it: {problem}") from None
     table = _parse(text, where, need_date=False)
     return Prices(table.get("date") or base.date, table.get("source") or base.source,
-                  {**base.models, **table["models"]}, str(override), frozenset(table["models"]))
+                  {**base.models, **table["models"]}, str(override))
 
 
 def _parse(text: str, where: str, need_date: bool) -> dict:
