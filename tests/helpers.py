@@ -61,8 +61,9 @@ _SNAPSHOT = {
                       " JOIN retrod.files f ON f.id = l.file_id ORDER BY 1, 2, 3",
     "subagent_meta": "SELECT * FROM retrod.subagent_meta ORDER BY 1, 2",
     # minute::text: 'infinity' (rows without a timestamp) does not load as a Python datetime
-    "request_minutes": "SELECT session_uuid, minute::text, agent, requests, tool_turns, input_tokens, output_tokens,"
-                       " cache_read_tokens, cache_create_tokens FROM retrod.request_minutes ORDER BY 1, minute, 3",
+    "request_minutes": "SELECT session_uuid, minute::text, agent, model, requests, tool_turns, input_tokens,"
+                       " output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,"
+                       " cache_create_1h_tokens FROM retrod.request_minutes ORDER BY 1, minute, 3, 4",
     "event_minutes": "SELECT session_uuid, minute::text, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.event_minutes ORDER BY 1, minute",
     "gap_pieces": "SELECT f.path, g.\"offset\", g.minute, g.session_uuid, g.kind, g.piece_start, g.piece_end"
@@ -82,10 +83,11 @@ _SNAPSHOT = {
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
 ROLLUPS_FROM_RAW = {
-    "request_minutes": "SELECT session_uuid, retrod.minute_of(ts)::text, agent, count(*),"
-                       " count(*) FILTER (WHERE has_tool_use),"
-                       " sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_create_tokens)"
-                       " FROM retrod.requests GROUP BY 1, retrod.minute_of(ts), 3 ORDER BY 1, retrod.minute_of(ts), 3",
+    "request_minutes": "SELECT session_uuid, retrod.minute_of(ts)::text, agent, model, count(*),"
+                       " count(*) FILTER (WHERE has_tool_use), sum(input_tokens), sum(output_tokens),"
+                       " sum(cache_read_tokens), sum(cache_create_tokens), sum(cache_create_5m_tokens),"
+                       " sum(cache_create_1h_tokens) FROM retrod.requests"
+                       " GROUP BY 1, retrod.minute_of(ts), 3, 4 ORDER BY 1, retrod.minute_of(ts), 3, 4",
     "event_minutes": "SELECT session_uuid, minute::text, sum(c), sum(t), sum(h), sum(b) FROM ("
                      " SELECT e.session_uuid, p.minute,"
                      " CASE WHEN e.kind = 'claude' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END c,"

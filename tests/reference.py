@@ -2,14 +2,19 @@
 
 Written from docs DESIGN.md section 2 ("Accounting rules (normative)") and FORMATS.md
 only, without looking at the daemon's code.  It covers 2.1-2.5; 2.6 (tool calls and
-waste signals) is not covered yet.  It is deliberately naive:
+waste signals) is not covered yet.  Tokens by model (issue 11) are written from the issue's
+text and the README's decisions: a request's model is the message.model of its usage-winning
+record.  It is deliberately naive:
 it reads every file whole, parses every line with json.loads, collects everything
 in plain lists and dicts, and then computes each figure with plain loops.  There
 is no incremental state and no performance trick; readability beats speed.
 
 Public API:  compute(projects_dir, away_after_s=1800) -> {session_uuid: figures}
+                 (figures["tokens_by_model"]: {model or None: token figures})
              compute_phases(projects_dir, session, windows, away_after_s=1800)
                  -> [figures per window]  (2.5)
+             compute_phase_models(projects_dir, session, windows)
+                 -> [{model or None: token figures} per window]
              subagent_phase(projects_dir, session, windows) -> {agent_id: window index | None}
 Run:         python3 tests/reference.py ~/.claude/projects
 """
@@ -266,7 +271,8 @@ def is_own_line(line: dict, file: dict) -> bool:
 
 
 def usage_figures(usage: dict) -> dict:
-    """The four token fields of one usage object, sanitised (DESIGN 2.2 "Usage")."""
+    """The token fields of one usage object, sanitised (DESIGN 2.2 "Usage"), and the
+    5-minute / 1-hour cache-write split ("Keep the 5m/1h split too")."""
     flat = usage.get("cache_creation_input_tokens")
     if type(flat) is int:
         # The flat field is an integer: use it (a negative one counts as 0).
@@ -278,12 +284,22 @@ def usage_figures(usage: dict) -> dict:
         cache_create = token_count(split.get("ephemeral_5m_input_tokens")) + token_count(
             split.get("ephemeral_1h_input_tokens")
         )
+    split = get_dict(usage, "cache_creation") or {}
     return {
         "input": token_count(usage.get("input_tokens")),
         "output": token_count(usage.get("output_tokens")),
         "cache_read": token_count(usage.get("cache_read_input_tokens")),
         "cache_create": cache_create,
+        # The split as given, whether or not the flat field was an integer.
+        "cache_create_5m": token_count(split.get("ephemeral_5m_input_tokens")),
+        "cache_create_1h": token_count(split.get("ephemeral_1h_input_tokens")),
     }
+
+
+def model_of(message: dict | None) -> str | None:
+    """message.model when it is a non-empty string; None = the record names no model."""
+    model = message.get("model") if isinstance(message, dict) else None
+    return model if non_empty_string(model) else None
 
 
 def first_key(*candidates) -> str | None:
@@ -332,6 +348,7 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     "from_agent_progress": False,
                     # DESIGN 2.5 turns: a tool_use block in message.content.
                     "has_tool_use": has_tool_use(line),
+                    "model": model_of(message),
                 }
             )
 
@@ -373,6 +390,8 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                             "from_agent_progress": True,
                             # The record's message.content is the embedded one.
                             "has_tool_use": has_tool_use(embedded),
+                            # data.message.message.model: the embedded record's own.
+                            "model": model_of(inner_message),
                         }
                     )
     return records
@@ -416,7 +435,7 @@ def build_requests(all_records: list[dict]) -> list[dict]:
 
     requests = []
     for records in list(groups.values()) + keyless:
-        usage_record = max(records, key=usage_rank)
+        usage_record, model = usage_winner(records)
         owner_record = min(records, key=attribution_rank)
         # DESIGN 2.2: "Timestamp of a request = the earliest timestamp of its records";
         # None when no record has one.
@@ -429,9 +448,31 @@ def build_requests(all_records: list[dict]) -> list[dict]:
                 "timestamp": min(timestamps) if timestamps else None,
                 # A tool_use block in message.content of ANY of its records.
                 "has_tool_use": any(r["has_tool_use"] for r in records),
+                "model": model,
             }
         )
     return requests
+
+
+def usage_winner(records: list[dict]) -> tuple[dict, str | None]:
+    """The record whose usage counts, and the request's model.
+
+    Issue 11: the model of a request is the message.model of its usage-winning record.
+    README decisions: records that tie on DESIGN's usage tuple are told apart by the larger
+    5-minute, then 1-hour cache-write split; records that still tie but name different models
+    give the request the model of one that names a model, the smallest in code-point order.
+    """
+    best = max(usage_rank(r) for r in records)
+    tied = [r for r in records if usage_rank(r) == best]
+    best_split = max(split_rank(r) for r in tied)
+    tied = [r for r in tied if split_rank(r) == best_split]
+    named = [r["model"] for r in tied if r["model"] is not None]
+    # Every record left has the same token figures; which one's usage is taken does not matter.
+    return tied[0], min(named) if named else None
+
+
+def split_rank(record: dict) -> tuple:
+    return (record["usage"]["cache_create_5m"], record["usage"]["cache_create_1h"])
 
 
 def bucket_of(agent: str) -> str:
@@ -595,6 +636,20 @@ def listed_subagents(session_files: list[dict]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
+MODEL_FIELDS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
+
+
+def tokens_by_model(requests: list[dict]) -> dict:
+    """{model (None: named none): {requests, and each token figure summed}} of these requests."""
+    by_model: dict = {}
+    for request in requests:
+        figures = by_model.setdefault(request["model"], dict.fromkeys(("requests", *MODEL_FIELDS), 0))
+        figures["requests"] += 1
+        for field in MODEL_FIELDS:
+            figures[field] += request["usage"][field]
+    return by_model
+
+
 def empty_tokens() -> dict:
     return {
         bucket: {"input": 0, "output": 0, "cache_read": 0, "cache_create": 0}
@@ -653,6 +708,7 @@ def compute(projects_dir: pathlib.Path, away_after_s=DEFAULT_AWAY_AFTER_S) -> di
             "project_slug": project_slug,
             "summary": summary,
             "subagents": listed_subagents(session_files),
+            "tokens_by_model": tokens_by_model([r for r in requests if r["session"] == session]),
         }
     return result
 
@@ -768,6 +824,20 @@ def compute_phases(
                 "tool_result_bytes": result_bytes,
             }
         )
+    return results
+
+
+def compute_phase_models(
+    projects_dir: Path, session: str, windows: list[tuple[datetime.datetime, datetime.datetime]]
+) -> list[dict]:
+    """Per phase window [start, end), the tokens by model of the session's requests (all
+    buckets) whose timestamp falls in it (DESIGN 2.5, split by model)."""
+    _, requests = load(projects_dir, session)
+    session_requests = [r for r in requests if r["session"] == session]
+    results = []
+    for window_start, window_end in windows:
+        start, end = to_microseconds(window_start), to_microseconds(window_end)
+        results.append(tokens_by_model([r for r in session_requests if in_window(r["timestamp"], start, end)]))
     return results
 
 

@@ -185,3 +185,28 @@ def test_tool_results_count_only_on_user_lines() -> None:
         "content": [{"type": "tool_result", "tool_use_id": "t", "content": "0123456789"}]})
     store.feed(main(), [odd, user(2, tool_result=True)])
     assert sum(e.tool_result_bytes for e in store.events) == 4
+
+
+def test_a_requests_model_is_its_usage_winning_records_in_any_order() -> None:
+    import itertools
+
+    def record(output: int, model: str | None) -> tuple[Source, bytes]:
+        data = json.loads(assistant("k", 1, output))
+        if model is not None:
+            data["message"]["model"] = model
+        return main(), json.dumps(data).encode()
+
+    # The largest output wins whatever it names; among the tied final snapshots, one naming a
+    # model beats one naming none, then the smallest in code-point order ("Z" 90 < "a" 97).
+    records = [record(5, "claude-small"), record(9, "claude-b"), record(9, None), record(9, "Zeta"),
+               record(9, "alpha")]
+    for order in itertools.permutations(records):
+        store = FakeStore()
+        for source, raw in order:
+            store.feed(source, [raw])
+        assert (store.requests["k"].model, store.requests["k"].usage.output) == ("Zeta", 9), order
+    # A record naming no model beats a smaller snapshot that names one: the model is unknown.
+    store = FakeStore()
+    for source, raw in (record(5, "claude-b"), record(9, None)):
+        store.feed(source, [raw])
+    assert store.requests["k"].model == ""

@@ -6,6 +6,7 @@ one pass over the final files gives."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -48,6 +49,24 @@ def _corpus(dest: Path) -> None:
         b'"message":{"id":"msg_x","usage":{"input_tokens":5,"output_tokens":9}}}\n'
         b'{"type":"user","timestamp":"2026-01-01T00:00:09Z","mess'
     )
+    # Models (issue 11): records of one request that tie on the usage but name different models,
+    # or none, in two sessions' files (copied history); a larger snapshot naming no model after a
+    # smaller one naming one; a <synthetic> entry. Any chunking and order picks the same model.
+    one, two = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
+
+    def record(key: str, second: int, output: int, model: str | None, session: str = one) -> bytes:
+        message = {"id": key, "usage": {"input_tokens": 2, "output_tokens": output}}
+        if model is not None:
+            message["model"] = model
+        return json.dumps({"type": "assistant", "sessionId": session, "message": message,
+                           "timestamp": f"2026-01-01T00:01:{second:02d}Z"}).encode() + b"\n"
+
+    (dest / "-synthetic" / f"{one}.jsonl").write_bytes(
+        record("msg_t", 1, 9, "claude-b") + record("msg_t", 1, 9, None) + record("msg_u", 2, 0, "<synthetic>")
+        + record("msg_v", 3, 3, "claude-z"))
+    (dest / "-synthetic" / f"{two}.jsonl").write_bytes(
+        record("msg_t", 1, 9, "Claude-a", session=one) + record("msg_v", 4, 5, None, session=one)
+        + record("msg_w", 5, 1, "claude-z", session=two))
 
 
 class Tree(dict):

@@ -161,3 +161,19 @@ def test_a_lone_surrogate_where_no_string_fits_makes_that_field_absent(raw: str)
     assert not entry.is_sidechain and entry.embedded is None
     if entry.msg.tool_uses:
         assert entry.msg.tool_uses[0].id == "t1" and entry.msg.tool_uses[0].description is None
+
+
+@pytest.mark.parametrize(("model", "stored"), [
+    ("claude-opus-4-6", "claude-opus-4-6"), ("<synthetic>", "<synthetic>"), ("", None), (None, None),
+    (42, None), (["claude"], None), ("a\x00b\ud800", "a\ufffdb\ufffd"),  # storable: NUL, lone surrogate
+])
+def test_message_model_of_a_line_and_of_an_agent_progress_copy(model: object, stored: str | None) -> None:
+    message = {"id": "m", "usage": {"output_tokens": 1}}
+    if model is not None:
+        message["model"] = model
+    own = parse_line(json.dumps({"type": "assistant", "message": message}).encode())
+    assert own.msg.model == stored
+    assert own.msg.usage.output == 1  # an odd model makes only the model absent
+    copy = parse_line(json.dumps({"type": "progress", "data": {
+        "type": "agent_progress", "agentId": "a1", "message": {"type": "assistant", "message": message}}}).encode())
+    assert copy.embedded.model == stored

@@ -6,11 +6,12 @@ section 2, not by running the reference.
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reference import compute
+from reference import compute, compute_phase_models
 
 A = "aaaaaaaa-0000-4000-8000-000000000001"
 B = "bbbbbbbb-0000-4000-8000-000000000002"  # never has a file
@@ -319,3 +320,69 @@ def test_session_existence_project_slug_and_keyless_records(tmp_path):
     assert tokens(result, F, "subagents")["output"] == 8
     assert tokens(result, F, "main")["output"] == 0
     assert result[F]["summary"]["wall_s"] == 0.0  # one event only
+
+
+def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
+    def progress(t, agent_id, embedded):
+        return {"type": "progress", "sessionId": S, "timestamp": t,
+                "data": {"type": "agent_progress", "agentId": agent_id, "message": embedded}}
+
+    def modelled(line, model):
+        line["message"]["model"] = model
+        return line
+
+    def split(out, flat, five, hour):
+        return {"output_tokens": out, "cache_creation_input_tokens": flat,
+                "cache_creation": {"ephemeral_5m_input_tokens": five, "ephemeral_1h_input_tokens": hour}}
+
+    write(tmp_path / "proj" / f"{S}.jsonl", [
+        # m1: a streaming snapshot names claude-x, the final one (output 50) claude-y: claude-y.
+        modelled(assistant(S, ts(1), "m1", None, usage(10, 1, 100, 5)), "claude-x"),
+        modelled(assistant(S, ts(2), "m1", None, usage(10, 50, 100, 5)), "claude-y"),
+        assistant(S, ts(3), "m2", None, usage(3, 7)),  # no model: None
+        modelled(assistant(S, ts(4), "m3", None, usage()), "<synthetic>"),  # zero tokens, still a request
+        # m4: three records with the same usage: the one naming a model, the smallest in
+        # code-point order ("C" is 67, "c" is 99): Claude-a.
+        modelled(assistant(S, ts(5), "m4", None, usage(1, 4)), "claude-b"),
+        assistant(S, ts(5), "m4", None, usage(1, 4)),
+        modelled(assistant(S, ts(5), "m4", None, usage(1, 4)), "Claude-a"),
+        # m5: a copy without a model ties with the subagent file's record (both sidechain):
+        # the subagent's claude-h.
+        progress(ts(6), "a1", {"type": "assistant", "timestamp": ts(6),
+                               "message": {"id": "m5", "usage": usage(2, 6)}}),
+        # m6: the same DESIGN tuple (output 3, cache create 10); the larger 5-minute split wins
+        # before the model is looked at: claude-p, not the smaller claude-a.
+        modelled(assistant(S, ts(7), "m6", None, split(3, 10, 10, 0)), "claude-p"),
+        modelled(assistant(S, ts(7), "m6", None, split(3, 10, 0, 10)), "claude-a"),
+        # m7: claude-y again, with a split (5m 1 + 1h 3 = flat 4).
+        modelled(assistant(S, ts(8), "m7", None, {**usage(1, 2, 3, 4), "cache_creation": {
+            "ephemeral_5m_input_tokens": 1, "ephemeral_1h_input_tokens": 3}}), "claude-y"),
+    ])
+    write(tmp_path / "proj" / S / "subagents" / "agent-a1.jsonl", [
+        modelled(assistant(S, ts(6), "m5", None, usage(2, 6), isSidechain=True), "claude-h"),
+    ])
+
+    def figures(requests, inp=0, out=0, cr=0, cc=0, five=0, hour=0):
+        return {"requests": requests, "input": inp, "output": out, "cache_read": cr, "cache_create": cc,
+                "cache_create_5m": five, "cache_create_1h": hour}
+
+    result = compute(tmp_path)[S]
+    assert result["tokens_by_model"] == {
+        "claude-y": figures(2, 10 + 1, 50 + 2, 100 + 3, 5 + 4, 1, 3),
+        None: figures(1, 3, 7),
+        "<synthetic>": figures(1),
+        "Claude-a": figures(1, 1, 4),
+        "claude-h": figures(1, 2, 6),
+        "claude-p": figures(1, 0, 3, 0, 10, 10, 0),
+    }
+    # The split by model adds up to the session's totals.
+    assert result["summary"]["requests"] == 7
+    assert tokens(compute(tmp_path), S, "total")["output"] == 50 + 7 + 4 + 6 + 3 + 2
+
+    # Per window [start, end): m1 (its first record at 1) and m2 in [0, 4); m3 .. m7 in [4, 9).
+    windows = [(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 1, 0, 0, 4, tzinfo=UTC)),
+               (datetime(2024, 1, 1, 0, 0, 4, tzinfo=UTC), datetime(2024, 1, 1, 0, 0, 9, tzinfo=UTC))]
+    first, second = compute_phase_models(tmp_path, S, windows)
+    assert first == {"claude-y": figures(1, 10, 50, 100, 5), None: figures(1, 3, 7)}
+    assert second == {"<synthetic>": figures(1), "Claude-a": figures(1, 1, 4), "claude-h": figures(1, 2, 6),
+                      "claude-p": figures(1, 0, 3, 0, 10, 10, 0), "claude-y": figures(1, 1, 2, 3, 4, 1, 3)}

@@ -14,6 +14,8 @@ import structlog
 from . import arguments, resolve, skills, tracking
 from . import log as logging_setup
 from .report import markdown, model, retrospective
+from .report.prices import PricesError
+from .report.prices import load as load_prices
 from .service.cluster import ClusterError
 from .settings import Settings
 from .store.db import open_pool
@@ -48,6 +50,7 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
 
     output = args.output.absolute() if args.output else None  # absolute: "saved" names the daemon's file too
     retrospective.check_output(output)
+    prices = load_prices(settings.prices)  # a bad price file is refused before any work
     with open_pool(settings, max_size=3) as pool:
         with pool.connection() as conn:
             session = _session(settings, conn, args.session)
@@ -58,7 +61,7 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
             report, text = retrospective.produce(
                 conn, session, close=args.close, output=output, as_json=args.format == "json",
                 reports_dir=None if args.no_save else settings.reports_dir.absolute(),
-                away_after_s=settings.away_after_s)
+                away_after_s=settings.away_after_s, prices=prices)
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
@@ -220,6 +223,8 @@ def execute(args: argparse.Namespace) -> int:
         problems = "; ".join(
             f"RETROD_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}" for e in exc.errors())
         return _fail(args, ValueError(problems), EXIT_USAGE, "configuration: ")
+    except PricesError as exc:
+        return _fail(args, exc, EXIT_USAGE, "configuration: ")
     except (ClusterError, psycopg.Error, OSError, RuntimeError) as exc:
         return _fail(args, exc, EXIT_FAILURE)
     except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback with --debug

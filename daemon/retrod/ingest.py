@@ -16,7 +16,7 @@ import structlog
 from .committer import Committer, log_not_ingested
 from .store.store import OUTAGE, FileRow, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
-from .transcript.fold import first_session_id, fold
+from .transcript.fold import RULES, first_session_id, fold
 from .transcript.parser import parse_line, storable_text
 from .transcript.tailer import read_chunk
 
@@ -51,6 +51,11 @@ def _head(fd: int, upto: int) -> str:
 
 def _head_len(head: str) -> int:
     return int(head.split(":", 1)[0]) if head else 0
+
+
+def _older_rules(file: FileRow) -> bool:
+    """A transcript read (some way) under older fold rules: read it again, keeping its rows."""
+    return file.kind in ("main", "subagent", "agent_root") and file.offset > 0 and file.state.rules < RULES
 
 
 def _never() -> bool:
@@ -244,7 +249,7 @@ class Ingester:
         except OSError:
             return False  # _ingest() records it as missing
         same = (not file.missing and (st.st_dev, st.st_ino) == (file.device, file.inode)
-                and st.st_size == file.size and file.offset == file.size)
+                and st.st_size == file.size and file.offset == file.size and not _older_rules(file))
         if not same or ref.kind == "tool_result":  # only a tool output's size counts
             return same
         if not file.head:  # read before fingerprints (0007), and not grown since: trust the stat
@@ -301,6 +306,9 @@ class Ingester:
             log.info("file re-read from its start", path=str(ref.path),
                      reason="replaced" if replaced else "truncated" if truncated else "content changed")
             self.store.reset(file, stat)
+        elif _older_rules(file):
+            log.info("file re-read from its start", path=str(ref.path), reason="read under older rules")
+            self.store.rewind(file, stat)
         session = ref.session_uuid or file.session_uuid
         if session is None:  # a project-level agent file: its first sessionId names its session
             session = self._find_session(fd)

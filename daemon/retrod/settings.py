@@ -35,10 +35,17 @@ class Settings(BaseSettings):
                                 description="a tracked session quiet this long is closed")
     away_after_s: float = Field(AWAY_AFTER_S, gt=0, allow_inf_nan=False,
                                 description="a human pause longer than this is `away` (DESIGN §2.3)")
+    prices: Path | None = Field(None, description="a JSON price table whose models replace or extend the"
+                                                  " shipped one's (report/prices.json has the shape)")
     watch_polling: bool = Field(False, description="poll instead of inotify/FSEvents (network file systems)")
     batch_bytes: int = Field(4 << 20, ge=4096, description="bytes of a file folded per transaction")
     pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries for the private cluster")
     pg_os_user: str = Field("postgres", description="OS user that runs the private cluster when retrod runs as root")
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value  # a variable set to nothing, as in a unit's env file
 
     @field_validator("log_level")
     @classmethod

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 # Named for the wire format: a client never asks a daemon of another format (one still running
-# from before an upgrade), it does the work itself instead.
-SOCKET_NAME = "report-v2.sock"
+# from before an upgrade), it does the work itself instead. v3: the request carries the command's
+# RETROD_PRICES, and the report its tokens by model and cost, which a v2 daemon knows nothing of.
+SOCKET_NAME = "report-v3.sock"
 TIMEOUT_S = 60.0
 FLAGS = {"--no-save": "no_save", "--close": "close"}
 OPTIONS = {"--format": "format", "--output": "output"}
@@ -71,6 +72,8 @@ def request(args: dict, env: Mapping[str, str]) -> dict[str, str]:
     for name in ("CLAUDE_CODE_SESSION_ID", "CLAUDE_CONFIG_DIR", "RETROD_AWAY_AFTER_S"):
         if env.get(name):
             out[name] = env[name]
+    if env.get("RETROD_PRICES"):  # a path: relative to this command's working folder, not the daemon's
+        out["RETROD_PRICES"] = os.path.abspath(env["RETROD_PRICES"])
     if args["close"]:
         out["close"] = "1"
     if args["output"]:

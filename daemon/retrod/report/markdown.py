@@ -73,6 +73,7 @@ def render(report: dict) -> str:
            + (f", {session['started_at'][:16].replace('T', ' ')} → {session['ended_at'][:16].replace('T', ' ')} UTC."
               if session["started_at"] and session["ended_at"] else "."), ""]
     out += _summary(summary)
+    out += _tokens_by_model(summary["tokens_by_model"], summary["cost"], report["prices"])
     if report["phases"]:
         out += _timeline(report["phases"]) + _verdicts(report["verdicts"])
     else:
@@ -102,6 +103,47 @@ def _summary(summary: dict) -> list[str]:
     out += ["", (f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
                  f"({_n(summary['tool_result_bytes'])} bytes).")]
     return out
+
+
+def usd(value: float | None) -> str:
+    """An estimated cost; None: not priced."""
+    if value is None:
+        return "not priced"
+    return "<$0.01" if 0 < value < 0.005 else f"${value:,.2f}"
+
+
+def cost_cell(cost: dict) -> str:
+    """A total that leaves out models with no price says it is a lower bound."""
+    if cost["usd"] is None:
+        return "not priced" if cost["unknown_models"] else "—"
+    return usd(cost["usd"]) if cost["complete"] else f"≥ {usd(cost['usd'])}"
+
+
+def model_name(name: str | None) -> str:
+    """As code, so that `<synthetic>` is not taken for an HTML tag; None: the line named no model."""
+    if name is None:
+        return "unknown"
+    return cell(name) if "`" in name else f"`{cell(name)}`"
+
+
+def _tokens_by_model(rows: list[dict], cost: dict, prices: dict) -> list[str]:
+    if not rows:
+        return []
+    table = [[model_name(r["model"]), _n(r["requests"]), *(_n(r[t]) for t in SHOWN), _n(r["cache_create_1h"]),
+              usd(r["cost_usd"])] for r in rows]
+    totals = {f: sum(r[f] for r in rows) for f in ("requests", *SHOWN, "cache_create_1h")}
+    table.append(["**Total**", *(_n(totals[f]) for f in ("requests", *SHOWN, "cache_create_1h")),
+                  f"**{cost_cell(cost)}**"])
+    table_source = (f"`RETROD_PRICES` {cell(prices['override'])} over the table shipped with retrod"
+                    if prices["override"] else "the table shipped with retrod")
+    note = (f"Estimated at list prices of {prices['date']} ({table_source}); not a bill: API list prices,"
+            " not what a subscription, batch or long-context use is charged.")
+    if cost["unknown_models"]:
+        names = ", ".join(model_name(m) for m in cost["unknown_models"])
+        note += f" Not priced (the table has no price for them; the total leaves them out): {names}."
+    return ["", "## Tokens by Model", ""] + _table(
+        ["Model", "Requests", "Output", "Input", "Cache read", "Cache create", "of which 1h", "Est. cost"],
+        table) + ["", note]
 
 
 _GANTT_KEYWORDS = re.compile(r"^(title|section|dateFormat|axisFormat|tickInterval|excludes|includes|todayMarker"
@@ -165,11 +207,12 @@ def _when(iso: str | None) -> str:
 
 def _verdicts(verdicts: dict) -> list[str]:
     rows = [[v, _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
-             duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%", efficiency(f["tool_use"])]
+             duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%", cost_cell(f["cost"]),
+             efficiency(f["tool_use"])]
             for v, f in verdicts.items()]
     return ["", "## Verdict Breakdown", ""] + _table(
         ["Verdict", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "% of output",
-         "Efficiency"], rows)
+         "Est. cost", "Efficiency"], rows)
 
 
 def _subagents(agents: list[dict]) -> list[str]:
@@ -186,12 +229,13 @@ def _subagents(agents: list[dict]) -> list[str]:
 
 def _tasks(tasks: dict) -> list[str]:
     rows = [[cell(task), _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
-             duration(f["claude_s"]), efficiency(f["tool_use"]),
+             duration(f["claude_s"]), cost_cell(f["cost"]), efficiency(f["tool_use"]),
              ", ".join(f"{v} ×{n}" for v, n in f["verdicts"].items())]
             for task, f in tasks.items()]
     return ["", "## By Task", ""] + _table(
-        ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Efficiency", "Verdicts"],
-        rows, text_columns=(0, 8))
+        ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Est. cost", "Efficiency",
+         "Verdicts"],
+        rows, text_columns=(0, 9))
 
 
 def _phase_detail(phases: list[dict]) -> list[str]:
@@ -204,6 +248,7 @@ def _phase_detail(phases: list[dict]) -> list[str]:
                 f"- **Actions:** {cell(p['actions_summary']) or '—'}",
                 (f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
                  f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)"),
+                f"- **Estimated cost:** {_phase_cost(p)}",
                 f"- **Turns:** {_n(p['tool_turns'])} tool-heavy, {_n(p['text_turns'])} text",
                 f"- **Tool result input:** ~{_n(p['tool_result_tokens_est'])} tokens",
                 f"- **Tool calls:** {_tool_calls_line(p['tool_use'])}",
@@ -221,6 +266,16 @@ def _tool_calls_line(tool_use: dict) -> str:
         return "none"
     wasted = ", ".join(f"{n} {SIGNAL_TITLES[s].lower()}" for s, n in tool_use["signals"].items() if n)
     return f"{_n(tool_use['calls'])}, efficiency {efficiency(tool_use)}" + (f" ({wasted})" if wasted else "")
+
+
+def _phase_cost(phase: dict) -> str:
+    """The phase's estimated cost, and by model when it used more than one."""
+    rows = phase["tokens_by_model"]
+    total = cost_cell(phase["cost"])
+    if len(rows) < 2:
+        return total
+    parts = ", ".join(f"{model_name(r['model'])} {usd(r['cost_usd'])}" for r in rows)
+    return f"{total} ({parts})"
 
 
 def _lessons(lessons: list[str]) -> list[str]:

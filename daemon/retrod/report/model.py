@@ -9,6 +9,7 @@ from psycopg.rows import dict_row
 
 from ..store.queries import one, q
 from ..verdicts import VERDICTS
+from . import prices as pricing
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
@@ -34,12 +35,16 @@ def known_sessions(conn: Connection, prefix: str) -> list[str]:
 AWAY_AFTER_S = 1800.0  # DESIGN §2.3's default; RETROD_AWAY_AFTER_S
 
 
-def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) -> dict:
-    """`away_after_s`: a human gap longer than this is `away` (decided here, at read time)."""
+def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
+          prices: pricing.Prices | None = None) -> dict:
+    """`away_after_s`: a human gap longer than this is `away` (decided here, at read time);
+    `prices`: the table the estimated costs use (default: the one shipped)."""
+    prices = prices or pricing.shipped()
     args = {"session": session, "away_us": int(away_after_s * 1_000_000)}
     with conn.cursor(row_factory=dict_row) as cur:
         files = one(cur.execute(q("session_files"), args))
         by_bucket = {row["bucket"]: row for row in cur.execute(q("session_tokens"), args)}
+        model_rows = cur.execute(q("session_tokens_by_model"), args).fetchall()
         times = one(cur.execute(q("session_times"), args))
         away_us = one(cur.execute(q("session_away"), args))["away_us"]
         tool_calls = one(cur.execute(q("session_tool_calls"), args))["tool_calls"]
@@ -59,7 +64,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
     started = times["first_ts"] or times["first_request_ts"]
     ended = times["last_ts"] or times["last_request_ts"]
     wall_us = (times["last_ts"] - times["first_ts"]) // timedelta(microseconds=1) if times["first_ts"] else 0
-    phases = [_phase(row, figures[row["id"]]) for row in phase_rows]
+    phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
+    tokens_by_model, cost = pricing.by_model(model_rows, prices)
     subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}))
                  for row in subagent_rows]
     session_calls: dict[str, int] = {}
@@ -94,9 +100,12 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
             "phases": len(phases),
             "tokens": tokens,
+            "tokens_by_model": tokens_by_model,
+            "cost": cost,
             "tool_use": tool_use,
             "tool_use_by_agent": {agent: tool_use_figures(calls) for agent, calls in sorted(by_agent.items())},
         },
+        "prices": {"date": prices.date, "source": prices.source, "override": prices.override},
         "tools": tools,
         "waste": _waste(tool_use, examples),
         "verdicts": _by_verdict(phases, total_output),
@@ -107,7 +116,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S) ->
     }
 
 
-def _phase(row: dict, fig: dict) -> dict:
+def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
+    tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)
     return {
         "task": row["task"],
         "phase": row["phase"],
@@ -115,6 +125,8 @@ def _phase(row: dict, fig: dict) -> dict:
         "started_at": _iso(row["started_at"]),
         "ended_at": _iso(row["ended_at"]),
         "tokens": {f: int(fig[f]) for f in TOKEN_FIELDS},
+        "tokens_by_model": tokens_by_model,
+        "cost": cost,
         "requests": fig["requests"],
         "tool_turns": fig["tool_turns"],
         "text_turns": fig["text_turns"],
@@ -182,6 +194,7 @@ def _add(into: dict, phase: dict) -> None:
         into["tokens"][f] += phase["tokens"][f]
     into["claude_s"] = round(into["claude_s"] + phase["claude_s"], 3)
     into["tool_use"] = _sum_tool_use(into["tool_use"], phase["tool_use"])
+    into["cost"] = _sum_costs(into["cost"], phase["cost"])
 
 
 def _sum_tool_use(a: dict, b: dict) -> dict:
@@ -190,8 +203,17 @@ def _sum_tool_use(a: dict, b: dict) -> dict:
     return tool_use_figures(by_signal)
 
 
+def _sum_costs(a: dict, b: dict) -> dict:
+    """Two phases' costs as one (the same price table)."""
+    usd = None if a["usd"] is None and b["usd"] is None else round((a["usd"] or 0) + (b["usd"] or 0), 6)
+    unknown = a["unknown_models"] + [m for m in b["unknown_models"] if m not in a["unknown_models"]]
+    return {"usd": usd, "prices_date": b["prices_date"], "unknown_models": unknown,
+            "complete": a["complete"] and b["complete"]}
+
+
 def _empty() -> dict:
-    return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0, "tool_use": tool_use_figures({})}
+    return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0, "tool_use": tool_use_figures({}),
+            "cost": {"usd": None, "prices_date": None, "unknown_models": [], "complete": True}}
 
 
 def _by_verdict(phases: list[dict], total_output: int) -> dict:

@@ -18,6 +18,8 @@ from ..settings import Settings
 from ..store.store import Store
 from . import model, retrospective
 from .client import SOCKET_NAME, decode_request
+from .prices import PricesError
+from .prices import load as load_prices
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +68,9 @@ class ReportServer:
         try:
             output = Path(request["output"]) if request.get("output") else None
             retrospective.check_output(output)
+            # The command's own price file (the client made its path absolute), read for each
+            # report: the daemon's environment is not the command's.
+            prices = load_prices(request.get("RETROD_PRICES"))
             roots = self.settings.projects_roots()
             with self.pool.connection() as conn:
                 found = resolve.resolve(
@@ -77,9 +82,11 @@ class ReportServer:
                 report, text = retrospective.produce(
                     conn, found.uuid, close=bool(request.get("close")), output=output,
                     reports_dir=Path(request["reports_dir"]) if request.get("reports_dir") else None,
-                    as_json=request.get("format") == "json", away_after_s=away_after_s)
+                    as_json=request.get("format") == "json", away_after_s=away_after_s, prices=prices)
         except (resolve.SessionError, retrospective.OutputError) as exc:
             return "2", f"retrod: error: {_one_line(exc)}\n", ""
+        except PricesError as exc:  # worded as the command words a bad setting
+            return "2", f"retrod: error: configuration: {_one_line(exc)}\n", ""
         except Exception as exc:  # noqa: BLE001 - the command's own one-line error, the daemon goes on
             log.warning("report request failed", error=f"{type(exc).__name__}: {exc}")
             known = isinstance(exc, (psycopg.Error, OSError, RuntimeError))  # as cli.main words them

@@ -59,32 +59,34 @@ DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 -- A batch's rows come as one JSON document per table, encoded in C on the client: binding
 -- one array per column cost more client time than the server spent on the rows.
 -- The usage of a request is that of its record with the largest (main, output, input,
--- cache_create, cache_read) tuple; its owner is the record with the smallest (sidechain,
--- foreign, timestamp, session, agent) tuple, the unnamed and inline threads (fold.THREADS)
--- after every named agent; its time is the earliest (DESIGN §2.2).
+-- cache_create, cache_read) tuple, and its model that record's (in a tie on the tuple and the
+-- 5m/1h split, a model before none, then the smallest: fold.Request.usage_beaten_by); its
+-- owner is the record with the smallest (sidechain, foreign, timestamp, session, agent) tuple,
+-- the unnamed and inline threads (fold.THREADS) after every named agent; its time is the
+-- earliest (DESIGN §2.2).
 -- name: upsert_requests
 INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-    cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use)
+    cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model)
 SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
        retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
        (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
-       (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use
+       (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model
 FROM json_to_recordset(%(requests)s::json)
      AS x(key TEXT, session_uuid TEXT, agent TEXT, ts_us BIGINT, attr_sidechain BOOL, attr_foreign BOOL,
-          attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL)
+          attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT)
 ON CONFLICT (key) DO UPDATE SET
     (usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-     cache_create_5m_tokens, cache_create_1h_tokens) = (
+     cache_create_5m_tokens, cache_create_1h_tokens, model) = (
         SELECT * FROM (VALUES
             (excluded.usage_main, excluded.input_tokens, excluded.output_tokens,
              excluded.cache_read_tokens, excluded.cache_create_tokens,
-             excluded.cache_create_5m_tokens, excluded.cache_create_1h_tokens),
+             excluded.cache_create_5m_tokens, excluded.cache_create_1h_tokens, excluded.model),
             (r.usage_main, r.input_tokens, r.output_tokens, r.cache_read_tokens,
-             r.cache_create_tokens, r.cache_create_5m_tokens, r.cache_create_1h_tokens)
-        ) AS u (m, i, o, cr, cc, c5, c1)
-        ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, c5 DESC, c1 DESC LIMIT 1),
+             r.cache_create_tokens, r.cache_create_5m_tokens, r.cache_create_1h_tokens, r.model)
+        ) AS u (m, i, o, cr, cc, c5, c1, md)
+        ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, c5 DESC, c1 DESC, md = '', md LIMIT 1),
     (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts) = (
         SELECT * FROM (VALUES
             (excluded.session_uuid, excluded.agent, excluded.attr_sidechain,

@@ -31,6 +31,16 @@ SELECT CASE WHEN agent = '' THEN 'main'
 FROM retrod.request_minutes WHERE session_uuid = %(session)s
 GROUP BY 1;
 
+-- The session's tokens by the model of each request ('' = it named none); cost is priced from
+-- these at read time (report/prices.py).
+-- name: session_tokens_by_model
+SELECT model, sum(requests)::bigint AS requests,
+       sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
+       sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
+       sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h
+FROM retrod.request_minutes WHERE session_uuid = %(session)s
+GROUP BY model;
+
 -- Classified time: the per-minute sums of gap pieces plus the long gaps' whole-minute spans.
 -- name: session_times
 WITH spans AS (
@@ -111,6 +121,7 @@ ORDER BY p.started_at, p.id;
 -- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
 -- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
 -- human_us counts every human gap; away_us is the part of it that is away (see session_away).
+-- by_model: the window's tokens by model, the same way, as a JSON array.
 -- name: phase_figures
 WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a window
     SELECT coalesce(max((state ->> 'max_gap_us')::bigint), 0) * interval '1 microsecond' AS gap
@@ -127,7 +138,7 @@ WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a wind
         WHERE u.session_uuid = %(session)s
     ) w
 )
-SELECT p.id, t.*, g.*, a.*, c.*
+SELECT p.id, t.*, g.*, a.*, m.*, c.*
 FROM p
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(n), 0)::bigint AS requests, coalesce(sum(tools), 0)::bigint AS tool_turns,
@@ -184,6 +195,29 @@ CROSS JOIN LATERAL (
     FROM retrod.events
     WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s AND ts > p.s AND prev_ts < p.e
 ) a
+CROSS JOIN LATERAL (
+    SELECT coalesce(json_agg(json_build_object(
+               'model', model, 'requests', n, 'input', i, 'output', o, 'cache_read', cr, 'cache_create', cc,
+               'cache_create_5m', c5, 'cache_create_1h', c1) ORDER BY model), '[]') AS by_model
+    FROM (
+        SELECT model, sum(n)::bigint AS n, sum(i)::bigint AS i, sum(o)::bigint AS o, sum(cr)::bigint AS cr,
+               sum(cc)::bigint AS cc, sum(c5)::bigint AS c5, sum(c1)::bigint AS c1
+        FROM (
+            SELECT model, requests AS n, input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr,
+                   cache_create_tokens AS cc, cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1
+            FROM retrod.request_minutes
+            WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
+            UNION ALL
+            SELECT model, 1, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
+                   cache_create_5m_tokens, cache_create_1h_tokens
+            FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.s AND ts < p.edge1_end
+            UNION ALL
+            SELECT model, 1, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
+                   cache_create_5m_tokens, cache_create_1h_tokens
+            FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.edge2_start AND ts < p.e
+        ) x GROUP BY model
+    ) y
+) m
 CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window, productive or by signal
     SELECT coalesce(sum(productive), 0)::bigint AS productive, coalesce(sum(sibling_error), 0)::bigint AS sibling_error,
            coalesce(sum(error_retry), 0)::bigint AS error_retry,

@@ -124,6 +124,14 @@ class Store:
             self._save(conn, [start_over])
         _advance(start_over)
 
+    def rewind(self, file: FileRow, stat: Stat) -> None:
+        """Read the file again from its start, keeping its rows: it was read under older fold
+        rules (fold.RULES), and what it stores now merges into them (the upserts are idempotent)."""
+        start_over = Pending("", file, file.session_uuid, stat, file.offset, 0, None)
+        with self.pool.connection() as conn, conn.transaction():
+            self._save(conn, [start_over])
+        _advance(start_over)
+
     def commit(self, batch: Sequence[Pending]) -> None:
         """Every file's rows and new offset and state, in ONE transaction; a file appears once.
 

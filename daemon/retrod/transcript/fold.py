@@ -33,6 +33,14 @@ class Source:
     name: str = ""  # host-qualified path; keys the requests of records that carry no id
 
 
+# The fold's rules for what lines already read are stored as. A file whose state was saved
+# under older rules is read again from its start, keeping its rows (ingest): migration 0009 does
+# it once for the models, and this catches a daemon from before it, still running during the
+# upgrade, reading the files again under its own rules (its states carry no `rules`).
+# 1: requests carry their model, and tool calls are kept with their waste signals (0010).
+RULES = 1
+
+
 @dataclass(slots=True)
 class FoldState:
     """What must survive between chunks of one file; saved with its offset."""
@@ -43,6 +51,7 @@ class FoldState:
     compactions: int = 0
     bad_lines: int = 0
     lines: int = 0
+    rules: int = RULES  # the RULES this state was folded under
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -50,6 +59,7 @@ class FoldState:
     @classmethod
     def from_json(cls, data: dict | None) -> FoldState:
         known = {k: v for k, v in (data or {}).items() if k in cls.__slots__}
+        known.setdefault("rules", 0)  # saved before RULES, or by a retrod that knows none
         return cls(**known)
 
 
@@ -68,6 +78,7 @@ class Request:
     usage_main: bool  # the chosen usage comes from a non-sidechain record
     usage: Usage
     has_tool_use: bool
+    model: str = ""  # message.model of the record whose usage counts; "" when it names none
 
     def attribution_rank(self) -> tuple:
         ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
@@ -79,10 +90,19 @@ class Request:
         return (self.usage_main, u.output, u.input, u.cache_create, u.cache_read,
                 u.cache_create_5m, u.cache_create_1h)
 
+    def usage_beaten_by(self, other: Request) -> bool:
+        """Whether `other`'s record is the one whose usage (and model) counts. Records that tie on
+        the usage rank but name different models: a model before none, then the smallest in
+        code-point order, so that any order of arrival picks the same one (upsert_requests too)."""
+        mine, theirs = self.usage_rank(), other.usage_rank()
+        if theirs != mine:
+            return theirs > mine
+        return other.model != self.model and (self.model == "" or ("" < other.model < self.model))
+
     def merge(self, other: Request) -> None:
         """Fold another record of the same request in (DESIGN §2.2)."""
-        if other.usage_rank() > self.usage_rank():
-            self.usage_main, self.usage = other.usage_main, other.usage
+        if self.usage_beaten_by(other):
+            self.usage_main, self.usage, self.model = other.usage_main, other.usage, other.model
         if other.attribution_rank() < self.attribution_rank():
             self.session_uuid, self.agent = other.session_uuid, other.agent
             self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
@@ -179,6 +199,7 @@ def first_session_id(entries: Iterable[Entry | None]) -> str | None:
 def fold(source: Source, state: FoldState, entries: list[tuple[int, Entry | None]]) -> FoldResult:
     """Fold parsed lines `(byte offset, entry or None for a bad line)` of one file."""
     state = FoldState(**state.to_json())
+    state.rules = RULES  # from here on (a file read under older rules was rewound to its start)
     out = FoldResult(state=state)
     if source.kind != "main" and not source.agent_id.startswith(COMPACTION_PREFIX):
         out.subagents[source.agent_id] = Span()  # listed as soon as its file exists
@@ -255,6 +276,7 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         usage_main=not sidechain,
         usage=usage,
         has_tool_use=bool(msg.tool_uses),
+        model=msg.model or "",
     )
     known = out.requests.get(key)
     if known is None:

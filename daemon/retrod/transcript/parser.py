@@ -48,6 +48,7 @@ class _Block(Struct):
 
 class _Message(Struct):
     id: str | None = None
+    model: str | None = None
     usage: _Usage | None = None
     content: str | list[_Block] | None = None
 
@@ -228,6 +229,7 @@ class Message:
     session_id: str | None = None
     timestamp: int | None = None
     key: str | None = None  # first of message.id, requestId, uuid
+    model: str | None = None  # message.model ("<synthetic>" for Claude Code's own entries)
     usage: Usage | None = None  # set only when message.usage is an object
     tool_uses: list[ToolUse] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
@@ -300,6 +302,7 @@ def _message(kind: str | None, session_id: str | None, timestamp: str | None, uu
     msg.key = (body and storable_key(body.id)) or storable_key(request_id) or storable_key(uuid)
     if body is None:
         return msg
+    msg.model = storable_text(body.model)
     msg.usage = _usage(body.usage)
     if not isinstance(body.content, list):
         return msg  # a plain-text message
