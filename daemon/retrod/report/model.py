@@ -118,18 +118,20 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
 
 def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
     tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)
+    requests = sum(m["requests"] for m in fig["by_model"])
+    tool_turns = sum(m["tool_turns"] for m in fig["by_model"])
     return {
         "task": row["task"],
         "phase": row["phase"],
         "verdict": row["verdict"],
         "started_at": _iso(row["started_at"]),
         "ended_at": _iso(row["ended_at"]),
-        "tokens": {f: int(fig[f]) for f in TOKEN_FIELDS},
+        "tokens": {f: sum(int(m[f]) for m in fig["by_model"]) for f in TOKEN_FIELDS},
         "tokens_by_model": tokens_by_model,
         "cost": cost,
-        "requests": fig["requests"],
-        "tool_turns": fig["tool_turns"],
-        "text_turns": fig["text_turns"],
+        "requests": requests,
+        "tool_turns": tool_turns,
+        "text_turns": requests - tool_turns,
         "claude_s": _seconds(fig["claude_us"]),
         "tool_s": _seconds(fig["tool_us"]),
         "human_s": _seconds(fig["human_us"] - fig["away_us"]),

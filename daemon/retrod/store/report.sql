@@ -138,26 +138,8 @@ WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a wind
         WHERE u.session_uuid = %(session)s
     ) w
 )
-SELECT p.id, t.*, g.*, a.*, m.*, c.*
+SELECT p.id, g.*, a.*, m.*, c.*
 FROM p
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(n), 0)::bigint AS requests, coalesce(sum(tools), 0)::bigint AS tool_turns,
-           (coalesce(sum(n), 0) - coalesce(sum(tools), 0))::bigint AS text_turns,
-           coalesce(sum(i), 0)::bigint AS input, coalesce(sum(o), 0)::bigint AS output,
-           coalesce(sum(cr), 0)::bigint AS cache_read, coalesce(sum(cc), 0)::bigint AS cache_create
-    FROM (
-        SELECT requests AS n, tool_turns AS tools, input_tokens AS i, output_tokens AS o,
-               cache_read_tokens AS cr, cache_create_tokens AS cc
-        FROM retrod.request_minutes
-        WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
-        UNION ALL
-        SELECT 1, has_tool_use::int, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens
-        FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.s AND ts < p.edge1_end
-        UNION ALL
-        SELECT 1, has_tool_use::int, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens
-        FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.edge2_start AND ts < p.e
-    ) x
-) t
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(claude), 0)::bigint AS claude_us, coalesce(sum(tool), 0)::bigint AS tool_us,
            coalesce(sum(human), 0)::bigint AS human_us, coalesce(sum(bytes), 0)::bigint AS tool_result_bytes
@@ -195,24 +177,25 @@ CROSS JOIN LATERAL (
     FROM retrod.events
     WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s AND ts > p.s AND prev_ts < p.e
 ) a
-CROSS JOIN LATERAL (
+CROSS JOIN LATERAL (  -- requests by model; the phase's totals are their sums
     SELECT coalesce(json_agg(json_build_object(
-               'model', model, 'requests', n, 'input', i, 'output', o, 'cache_read', cr, 'cache_create', cc,
-               'cache_create_5m', c5, 'cache_create_1h', c1) ORDER BY model), '[]') AS by_model
+               'model', model, 'requests', n, 'tool_turns', tools, 'input', i, 'output', o, 'cache_read', cr,
+               'cache_create', cc, 'cache_create_5m', c5, 'cache_create_1h', c1) ORDER BY model), '[]') AS by_model
     FROM (
-        SELECT model, sum(n)::bigint AS n, sum(i)::bigint AS i, sum(o)::bigint AS o, sum(cr)::bigint AS cr,
-               sum(cc)::bigint AS cc, sum(c5)::bigint AS c5, sum(c1)::bigint AS c1
+        SELECT model, sum(n)::bigint AS n, sum(tools)::bigint AS tools, sum(i)::bigint AS i, sum(o)::bigint AS o,
+               sum(cr)::bigint AS cr, sum(cc)::bigint AS cc, sum(c5)::bigint AS c5, sum(c1)::bigint AS c1
         FROM (
-            SELECT model, requests AS n, input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr,
-                   cache_create_tokens AS cc, cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1
+            SELECT model, requests AS n, tool_turns AS tools, input_tokens AS i, output_tokens AS o,
+                   cache_read_tokens AS cr, cache_create_tokens AS cc, cache_create_5m_tokens AS c5,
+                   cache_create_1h_tokens AS c1
             FROM retrod.request_minutes
             WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
             UNION ALL
-            SELECT model, 1, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
+            SELECT model, 1, has_tool_use::int, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
                    cache_create_5m_tokens, cache_create_1h_tokens
             FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.s AND ts < p.edge1_end
             UNION ALL
-            SELECT model, 1, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
+            SELECT model, 1, has_tool_use::int, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
                    cache_create_5m_tokens, cache_create_1h_tokens
             FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.edge2_start AND ts < p.e
         ) x GROUP BY model
