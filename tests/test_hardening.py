@@ -170,6 +170,36 @@ def test_request_keys_compare_exactly_whatever_they_hold(db_url: str, tmp_path: 
     assert summary == summary | reference.compute(tmp_path / "projects")[S]["summary"]
 
 
+def test_a_tool_input_the_database_cannot_hold_or_python_cannot_walk_stops_nothing(db_url: str,
+                                                                                    tmp_path: Path) -> None:
+    """Found in review: a path with a NUL or a lone surrogate, or an input nested deeper than
+    Python recurses, stopped the whole file. Each line still counts; the paths are stored as the
+    other text is (U+FFFD), and the two Reads of one such path are still one path (re_read)."""
+    from helpers import reports
+
+    folder = tmp_path / "projects" / "-p"
+    folder.mkdir(parents=True)
+
+    def read(call_id: str, tool_input: str, n: int) -> str:  # the input spliced in as raw JSON text
+        line = {"type": "assistant", "sessionId": S, "timestamp": f"2024-01-01T00:00:0{n}.000Z",
+                "message": {"id": f"m{n}", "usage": {"output_tokens": 10 ** n},
+                            "content": [{"type": "tool_use", "id": call_id, "name": "Read", "input": "INPUT"}]}}
+        return json.dumps(line).replace('"INPUT"', tool_input) + "\n"
+    deep = "[" * 600 + "]" * 600
+    (folder / f"{S}.jsonl").write_text(
+        read("t1", '{"file_path":"/a\\u0000b"}', 0) + read("t2", '{"file_path":"/a\\u0000b","limit":5}', 1)
+        + read("t3", '{"file_path":"/c\\ud800"}', 2) + read("t4", deep, 3) + read("t5", deep, 4))
+    ingest(db_url, [tmp_path / "projects"])
+    summary = reports(db_url)[S]["summary"]
+    assert summary["tokens"]["total"]["output"] == 11111  # every line counted
+    # t2 re-reads t1's path; t5 repeats t4's input (compared as written); t1, t3, t4 productive.
+    assert summary["tool_use"]["signals"]["re_read"] == 1 and summary["tool_use"]["signals"]["duplicate"] == 1
+    assert summary["tool_use"]["calls"] == 5
+    with psycopg.connect(db_url) as conn:
+        paths = [row[0] for row in conn.execute("SELECT path FROM retrod.tool_uses ORDER BY \"offset\"")]
+    assert paths == ["/a\ufffdb", "/a\ufffdb", "/c\ufffd", None, None]
+
+
 @pytest.mark.parametrize("batch_bytes", [4 << 20, 1])  # one statement for both files, or one each (the SQL's rule)
 def test_in_a_tie_a_named_agent_wins_over_an_unnamed_copy(db_url: str, tmp_path: Path, batch_bytes: int) -> None:
     """DESIGN §2.2: the unnamed and inline threads sort after every named agent, compaction

@@ -500,3 +500,30 @@ def test_files_an_older_retrod_read_again_are_read_once_more_keeping_their_rows(
     with psycopg.connect(db_url) as conn:
         assert {t: conn.execute(f"SELECT count(*) FROM retrod.{t}").fetchone()[0] for t in RAW_TABLES} == sizes
     rollups_match_raw(db_url)
+
+
+def test_a_result_an_older_retrod_read_is_kept_when_the_file_is_read_again(db_url: str, tmp_path: Path) -> None:
+    """Found in review: this retrod read a call; an older one (no `rules` in its states) read its
+    result; reading the file again from its start, rows kept, must store that result, not skip it."""
+    from tool_use_engines import main_transcript_line
+
+    session = "aaaaaaaa-0000-4000-8000-0000000000a1"
+    path = tmp_path / "projects" / "proj" / f"{session}.jsonl"
+    path.parent.mkdir(parents=True)
+    call = main_transcript_line(session, 10, "assistant", {"type": "tool_use", "id": "x1", "name": "Bash",
+                                                           "input": {"command": "make"}})
+    path.write_text(call)
+    ingest(db_url, [tmp_path / "projects"])
+    with path.open("a") as f:
+        f.write(main_transcript_line(session, 11, "user", {"type": "tool_result", "tool_use_id": "x1",
+                                                           "content": "boom", "is_error": True}))
+        f.write(main_transcript_line(session, 12, "assistant", {"type": "tool_use", "id": "x2", "name": "Bash",
+                                                                "input": {"command": "make"}}))
+    size = path.stat().st_size
+    with psycopg.connect(db_url) as conn:  # what the older daemon left: the rest read, no `rules`
+        conn.execute("UPDATE retrod.files SET \"offset\" = %s, size = %s, state = state - 'rules'", [size, size])
+    ingest(db_url, [tmp_path / "projects"])
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute("SELECT tool_use_id, has_result, failed, signal FROM retrod.tool_uses"
+                            " ORDER BY \"offset\"").fetchall()
+    assert rows == [("x1", True, True, "error_retry"), ("x2", False, False, None)]

@@ -410,6 +410,23 @@ def test_a_tool_use_id_seen_more_than_once_counts_once_where_first_seen(tmp_path
     assert result["summary"] == fig(3, 3)
 
 
+def test_a_call_line_repeated_before_its_result_keeps_that_result(tmp_path, tool_use):
+    # Found in review: the same call line twice in one file, its result after the second. The
+    # call is the first line's; its result is the first tool_result for x1 in the file.
+    call = asst(10, tu("x1", "Bash", {"command": "make"}))
+    write(main_file(tmp_path), [
+        call, call,
+        usr(11, tr("x1", "boom", True)),  # x1: failed, 4 bytes; the next call (x2) is a Bash -> ERR
+        usr(12, tr("x1", "a second result")),  # not the first: ignored
+        asst(20, tu("x2", "Bash", {"command": "make"})),  # ok: the only earlier same call (x1) failed
+    ])
+    result = tool_use(tmp_path, A)
+    x1 = result["calls"][0]
+    assert (x1["id"], x1["failed"], x1["result_bytes"], x1["result_us"]) == ("x1", True, 4, 1_000_000)
+    assert signals_of(result) == ["error_retry", None]
+    assert result["summary"] == fig(2, 1, error_retry=1)
+
+
 def test_copies_sidechains_and_other_blocks_add_no_calls(tmp_path, tool_use):
     embedded = {"type": "assistant", "sessionId": A, "timestamp": ts(6), "requestId": "req_p",
                 "message": {"id": "msg_p", "role": "assistant", "content": [tu("p1", "Bash", {})],

@@ -11,6 +11,7 @@ from retrod (its database, read through the report), so that one hand-worked tes
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -116,6 +117,12 @@ def _call(call_id, agent, name, path, ts_us, has_result, failed, result_bytes, r
     return {"id": call_id, "agent": agent, "name": name, "path": path, "ts_us": ts_us, "has_result": has_result,
             "failed": failed, "result_bytes": result_bytes, "result_ts_us": result_ts_us,
             "result_us": max(0, result_ts_us - ts_us) if timed else None, "signal": signal}
+
+
+def main_transcript_line(session: str, second: int, kind: str, block: dict) -> str:
+    """One line of a main transcript holding one content block, `second`s after 2024-01-01."""
+    return json.dumps({"type": kind, "sessionId": session, "timestamp": f"2024-01-01T00:00:{second:02d}.000Z",
+                       "message": {"role": kind, "content": [block]}}) + "\n"
 
 
 def _moment(bound) -> datetime:

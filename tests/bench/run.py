@@ -78,6 +78,8 @@ TARGETS: list[Target] = [
     ("20 mixed commands at once without a daemon: failures",
      lambda r: r["commands"]["concurrent_commands"] - r["commands"]["concurrent_ok"], "<=", 0),
     ("retrod sessions query over all sessions, in-process (ms)", lambda r: r["commands"]["sessions_query_ms"], "<", 50),
+    ("retrod sessions --sort tokens|efficiency query, in-process (ms)",
+     lambda r: r["commands"]["sessions_sorted_query_ms"], "<", 100),
     ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
     ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
     ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),

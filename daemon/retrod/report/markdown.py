@@ -93,10 +93,11 @@ def _summary(summary: dict) -> list[str]:
                    "Compactions", "Phases"],
                   [["Time and work", duration(summary["wall_s"]), duration(summary["claude_s"]),
                     duration(summary["tool_s"]), duration(summary["human_s"]), duration(summary["away_s"]),
-                    _n(summary["requests"]), _n(summary["tool_calls"]), efficiency(summary["tool_use"]),
+                    _n(summary["requests"]), _n(summary["tool_use"]["calls"]), efficiency(summary["tool_use"]),
                     _n(summary["compactions"]), _n(summary["phases"])]])
     out += ["", ("*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
-                 "person reading and typing. *Away*: pauses longer than "
+                 "person reading and typing. *Tool calls*: the main thread's and its subagents'. *Away*: "
+                 "pauses longer than "
                  f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall "
                  "clock unless the first line is stamped later than one after it.")]
     out += [""] + _table(["Tokens", "Main", "Subagents", "Compaction", "Total"], rows)

@@ -145,7 +145,8 @@ SET agent_type = excluded.agent_type, description = excluded.description;
 
 -- A call fills its row, unless the file's first block with that id did already; with its result
 -- when the same batch holds that (most do: one insert, no update), unless the row has one
--- already (a result written before its call, in an earlier batch).
+-- already (a result written before its call, in an earlier batch). A repeated call line brings
+-- the first result of a call read before: that fills the result alone.
 -- name: upsert_tool_use_calls
 INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, agent, file_path, "offset", block,
                                    name, input_hash, path, detail, ts, counted,
@@ -158,10 +159,18 @@ FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, 
                                     path TEXT, detail TEXT, ts_us BIGINT, has_result BOOL, failed BOOL,
                                     sibling BOOL, result_bytes BIGINT, result_ts_us BIGINT)
 ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
-SET agent = excluded.agent, file_path = excluded.file_path, "offset" = excluded."offset", block = excluded.block,
-    name = excluded.name, input_hash = excluded.input_hash, path = excluded.path, detail = excluded.detail,
-    ts = excluded.ts, counted = true
-WHERE t.agent IS NULL
+SET (agent, file_path, "offset", block, name, input_hash, path, detail, ts, counted) = (
+        SELECT excluded.agent, excluded.file_path, excluded."offset", excluded.block, excluded.name,
+               excluded.input_hash, excluded.path, excluded.detail, excluded.ts, true WHERE t.agent IS NULL
+        UNION ALL
+        SELECT t.agent, t.file_path, t."offset", t.block, t.name, t.input_hash, t.path, t.detail, t.ts, t.counted
+        WHERE t.agent IS NOT NULL),
+    (has_result, failed, sibling, result_bytes, result_ts) = (
+        SELECT excluded.has_result, excluded.failed, excluded.sibling, excluded.result_bytes, excluded.result_ts
+        WHERE NOT t.has_result
+        UNION ALL
+        SELECT t.has_result, t.failed, t.sibling, t.result_bytes, t.result_ts WHERE t.has_result)
+WHERE t.agent IS NULL OR (NOT t.has_result AND excluded.has_result)
 RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block;
 
 -- A result whose call is not in the batch fills its row, unless the file's first tool_result for
@@ -191,7 +200,7 @@ WITH ids AS (
 ), ranked AS (
     SELECT t.session_uuid, t.tool_use_id, t.file_id,
            row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id
-                              ORDER BY t.agent <> '', t.file_path, t."offset", t.block) = 1 AS counts
+                              ORDER BY t.agent <> '', t.file_path, t."offset", t.block, t.file_id) = 1 AS counts
     FROM ids JOIN retrod.tool_uses t
          ON t.session_uuid = ids.session_uuid AND t.tool_use_id = ids.tool_use_id AND t.agent IS NOT NULL
 )

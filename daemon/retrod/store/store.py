@@ -114,6 +114,8 @@ class Store:
         session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
         start_over = Pending("", file, session, stat, file.offset, 0, None, head="")
         with self.pool.connection() as conn, conn.transaction():
+            # In _commit's order, the file's row, then its session: no deadlock with a commit of it
+            conn.execute(q("lock_files"), {"ids": [file.id]})
             if file.session_uuid is not None:
                 conn.execute(q("lock_sessions"), {"sessions": [file.session_uuid]})
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",

@@ -21,16 +21,22 @@ _DETAIL_KEYS = ("command", "pattern", "query", "url", "prompt", "description", "
 def fingerprint(name: str, value: Any) -> str:
     """32 hex digits of the name and the canonical JSON of the input (keys sorted, no
     whitespace, numbers compared by value: 1, 1.0 and 1e0 are one input; true is not 1)."""
-    normal, finite = _integral_floats_as_ints(value)
+    try:
+        normal, finite = _integral_floats_as_ints(value)
+    except RecursionError:  # nested deeper than Python recurses: compared as written
+        normal, finite = value, True
     try:
         if not finite:
             raise ValueError  # msgspec writes NaN and infinities as null: they must not equal null
         text = _encode_sorted(normal)
-    except (ValueError, TypeError, OverflowError, UnicodeEncodeError):
+    except (ValueError, TypeError, OverflowError, UnicodeEncodeError, RecursionError):
         # Lone surrogates (JavaScript writes them), integers beyond 64 bits, infinities: the
         # standard library writes every value, always the same way for the same value.
-        text = json.dumps(normal, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-            "utf-8", "surrogatepass")
+        try:
+            text = json.dumps(normal, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+                "utf-8", "surrogatepass")
+        except RecursionError:  # deeper than any encoder goes: every such input of a tool is one
+            text = b"\x00too deep"
     digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass") + b"\x00" + text, digest_size=16)
     return digest.hexdigest()
 
@@ -60,7 +66,7 @@ def input_path(value: Any) -> str | None:
     for key in ("file_path", "notebook_path"):
         path = value.get(key)
         if type(path) is str and path:
-            return path
+            return storable_text(path)  # (NUL and lone surrogates as U+FFFD, like all stored text)
     return None
 
 
@@ -74,7 +80,7 @@ def input_detail(value: Any) -> str | None:
         return None
     try:
         return _short(json.dumps(value, sort_keys=True, ensure_ascii=False))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
 
 
