@@ -312,8 +312,11 @@ BAD_PRICES = [
     ("{not json", "not JSON"),
     ('{"models": {"claude-x": {"input": 1, "output": 2, "cache_read": 0.1, "cache_create_5m": 1.25}}}',
      "no 'cache_create_1h' price"),
-    (json.dumps({"models": {"claude-x": dict(RATES, input=-1)}}), "input must be a number ≥ 0"),
-    (json.dumps({"models": {"claude-x": dict(RATES, input=True)}}), "input must be a number ≥ 0"),
+    (json.dumps({"models": {"claude-x": dict(RATES, input=-1)}}), "input must be a number from 0 to 1,000,000"),
+    (json.dumps({"models": {"claude-x": dict(RATES, input=True)}}), "input must be a number from 0 to 1,000,000"),
+    # found in review: a typo this large passed, then failed the rounding of every report
+    (('{"models": {"claude-x": {"input": 1e30, "output": 2, "cache_read": 0.1, "cache_create_5m": 1.25,'
+     ' "cache_create_1h": 2}}}'), "input must be a number from 0 to 1,000,000"),
     ('{"date": "last year", "models": {}}', '"date" must be a date'),
     ('{"modles": {}}', "unknown key 'modles'"),
     ("[]", "must be a JSON object"),

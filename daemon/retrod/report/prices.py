@@ -19,6 +19,8 @@ TOKENS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "c
 _TOP_LEVEL = {"date", "source", "notes", "models"}
 _MILLION = Decimal(1_000_000)
 _MICRO = Decimal("0.000001")
+# No list price comes near it; a larger one is a typo, and would overflow the rounding to micro-dollars.
+_MAX_RATE = 1_000_000
 
 
 class PricesError(ValueError):
@@ -103,9 +105,9 @@ def _rates(name: str, rates: object, where: str) -> dict[str, Decimal]:
     for rate in RATES:
         value = rates[rate]
         number = type(value) is int or (type(value) is Decimal and value.is_finite())  # not bool
-        if not number or value < 0:
-            raise PricesError(f"{where}: model {name!r}: {rate} must be a number ≥ 0 (USD per million tokens),"
-                              f" not {value!r}")
+        if not number or not 0 <= value <= _MAX_RATE:
+            raise PricesError(f"{where}: model {name!r}: {rate} must be a number from 0 to {_MAX_RATE:,}"
+                              f" (USD per million tokens), not {value!r}")
         out[rate] = Decimal(value)
     return out
 
