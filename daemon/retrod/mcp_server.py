@@ -13,7 +13,6 @@ The MCP SDK is an optional extra (`pip install 'retrod[mcp]'`): this module impo
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -42,7 +41,11 @@ CONNECT_TIMEOUT_S = 5
 
 
 def sdk_installed() -> bool:
-    return importlib.util.find_spec("mcp") is not None
+    try:
+        import mcp.server.mcpserver  # noqa: F401 - only whether it imports
+    except ImportError:
+        return False
+    return True
 
 
 class OneConnection:
