@@ -183,30 +183,23 @@ class Tools:
                 "\n".join(lines) or f"no phases logged for {found.uuid}")
 
     def session_stats(self, session: str | None) -> Result:
-        """The report's own figures (model.build), cut to what a look mid-session needs."""
+        """The report's own figures (model.stats: the queries `retrod report` runs for them)."""
         with self.db.connection() as conn:
             found = self._resolve(conn, session)
         self._refresh(found.uuid)
         with self.db.connection() as conn:
-            report = model.build(conn, found.uuid, self.settings.away_after_s, load_prices(self.settings.prices))
-        summary = report["summary"]
-        open_phase = next((p for p in report["phases"] if p["ended_at"] is None), None)
-        stats = {
-            "session": found.uuid, "found_by": _rule(found),
-            "started_at": report["session"]["started_at"], "ended_at": report["session"]["ended_at"],
-            "tokens": summary["tokens"],
-            **{k: summary[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s", "requests",
-                                       "tool_calls", "tool_use", "cost", "phases")},
-            "open_phase": open_phase and {k: open_phase[k] for k in (
-                "task", "phase", "started_at", "tokens", "requests", "claude_s", "tool_s", "human_s", "away_s",
-                "tool_use", "cost")},
-        }
-        efficiency = summary["tool_use"]["efficiency"]
-        text = (f"session {found.uuid}: {summary['tokens']['total']['output']:,} output tokens,"
-                f" {summary['requests']} requests, wall clock {summary['wall_s']:.0f} s"
-                f" (Claude {summary['claude_s']:.0f},"
-                f" tool {summary['tool_s']:.0f}, human {summary['human_s']:.0f}, away {summary['away_s']:.0f}),"
-                f" tool-use efficiency {'n/a' if efficiency is None else f'{efficiency:.0%}'}")
+            figures = model.stats(conn, found.uuid, self.settings.away_after_s, load_prices(self.settings.prices))
+        open_phase = figures["open_phase"]
+        stats = {"session": found.uuid, "found_by": _rule(found), **figures,
+                 "open_phase": open_phase and {k: open_phase[k] for k in (
+                     "task", "phase", "started_at", "tokens", "requests", "claude_s", "tool_s", "human_s", "away_s",
+                     "tool_use", "cost")}}
+        efficiency = figures["tool_use"]["efficiency"]
+        text = (f"session {found.uuid}: {figures['tokens']['total']['output']:,} output tokens,"
+                f" {figures['requests']} requests, wall clock {figures['wall_s']:.0f} s"
+                f" (Claude {figures['claude_s']:.0f}, tool {figures['tool_s']:.0f}, human {figures['human_s']:.0f},"
+                f" away {figures['away_s']:.0f}), tool-use efficiency"
+                f" {'n/a' if efficiency is None else f'{efficiency:.0%}'}")
         if open_phase:
             text += (f"; open phase {open_phase['task']!r} / {open_phase['phase']!r} so far:"
                      f" {open_phase['tokens']['output']:,} output tokens, {open_phase['requests']} requests")

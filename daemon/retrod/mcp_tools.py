@@ -5,7 +5,7 @@ and is imported only by mcp_server.serve."""
 # No `from __future__ import annotations`: the SDK reads the tools' annotations to make their schemas.
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 import structlog
 from mcp.server.mcpserver import MCPServer
@@ -126,6 +126,8 @@ class Stats(Found):
     started_at: str | None
     ended_at: str | None = Field(description="The session's last line so far")
     tokens: dict[str, Tokens] = Field(description="By bucket: main, subagents, compaction, total")
+    tokens_by_model: list[dict[str, Any]] = Field(description=(
+        "By model, as the report's summary.tokens_by_model (tokens, requests, cost_usd)"))
     wall_s: float
     claude_s: float
     tool_s: float
