@@ -194,9 +194,7 @@ def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
-    for line in skills.install(args.dir or skills.default_dir(), force=args.force):
-        print(line)
-    for line in skills.register_mcp(run=args.mcp):
+    for line in skills.install(args.dir or skills.default_dir(), force=args.force, mcp=args.mcp):
         print(line)
     return EXIT_OK
 

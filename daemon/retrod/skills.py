@@ -71,8 +71,9 @@ def shipped(retrod: str) -> dict[str, str]:
             for d in folder.iterdir() if d.is_dir() and (d / "SKILL.md").is_file()}
 
 
-def install(target: Path, force: bool = False) -> list[str]:
-    """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`."""
+def install(target: Path, force: bool = False, mcp: bool = False) -> list[str]:
+    """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`.
+    Then the line that registers `retrod mcp`, run when `mcp`; the last line names this retrod."""
     retrod = command()
     skills = {target / name / "SKILL.md": text for name, text in sorted(shipped(retrod).items())}
     current = {path: path.read_text(encoding="utf-8") if path.exists() else None for path in skills}
@@ -85,4 +86,4 @@ def install(target: Path, force: bool = False) -> list[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         done.append(f"{'unchanged' if current[path] == text else 'installed'}: {path}")
-    return done + [f"the skills run {retrod}"]
+    return done + register_mcp(run=mcp) + [f"the skills run {retrod}"]
