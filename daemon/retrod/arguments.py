@@ -64,6 +64,8 @@ def parser() -> argparse.ArgumentParser:
                          help="newest first (default), most tokens first, or least efficient tool use first")
     listing.add_argument("--json", action="store_true")
 
+    sub.add_parser("mcp", help="serve retrod's tools to Claude Code over MCP (stdio; needs retrod[mcp])")
+
     team = sub.add_parser("team", help="share one PostgreSQL among a team: print (or apply) roles and policies")
     team.add_argument("--member", action="append", default=[], metavar="ROLE",
                       help="a login role whose daemon writes its own rows (repeatable)")
@@ -90,6 +92,8 @@ def parser() -> argparse.ArgumentParser:
         "install", help="copy the skills into ~/.claude/skills")
     skills_install.add_argument("--dir", type=Path, help="skills folder (default: ~/.claude/skills)")
     skills_install.add_argument("--force", action="store_true", help="overwrite changed copies")
+    skills_install.add_argument("--mcp", action="store_true",
+                                help="also register `retrod mcp` with Claude Code (runs the line it prints)")
     return top
 
 

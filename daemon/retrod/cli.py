@@ -194,14 +194,23 @@ def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
-    for line in skills.install(args.dir or skills.default_dir(), force=args.force):
+    for line in skills.install(args.dir or skills.default_dir(), force=args.force, mcp=args.mcp):
         print(line)
     return EXIT_OK
 
 
+def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
+    from . import mcp_server  # stdout is the protocol's from here on: nothing else may print to it
+
+    if not mcp_server.sdk_installed():
+        print(f"retrod: error: {mcp_server.INSTALL_HINT}", file=sys.stderr)
+        return EXIT_USAGE
+    return mcp_server.serve(settings)
+
+
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
             "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "skills": _cmd_skills,
-            "team": _cmd_team, "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
+            "team": _cmd_team, "mcp": _cmd_mcp, "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:

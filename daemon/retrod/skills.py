@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import subprocess
 import sys
 from importlib.resources import files
 from pathlib import Path
@@ -23,12 +25,43 @@ def default_dir() -> Path:
 
 def command() -> str:
     """This retrod, by absolute path: Claude Code's shell need not have it on PATH (a virtualenv)."""
+    return shlex.join(command_argv())
+
+
+def command_argv() -> list[str]:
     from .service.install import ServiceError, retrod_executable
 
     try:
-        return shlex.quote(str(retrod_executable()))
+        return [str(retrod_executable())]
     except ServiceError:  # not installed as a command (e.g. run from a checkout)
-        return f"{shlex.quote(sys.executable)} -m retrod"
+        return [sys.executable, "-m", "retrod"]
+
+
+def mcp_add_argv() -> list[str]:
+    """`claude mcp add` for `retrod mcp`: user scope, since the skills are the user's too (the
+    default scope is the current project only), with this shell's RETROD_* settings, which
+    Claude Code's environment may lack."""
+    from .service.install import service_environment
+
+    settings = [f"--env={k}={v}" for k, v in service_environment().items() if k.startswith("RETROD_")]
+    return ["claude", "mcp", "add", "--scope", "user", *settings, "retrod", "--", *command_argv(), "mcp"]
+
+
+def register_mcp(run: bool) -> list[str]:
+    """The line that registers `retrod mcp` with Claude Code; run it when `run`."""
+    from .health import mask_password
+
+    argv = mcp_add_argv()
+    shown = mask_password(shlex.join(argv))
+    if not run:
+        return ["to let Claude Code use retrod's MCP tools (the skills prefer them), run:", f"  {shown}"]
+    if shutil.which("claude") is None:
+        raise SkillsError(f"`claude` is not on PATH; run this where it is: {shown}")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        problem = " ".join((done.stderr or done.stdout).split()) or f"exit {done.returncode}"
+        raise SkillsError(f"`claude mcp add` failed: {problem}")
+    return [f"registered with Claude Code: {shown}"]
 
 
 def shipped(retrod: str) -> dict[str, str]:
@@ -38,8 +71,9 @@ def shipped(retrod: str) -> dict[str, str]:
             for d in folder.iterdir() if d.is_dir() and (d / "SKILL.md").is_file()}
 
 
-def install(target: Path, force: bool = False) -> list[str]:
-    """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`."""
+def install(target: Path, force: bool = False, mcp: bool = False) -> list[str]:
+    """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`.
+    Then the line that registers `retrod mcp`, run when `mcp`; the last line names this retrod."""
     retrod = command()
     skills = {target / name / "SKILL.md": text for name, text in sorted(shipped(retrod).items())}
     current = {path: path.read_text(encoding="utf-8") if path.exists() else None for path in skills}
@@ -52,4 +86,4 @@ def install(target: Path, force: bool = False) -> list[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         done.append(f"{'unchanged' if current[path] == text else 'installed'}: {path}")
-    return done + [f"the skills run {retrod}"]
+    return done + register_mcp(run=mcp) + [f"the skills run {retrod}"]

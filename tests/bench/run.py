@@ -29,6 +29,7 @@ import backfill
 import commands
 import idle_cost
 import live_latency
+import mcp_stats
 import report_latency
 import soak
 from peers import find_ccusage
@@ -80,6 +81,11 @@ TARGETS: list[Target] = [
     ("retrod sessions query over all sessions, in-process (ms)", lambda r: r["commands"]["sessions_query_ms"], "<", 50),
     ("retrod sessions --sort tokens|efficiency query, in-process (ms)",
      lambda r: r["commands"]["sessions_sorted_query_ms"], "<", 100),
+    ("MCP session_stats, ~200 MB session, per call over stdio, median (ms)",
+     lambda r: r["mcp"]["sessions"]["large"]["median_ms"], "<", 20),
+    ("MCP session_stats, ~200 MB session, per call over stdio, p95 (ms)",
+     lambda r: r["mcp"]["sessions"]["large"]["p95_ms"], "<", 20),
+    ("MCP session_stats, large session ÷ 1 MB session", lambda r: r["mcp"]["large_vs_small"], "<=", 2),
     ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
     ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
     ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),
@@ -88,7 +94,7 @@ TARGETS: list[Target] = [
     ("soak: bytes written but not ingested", lambda r: r["soak"]["bytes_not_ingested"], "<=", 0),
     ("soak: errors logged", lambda r: r["soak"]["errors_logged"], "<=", 0),
 ]
-BENCHMARKS = ("backfill", "report", "commands", "live", "idle", "soak")
+BENCHMARKS = ("backfill", "report", "commands", "mcp", "live", "idle", "soak")
 NIGHTLY_SOAK_S = 3600
 
 
@@ -138,6 +144,7 @@ def main() -> None:
             ("backfill", lambda: backfill.run(scratch, sizes, ccusage)),
             ("report", lambda: report_latency.run(scratch, args.smoke, ccusage)),
             ("commands", lambda: commands.run(scratch, args.smoke)),
+            ("mcp", lambda: mcp_stats.run(scratch, args.smoke)),
             ("live", lambda: live_latency.run(scratch, 20 if args.smoke else 300)),
             ("idle", lambda: idle_cost.run(scratch, 200 if args.smoke else 10_000, 5 if args.smoke else 60)),
             ("soak", lambda: soak.run(scratch, soak_s)),
@@ -155,6 +162,7 @@ def main() -> None:
     for name, title, table in (
             ("backfill", "Backfill:", backfill.table), ("report", "Report latency:", report_latency.table),
             ("commands", "Commands without a daemon (embedded default):", commands.table),
+            ("mcp", "MCP session_stats:", mcp_stats.table),
             ("live", "Live latency:", live_latency.table), ("idle", "Idle cost:", idle_cost.table),
             ("soak", "Soak:", soak.table)):
         if name in results:

@@ -40,69 +40,49 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     """`away_after_s`: a human gap longer than this is `away` (decided here, at read time);
     `prices`: the table the estimated costs use (default: the one shipped)."""
     prices = prices or pricing.shipped()
-    args = {"session": session, "away_us": int(away_after_s * 1_000_000)}
+    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": None}
     with conn.cursor(row_factory=dict_row) as cur:
         files = one(cur.execute(q("session_files"), args))
-        by_bucket = {row["bucket"]: row for row in cur.execute(q("session_tokens"), args)}
-        model_rows = cur.execute(q("session_tokens_by_model"), args).fetchall()
-        times = one(cur.execute(q("session_times"), args))
-        away_us = one(cur.execute(q("session_away"), args))["away_us"]
-        tool_calls = one(cur.execute(q("session_tool_calls"), args))["tool_calls"]
+        summary = _summary(cur, args, prices)
         subagent_rows = cur.execute(q("session_subagents"), args).fetchall()
         user_row = cur.execute(q("user_session"), args).fetchone()
         phase_rows = cur.execute(q("session_phases"), args).fetchall()
         figures = {row["id"]: row for row in cur.execute(q("phase_figures"), args)} if phase_rows else {}
-        by_agent = {row["agent"]: _calls_by_signal(row) for row in cur.execute(q("session_tool_use"), args)}
+        by_agent = summary.pop("by_agent")
         tools = [_tool(row) for row in cur.execute(q("session_tools"), args)]
         wasted = sorted({signal for calls in by_agent.values() for signal, n in calls.items() if n and signal})
         examples = cur.execute(q("session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
 
-    tokens = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS}
-              for b in BUCKETS[:-1]}
-    tokens["total"] = {f: sum(tokens[b][f] for b in BUCKETS[:-1]) for f in TOKEN_FIELDS}
-    started = times["first_ts"] or times["first_request_ts"]
-    ended = times["last_ts"] or times["last_request_ts"]
-    wall_us = (times["last_ts"] - times["first_ts"]) // timedelta(microseconds=1) if times["first_ts"] else 0
+    times = summary.pop("times")
+    tokens = summary["tokens"]
     phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
-    tokens_by_model, cost = pricing.by_model(model_rows, prices)
     subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}))
                  for row in subagent_rows]
-    session_calls: dict[str, int] = {}
-    for calls in by_agent.values():
-        for signal, n in calls.items():
-            session_calls[signal] = session_calls.get(signal, 0) + n
-    tool_use = tool_use_figures(session_calls)
+    tool_use = summary["tool_use"]
     total_output = tokens["total"]["output"]
     return {
         "session": {
             "uuid": session,
             "project_slug": files["project_slug"],
             "description": user_row["description"] if user_row else None,
-            "started_at": _iso(started),
-            "ended_at": _iso(ended),
+            "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
+            "ended_at": _iso(times["last_ts"] or times["last_request_ts"]),
             "transcripts": files["transcripts"],
             "transcripts_deleted": files["transcripts_deleted"],
             "bad_lines": int(files["bad_lines"]),
         },
         "summary": {
-            "wall_s": _seconds(wall_us),
-            "claude_s": _seconds(times["claude_us"]),
-            "tool_s": _seconds(times["tool_us"]),
-            "human_s": _seconds(times["human_us"] - away_us),
-            "away_s": _seconds(away_us),
+            **{k: summary[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")},
             "away_after_s": away_after_s,
-            "requests": sum(row["requests"] for row in by_bucket.values()),
+            "requests": summary["requests"],
             "compactions": int(files["compactions"]),
-            "tool_calls": tool_calls,
+            "tool_calls": summary["tool_calls"],
             "tool_result_bytes": int(times["tool_result_bytes"]),
             "tool_result_tokens_est": int(times["tool_result_bytes"]) // 4,
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
             "phases": len(phases),
-            "tokens": tokens,
-            "tokens_by_model": tokens_by_model,
-            "cost": cost,
-            "tool_use": tool_use,
+            **{k: summary[k] for k in ("tokens", "tokens_by_model", "cost", "tool_use")},
             "tool_use_by_agent": {agent: tool_use_figures(calls) for agent, calls in sorted(by_agent.items())},
         },
         "prices": {"date": prices.date, "source": prices.source, "override": prices.override},
@@ -114,6 +94,57 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         "subagents": subagents,
         "lessons": [p["lessons_learned"] for p in phases if p["lessons_learned"]],
     }
+
+
+def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
+    """The session's totals: tokens by bucket and model, cost, the four times, requests, tool use."""
+    by_bucket = {row["bucket"]: row for row in cur.execute(q("session_tokens"), args)}
+    model_rows = cur.execute(q("session_tokens_by_model"), args).fetchall()
+    times = one(cur.execute(q("session_times"), args))
+    away_us = one(cur.execute(q("session_away"), args))["away_us"]
+    tool_calls = one(cur.execute(q("session_tool_calls"), args))["tool_calls"]
+    by_agent = {row["agent"]: _calls_by_signal(row) for row in cur.execute(q("session_tool_use"), args)}
+    tokens = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS}
+              for b in BUCKETS[:-1]}
+    tokens["total"] = {f: sum(tokens[b][f] for b in BUCKETS[:-1]) for f in TOKEN_FIELDS}
+    wall_us = (times["last_ts"] - times["first_ts"]) // timedelta(microseconds=1) if times["first_ts"] else 0
+    tokens_by_model, cost = pricing.by_model(model_rows, prices)
+    session_calls: dict[str, int] = {}
+    for calls in by_agent.values():
+        for signal, n in calls.items():
+            session_calls[signal] = session_calls.get(signal, 0) + n
+    return {
+        "times": times, "by_agent": by_agent,
+        "wall_s": _seconds(wall_us),
+        "claude_s": _seconds(times["claude_us"]),
+        "tool_s": _seconds(times["tool_us"]),
+        "human_s": _seconds(times["human_us"] - away_us),
+        "away_s": _seconds(away_us),
+        "requests": sum(row["requests"] for row in by_bucket.values()),
+        "tool_calls": tool_calls,
+        "tokens": tokens, "tokens_by_model": tokens_by_model, "cost": cost,
+        "tool_use": tool_use_figures(session_calls),
+    }
+
+
+def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
+          prices: pricing.Prices | None = None) -> dict:
+    """The figures of a look mid-session (`retrod mcp`'s session_stats), the same as `build`'s:
+    the summary's totals, the number of phases and the open phase's figures so far (its window
+    up to now), without the per-tool, subagent, waste-example and closed-phase queries."""
+    prices = prices or pricing.shipped()
+    with conn.cursor(row_factory=dict_row) as cur:
+        phase_rows = cur.execute(q("session_phases"), {"session": session}).fetchall()
+        open_row = next((row for row in phase_rows if row["ended_at"] is None), None)
+        args = {"session": session, "away_us": int(away_after_s * 1_000_000),
+                "phase": open_row["id"] if open_row else None}
+        summary = _summary(cur, args, prices)
+        fig = one(cur.execute(q("phase_figures"), args)) if open_row else None
+    times = summary.pop("times")
+    del summary["by_agent"]
+    return {**summary, "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
+            "ended_at": _iso(times["last_ts"] or times["last_request_ts"]), "phases": len(phase_rows),
+            "open_phase": _phase(open_row, fig, prices) if open_row and fig else None}
 
 
 def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:

@@ -13,7 +13,7 @@ from ..settings import Settings
 from .migrate import migrate
 
 
-def _configure(conn: psycopg.Connection) -> None:
+def configure(conn: psycopg.Connection) -> None:
     # Safe here: each file's rows and offset commit together, so a commit lost in a server
     # crash only means that batch is read again.
     conn.execute("SET synchronous_commit = off")
@@ -43,7 +43,7 @@ def open_pool(settings: Settings, *, owner: bool = False, max_size: int = 4) -> 
 def _pool(url: str, max_size: int) -> Iterator[ConnectionPool]:
     with psycopg.connect(url, autocommit=True) as conn:
         migrate(conn)
-    pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=_configure, open=False)
+    pool = ConnectionPool(url, min_size=1, max_size=max_size, configure=configure, open=False)
     pool.open(wait=True, timeout=30)
     try:
         yield pool

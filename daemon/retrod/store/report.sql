@@ -121,7 +121,8 @@ ORDER BY p.started_at, p.id;
 -- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
 -- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
 -- human_us counts every human gap; away_us is the part of it that is away (see session_away).
--- by_model: the window's tokens by model, the same way, as a JSON array.
+-- by_model: the window's tokens by model, the same way, as a JSON array. `phase`: one phase's
+-- id only (the MCP server's open phase), or null for every phase of the session.
 -- name: phase_figures
 WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a window
     SELECT coalesce(max((state ->> 'max_gap_us')::bigint), 0) * interval '1 microsecond' AS gap
@@ -135,7 +136,7 @@ WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a wind
                retrod.minute_of(ph.started_at + interval '1 minute' - interval '1 microsecond') AS whole_from,
                retrod.minute_of(coalesce(ph.ended_at, now())) AS whole_to
         FROM public.cc_session_phases ph JOIN public.cc_sessions u ON u.id = ph.session_id
-        WHERE u.session_uuid = %(session)s
+        WHERE u.session_uuid = %(session)s AND (%(phase)s::bigint IS NULL OR ph.id = %(phase)s::bigint)
     ) w
 )
 SELECT p.id, g.*, a.*, m.*, c.*

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import msgspec
 import psycopg
@@ -72,8 +74,14 @@ DEADLOCK_RETRIES = 2
 OUTAGE = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
 
 
+class Connections(Protocol):
+    """Where the store gets a connection: a pool (the daemon, the commands) or the MCP server's one."""
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
+
+
 class Store:
-    def __init__(self, pool: ConnectionPool, host_id: str) -> None:
+    def __init__(self, pool: ConnectionPool | Connections, host_id: str) -> None:
         self.pool = pool
         self.host_id = host_id
 

@@ -1,0 +1,269 @@
+"""`retrod mcp`: a stdio MCP server that speaks retrod's own verbs, so that Claude tracks its own
+session, logs phases and reads its figures mid-session without a shell command per step.
+
+Every tool does what the command of the same purpose does, through the same functions: the
+session is resolved by resolve.py (the server is started by Claude Code, so the rule of the
+Claude Code process above applies), phases are written by tracking.py, figures come from
+report/model.py and the retrospective is produced and saved by report/retrospective.py, each
+after the session's files are brought up to date (Ingester.refresh), as `retrod report` does.
+
+The MCP SDK is an optional extra (`pip install 'retrod[mcp]'`): this module imports it only in
+`serve`, and nothing else in retrod imports this module but the `mcp` command.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import structlog
+from psycopg.pq import TransactionStatus
+
+from . import resolve, tracking
+from .ingest import Ingester
+from .report import model, retrospective
+from .report.prices import PricesError
+from .report.prices import load as load_prices
+from .service.cluster import ClusterError
+from .settings import Settings
+from .store.db import cluster_for, configure
+from .store.migrate import migrate
+from .store.store import Store
+
+log = structlog.get_logger(__name__)
+
+INSTALL_HINT = "`retrod mcp` needs the MCP SDK, an optional extra: pip install 'retrod[mcp]'"
+CONNECT_TIMEOUT_S = 5
+
+
+def sdk_installed() -> bool:
+    try:
+        import mcp.server.mcpserver  # noqa: F401 - only whether it imports
+    except ImportError:
+        return False
+    return True
+
+
+class OneConnection:
+    """The server's one database connection: opened when first needed, and opened again on the
+    next call after the database went away (the call that met the outage fails, the next works).
+    To the store it is a pool of one."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: psycopg.Connection | None = None
+        self._migrated = False
+        self._lock = threading.RLock()  # tool calls run on worker threads, the ingester commits on its own
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """As a pool's: the block's transaction is committed when it ends, rolled back when it fails."""
+        with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed:
+                conn = self._conn = self._open()
+            try:
+                yield conn
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.commit()
+            except BaseException:
+                try:
+                    if not conn.broken:
+                        conn.rollback()
+                except psycopg.Error:
+                    pass
+                raise
+            finally:
+                if conn.broken or conn.closed:
+                    conn.close()
+                    self._conn = None
+
+    def _open(self) -> psycopg.Connection[Any]:
+        if not self._migrated:  # once per server: a database that was away when it started is migrated later
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+                migrate(conn)
+            self._migrated = True
+        conn = psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S)
+        configure(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts is not None else None
+
+
+def _rule(found: resolve.Resolved) -> str:
+    return "the session argument" if found.explicit else found.rule
+
+
+def _phase_row(number: int, row: dict) -> dict:
+    return {"number": number, "task": row["task"], "phase": row["phase"], "verdict": row["verdict"],
+            "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]),
+            "actions_summary": row["actions_summary"], "subagents": row["subagents"],
+            "useful_info": row["useful_info"], "lessons_learned": row["lessons_learned"], "notes": row["notes"]}
+
+
+Result = tuple[dict[str, Any], str]  # (structured content, the short text beside it)
+
+
+class Tools:
+    """What each tool does, without the protocol: (structured content, short text), or an
+    exception that `serve` turns into a tool error of one sentence."""
+
+    def __init__(self, settings: Settings, db: OneConnection) -> None:
+        self.settings = settings
+        self.db = db
+
+    def _resolve(self, conn: psycopg.Connection, given: str | None) -> resolve.Resolved:
+        return resolve.resolve(given, roots=self.settings.projects_roots(),
+                               known=lambda prefix: model.known_sessions(conn, prefix))
+
+    def _refresh(self, session: str) -> None:
+        """The session's files read up to now, as `retrod report` does first (a team's reader
+        writes nothing: it reads what the members' daemons wrote)."""
+        with self.db.connection() as conn:
+            writable = tracking.may_write(conn)
+        if writable:
+            Ingester(Store(self.db, self.settings.host_id), self.settings.projects_roots(),
+                     self.settings.batch_bytes).refresh(session)
+
+    def start_tracking(self, description: str, session: str | None) -> Result:
+        with self.db.connection() as conn:
+            found = self._resolve(conn, session)
+            row = tracking.track_start(conn, found.uuid, description)
+        return ({"session": found.uuid, "found_by": _rule(found), "description": row["description"]},
+                f"tracking session {found.uuid}: {row['description']} (session found by {_rule(found)})")
+
+    def start_phase(self, task: str, phase: str, session: str | None) -> Result:
+        with self.db.connection() as conn:
+            found = self._resolve(conn, session)
+            row = tracking.phase_start(conn, found.uuid, task, phase)
+        started = _iso(row["started_at"])
+        return ({"session": found.uuid, "found_by": _rule(found), "task": task, "phase": phase,
+                 "started_at": started, "warnings": row["warnings"]},
+                f"phase {task!r} / {phase!r} started at {started}" + "".join(f"; {w}" for w in row["warnings"]))
+
+    def end_phase(self, verdict: str, notes: tracking.PhaseNotes, session: str | None) -> Result:
+        with self.db.connection() as conn:
+            found = self._resolve(conn, session)
+            row = tracking.phase_end(conn, found.uuid, verdict, notes)
+        return ({"session": found.uuid, "found_by": _rule(found), "verdict": verdict,
+                 "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"])},
+                f"phase ended at {_iso(row['ended_at'])}: {verdict}")
+
+    def log_phase(self, task: str, phase: str, started_at: str, ended_at: str, verdict: str,
+                  notes: tracking.PhaseNotes, session: str | None) -> Result:
+        start, end = tracking.parse_time(started_at), tracking.parse_time(ended_at)
+        with self.db.connection() as conn:
+            found = self._resolve(conn, session)
+            row = tracking.phase_log(conn, found.uuid, task, phase, start, end, verdict, notes)
+        return ({"session": found.uuid, "found_by": _rule(found), "task": task, "phase": phase,
+                 "started_at": _iso(start), "ended_at": _iso(end), "verdict": verdict, "warnings": row["warnings"]},
+                f"phase {task!r} / {phase!r} logged, {_iso(start)} → {_iso(end)}: {verdict}"
+                + "".join(f"; {w}" for w in row["warnings"]))
+
+    def list_phases(self, session: str | None) -> Result:
+        with self.db.connection() as conn:
+            found = self._resolve(conn, session)
+            rows = tracking.list_phases(conn, found.uuid)
+        phases = [_phase_row(n, row) for n, row in enumerate(rows, 1)]
+        lines = [f"{p['number']}. {p['started_at']} → {p['ended_at'] or 'open'}  {p['verdict']}  "
+                 f"{p['task']} / {p['phase']}" for p in phases]
+        return ({"session": found.uuid, "found_by": _rule(found), "phases": phases},
+                "\n".join(lines) or f"no phases logged for {found.uuid}")
+
+    def session_stats(self, session: str | None) -> Result:
+        """The report's own figures (model.stats: the queries `retrod report` runs for them)."""
+        with self.db.connection() as conn:
+            found = self._resolve(conn, session)
+        self._refresh(found.uuid)
+        with self.db.connection() as conn:
+            figures = model.stats(conn, found.uuid, self.settings.away_after_s, load_prices(self.settings.prices))
+        open_phase = figures["open_phase"]
+        stats = {"session": found.uuid, "found_by": _rule(found), **figures,
+                 "open_phase": open_phase and {k: open_phase[k] for k in (
+                     "task", "phase", "started_at", "tokens", "requests", "claude_s", "tool_s", "human_s", "away_s",
+                     "tool_use", "cost")}}
+        efficiency = figures["tool_use"]["efficiency"]
+        text = (f"session {found.uuid}: {figures['tokens']['total']['output']:,} output tokens,"
+                f" {figures['requests']} requests, wall clock {figures['wall_s']:.0f} s"
+                f" (Claude {figures['claude_s']:.0f}, tool {figures['tool_s']:.0f}, human {figures['human_s']:.0f},"
+                f" away {figures['away_s']:.0f}), tool-use efficiency"
+                f" {'n/a' if efficiency is None else f'{efficiency:.0%}'}")
+        if open_phase:
+            text += (f"; open phase {open_phase['task']!r} / {open_phase['phase']!r} so far:"
+                     f" {open_phase['tokens']['output']:,} output tokens, {open_phase['requests']} requests")
+        return stats, text
+
+    def retrospective(self, session: str | None, close: bool) -> Result:
+        prices = load_prices(self.settings.prices)  # a bad price file is refused before any work
+        with self.db.connection() as conn:
+            found = self._resolve(conn, session)
+        self._refresh(found.uuid)
+        with self.db.connection() as conn:
+            report, text = retrospective.produce(conn, found.uuid, close=close,
+                                                 reports_dir=self.settings.reports_dir.absolute(),
+                                                 away_after_s=self.settings.away_after_s, prices=prices)
+        return ({"session": found.uuid, "found_by": _rule(found), "saved_to": report.get("saved_to"),
+                 "markdown": text}, text)
+
+    def sessions(self, project: str | None, limit: int) -> Result:
+        with self.db.connection() as conn:
+            rows = tracking.recent_sessions(conn, project=project, since=None, limit=limit)
+        listed = [{**row, "started_at": _iso(row["started_at"])} for row in rows]
+        lines = [f"{r['uuid']}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens  {r['requests']} requests"
+                 f"  {r['project_slug']}" + (f"  {r['description']}" if r["description"] else "") for r in listed]
+        return {"sessions": listed}, "\n".join(lines) or "no sessions" + (" match" if project else " yet")
+
+
+# The commands' errors name their own flags; a tool's name the tool's inputs.
+_IN_TOOL_TERMS = (("`retrod phase start --task T --phase P`", "start_phase"),
+                  ("`retrod phase end --verdict VERDICT`", "end_phase"),
+                  ("pass --session UUID", "pass `session`"), ("pass --session to choose", "pass `session` to choose"),
+                  ("--description", "description"), ("--task", "task"), ("--phase", "phase"),
+                  ("--actions", "actions_summary"), ("--lessons", "lessons_learned"), ("--useful-info", "useful_info"),
+                  ("--subagents", "subagents"), ("--notes", "notes"))
+
+
+def one_sentence(exc: BaseException) -> str:
+    """A tool error's text: one line, never a traceback."""
+    message = " ".join(str(exc).split())
+    for command_words, tool_words in _IN_TOOL_TERMS:
+        message = message.replace(command_words, tool_words)
+    if isinstance(exc, psycopg.OperationalError):
+        return (f"the database is not reachable ({message or type(exc).__name__}); "
+                "this call did nothing, try again once it is back")
+    if isinstance(exc, (tracking.TrackingError, resolve.SessionError, retrospective.OutputError)):
+        return message
+    if isinstance(exc, PricesError):
+        return f"configuration: {message}"
+    if isinstance(exc, (psycopg.Error, ClusterError, OSError, RuntimeError)):
+        return message or type(exc).__name__
+    return f"internal error ({type(exc).__name__}): {message}"
+
+
+def serve(settings: Settings) -> int:
+    """Run the server on stdin/stdout until the client closes them."""
+    from . import mcp_tools  # the SDK: only now
+
+    with ExitStack() as stack:
+        if settings.database_url is not None:
+            url = settings.database_url
+        else:  # the private cluster, kept running while the server runs (as by any user of it)
+            cluster = cluster_for(settings)
+            stack.enter_context(cluster.in_use())
+            url = cluster.url()
+        db = OneConnection(url)
+        stack.callback(db.close)
+        mcp_tools.server(Tools(settings, db), one_sentence).run("stdio")
+    return 0

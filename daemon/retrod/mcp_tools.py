@@ -1,0 +1,248 @@
+"""The MCP side of `retrod mcp`: each tool's typed, documented inputs and outputs, registered on
+the SDK's MCPServer. The work is mcp_server.Tools'; this module imports the SDK (the `mcp` extra)
+and is imported only by mcp_server.serve."""
+
+# No `from __future__ import annotations`: the SDK reads the tools' annotations to make their schemas.
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import structlog
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from . import tracking
+from .mcp_server import Result, Tools
+from .verdicts import VERDICTS
+
+log = structlog.get_logger(__name__)
+
+# -- inputs ----------------------------------------------------------------------------------
+
+Session = Annotated[str | None, Field(description=(
+    "A session uuid or a unique prefix of one. Default: the session this server runs in, found as"
+    " the `retrod` command finds it (CLAUDE_CODE_SESSION_ID, else the Claude Code process that started"
+    " this server, else the newest transcript of the working folder's project); `found_by` says which"))]
+Verdict = Annotated[str, Field(description=f"The phase's outcome, one of: {', '.join(VERDICTS)}",
+                               json_schema_extra={"enum": list(VERDICTS)})]
+Task = Annotated[str, Field(description="The task the phase belongs to, e.g. 'flaky test'")]
+Phase = Annotated[str, Field(description="The phase of that task, e.g. 'investigate'")]
+Time = Annotated[str, Field(description="ISO 8601, e.g. 2026-11-29T14:05:00+01:00; without an offset: the"
+                                        " server's local time")]
+Actions = Annotated[str | None, Field(description="What was done, one line")]
+Subagents = Annotated[str | None, Field(description="Subagents used")]
+UsefulInfo = Annotated[str | None, Field(description="Facts worth keeping")]
+Lessons = Annotated[str | None, Field(description="What to do differently next time")]
+Notes = Annotated[str | None, Field(description="Anything else")]
+
+# -- outputs ---------------------------------------------------------------------------------
+
+
+class Found(BaseModel):
+    session: str = Field(description="The session's uuid")
+    found_by: str = Field(description="How the session was found: 'the session argument', or the rule that found it")
+
+
+class Tracked(Found):
+    description: str | None = Field(description="What the session is for (names the saved report)")
+
+
+class PhaseStarted(Found):
+    task: str
+    phase: str
+    started_at: str = Field(description="ISO 8601, UTC")
+    warnings: list[str] = Field(description="Accepted, but worth a word: e.g. a phase before the session's first line")
+
+
+class PhaseEnded(Found):
+    verdict: str
+    started_at: str = Field(description="ISO 8601, UTC")
+    ended_at: str = Field(description="ISO 8601, UTC")
+
+
+class PhaseLogged(PhaseStarted):
+    ended_at: str = Field(description="ISO 8601, UTC")
+    verdict: str
+
+
+class PhaseRow(BaseModel):
+    number: int = Field(description="1 for the first phase of the session, in start order")
+    task: str
+    phase: str
+    verdict: str = Field(description="'pending' while the phase is open")
+    started_at: str
+    ended_at: str | None = Field(description="null while the phase is open")
+    actions_summary: str | None
+    subagents: str | None
+    useful_info: str | None
+    lessons_learned: str | None
+    notes: str | None
+
+
+class Phases(Found):
+    phases: list[PhaseRow]
+
+
+class Tokens(BaseModel):
+    input: int
+    output: int
+    cache_read: int
+    cache_create: int
+
+
+class ToolUse(BaseModel):
+    calls: int = Field(description="Tool calls counted")
+    productive: int = Field(description="Calls no waste signal applies to")
+    efficiency: float | None = Field(description="productive / calls; null without calls")
+    signals: dict[str, int] = Field(description="Calls by waste signal")
+
+
+class Cost(BaseModel):
+    usd: float | None = Field(description="Estimated at API list prices; null when nothing could be priced")
+    prices_date: str | None
+    unknown_models: list[str] = Field(description="Models with tokens the price table lacks (left out of usd)")
+    complete: bool
+
+
+class OpenPhase(BaseModel):
+    """The open phase's figures so far: its window [started_at, now)."""
+
+    task: str
+    phase: str
+    started_at: str
+    tokens: Tokens
+    requests: int
+    claude_s: float
+    tool_s: float
+    human_s: float
+    away_s: float
+    tool_use: ToolUse
+    cost: Cost
+
+
+class Stats(Found):
+    started_at: str | None
+    ended_at: str | None = Field(description="The session's last line so far")
+    tokens: dict[str, Tokens] = Field(description="By bucket: main, subagents, compaction, total")
+    tokens_by_model: list[dict[str, Any]] = Field(description=(
+        "By model, as the report's summary.tokens_by_model (tokens, requests, cost_usd)"))
+    wall_s: float
+    claude_s: float
+    tool_s: float
+    human_s: float
+    away_s: float = Field(description="Human gaps longer than RETROD_AWAY_AFTER_S")
+    requests: int
+    tool_calls: int
+    tool_use: ToolUse
+    cost: Cost
+    phases: int = Field(description="Phases logged")
+    open_phase: OpenPhase | None = Field(description="The open phase's figures so far; null when none is open")
+
+
+class Retrospective(Found):
+    saved_to: str | None = Field(description="Where the Markdown was saved (RETROD_REPORTS_DIR)")
+    markdown: str
+
+
+class SessionRow(BaseModel):
+    uuid: str
+    project_slug: str | None
+    started_at: str | None = Field(description="null: undated (only subagent transcripts)")
+    wall_s: float
+    total_tokens: int
+    requests: int
+    tool_calls: int
+    efficiency: float | None
+    tracked: bool
+    description: str | None
+    phases: int
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionRow] = Field(description="Newest first")
+
+
+# -- the server ------------------------------------------------------------------------------
+
+INSTRUCTIONS = (
+    "retrod measures where this Claude Code session's tokens and time go. Track the session"
+    " (start_tracking), log each phase of work with an honest verdict as it ends (start_phase,"
+    " end_phase; log_phase for one already over), look at the figures so far (session_stats), and"
+    " at the end present the retrospective (retrospective with close=true).")
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+
+def server(tools: Tools, one_sentence: Callable[[BaseException], str]) -> MCPServer:
+    app: MCPServer = MCPServer("retrod", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def answer(work: Callable[[], Result]) -> CallToolResult:
+        try:
+            structured, text = work()
+        except Exception as exc:  # noqa: BLE001 - every failure is a tool error of one sentence, never a crash
+            message = one_sentence(exc)
+            log.warning("tool call failed", error=message)
+            raise ToolError(message) from None
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+    @app.tool(annotations=WRITES)
+    def start_tracking(description: Annotated[str, Field(description=(
+                           "What the session is for, one line (names the saved report)"))],
+                       session: Session = None) -> Annotated[CallToolResult, Tracked]:
+        """Start tracking the session (or describe it again): its row in cc_sessions."""
+        return answer(lambda: tools.start_tracking(description, session))
+
+    @app.tool(annotations=WRITES)
+    def start_phase(task: Task, phase: Phase, session: Session = None) -> Annotated[CallToolResult, PhaseStarted]:
+        """Open a phase now. One phase is open at a time, and phases never overlap: end the open one first."""
+        return answer(lambda: tools.start_phase(task, phase, session))
+
+    @app.tool(annotations=WRITES)
+    def end_phase(verdict: Verdict, actions_summary: Actions = None, subagents: Subagents = None,
+                  useful_info: UsefulInfo = None, lessons_learned: Lessons = None, notes: Notes = None,
+                  session: Session = None) -> Annotated[CallToolResult, PhaseEnded]:
+        """End the open phase now, with its verdict (prefer the harsher one when in doubt) and what was learned."""
+        phase_notes = tracking.PhaseNotes(actions_summary, subagents, useful_info, lessons_learned, notes)
+        return answer(lambda: tools.end_phase(verdict, phase_notes, session))
+
+    @app.tool(annotations=WRITES)
+    def log_phase(task: Task, phase: Phase, started_at: Time, ended_at: Time, verdict: Verdict,
+                  actions_summary: Actions = None, subagents: Subagents = None, useful_info: UsefulInfo = None,
+                  lessons_learned: Lessons = None, notes: Notes = None,
+                  session: Session = None) -> Annotated[CallToolResult, PhaseLogged]:
+        """Log a whole phase that is over, with its times. Refused if it overlaps another phase of the session."""
+        phase_notes = tracking.PhaseNotes(actions_summary, subagents, useful_info, lessons_learned, notes)
+        return answer(lambda: tools.log_phase(task, phase, started_at, ended_at, verdict, phase_notes, session))
+
+    @app.tool(annotations=READ_ONLY)
+    def list_phases(session: Session = None) -> Annotated[CallToolResult, Phases]:
+        """The session's phases, numbered in start order (times in UTC)."""
+        return answer(lambda: tools.list_phases(session))
+
+    @app.tool(annotations=READ_ONLY)
+    def session_stats(session: Session = None) -> Annotated[CallToolResult, Stats]:
+        """The session's figures so far, fresh (its transcripts are read up to now first): tokens by bucket,
+        Claude / tool / human / away time, requests, tool-use efficiency, estimated cost, and the open
+        phase's figures so far. The same figures as `retrod report`."""
+        return answer(lambda: tools.session_stats(session))
+
+    @app.tool(annotations=WRITES)
+    def retrospective(session: Session = None,
+                      close: Annotated[bool, Field(description=(
+                          "End open phases (keeping their verdict 'pending') and the session now"))] = False,
+                      ) -> Annotated[CallToolResult, Retrospective]:
+        """The session's retrospective in Markdown, saved as `retrod report` saves it; it also fills the
+        session's totals into cc_sessions."""
+        return answer(lambda: tools.retrospective(session, close))
+
+    @app.tool(annotations=READ_ONLY)
+    def sessions(project: Annotated[str | None, Field(description=(
+                     "A project folder's path, or part of its Claude Code folder name"))] = None,
+                 limit: Annotated[int, Field(ge=1, description="At most this many")] = 20,
+                 ) -> Annotated[CallToolResult, SessionList]:
+        """Recent sessions across projects, newest first, with their totals."""
+        return answer(lambda: tools.sessions(project, limit))
+
+    return app

@@ -1,0 +1,301 @@
+"""`retrod mcp`, started as a subprocess and driven over stdio by the MCP SDK's own client: the
+tool list and its schemas, every tool, every error, a whole session whose figures equal
+`retrod report --format json`, a database that goes away under the server, and the install."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from conftest import throwaway_cluster
+from helpers import HOST
+from retrod.verdicts import VERDICTS
+
+SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
+GHOST = "99999999-9999-4999-8999-999999999999"
+TOOLS = {"start_tracking", "start_phase", "end_phase", "log_phase", "list_phases", "session_stats",
+         "retrospective", "sessions"}
+
+
+@pytest.fixture
+def env(tmp_path: Path, projects: Path, db_url: str) -> dict[str, str]:
+    """What Claude Code would start the server with: no daemon, nothing of the test's own RETROD_*."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("RETROD_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR"))}
+    return {**base, "RETROD_DATABASE_URL": db_url, "RETROD_PROJECTS_DIR": str(projects),
+            "RETROD_DATA_DIR": str(tmp_path / "data"), "RETROD_REPORTS_DIR": str(tmp_path / "reports"),
+            "RETROD_HOST_ID": HOST, "HOME": str(tmp_path / "home"), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+
+
+@asynccontextmanager
+async def server(env: dict[str, str], errlog: Path, cwd: Path | None = None) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "retrod", "mcp"], env=env,
+                                   cwd=str(cwd or errlog.parent))
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def call(client: ClientSession, tool: str, /, **arguments: Any) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.content and result.content[0].text.strip()  # the short text beside the structured content
+    return result.structured_content or {}
+
+
+async def error(client: ClientSession, tool: str, /, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error and result.structured_content is None, result
+    text = result.content[0].text
+    assert "\n" not in text and "Traceback" not in text, text
+    return text
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "retrod", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def claude_code_above(env: dict[str, str], session: str) -> None:
+    """The session file Claude Code keeps for itself: here this test process is the Claude Code
+    that starts the server (its parent), so the ancestor-process rule finds `session`."""
+    folder = Path(env["CLAUDE_CONFIG_DIR"]) / "sessions"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{os.getpid()}.json").write_text(json.dumps(
+        {"pid": os.getpid(), "sessionId": session, "cwd": "/", "startedAt": int(time.time() * 1000)}))
+
+
+def append_requests(projects: Path, session: str, start: datetime, outputs: list[int]) -> None:
+    """New lines in the session's transcript, as Claude Code writes them while the phase runs."""
+    path = next(projects.glob(f"*/{session}.jsonl"))
+    with path.open("a") as f:
+        for n, output in enumerate(outputs):
+            ts = (start + timedelta(milliseconds=n + 1)).isoformat().replace("+00:00", "Z")
+            f.write(json.dumps({"type": "assistant", "sessionId": session, "timestamp": ts, "uuid": f"mcp-{n}",
+                                "message": {"id": f"msg-mcp-test-{n}", "role": "assistant", "model": "claude-opus-4-6",
+                                            "content": [{"type": "text", "text": "ok"}],
+                                            "usage": {"input_tokens": 7, "output_tokens": output}}}) + "\n")
+
+
+def test_the_tools_and_their_schemas(env: dict[str, str], tmp_path: Path) -> None:
+    async def run() -> None:
+        async with server(env, tmp_path / "server.log") as session:
+            listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert set(listed) == TOOLS
+            for tool in listed.values():
+                assert tool.description and tool.output_schema and tool.output_schema.get("properties"), tool.name
+                for name, prop in tool.input_schema["properties"].items():
+                    assert prop.get("description"), (tool.name, name)
+            required = {name: set(tool.input_schema.get("required", [])) for name, tool in listed.items()}
+            assert required["start_tracking"] == {"description"}
+            assert required["log_phase"] == {"task", "phase", "started_at", "ended_at", "verdict"}
+            assert required["end_phase"] == {"verdict"}
+            assert required["session_stats"] == required["list_phases"] == required["sessions"] == set()
+            assert listed["end_phase"].input_schema["properties"]["verdict"]["enum"] == list(VERDICTS)
+            for name in TOOLS - {"sessions"}:
+                assert "session" in listed[name].input_schema["properties"], name
+            stats = listed["session_stats"].output_schema["properties"]
+            assert {"tokens", "claude_s", "tool_s", "human_s", "away_s", "requests", "tool_use", "open_phase",
+                    "found_by"} <= set(stats)
+            assert listed["list_phases"].annotations.read_only_hint
+            assert not listed["end_phase"].annotations.read_only_hint
+
+    anyio.run(run)
+
+
+def test_a_whole_session_over_mcp_has_the_figures_of_retrod_report(env: dict[str, str], projects: Path,
+                                                                    tmp_path: Path) -> None:
+    """Track, three phases, the open one's figures so far, the retrospective: the session found by
+    the Claude Code process above the server, as when Claude Code starts it."""
+    claude_code_above(env, SESSION)
+
+    async def run() -> tuple[dict, dict, dict, dict]:
+        async with server(env, tmp_path / "server.log", cwd=tmp_path) as session:
+            tracked = await call(session, "start_tracking", description="Hooks research")
+            assert tracked["session"] == SESSION
+            assert tracked["found_by"].startswith(f"Claude Code process {os.getpid()} ")
+            await call(session, "log_phase", task="hooks", phase="read the docs", started_at="2026-02-11T20:36:00Z",
+                       ended_at="2026-02-11T21:00:00Z", verdict="high_impact", lessons_learned="read first")
+            await call(session, "log_phase", task="hooks", phase="survey", started_at="2026-02-11T21:00:00+00:00",
+                       ended_at="2026-02-11T21:24:30+00:00", verdict="exploratory_useful")
+            before = await call(session, "session_stats")
+            started = await call(session, "start_phase", task="build", phase="implement")
+            append_requests(projects, SESSION, datetime.fromisoformat(started["started_at"]), [300, 45])
+            during = await call(session, "session_stats")
+            await call(session, "end_phase", verdict="avoidable_waste", actions_summary="rewrote it",
+                       lessons_learned="test first")
+            after = await call(session, "session_stats")
+            phases = await call(session, "list_phases")
+            retro = await call(session, "retrospective", close=True)
+            return before, during, after, {"phases": phases, "retro": retro}
+
+    before, during, after, rest = anyio.run(run)
+    # The open phase's figures so far are the lines written since it started, read fresh.
+    assert before["open_phase"] is None
+    opened = during["open_phase"]
+    assert (opened["task"], opened["phase"]) == ("build", "implement")
+    assert opened["requests"] == 2 and opened["tokens"]["output"] == 345 and opened["tokens"]["input"] == 14
+    assert during["tokens"]["total"]["output"] == before["tokens"]["total"]["output"] + 345
+    assert after["open_phase"] is None and after["phases"] == 3
+
+    report = json.loads(cli(env, "report", SESSION, "--format", "json", "--no-save").stdout)
+    summary = report["summary"]
+    for key in ("wall_s", "claude_s", "tool_s", "human_s", "away_s", "requests", "tool_calls", "tool_use", "cost",
+                "tokens", "phases"):
+        assert after[key] == summary[key], key
+    assert after["started_at"] == report["session"]["started_at"]
+    listed = rest["phases"]["phases"]
+    assert [(p["number"], p["task"], p["phase"], p["verdict"]) for p in listed] == [
+        (1, "hooks", "read the docs", "high_impact"), (2, "hooks", "survey", "exploratory_useful"),
+        (3, "build", "implement", "avoidable_waste")]
+    assert [(p["started_at"], p["ended_at"]) for p in listed] == [
+        (p["started_at"], p["ended_at"]) for p in report["phases"]]
+    assert listed[0]["lessons_learned"] == "read first" and listed[2]["actions_summary"] == "rewrote it"
+    # The retrospective: the command's Markdown, saved where the command saves it.
+    retro = rest["retro"]
+    saved = Path(retro["saved_to"])
+    assert saved.parent == tmp_path / "reports" and saved.name == "2026-02-11-hooks-research-258c7280.md"
+    assert saved.read_text() == retro["markdown"]
+    assert retro["markdown"] == cli(env, "report", SESSION, "--no-save").stdout
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
+def test_every_error_is_one_sentence_and_the_server_goes_on(env: dict[str, str], tmp_path: Path) -> None:
+    async def run() -> None:
+        async with server(env, tmp_path / "server.log", cwd=tmp_path) as session:
+            text = await error(session, "list_phases")  # no Claude Code above, no transcript here
+            assert "cannot tell which session this is" in text and "pass `session`" in text
+            assert "is ambiguous" in await error(session, "session_stats", session="25")
+            assert f"no transcript of session {GHOST}" in await error(session, "start_tracking",
+                                                                         description="x", session=GHOST)
+            assert "no session matches 'zz'" in await error(session, "retrospective", session="zz")
+            await call(session, "start_tracking", description="x", session=SESSION)
+            text = await error(session, "end_phase", verdict="great", session=SESSION)
+            assert f"unknown verdict 'great'; use one of: {', '.join(VERDICTS)}" in text
+            assert "no open phase to end; start one with start_phase" in await error(
+                session, "end_phase", verdict="high_impact", session=SESSION)
+            await call(session, "log_phase", task="t", phase="one", started_at="2026-02-11T20:40:00Z",
+                       ended_at="2026-02-11T21:00:00Z", verdict="small_impact", session=SESSION)
+            text = await error(session, "log_phase", task="t", phase="two", started_at="2026-02-11T20:50:00Z",
+                               ended_at="2026-02-11T21:10:00Z", verdict="small_impact", session=SESSION)
+            assert "overlaps phase 1 't' / 'one'" in text and "phases may not overlap" in text
+            assert "is not a time" in await error(session, "log_phase", task="t", phase="p", started_at="soon",
+                                                  ended_at="later", verdict="small_impact", session=SESSION)
+            assert "must end" in await error(session, "log_phase", task="t", phase="p",
+                                             started_at="2026-02-11T21:30:00Z", ended_at="2026-02-11T21:20:00Z",
+                                             verdict="small_impact", session=SESSION)
+            await call(session, "start_phase", task="t", phase="open", session=SESSION)
+            text = await error(session, "start_phase", task="t", phase="again", session=SESSION)
+            assert "is still open; end it first with end_phase" in text
+            assert "description is empty" in await error(session, "start_tracking", description=" ", session=SESSION)
+            result = await session.call_tool("sessions", {"limit": 0})  # the SDK checks the schema
+            assert result.is_error
+            # After all of that, the same server answers.
+            assert len((await call(session, "list_phases", session=SESSION))["phases"]) == 2
+        assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+    anyio.run(run)
+
+
+def test_the_server_outlives_its_database(tmp_path: Path, projects: Path, env: dict[str, str]) -> None:
+    """The database stops under the server: that call fails with a clear error, the next one
+    after it is back works, on the same server process."""
+    with throwaway_cluster("retrod-mcp-") as (cluster, _root):
+        cluster.create_database("retrod")
+        own = {**env, "RETROD_DATABASE_URL": cluster.url()}
+
+        async def run() -> None:
+            async with server(own, tmp_path / "server.log") as session:
+                assert (await call(session, "sessions"))["sessions"] == []  # nothing ingested yet
+                await call(session, "start_tracking", description="before", session=SESSION)
+                cluster.stop("fast")
+                text = await error(session, "list_phases", session=SESSION)
+                assert text.startswith("Error executing tool list_phases: the database is not reachable"), text
+                assert "try again once it is back" in text
+                assert "database is not reachable" in await error(session, "session_stats", session=SESSION)
+                cluster.ensure_running()
+                stats = await call(session, "session_stats", session=SESSION)
+                assert stats["requests"] > 0 and stats["found_by"] == "the session argument"
+
+        anyio.run(run)
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
+def test_sessions_lists_what_the_report_counts(env: dict[str, str], tmp_path: Path) -> None:
+    cli(env, "run", "--once")
+    cli(env, "track", "start", "--session", SESSION, "--description", "listed")
+
+    async def run() -> dict:
+        async with server(env, tmp_path / "server.log") as session:
+            return await call(session, "sessions", limit=50)
+
+    listed = {row["uuid"]: row for row in anyio.run(run)["sessions"]}
+    expected = json.loads(cli(env, "sessions", "--limit", "50", "--json").stdout)
+    assert [row["uuid"] for row in expected] == list(listed)
+    assert listed[SESSION]["description"] == "listed" and listed[SESSION]["tracked"]
+    report = json.loads(cli(env, "report", SESSION, "--format", "json", "--no-save").stdout)
+    assert listed[SESSION]["requests"] == report["summary"]["requests"]
+    assert listed[SESSION]["total_tokens"] == sum(report["summary"]["tokens"]["total"].values())
+
+
+def test_without_the_extra_one_line_says_how_to_install_it(env: dict[str, str], tmp_path: Path) -> None:
+    hidden = tmp_path / "no-sdk" / "mcp"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('the mcp extra is not installed')\n")
+    done = subprocess.run([sys.executable, "-m", "retrod", "mcp"], env={**env, "PYTHONPATH": str(hidden.parent)},
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("retrod: error: `retrod mcp` needs the MCP SDK, an optional extra:"
+                           " pip install 'retrod[mcp]'\n")
+
+
+def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[str, str], tmp_path: Path) -> None:
+    recorder = tmp_path / "bin" / "claude"
+    recorder.parent.mkdir()
+    recorder.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path / 'argv'}\n")
+    recorder.chmod(0o755)
+    path_without_claude = ":".join(p for p in env["PATH"].split(":") if not (Path(p) / "claude").exists())
+    base = {**env, "PATH": path_without_claude, "RETROD_DATABASE_URL": "postgresql://alice:secret@db.example/retrod"}
+    printed = cli(base, "skills", "install", "--dir", str(tmp_path / "skills")).stdout
+    retrod = shutil.which("retrod", path=str(Path(sys.executable).parent))
+    line = next(line.strip() for line in printed.splitlines() if line.strip().startswith("claude mcp add"))
+    assert line.startswith("claude mcp add --scope user ") and line.endswith(f"retrod -- {retrod} mcp")
+    assert "alice:***@db.example" in line and "secret" not in printed
+    assert not (tmp_path / "argv").exists()
+
+    refused = subprocess.run([sys.executable, "-m", "retrod", "skills", "install", "--dir", str(tmp_path / "skills"),
+                              "--mcp"], env=base, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "`claude` is not on PATH" in refused.stderr
+
+    cli({**base, "PATH": f"{recorder.parent}:{path_without_claude}"}, "skills", "install", "--dir",
+        str(tmp_path / "skills"), "--mcp")
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:4] == ["mcp", "add", "--scope", "user"] and argv[-3:] == ["--", retrod, "mcp"]
+    assert "--env=RETROD_DATABASE_URL=postgresql://alice:secret@db.example/retrod" in argv
+
+
+def test_the_skills_name_the_servers_tools() -> None:
+    """The skills use the MCP tools when the server is registered: every tool they name exists."""
+    from retrod import skills
+
+    text = "\n".join(skills.shipped("retrod").values())
+    named = {word for word in TOOLS if f"`{word}`" in text or f"mcp__retrod__{word}" in text}
+    assert named == TOOLS - {"sessions"} or named == TOOLS
+    assert "mcp__retrod__" in text
