@@ -266,6 +266,36 @@ def test_without_the_extra_one_line_says_how_to_install_it(env: dict[str, str], 
                            " pip install 'retrod[mcp]'\n")
 
 
+def test_on_the_embedded_default_the_server_starts_the_cluster_again_after_a_stop(env: dict[str, str],
+                                                                                 tmp_path: Path) -> None:
+    """Found in review: the daemon, the private cluster's owner, stops it on its way out even
+    while a server uses it; the server must start it again, not fail until another command does."""
+    import tempfile
+
+    from retrod.settings import Settings
+    from retrod.store.db import cluster_for
+
+    root = Path(tempfile.mkdtemp(prefix="retrod-mcp-", dir="/tmp"))  # short: a socket path is in it
+    os.chmod(root, 0o711)
+    embedded = {k: v for k, v in env.items() if k != "RETROD_DATABASE_URL"} | {"RETROD_DATA_DIR": str(root / "d")}
+    cluster = cluster_for(Settings(data_dir=root / "d"))
+    try:
+        async def run() -> None:
+            async with server(embedded, tmp_path / "server.log") as session:
+                assert (await call(session, "sessions"))["sessions"] == []
+                cluster.stop("fast")  # as the daemon leaving does
+                first = await session.call_tool("sessions", {})
+                if first.is_error:  # the call that meets the stop may fail, in one sentence ...
+                    assert "database is not reachable" in first.content[0].text
+                assert (await call(session, "sessions"))["sessions"] == []  # ... the next one works
+
+        anyio.run(run)
+    finally:
+        cluster.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
 def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[str, str], tmp_path: Path) -> None:
     recorder = tmp_path / "bin" / "claude"
     recorder.parent.mkdir()
@@ -289,6 +319,14 @@ def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[s
     argv = (tmp_path / "argv").read_text().splitlines()
     assert argv[:4] == ["mcp", "add", "--scope", "user"] and argv[-3:] == ["--", retrod, "mcp"]
     assert "--env=RETROD_DATABASE_URL=postgresql://alice:secret@db.example/retrod" in argv
+
+    # Found in review: a quoted keyword-form password slipped past the mask once the line was
+    # quoted for the shell; a relative folder would be read in each project's folder.
+    keyword = {**base, "RETROD_DATABASE_URL": "host=db user=alice password='s3 cret'", "RETROD_REPORTS_DIR": "rel"}
+    printed = cli(keyword, "skills", "install", "--dir", str(tmp_path / "skills")).stdout
+    assert "s3" not in printed and "password=***" in printed
+    line = next(line.strip() for line in printed.splitlines() if line.strip().startswith("claude mcp add"))
+    assert f"--env=RETROD_REPORTS_DIR={Path.cwd() / 'rel'}" in line  # cli() runs in the tests' folder
 
 
 def test_the_skills_name_the_servers_tools() -> None:

@@ -14,7 +14,7 @@ The MCP SDK is an optional extra (`pip install 'retrod[mcp]'`): this module impo
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any
@@ -53,8 +53,10 @@ class OneConnection:
     next call after the database went away (the call that met the outage fails, the next works).
     To the store it is a pool of one."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, prepare: Callable[[], None] | None = None) -> None:
+        """`prepare`: run before each connect (the private cluster started again if it was stopped)."""
         self.url = url
+        self._prepare = prepare
         self._conn: psycopg.Connection | None = None
         self._migrated = False
         self._lock = threading.RLock()  # tool calls run on worker threads, the ingester commits on its own
@@ -83,6 +85,8 @@ class OneConnection:
                     self._conn = None
 
     def _open(self) -> psycopg.Connection[Any]:
+        if self._prepare is not None:
+            self._prepare()
         if not self._migrated:  # once per server: a database that was away when it started is migrated later
             with psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
                 migrate(conn)
@@ -263,7 +267,7 @@ def serve(settings: Settings) -> int:
             cluster = cluster_for(settings)
             stack.enter_context(cluster.in_use())
             url = cluster.url()
-        db = OneConnection(url)
+        db = OneConnection(url, prepare=None if settings.database_url is not None else cluster.keep_running)
         stack.callback(db.close)
         mcp_tools.server(Tools(settings, db), one_sentence).run("stdio")
     return 0

@@ -230,7 +230,7 @@ def server(tools: Tools, one_sentence: Callable[[BaseException], str]) -> MCPSer
 
     @app.tool(annotations=WRITES)
     def retrospective(session: Session = None,
-                      close: Annotated[bool, Field(description=(
+                      close: Annotated[bool, Field(strict=True, description=(
                           "End open phases (keeping their verdict 'pending') and the session now"))] = False,
                       ) -> Annotated[CallToolResult, Retrospective]:
         """The session's retrospective in Markdown, saved as `retrod report` saves it; it also fills the
@@ -240,7 +240,7 @@ def server(tools: Tools, one_sentence: Callable[[BaseException], str]) -> MCPSer
     @app.tool(annotations=READ_ONLY)
     def sessions(project: Annotated[str | None, Field(description=(
                      "A project folder's path, or part of its Claude Code folder name"))] = None,
-                 limit: Annotated[int, Field(ge=1, description="At most this many")] = 20,
+                 limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many")] = 20,
                  ) -> Annotated[CallToolResult, SessionList]:
         """Recent sessions across projects, newest first, with their totals."""
         return answer(lambda: tools.sessions(project, limit))

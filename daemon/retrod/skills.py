@@ -43,8 +43,18 @@ def mcp_add_argv() -> list[str]:
     Claude Code's environment may lack."""
     from .service.install import service_environment
 
-    settings = [f"--env={k}={v}" for k, v in service_environment().items() if k.startswith("RETROD_")]
+    settings = [f"--env={k}={_absolute(k, v)}" for k, v in service_environment().items() if k.startswith("RETROD_")]
     return ["claude", "mcp", "add", "--scope", "user", *settings, "retrod", "--", *command_argv(), "mcp"]
+
+
+_PATH_SETTINGS = ("RETROD_DATA_DIR", "RETROD_REPORTS_DIR", "RETROD_PRICES")
+
+
+def _absolute(name: str, value: str) -> str:
+    """A path setting as an absolute path: Claude Code starts the server in each project's folder."""
+    if name == "RETROD_PROJECTS_DIR":
+        return ",".join(str(Path(p.strip()).expanduser().absolute()) for p in value.split(",") if p.strip())
+    return str(Path(value).expanduser().absolute()) if name in _PATH_SETTINGS and value else value
 
 
 def register_mcp(run: bool) -> list[str]:
@@ -52,14 +62,14 @@ def register_mcp(run: bool) -> list[str]:
     from .health import mask_password
 
     argv = mcp_add_argv()
-    shown = mask_password(shlex.join(argv))
+    shown = shlex.join(mask_password(arg) for arg in argv)  # masked one by one: quoting hides a password from the mask
     if not run:
         return ["to let Claude Code use retrod's MCP tools (the skills prefer them), run:", f"  {shown}"]
     if shutil.which("claude") is None:
         raise SkillsError(f"`claude` is not on PATH; run this where it is: {shown}")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     if done.returncode != 0:
-        problem = " ".join((done.stderr or done.stdout).split()) or f"exit {done.returncode}"
+        problem = mask_password(" ".join((done.stderr or done.stdout).split())) or f"exit {done.returncode}"
         raise SkillsError(f"`claude mcp add` failed: {problem}")
     return [f"registered with Claude Code: {shown}"]
 

@@ -119,6 +119,13 @@ class Cluster:
         threading.Thread(target=acquire, name="cluster start", daemon=True).start()
         atexit.register(self._release_unused, future)
 
+    def keep_running(self) -> None:
+        """For a long-lived user (`retrod mcp`): start the server again if it was stopped under
+        it (the daemon, its owner, stops it on its way out once the others had their wait),
+        under the control lock as `in_use` starts it."""
+        with _flocked(os.open(self.root / "control.lock", os.O_RDWR | os.O_CREAT, 0o600), close=True):
+            self.ensure_running()
+
     def _acquire(self) -> tuple[int, int]:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.root, 0o700)  # whatever made it before: its log holds failed statements' text
