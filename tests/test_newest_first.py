@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import random
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,16 @@ from retrod.settings import Settings
 from retrod.store.store import Store
 
 NEWEST = "eeeeeeee-0000-4000-8000-000000000013"
+
+
+@pytest.fixture(autouse=True)
+def _info_logged() -> Iterator[None]:
+    """capture_logs sees only what the bound logger lets through: another test in the same
+    process may have configured structlog at WARNING."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    yield
+    structlog.configure(**saved)
 
 
 def _shuffled_times(projects: Path, seed: int = 13) -> list[Path]:
