@@ -16,6 +16,7 @@ import watchfiles
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from .ingest import Ingester, ScanStats
+from .progress import Progress
 from .report.retrospective import close_idle_sessions
 from .report.server import ReportServer
 from .service.daemon_lock import daemon_lock
@@ -91,7 +92,7 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
                     return stop.is_set()
 
                 ingester = Ingester(Store(pool, settings.host_id), settings.projects_roots(),
-                                    settings.batch_bytes, interrupted)
+                                    settings.batch_bytes, interrupted, Progress(settings.data_dir))
                 log.info("catching up", roots=[str(r) for r in ingester.roots])
                 notify("STATUS=catching up")
                 if once:

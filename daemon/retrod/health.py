@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import dict_row
 
+from . import progress
 from .service import install
 from .service.cluster import ClusterError
 from .service.daemon_lock import running_daemon
@@ -52,6 +53,8 @@ def status(settings: Settings) -> dict:
                                if daemon and "started_at" in daemon else None},
         "database": {"location": database_location(settings)},
         "projects": [str(r) for r in settings.projects_roots()],
+        # a long scan under way: as the daemon last wrote it (each second), None otherwise
+        "backfill": progress.read(settings.data_dir, daemon.get("pid") if daemon else None),
     }
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         args = {"host_id": settings.host_id}
@@ -95,6 +98,7 @@ def render_status(s: dict) -> str:
         (f"           PostgreSQL {s['database']['version']}, {s['database']['size_bytes'] / 1e6:.1f} MB, "
          f"{s['database']['round_trip_ms']} ms to answer"),
         f"projects:  {', '.join(s['projects'])}",
+        *_backfill_lines(s.get("backfill")),
         f"files:     {s['files']['tracked']} tracked ({s['files']['deleted_since']} deleted since, kept)",
         f"lag:       {s['lag']['bytes']:,} bytes not yet ingested in {s['lag']['files']} files",
         *(f"           {w['bytes']:,} bytes  {w['path']}" for w in s["lag"]["worst"]),
@@ -103,6 +107,15 @@ def render_status(s: dict) -> str:
         f"sessions active in the last hour: {s['sessions_active_last_hour']}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _backfill_lines(b: dict | None) -> list[str]:
+    if not b:
+        return []
+    left = "time left unknown" if b["left_s"] is None else f"about {b['left_s']:.0f} s left"
+    return [(f"backfill:  {b['files_done']:,} of {b['files_total']:,} files, "
+             f"{b['bytes_done'] / 1e6:,.1f} of {b['bytes_total'] / 1e6:,.1f} MB in, "
+             f"{b['mb_s']} MB/s, {left}")]
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import structlog
 
 from .committer import Committer, log_not_ingested
+from .progress import Progress
 from .store.store import OUTAGE, FileRow, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
 from .transcript.fold import RULES, first_session_id, fold
@@ -62,6 +63,37 @@ def _never() -> bool:
     return False
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None  # _ingest() records it as missing, or says what is wrong with it
+
+
+def _newest_first(item: tuple[FileRef, os.stat_result | None]) -> int:
+    st = item[1]
+    return -st.st_mtime_ns if st is not None else 0
+
+
+def _same_stat(ref: FileRef, file: FileRow | None, st: os.stat_result | None) -> bool:
+    """Read up to its size as stored, by what a stat tells (Ingester._unchanged adds the fingerprint)."""
+    return (file is not None and st is not None and not file.missing
+            and (st.st_dev, st.st_ino) == (file.device, file.inode)
+            and st.st_size == file.size and file.offset == file.size and not _older_rules(file))
+
+
+def _to_read(ref: FileRef, file: FileRow | None, st: os.stat_result | None) -> int:
+    """The bytes a scan expects to read of a file whose stat changed: what follows its stored
+    offset, or all of it when it is another file or shorter. A meta file's are not counted: it is
+    read whole and commits no rows."""
+    if st is None or ref.kind == "meta":
+        return 0
+    if file is None or file.missing or (st.st_dev, st.st_ino) != (file.device, file.inode) \
+            or st.st_size < file.offset or _older_rules(file):
+        return st.st_size
+    return st.st_size - file.offset
+
+
 def _new(ref: FileRef, known: dict[str, FileRow]) -> bool:
     """A file whose row a scan creates up front (with the others, in one statement). A name
     that is not UTF-8 cannot be stored: it is left to fail, and be logged, on its own."""
@@ -83,10 +115,14 @@ class Ingester:
     watcher's round of paths) returns once all it read is committed."""
 
     def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20,
-                 interrupted: Callable[[], bool] = _never) -> None:
+                 interrupted: Callable[[], bool] = _never, progress: Progress | None = None) -> None:
         """`interrupted` is asked between files and batches: True stops the work in hand, which
-        is safe at any batch boundary (each batch commits with its offsets)."""
+        is safe at any batch boundary (each batch commits with its offsets). `progress` hears
+        where a scan stands, between files and chunks."""
         self.store = store
+        self.progress = progress
+        self._scanning = False  # the round in hand is a scan: its chunks tell `progress`
+        self._files_done = 0
         self.roots = [Path(r) for r in roots]
         self.batch_bytes = batch_bytes
         self.interrupted = interrupted
@@ -97,21 +133,39 @@ class Ingester:
 
     def scan(self) -> ScanStats:
         """Bring every file up to date: the catch-up at start and the periodic reconciliation."""
-        with self._round() as stats:
-            known = self.store.known_files()
-            # by path: a root inside another (or named twice) must not list a file twice
-            refs = list({str(ref.path): ref for root in self.roots for ref in walk(root)}.values())
-            known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
-            seen: set[str] = set()
-            for ref in refs:
-                if self.interrupted():
-                    break
-                path = str(ref.path)
-                seen.add(path)
-                stats.files += 1
-                file = known.get(path)
-                if not self._unchanged(ref, file):
-                    self._guarded(ref, stats, file if file is not None and not file.missing else None)
+        try:
+            with self._round() as stats:
+                known = self.store.known_files()
+                # by path: a root inside another (or named twice) must not list a file twice
+                refs = list({str(ref.path): ref for root in self.roots for ref in walk(root)}.values())
+                # Newest first: the sessions a user is about to ask about are in within a second
+                # or two, whatever the size of the history. Any order ends in the same tables
+                # (every row merges order-independently), so a session's files need not stay
+                # together. The stat is the one _unchanged() needs anyway, taken once: a file
+                # that changes after it is the watcher's (or the next scan's), as it always was.
+                stated = sorted(((ref, _stat(ref.path)) for ref in refs), key=_newest_first)
+                known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
+                seen: set[str] = set()
+                if self.progress is not None:
+                    changed = [(ref, st) for ref, st in stated if not _same_stat(ref, known.get(str(ref.path)), st)]
+                    self.progress.start(len(changed), sum(_to_read(ref, known.get(str(ref.path)), st)
+                                                          for ref, st in changed))
+                    self._scanning, self._files_done = True, 0
+                for ref, st in stated:
+                    if self.interrupted():
+                        break
+                    path = str(ref.path)
+                    seen.add(path)
+                    stats.files += 1
+                    file = known.get(path)
+                    if not self._unchanged(ref, file, st):
+                        self._guarded(ref, stats, file if file is not None and not file.missing else None)
+                        self._files_done += 1
+                        self._tell_progress()
+        finally:
+            self._scanning = False
+            if self.progress is not None:
+                self.progress.end()
         self._after_races(stats)
         if self.interrupted():
             return stats
@@ -240,16 +294,17 @@ class Ingester:
                 return [ref] if ref is not None else []
         return []
 
+    def _tell_progress(self) -> None:
+        """Files read, and bytes committed (what a report can already count), so far."""
+        if self._scanning and self.progress is not None and self._committer is not None:
+            self.progress.update(self._files_done, self._committer.committed.bytes)
+
     @staticmethod
-    def _unchanged(ref: FileRef, file: FileRow | None) -> bool:
+    def _unchanged(ref: FileRef, file: FileRow | None, st: os.stat_result | None = None) -> bool:
+        """`st`: the file's stat if the caller has just taken it."""
         if file is None:
             return False
-        try:
-            st = os.stat(ref.path)
-        except OSError:
-            return False  # _ingest() records it as missing
-        same = (not file.missing and (st.st_dev, st.st_ino) == (file.device, file.inode)
-                and st.st_size == file.size and file.offset == file.size and not _older_rules(file))
+        same = _same_stat(ref, file, st or _stat(ref.path))
         if not same or ref.kind == "tool_result":  # only a tool output's size counts
             return same
         if not file.head:  # read before fingerprints (0007), and not grown since: trust the stat
@@ -333,6 +388,7 @@ class Ingester:
                 result = fold(source, state, [(o, parse_line(raw)) for o, raw in chunk.lines])
                 self._add(Pending(path, file, session, seen, offset, chunk.end, result, len(chunk.lines), head))
                 offset, state, news = chunk.end, result.state, False
+            self._tell_progress()  # a large file's chunks, not only whole files
             if not chunk.lines or chunk.end >= stat.size or self.interrupted():
                 return  # what is appended from here on comes with the watcher's next event
 
