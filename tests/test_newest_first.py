@@ -152,7 +152,7 @@ def test_progress_is_silent_for_a_short_scan_and_owner_only_for_a_long_one(tmp_p
     clock = [0.0]
     p = Progress(tmp_path, clock=lambda: clock[0])
     with structlog.testing.capture_logs() as logs:
-        p.start(3, 1 << 20)  # a little to read
+        p.start(3, 4 << 20)  # a little to read
         clock[0] = 1.5
         p.update(1, 1000)
         assert not logs and not (tmp_path / PROGRESS_FILE).exists()
@@ -163,7 +163,7 @@ def test_progress_is_silent_for_a_short_scan_and_owner_only_for_a_long_one(tmp_p
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         record = json.loads(path.read_text())
         assert record["pid"] == os.getpid() and record["files_done"] == 2 and record["bytes_done"] == 500_000
-        assert record["mb_s"] == 0.2 and record["left_s"] == 2.7  # 548,576 bytes left at 200 kB/s
+        assert record["mb_s"] == 0.2 and record["left_s"] == 18.5  # 3,694,304 bytes left at 200 kB/s
         assert progress.read(tmp_path, os.getpid()) == record
         assert progress.read(tmp_path, os.getpid() + 1) is None  # left by a daemon killed mid-scan
         clock[0] = 4.0
@@ -174,6 +174,22 @@ def test_progress_is_silent_for_a_short_scan_and_owner_only_for_a_long_one(tmp_p
         assert len(logs) == 2
         p.end()
         assert not path.exists() and list(tmp_path.iterdir()) == []
+
+    # Found in review: a reconciliation scan slow only to stat a large tree, with a few appended
+    # lines to read, is no backfill; and a file a killed daemon left under a pid reused by this
+    # one goes when this daemon's scan ends, even a scan that wrote none.
+    clock[0] = 0.0
+    quiet = Progress(tmp_path, clock=lambda: clock[0])
+    (tmp_path / PROGRESS_FILE).write_text(json.dumps({"pid": os.getpid(), "files_done": 1, "files_total": 9,
+                                                      "bytes_done": 1, "bytes_total": 9, "mb_s": 0.0,
+                                                      "left_s": None}))
+    with structlog.testing.capture_logs() as logs:
+        quiet.start(1, 200)
+        clock[0] = 2.5
+        quiet.update(1, 200)
+        quiet.end()
+        assert not logs
+    assert list(tmp_path.iterdir()) == []
 
     big = Progress(tmp_path, clock=lambda: 0.0)
     with structlog.testing.capture_logs() as logs:

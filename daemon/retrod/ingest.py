@@ -141,8 +141,8 @@ class Ingester:
                 # Newest first: the sessions a user is about to ask about are in within a second
                 # or two, whatever the size of the history. Any order ends in the same tables
                 # (every row merges order-independently), so a session's files need not stay
-                # together. The stat is the one _unchanged() needs anyway, taken once: a file
-                # that changes after it is the watcher's (or the next scan's), as it always was.
+                # together. These stats order the work and size the progress; each file is stat-ed
+                # again when its turn comes (a long scan's early stat is stale by then).
                 stated = sorted(((ref, _stat(ref.path)) for ref in refs), key=_newest_first)
                 known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
                 seen: set[str] = set()
@@ -151,14 +151,14 @@ class Ingester:
                     self.progress.start(len(changed), sum(_to_read(ref, known.get(str(ref.path)), st)
                                                           for ref, st in changed))
                     self._scanning, self._files_done = True, 0
-                for ref, st in stated:
+                for ref, _st in stated:
                     if self.interrupted():
                         break
                     path = str(ref.path)
                     seen.add(path)
                     stats.files += 1
                     file = known.get(path)
-                    if not self._unchanged(ref, file, st):
+                    if not self._unchanged(ref, file):
                         self._guarded(ref, stats, file if file is not None and not file.missing else None)
                         self._files_done += 1
                         self._tell_progress()
@@ -300,11 +300,10 @@ class Ingester:
             self.progress.update(self._files_done, self._committer.committed.bytes)
 
     @staticmethod
-    def _unchanged(ref: FileRef, file: FileRow | None, st: os.stat_result | None = None) -> bool:
-        """`st`: the file's stat if the caller has just taken it."""
+    def _unchanged(ref: FileRef, file: FileRow | None) -> bool:
         if file is None:
             return False
-        same = _same_stat(ref, file, st or _stat(ref.path))
+        same = _same_stat(ref, file, _stat(ref.path))
         if not same or ref.kind == "tool_result":  # only a tool output's size counts
             return same
         if not file.head:  # read before fingerprints (0007), and not grown since: trust the stat

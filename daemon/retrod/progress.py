@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ PROGRESS_FILE = "backfill.json"
 # scan that finds a few appended lines stays silent.
 LARGE_BYTES = 64 << 20
 SLOW_S = 2.0
+_WORTH_SHOWING = 1 << 20  # ... and, when only slow (a large tree's stats), still has this much to read
 LOG_EVERY_S = 5.0
 WRITE_EVERY_S = 1.0  # `retrod status` is asked by a human; a write a second costs nothing
 
@@ -59,7 +61,8 @@ class Progress:
         self.files_done, self.bytes_done = files_done, bytes_done
         now = self.clock()
         if not self.active:
-            if self.bytes_total <= self.large_bytes and now - self.started < self.slow_s:
+            slow = now - self.started >= self.slow_s and self.bytes_total - bytes_done >= _WORTH_SHOWING
+            if self.bytes_total <= self.large_bytes and not slow:
                 return
             self.active = True
         if self.last_log is None or now - self.last_log >= self.log_every_s:
@@ -70,8 +73,9 @@ class Progress:
             self._write(self.path, now)
 
     def end(self) -> None:
-        """The scan is over (done, stopped or failed): no progress to show any more."""
-        if self.path is not None and self.last_write is not None:
+        """The scan is over (done, stopped or failed): no progress to show any more. The file goes
+        even if this scan wrote none: one a killed daemon left may name this daemon's pid (reused)."""
+        if self.path is not None:
             try:
                 self.path.unlink(missing_ok=True)
             except OSError as exc:
@@ -90,14 +94,15 @@ class Progress:
 
     def _write(self, path: Path, now: float) -> None:
         record = {"pid": os.getpid(), "started_at": self.started_at, "updated_at": time.time(), **self.figures(now)}
-        tmp = path.with_name(f".{PROGRESS_FILE}.{os.getpid()}")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd, tmp = tempfile.mkstemp(prefix=f".{PROGRESS_FILE}.", dir=path.parent)  # 0600, never an existing file
             try:
-                os.write(fd, json.dumps(record).encode())
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)  # a reader sees the old figures or the new, never half
+                with os.fdopen(fd, "w") as out:
+                    out.write(json.dumps(record))
+                os.replace(tmp, path)  # a reader sees the old figures or the new, never half
+            except OSError:
+                os.unlink(tmp)
+                raise
         except OSError as exc:
             log.debug("progress file not written", path=str(path), error=str(exc))
 
@@ -111,4 +116,7 @@ def read(data_dir: Path, pid: int | None) -> dict | None:
         record = json.loads((data_dir / PROGRESS_FILE).read_bytes())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and record.get("pid") == pid else None
+    keys = ("files_done", "files_total", "bytes_done", "bytes_total", "mb_s", "left_s")
+    if not isinstance(record, dict) or record.get("pid") != pid or any(k not in record for k in keys):
+        return None
+    return record
