@@ -47,11 +47,9 @@ def efficiency(tool_use: dict) -> str:
 def _size(n: float | None) -> str:
     if n is None:
         return "—"
-    for unit in ("B", "KB", "MB"):
-        if abs(n) < 1000 or unit == "MB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1000
-    return ""
+    if abs(n) < 1000:
+        return f"{n:,.0f} B"
+    return f"{n / 1000:,.1f} KB" if abs(n) < 1_000_000 else f"{n / 1_000_000:,.1f} MB"
 
 
 def _secs(s: float | None) -> str:

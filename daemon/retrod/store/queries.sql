@@ -180,9 +180,9 @@ RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.blo
 WITH filled AS (
     INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, has_result, failed, sibling,
                                        result_bytes, result_ts)
-    SELECT f.file_id, r.id, f.session_uuid, true, r.failed, r.sibling, r.bytes, retrod.us_to_ts(r.ts_us)
+    SELECT f.file_id, r.tool_use_id, f.session_uuid, true, r.failed, r.sibling, r.bytes, retrod.us_to_ts(r.ts_us)
     FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-         json_to_recordset(f.rows) AS r(id TEXT, ts_us BIGINT, bytes BIGINT, failed BOOL, sibling BOOL)
+         json_to_recordset(f.rows) AS r(tool_use_id TEXT, ts_us BIGINT, bytes BIGINT, failed BOOL, sibling BOOL)
     ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
     SET has_result = true, failed = excluded.failed, sibling = excluded.sibling,
         result_bytes = excluded.result_bytes, result_ts = excluded.result_ts

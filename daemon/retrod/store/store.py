@@ -10,10 +10,10 @@ from typing import Any, Protocol
 import msgspec
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
 
 from ..transcript.discovery import FileRef
-from ..transcript.fold import Call, CallResult, FoldResult, FoldState, Request
+from ..transcript.fold import Call, FoldResult, FoldState, Request
+from ..transcript.parser import ToolResult
 from .queries import q
 
 
@@ -81,7 +81,7 @@ class Connections(Protocol):
 
 
 class Store:
-    def __init__(self, pool: ConnectionPool | Connections, host_id: str) -> None:
+    def __init__(self, pool: Connections, host_id: str) -> None:
         self.pool = pool
         self.host_id = host_id
 
@@ -227,7 +227,7 @@ def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None
         if p.result.calls:
             calls.append({"file_id": p.file.id, "session_uuid": p.session, "file_path": p.path,
                           "rows": [_call_row(call, found.get(call.id)) for call in p.result.calls.values()]})
-        if alone := [result for result in found.values() if result.id not in p.result.calls]:
+        if alone := [result for result in found.values() if result.tool_use_id not in p.result.calls]:
             results.append({"file_id": p.file.id, "session_uuid": p.session, "rows": alone})
     if calls:
         placed += conn.execute(q("upsert_tool_use_calls"), {"files": _json(calls)}).fetchall()
@@ -237,7 +237,7 @@ def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None
     _settle_tool_uses(conn, [row for row in placed if row[1] is not None], placed)
 
 
-def _call_row(call: Call, result: CallResult | None) -> dict:
+def _call_row(call: Call, result: ToolResult | None) -> dict:
     """A call as upsert_tool_use_calls reads it, with its result when the batch holds that."""
     row = {"id": call.id, "agent": call.agent, "offset": call.offset, "block": call.block, "name": call.name,
            "input_hash": call.input_hash, "path": call.path, "detail": call.detail, "ts_us": call.ts_us,

@@ -149,17 +149,6 @@ class Call:
     ts_us: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class CallResult:
-    """The first tool_result block for an id in a user line of the file (DESIGN §2.6)."""
-
-    id: str
-    ts_us: int | None
-    bytes: int
-    failed: bool
-    sibling: bool
-
-
 @dataclass(slots=True)
 class Span:
     """A subagent seen in this chunk: its earliest and latest timestamps."""
@@ -185,7 +174,7 @@ class FoldResult:
     subagents: dict[str, Span] = field(default_factory=dict)
     links: set[tuple[str, str]] = field(default_factory=set)  # (agent_id, tool_use_id)
     calls: dict[str, Call] = field(default_factory=dict)  # the first of each id in this chunk
-    results: dict[str, CallResult] = field(default_factory=dict)  # the first of each id in this chunk
+    results: dict[str, ToolResult] = field(default_factory=dict)  # the first of each id in this chunk
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -243,7 +232,7 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
         _add_calls(out, source.agent_id if in_subagent_file else "", offset, msg)
     elif msg.type == "user":
         for result in msg.tool_results:
-            _add_result(out, result, msg.timestamp)
+            _add_result(out, result)
 
     if source.kind == "main" and not sidechain and not foreign:
         _fold_own_line(state, out, offset, entry)
@@ -295,11 +284,11 @@ def _add_calls(out: FoldResult, agent: str, offset: int, msg: Message) -> None:
                                       path, None if path else input_detail(tool_use.input), msg.timestamp)
 
 
-def _add_result(out: FoldResult, result: ToolResult, ts_us: int | None) -> None:
-    # Any user line of the file (DESIGN §2.6 "a user line of the same file"): own, sidechain or copied.
+def _add_result(out: FoldResult, result: ToolResult) -> None:
+    """The first tool_result block for an id in a user line of the file (DESIGN §2.6 "a user line
+    of the same file"): own, sidechain or copied."""
     if result.tool_use_id is not None and result.tool_use_id not in out.results:
-        out.results[result.tool_use_id] = CallResult(result.tool_use_id, ts_us, result.bytes, result.failed,
-                                                     result.sibling)
+        out.results[result.tool_use_id] = result
 
 
 def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:

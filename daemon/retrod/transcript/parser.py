@@ -219,6 +219,7 @@ class ToolResult:
     bytes: int  # DESIGN §2.4 tool_result_bytes of this block
     failed: bool = False  # is_error is true
     sibling: bool = False  # a text of it says SIBLING_ERROR_TEXT (DESIGN §2.6 sibling_error)
+    ts_us: int | None = None  # its line's timestamp
 
 
 @dataclass(slots=True)
@@ -284,11 +285,11 @@ def _result_texts(content: str | list[_ResultItem] | None) -> list[str]:
     return [item.text for item in content if item.type == "text" and item.text is not None]
 
 
-def _tool_result(block: _Block) -> ToolResult:
+def _tool_result(block: _Block, ts_us: int | None) -> ToolResult:
     texts = _result_texts(block.content)
     failed = block.is_error is True
     return ToolResult(storable_text(block.tool_use_id), sum(map(_utf8_len, texts)), failed,
-                      failed and any(SIBLING_ERROR_TEXT in text for text in texts))
+                      failed and any(SIBLING_ERROR_TEXT in text for text in texts), ts_us)
 
 
 def _task_text(tool_input: Any, key: str) -> str | None:
@@ -318,7 +319,7 @@ def _message(kind: str | None, session_id: str | None, timestamp: str | None, uu
                 subagent_type=_task_text(task, "subagent_type"),
             ))
         elif block.type == "tool_result":
-            msg.tool_results.append(_tool_result(block))
+            msg.tool_results.append(_tool_result(block, msg.timestamp))
     return msg
 
 
