@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
 import pytest
 
@@ -16,7 +19,7 @@ class FakeStore:
     def __init__(self, bad: set[str] = frozenset(), away: bool = False) -> None:
         self.bad, self.away, self.committed = bad, away, []
 
-    def commit(self, batch: list[Pending]) -> None:
+    def commit(self, batch: list[Pending], bulk: bool = False) -> None:
         if self.away:
             raise psycopg.OperationalError("connection refused")
         if any(p.path in self.bad for p in batch):
@@ -73,3 +76,36 @@ def test_a_file_read_again_after_its_failure_commits() -> None:
     committer.submit([pending("b", 0, 12)])
     committer.close()
     assert store.committed == [("b", 12)]
+
+
+def test_two_lanes_keep_each_files_chunks_in_order_and_a_sessions_batches_together() -> None:
+    """The bulk path's two lanes: a file's next chunk follows its previous one on the same lane;
+    another session's batch may commit on the other lane meanwhile."""
+
+    class SlowStore(FakeStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lane_of: dict[str, set[int]] = {}
+
+        def commit(self, batch: list[Pending], bulk: bool = False) -> None:
+            time.sleep(0.002 * len(batch[0].path))  # lanes finish out of submission order
+            for p in batch:
+                self.lane_of.setdefault(p.session or "", set()).add(threading.get_ident())
+            super().commit(batch, bulk)
+
+    def chunk(path: str, session: str, n: int) -> Pending:
+        p = pending(path, n, n + 1)
+        p.session = session
+        return p
+
+    store = SlowStore()
+    committer = Committer(store, lanes=2, bulk=True)
+    for n in range(10):  # two files of session s (a long one and its subagent's), and t alongside
+        committer.submit([chunk("a", "s", n)])
+        committer.submit([chunk("tt", "t", n)])
+        committer.submit([chunk("b", "s", n)])
+    committer.close()
+    for path in ("a", "b", "tt"):
+        assert [offset for p, offset in store.committed if p == path] == list(range(1, 11)), path
+    assert len(store.lane_of["s"]) == 1 and len(store.lane_of["t"]) == 1  # one lane per session
+    assert store.lane_of["s"] != store.lane_of["t"]  # and both lanes at work

@@ -116,8 +116,8 @@ def test_a_long_scan_logs_its_progress_and_retrod_status_shows_it(db_url: str, p
         store = Store(pool, HOST)
         commit = store.commit
 
-        def commit_then_ask_status(batch):
-            commit(batch)
+        def commit_then_ask_status(batch, bulk=False):
+            commit(batch, bulk)
             seen.append(health.status(settings))
 
         store.commit = commit_then_ask_status  # type: ignore[method-assign]

@@ -1,14 +1,14 @@
-"""Committing batches on a thread of their own, in order, while the ingester folds the next.
+"""Committing batches on threads of their own while the ingester folds the next.
 
-PostgreSQL works in its own process: while it runs a batch's statements and triggers, the
-ingester can parse the next batch on the other core instead of waiting. At most one batch waits
-behind the one being committed, so memory stays bounded.
+PostgreSQL works in its own processes: while they run a batch's statements and triggers, the
+ingester parses the next batch instead of waiting.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -37,38 +37,54 @@ class Committed:
 
 
 class Committer:
-    """Commits submitted batches in submission order. A batch the database refuses is retried
-    file by file, so one file's bad row or a concurrent ingester does not hold back the others;
-    a database that is away stops it, and `close` raises that error in the caller's thread."""
+    """Commits submitted batches on `lanes` threads, each with its own connection: during a
+    backfill PostgreSQL's work is the bottleneck, and two connections put it on two cores. A
+    batch goes to the least busy lane, except that a file's next chunk goes where its previous
+    chunk went, so each file commits in order (the Ingester submits a file's chunks in
+    consecutive batches), and a batch of a session another lane holds goes there too (the lanes
+    would otherwise take turns at the session's lock, Store._commit). A batch the
+    database refuses is retried file by file, so one file's bad row or a concurrent ingester
+    does not hold back the others; a database that is away stops every lane, and `close` raises
+    that error in the caller's thread."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, lanes: int = 1, bulk: bool = False) -> None:
         self.store = store
+        self.bulk = bulk  # Store.commit's
         self.committed = Committed()
-        self._queue: queue.Queue[list[Pending] | None] = queue.Queue(maxsize=1)
+        self._lock = threading.Lock()  # committed, _failed and _error, shared by the lanes
         self._error: BaseException | None = None
         self._failed: set[str] = set()  # paths whose earlier chunk failed: their next cannot follow
-        self._thread = threading.Thread(target=self._run, name="committer", daemon=True)
-        self._thread.start()
+        self._lanes = [_Lane(self._run) for _ in range(lanes)]
 
     def submit(self, batch: list[Pending]) -> None:
-        """Queue a batch (waits while another one already waits); raises the database's error
-        if an earlier batch met one."""
+        """Queue a batch (waits while its lane has one waiting already); raises the database's
+        error if an earlier batch met one."""
         self._raise()
-        self._queue.put(batch)
+        paths = {p.path for p in batch}
+        sessions = {p.session for p in batch}
+        lane = next((one for one in self._lanes if not paths.isdisjoint(one.paths)), None)
+        if lane is None:  # not a file's next chunk: where its sessions are, else the least busy
+            lane = min(self._lanes, key=lambda one: (sessions.isdisjoint(one.sessions), one.queue.unfinished_tasks))
+        lane.paths, lane.sessions = paths, sessions
+        lane.queue.put(batch)
 
     def wait(self) -> None:
         """Until every submitted batch is committed (or failed)."""
-        self._queue.join()
+        for lane in self._lanes:
+            lane.queue.join()
         self._raise()
 
     def forget(self, path: str) -> None:
         """After `wait`: a file read again may commit, though an earlier chunk of it failed."""
-        self._failed.discard(path)
+        with self._lock:
+            self._failed.discard(path)
 
     def close(self, raise_error: bool = True) -> None:
-        """Commit what was submitted and stop the thread. Raises like `submit`, if asked."""
-        self._queue.put(None)
-        self._thread.join()
+        """Commit what was submitted and stop the threads. Raises like `submit`, if asked."""
+        for lane in self._lanes:
+            lane.queue.put(None)
+        for lane in self._lanes:
+            lane.thread.join()
         if raise_error:
             self._raise()
 
@@ -76,47 +92,65 @@ class Committer:
         if self._error is not None:
             raise self._error
 
-    def _run(self) -> None:
+    def _run(self, lane: _Lane) -> None:
         while True:
-            batch = self._queue.get()
+            batch = lane.queue.get()
             try:
                 if batch is None:
                     return
                 if self._error is None:  # after a database error, what is queued is dropped
                     self._commit(batch)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                self._error = exc
+                with self._lock:
+                    self._error = self._error or exc
             finally:
-                self._queue.task_done()
+                lane.queue.task_done()
 
     def _commit(self, batch: list[Pending]) -> None:
-        batch = [p for p in batch if p.path not in self._failed]
+        with self._lock:
+            batch = [p for p in batch if p.path not in self._failed]
         if len(batch) > 1:
             try:
-                self.store.commit(batch)
+                self.store.commit(batch, self.bulk)
             except OUTAGE:
                 raise  # the database is away or refuses writes: nothing was committed; the daemon retries
             except Exception:  # noqa: BLE001 - each file on its own says which one it was
                 pass
             else:
-                for pending in batch:
-                    self.committed.add(pending)
+                with self._lock:
+                    for pending in batch:
+                        self.committed.add(pending)
                 return
         for pending in batch:
             self._commit_alone(pending)
 
     def _commit_alone(self, pending: Pending) -> None:
         try:
-            self.store.commit([pending])
+            self.store.commit([pending], self.bulk)
         except OUTAGE:
             raise
         except ConcurrentUpdate:  # e.g. a report brought its session up to date meanwhile
             log.info("file committed by another ingester first; read again from there", path=pending.path)
-            self.committed.raced.append(pending.path)
-            self._failed.add(pending.path)
+            with self._lock:
+                self.committed.raced.append(pending.path)
+                self._failed.add(pending.path)
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
             log_not_ingested(pending.path, exc)
-            self.committed.failed += 1
-            self._failed.add(pending.path)
+            with self._lock:
+                self.committed.failed += 1
+                self._failed.add(pending.path)
         else:
-            self.committed.add(pending)
+            with self._lock:
+                self.committed.add(pending)
+
+
+class _Lane:
+    """One committing thread and the batches queued for it: one committing, at most one waiting,
+    so memory stays bounded."""
+
+    def __init__(self, run: Callable[[_Lane], None]) -> None:
+        self.queue: queue.Queue[list[Pending] | None] = queue.Queue(maxsize=1)
+        self.paths: set[str] = set()  # of the last batch submitted to it
+        self.sessions: set[str | None] = set()
+        self.thread = threading.Thread(target=run, args=(self,), name="committer", daemon=True)
+        self.thread.start()

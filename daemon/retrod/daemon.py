@@ -15,7 +15,7 @@ import structlog
 import watchfiles
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from .ingest import Ingester, ScanStats
+from .ingest import BULK_FROM_BYTES, Ingester, ScanStats
 from .progress import Progress
 from .report.retrospective import close_idle_sessions
 from .report.server import ReportServer
@@ -92,7 +92,7 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
                     return stop.is_set()
 
                 ingester = Ingester(Store(pool, settings.host_id), settings.projects_roots(),
-                                    settings.batch_bytes, interrupted, Progress(settings.data_dir))
+                                    settings.batch_bytes, interrupted, Progress(settings.data_dir), BULK_FROM_BYTES)
                 log.info("catching up", roots=[str(r) for r in ingester.roots])
                 notify("STATUS=catching up")
                 if once:

@@ -24,6 +24,12 @@ from .transcript.tailer import read_chunk
 log = structlog.get_logger(__name__)
 
 META_MAX_BYTES = 1 << 20
+# The bulk path's connections committing at once: PostgreSQL's work is a backfill's bottleneck
+# (three times the parsing), and a second connection puts it on a second core.
+BULK_LANES = 2
+# A scan with this much to read takes the bulk path (the daemon's catch-up over a long history);
+# the periodic scans and the watcher's rounds, a few lines each, stay on the incremental one.
+BULK_FROM_BYTES = 64 << 20
 
 
 @dataclass(slots=True)
@@ -115,7 +121,8 @@ class Ingester:
     watcher's round of paths) returns once all it read is committed."""
 
     def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20,
-                 interrupted: Callable[[], bool] = _never, progress: Progress | None = None) -> None:
+                 interrupted: Callable[[], bool] = _never, progress: Progress | None = None,
+                 bulk_from: int | None = None) -> None:
         """`interrupted` is asked between files and batches: True stops the work in hand, which
         is safe at any batch boundary (each batch commits with its offsets). `progress` hears
         where a scan stands, between files and chunks."""
@@ -125,6 +132,7 @@ class Ingester:
         self._files_done = 0
         self.roots = [Path(r) for r in roots]
         self.batch_bytes = batch_bytes
+        self.bulk_from = bulk_from  # a scan with this many bytes to read takes the bulk path; None: never
         self.interrupted = interrupted
         self._batch: dict[str, Pending] = {}  # by path
         self._batch_bytes = 0
@@ -133,23 +141,26 @@ class Ingester:
 
     def scan(self) -> ScanStats:
         """Bring every file up to date: the catch-up at start and the periodic reconciliation."""
+        known = self.store.known_files()
+        # by path: a root inside another (or named twice) must not list a file twice
+        refs = list({str(ref.path): ref for root in self.roots for ref in walk(root)}.values())
+        # Newest first: the sessions a user is about to ask about are in within a second or two,
+        # whatever the size of the history. Any order ends in the same tables (every row merges
+        # order-independently), so a session's files need not stay together. These stats order
+        # the work and size the progress; each file is stat-ed again when its turn comes (a long
+        # scan's early stat is stale by then).
+        stated = sorted(((ref, _stat(ref.path)) for ref in refs), key=_newest_first)
+        known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
+        changed = [(ref, st) for ref, st in stated if not _same_stat(ref, known.get(str(ref.path)), st)]
+        backlog = sum(_to_read(ref, known.get(str(ref.path)), st) for ref, st in changed)
+        bulk = self.bulk_from is not None and backlog >= self.bulk_from
+        if bulk:
+            log.info("bulk path", bytes=backlog, files=len(changed))
+        seen: set[str] = set()
         try:
-            with self._round() as stats:
-                known = self.store.known_files()
-                # by path: a root inside another (or named twice) must not list a file twice
-                refs = list({str(ref.path): ref for root in self.roots for ref in walk(root)}.values())
-                # Newest first: the sessions a user is about to ask about are in within a second
-                # or two, whatever the size of the history. Any order ends in the same tables
-                # (every row merges order-independently), so a session's files need not stay
-                # together. These stats order the work and size the progress; each file is stat-ed
-                # again when its turn comes (a long scan's early stat is stale by then).
-                stated = sorted(((ref, _stat(ref.path)) for ref in refs), key=_newest_first)
-                known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
-                seen: set[str] = set()
+            with self._round(bulk) as stats:
                 if self.progress is not None:
-                    changed = [(ref, st) for ref, st in stated if not _same_stat(ref, known.get(str(ref.path)), st)]
-                    self.progress.start(len(changed), sum(_to_read(ref, known.get(str(ref.path)), st)
-                                                          for ref, st in changed))
+                    self.progress.start(len(changed), backlog)
                     self._scanning, self._files_done = True, 0
                 for ref, _st in stated:
                     if self.interrupted():
@@ -223,9 +234,9 @@ class Ingester:
         return stats
 
     @contextmanager
-    def _round(self) -> Iterator[ScanStats]:
+    def _round(self, bulk: bool = False) -> Iterator[ScanStats]:
         stats = ScanStats()
-        committer = self._committer = Committer(self.store)
+        committer = self._committer = Committer(self.store, BULK_LANES if bulk else 1, bulk)
         try:
             yield stats
             self._submit()

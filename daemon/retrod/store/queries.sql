@@ -23,6 +23,14 @@ SELECT id, "offset" FROM retrod.files WHERE id = ANY(%(ids)s) ORDER BY id FOR UP
 SELECT pg_advisory_xact_lock(hashtext('retrod.session'), hashtext(s))
 FROM (SELECT DISTINCT unnest(%(sessions)s::text[]) AS s ORDER BY 1) x;
 
+-- The bulk path (migration 0011): the foreign keys' checks, row by row, skipped for a
+-- transaction whose rows are right by construction; only a superuser may.
+-- name: may_skip_row_checks
+SELECT current_setting('is_superuser') = 'on';
+
+-- name: skip_row_checks
+SET LOCAL session_replication_role = replica;
+
 -- The files of a session this host has read, transcripts and sidecars (a project-level agent
 -- file belongs to it once its sessionId said so).
 -- name: session_files_of_host

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from ..transcript.discovery import FileRef
 from ..transcript.fold import Call, FoldResult, FoldState, Request
 from ..transcript.parser import ToolResult
-from .queries import q
+from .queries import one, q
 
 
 @dataclass(slots=True)
@@ -84,6 +84,7 @@ class Store:
     def __init__(self, pool: Connections, host_id: str) -> None:
         self.pool = pool
         self.host_id = host_id
+        self._may_skip_row_checks: bool | None = None  # asked at the first bulk commit
 
     def file(self, ref: FileRef) -> FileRow:
         """The stored row of a file, created on first sight."""
@@ -142,14 +143,16 @@ class Store:
             self._save(conn, [start_over])
         _advance(start_over)
 
-    def commit(self, batch: Sequence[Pending]) -> None:
+    def commit(self, batch: Sequence[Pending], bulk: bool = False) -> None:
         """Every file's rows and new offset and state, in ONE transaction; a file appears once.
+        `bulk` (a large backlog): without the foreign keys' row-by-row checks, where the role may
+        skip them; the rows and rollups are the same.
 
         Then the in-memory rows follow. Should it fail, they are as before: the caller may retry
         the files one by one."""
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                self._commit(batch)
+                self._commit(batch, bulk)
                 break
             except psycopg.errors.DeadlockDetected:
                 # The session locks prevent the deadlocks retrod's own statements could meet; one
@@ -159,8 +162,12 @@ class Store:
         for pending in batch:
             _advance(pending)
 
-    def _commit(self, batch: Sequence[Pending]) -> None:
+    def _commit(self, batch: Sequence[Pending], bulk: bool) -> None:
         with self.pool.connection() as conn, conn.transaction():
+            if bulk and self._skips_row_checks(conn):
+                # Each row below names a file locked here, or an event written here: the checks,
+                # a tenth of a backfill's database time, could not fail (migration 0011).
+                conn.execute(q("skip_row_checks"))
             ids = sorted(p.file.id for p in batch)
             stored: dict[int, int] = dict(conn.execute(q("lock_files"), {"ids": ids}).fetchall())
             moved = [p.path for p in batch if stored.get(p.file.id) != p.start]
@@ -171,6 +178,11 @@ class Store:
                 | {p.session for p in batch if p.session})})
             self._write_rows(conn, [p for p in batch if p.result is not None])
             self._save(conn, batch)
+
+    def _skips_row_checks(self, conn: psycopg.Connection) -> bool:
+        if self._may_skip_row_checks is None:
+            self._may_skip_row_checks = bool(one(conn.execute(q("may_skip_row_checks")))[0])
+        return self._may_skip_row_checks
 
     def save_meta(self, file: FileRow, stat: Stat, head: str, agent_id: str, agent_type: str | None,
                   description: str | None) -> None:
