@@ -56,9 +56,9 @@ def _shuffled_times(projects: Path, seed: int = 13) -> list[Path]:
 def _recording(store: Store, order: list[str]) -> Store:
     commit = store.commit
 
-    def recorded(batch):
+    def recorded(batch, bulk=False):
         order.extend(p.path for p in batch)
-        return commit(batch)
+        return commit(batch, bulk)
 
     store.commit = recorded  # type: ignore[method-assign]
     return store

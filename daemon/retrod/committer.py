@@ -38,11 +38,8 @@ class Committed:
 
 class Committer:
     """Commits submitted batches on `lanes` threads, each with its own connection: during a
-    backfill PostgreSQL's work is the bottleneck, and two connections put it on two cores. A
-    batch goes to the least busy lane, except that a file's next chunk goes where its previous
-    chunk went, so each file commits in order (the Ingester submits a file's chunks in
-    consecutive batches), and a batch of a session another lane holds goes there too (the lanes
-    would otherwise take turns at the session's lock, Store._commit). A batch the
+    backfill PostgreSQL's work is the bottleneck, and two connections put it on two cores. With
+    several lanes a batch is split by session, each part a transaction of its own. A batch the
     database refuses is retried file by file, so one file's bad row or a concurrent ingester
     does not hold back the others; a database that is away stops every lane, and `close` raises
     that error in the caller's thread."""
@@ -55,18 +52,30 @@ class Committer:
         self._error: BaseException | None = None
         self._failed: set[str] = set()  # paths whose earlier chunk failed: their next cannot follow
         self._lanes = [_Lane(self._run) for _ in range(lanes)]
+        # A session's files commit on one lane, in order: the lanes never wait on each other's
+        # session locks (Store._commit), and a file's chunks follow each other. A file's next
+        # chunk comes in the next batch (the Ingester's way): it goes where the last one went,
+        # also when the file has only now named its session.
+        self._lane_of_session: dict[str | None, _Lane] = {}
+        self._lane_of_path: dict[str, _Lane] = {}  # the last batch's
 
     def submit(self, batch: list[Pending]) -> None:
-        """Queue a batch (waits while its lane has one waiting already); raises the database's
-        error if an earlier batch met one."""
+        """Queue a batch (waits while a lane it goes to has one waiting already); raises the
+        database's error if an earlier batch met one."""
         self._raise()
-        paths = {p.path for p in batch}
-        sessions = {p.session for p in batch}
-        lane = next((one for one in self._lanes if not paths.isdisjoint(one.paths)), None)
-        if lane is None:  # not a file's next chunk: where its sessions are, else the least busy
-            lane = min(self._lanes, key=lambda one: (sessions.isdisjoint(one.sessions), one.queue.unfinished_tasks))
-        lane.paths, lane.sessions = paths, sessions
-        lane.queue.put(batch)
+        if len(self._lanes) == 1:
+            self._lanes[0].queue.put(batch)
+            return
+        parts: dict[_Lane, list[Pending]] = {}
+        for pending in batch:
+            lane = self._lane_of_path.get(pending.path) or self._lane_of_session.get(pending.session)
+            if lane is None:  # a new session: the lane with the least queued
+                lane = min(self._lanes, key=lambda one: one.queue.unfinished_tasks + len(parts.get(one, ())))
+            self._lane_of_session.setdefault(pending.session, lane)
+            parts.setdefault(lane, []).append(pending)
+        self._lane_of_path = {p.path: lane for lane, part in parts.items() for p in part}
+        for lane, part in parts.items():
+            lane.queue.put(part)
 
     def wait(self) -> None:
         """Until every submitted batch is committed (or failed)."""
@@ -150,7 +159,5 @@ class _Lane:
 
     def __init__(self, run: Callable[[_Lane], None]) -> None:
         self.queue: queue.Queue[list[Pending] | None] = queue.Queue(maxsize=1)
-        self.paths: set[str] = set()  # of the last batch submitted to it
-        self.sessions: set[str | None] = set()
         self.thread = threading.Thread(target=run, args=(self,), name="committer", daemon=True)
         self.thread.start()
