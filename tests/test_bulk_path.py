@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,15 +27,39 @@ from corpus import write_tree
 
 
 class RecordingStore(Store):
-    """A store that notes how each batch was committed: bulk or not, and on which thread."""
+    """A store that notes how each batch was committed: bulk or not, on which thread, and the
+    stretch of each file it took (start and end offset)."""
 
     def __init__(self, pool: ConnectionPool, host_id: str) -> None:
         super().__init__(pool, host_id)
         self.commits: list[tuple[bool, int]] = []
+        self.stretches: dict[str, list[tuple[int, int]]] = {}
 
     def commit(self, batch: Sequence[Pending], bulk: bool = False) -> None:
         super().commit(batch, bulk)
         self.commits.append((bulk, threading.get_ident()))
+        for p in batch:
+            self.stretches.setdefault(p.path, []).append((p.start, p.offset))
+
+
+def broken_references(db_url: str) -> dict[str, int]:
+    """Rows whose foreign key finds nothing, per foreign key of retrod's (the catalog's list,
+    so that a new one is checked too): what skipping the checks must never leave."""
+    with psycopg.connect(db_url) as conn:
+        keys = conn.execute("""
+            SELECT c.conname, c.conrelid::regclass::text, c.confrelid::regclass::text,
+                   array(SELECT attname FROM unnest(c.conkey) WITH ORDINALITY k(n, i)
+                         JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY i),
+                   array(SELECT attname FROM unnest(c.confkey) WITH ORDINALITY k(n, i)
+                         JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY i)
+            FROM pg_constraint c WHERE c.contype = 'f' AND c.connamespace = 'retrod'::regnamespace""").fetchall()
+        assert len(keys) >= 7
+        broken = {}
+        for name, table, target, columns, target_columns in keys:
+            match = " AND ".join(f't."{a}" = r."{b}"' for a, b in zip(target_columns, columns, strict=True))
+            broken[name] = conn.execute(
+                f"SELECT count(*) FROM {table} r WHERE NOT EXISTS (SELECT FROM {target} t WHERE {match})").fetchone()[0]
+    return broken
 
 
 def bulk_scan(db_url: str, root: Path, role: str | None = None) -> RecordingStore:
@@ -47,9 +72,12 @@ def bulk_scan(db_url: str, root: Path, role: str | None = None) -> RecordingStor
     with ConnectionPool(db_url, min_size=1, max_size=4, configure=as_role, open=True) as pool:
         store = RecordingStore(pool, HOST)
         stats = Ingester(store, [root], batch_bytes=64 << 10, bulk_from=0).scan()
-    assert stats.failed == 0 and not stats.raced
-    assert store.commits and all(bulk for bulk, _ in store.commits)
+    assert stats.failed == 0
+    assert store.commits and all(bulk for bulk, _ in store.commits)  # (a raced file's re-read is not)
     assert len({thread for _, thread in store.commits}) == 2  # both lanes committed
+    for path, stretches in store.stretches.items():  # each file's chunks in order, none twice
+        assert [start for start, _ in stretches] == [0] + [end for _, end in stretches[:-1]], path
+    assert not any(broken_references(db_url).values()), broken_references(db_url)
     return store
 
 
@@ -98,24 +126,63 @@ def test_bulk_and_incremental_paths_end_in_identical_tables(tree: Path, tmp_path
         assert len(want["requests"]) > 100 and len(want["tool_uses"]) > 100 and len(want["gap_pieces"]) > 100
 
 
-def test_a_role_that_may_not_skip_the_checks_takes_the_bulk_path_with_them(db_url: str, tmp_path: Path) -> None:
-    """A team member (no superuser) cannot set session_replication_role: its bulk path keeps the
-    checks, and counts the same."""
+def test_every_trigger_of_retrods_fires_in_replica_mode(db_url: str) -> None:
+    """Migration 0011: else the bulk path leaves replica mode alone (next test)."""
+    with psycopg.connect(db_url) as conn:
+        states = conn.execute("""
+            SELECT tgrelid::regclass::text, tgname, tgenabled FROM pg_trigger
+            WHERE NOT tgisinternal AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'retrod'::regnamespace)
+            """).fetchall()
+    assert len(states) >= 10
+    assert [s for s in states if s[2] != "A"] == []
+
+
+def test_a_trigger_enabled_again_the_usual_way_keeps_the_bulk_path_off_replica_mode(db_url: str,
+                                                                                     tmp_path: Path) -> None:
+    """`ENABLE TRIGGER` (as pg_restore --disable-triggers leaves it) makes a trigger skip replica
+    mode: the bulk path must then keep the checks, or that rollup would silently fall behind."""
     root = tmp_path / "projects"
     shutil.copytree(FIXTURES, root)
-    with psycopg.connect(db_url, autocommit=True) as admin:
-        admin.execute("CREATE ROLE retrod_plain_member")
-        admin.execute("GRANT USAGE ON SCHEMA retrod TO retrod_plain_member")
-        admin.execute("GRANT ALL ON ALL TABLES IN SCHEMA retrod TO retrod_plain_member")
-        admin.execute("GRANT ALL ON ALL SEQUENCES IN SCHEMA retrod TO retrod_plain_member")
-    store = bulk_scan(db_url, root, role="retrod_plain_member")
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE retrod.events ENABLE TRIGGER events_inserted")
+    store = bulk_scan(db_url, root)
     assert store._may_skip_row_checks is False
     rollups_match_raw(db_url)
-    with psycopg.connect(db_url) as conn:
-        roles = conn.execute("SELECT DISTINCT db_role FROM retrod.events").fetchall()
-    assert roles == [("retrod_plain_member",)]
-    plain = reports(db_url)
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
-    bulk_scan(db_url, root)
-    assert reports(db_url) == plain
+
+
+def test_a_role_that_may_not_skip_the_checks_takes_the_bulk_path_with_them(db_url: str, tmp_path: Path) -> None:
+    """A team member (no superuser) cannot set session_replication_role: its bulk path keeps the
+    checks, and counts the same. A superuser reading the same tree on that database afterwards
+    keeps to its own files' rows (files are keyed by role): it sees the member's, but must not
+    read on from their offsets nor hang its rows on their file ids."""
+    root = tmp_path / "projects"
+    shutil.copytree(FIXTURES, root)
+    role = f"retrod_plain_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(db_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role}")
+        admin.execute(f"GRANT USAGE ON SCHEMA retrod TO {role}")
+        admin.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA retrod TO {role}")
+        admin.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA retrod TO {role}")
+    try:
+        store = bulk_scan(db_url, root, role=role)
+        assert store._may_skip_row_checks is False
+        rollups_match_raw(db_url)
+        with psycopg.connect(db_url) as conn:
+            assert conn.execute("SELECT DISTINCT db_role FROM retrod.events").fetchall() == [(role,)]
+        plain = reports(db_url)
+
+        superuser = bulk_scan(db_url, root)  # checks the foreign keys after it, too
+        assert superuser._may_skip_row_checks
+        with psycopg.connect(db_url) as conn:
+            per_role = conn.execute("SELECT db_role = current_user, count(*) FROM retrod.events GROUP BY 1"
+                                    " ORDER BY 1").fetchall()
+        assert per_role[0][1] == per_role[1][1] > 100  # each role's own rows, the same count
+
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
+        bulk_scan(db_url, root)
+        assert reports(db_url) == plain
+    finally:
+        with psycopg.connect(db_url, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")

@@ -51,31 +51,25 @@ class Committer:
         self._lock = threading.Lock()  # committed, _failed and _error, shared by the lanes
         self._error: BaseException | None = None
         self._failed: set[str] = set()  # paths whose earlier chunk failed: their next cannot follow
-        self._lanes = [_Lane(self._run) for _ in range(lanes)]
-        # A session's files commit on one lane, in order: the lanes never wait on each other's
-        # session locks (Store._commit), and a file's chunks follow each other. A file's next
-        # chunk comes in the next batch (the Ingester's way): it goes where the last one went,
-        # also when the file has only now named its session.
+        self._lanes = [_Lane(self._run, f"committer-{n}") for n in range(lanes)]
+        # A session's files commit on one lane, in submission order: the lanes never wait on
+        # each other's session locks (Store._commit), and a file's chunks (one session's, in a
+        # round) follow each other.
         self._lane_of_session: dict[str | None, _Lane] = {}
-        self._lane_of_path: dict[str, _Lane] = {}  # the last batch's
 
     def submit(self, batch: list[Pending]) -> None:
         """Queue a batch (waits while a lane it goes to has one waiting already); raises the
         database's error if an earlier batch met one."""
         self._raise()
-        if len(self._lanes) == 1:
-            self._lanes[0].queue.put(batch)
-            return
         parts: dict[_Lane, list[Pending]] = {}
         for pending in batch:
-            lane = self._lane_of_path.get(pending.path) or self._lane_of_session.get(pending.session)
-            if lane is None:  # a new session: the lane with the least queued
-                lane = min(self._lanes, key=lambda one: one.queue.unfinished_tasks + len(parts.get(one, ())))
-            self._lane_of_session.setdefault(pending.session, lane)
+            lane = self._lane_of_session.get(pending.session)
+            if lane is None:  # a new session: the lane with the least to do
+                lane = min(self._lanes, key=lambda one: (one.queue.unfinished_tasks, len(parts.get(one, ()))))
+                self._lane_of_session[pending.session] = lane
             parts.setdefault(lane, []).append(pending)
-        self._lane_of_path = {p.path: lane for lane, part in parts.items() for p in part}
-        for lane, part in parts.items():
-            lane.queue.put(part)
+        for lane in sorted(parts, key=lambda one: one.queue.full()):  # an idle lane need not wait
+            lane.queue.put(parts[lane])
 
     def wait(self) -> None:
         """Until every submitted batch is committed (or failed)."""
@@ -157,7 +151,7 @@ class _Lane:
     """One committing thread and the batches queued for it: one committing, at most one waiting,
     so memory stays bounded."""
 
-    def __init__(self, run: Callable[[_Lane], None]) -> None:
+    def __init__(self, run: Callable[[_Lane], None], name: str) -> None:
         self.queue: queue.Queue[list[Pending] | None] = queue.Queue(maxsize=1)
-        self.thread = threading.Thread(target=run, args=(self,), name="committer", daemon=True)
+        self.thread = threading.Thread(target=run, args=(self,), name=name, daemon=True)
         self.thread.start()

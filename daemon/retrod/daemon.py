@@ -15,7 +15,7 @@ import structlog
 import watchfiles
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from .ingest import BULK_FROM_BYTES, Ingester, ScanStats
+from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester, ScanStats
 from .progress import Progress
 from .report.retrospective import close_idle_sessions
 from .report.server import ReportServer
@@ -86,7 +86,8 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
         if not taken:
             raise AlreadyRunning(f"another `retrod run` is using {settings.data_dir}")
         try:
-            with open_pool(settings, owner=True) as pool:
+            # The bulk path's lanes, the scan's own statements, the report server's requests
+            with open_pool(settings, owner=True, max_size=BULK_LANES + 3) as pool:
                 def interrupted() -> bool:
                     systemd.alive()
                     return stop.is_set()

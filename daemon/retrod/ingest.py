@@ -116,9 +116,10 @@ def _new(ref: FileRef, known: dict[str, FileRow]) -> bool:
 class Ingester:
     """Reads files into the store. Files are folded one by one but committed in batches of
     about `batch_bytes`, several files per transaction (a statement per file per table cost
-    more than the rows themselves when most files are small), by a Committer thread, so that
-    folding the next batch overlaps the database's work on this one. Each call (a scan, a
-    watcher's round of paths) returns once all it read is committed."""
+    more than the rows themselves when most files are small), by a Committer's thread, so that
+    folding the next batch overlaps the database's work on this one — by two, each with its
+    own connection, on the bulk path. Each call (a scan, a watcher's round of paths) returns
+    once all it read is committed."""
 
     def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20,
                  interrupted: Callable[[], bool] = _never, progress: Progress | None = None,

@@ -1,8 +1,10 @@
 -- Every statement retrod runs, by name. Loaded by retrod.store.queries.
 
+-- A role's own files only (files are keyed by role, migration 0008): a superuser sees every
+-- role's rows, and must neither read on from another's offset nor hang rows on its file.
 -- name: all_files
 SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head
-FROM retrod.files WHERE host_id = %(host_id)s;
+FROM retrod.files WHERE host_id = %(host_id)s AND db_role = current_user;
 
 -- Files' rows, each created on first sight (and revived if it was marked missing).
 -- name: files
@@ -14,7 +16,7 @@ ON CONFLICT (host_id, path, db_role) DO UPDATE SET missing = false
 RETURNING path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head;
 
 -- name: lock_files
-SELECT id, "offset" FROM retrod.files WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
+SELECT id, "offset" FROM retrod.files WHERE id = ANY(%(ids)s) AND db_role = current_user ORDER BY id FOR UPDATE;
 
 -- Two ingesters (the daemon and a report bringing its session up to date, or two hosts) may
 -- commit files of one session at once; their rollup upserts touch the same rows in no set
@@ -24,9 +26,15 @@ SELECT pg_advisory_xact_lock(hashtext('retrod.session'), hashtext(s))
 FROM (SELECT DISTINCT unnest(%(sessions)s::text[]) AS s ORDER BY 1) x;
 
 -- The bulk path (migration 0011): the foreign keys' checks, row by row, skipped for a
--- transaction whose rows are right by construction; only a superuser may.
+-- transaction whose rows are right by construction. Only a superuser may (PostgreSQL 15 can
+-- grant it to others; not asked for), and only while every trigger of retrod's still fires in
+-- replica mode: `ENABLE TRIGGER ALL` (pg_restore --disable-triggers does it) would otherwise
+-- leave the rollups silently behind.
 -- name: may_skip_row_checks
-SELECT current_setting('is_superuser') = 'on';
+SELECT current_setting('is_superuser') = 'on' AND NOT EXISTS (
+    SELECT FROM pg_trigger
+    WHERE NOT tgisinternal AND tgenabled <> 'A'
+      AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'retrod'::regnamespace));
 
 -- name: skip_row_checks
 SET LOCAL session_replication_role = replica;
@@ -35,7 +43,8 @@ SET LOCAL session_replication_role = replica;
 -- file belongs to it once its sessionId said so).
 -- name: session_files_of_host
 SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head
-FROM retrod.files WHERE host_id = %(host_id)s AND session_uuid = %(session)s AND NOT missing;
+FROM retrod.files
+WHERE host_id = %(host_id)s AND session_uuid = %(session)s AND NOT missing AND db_role = current_user;
 
 -- name: save_files
 UPDATE retrod.files f
@@ -48,7 +57,7 @@ WHERE f.id = x.id;
 
 -- name: mark_missing
 UPDATE retrod.files SET missing = true, updated_at = now()
-WHERE host_id = %(host_id)s AND path = %(path)s AND NOT missing;
+WHERE host_id = %(host_id)s AND path = %(path)s AND NOT missing AND db_role = current_user;
 
 -- A file read again from its start: its time, tool and compaction figures follow its new
 -- content; requests stay counted (their global key makes the re-read idempotent).
