@@ -84,11 +84,17 @@ def _wait_for(predicate: Callable[[], bool], seconds: float, alive: Callable[[],
     return predicate()
 
 
-def _caught_up(db_url: str, projects: Path) -> bool:
-    """Every transcript's stored offset is its size: nothing written is left unread."""
+def _caught_up(db: str | psycopg.Connection, projects: Path) -> bool:
+    """Every transcript's stored offset is its size: nothing written is left unread. `db`: a URL,
+    or a connection opened beforehand (on a full disk a new one may be refused: a backend that
+    must write its cache's init file fails)."""
     sizes = {str(p): p.stat().st_size for p in projects.rglob("*.jsonl")}
-    with psycopg.connect(db_url) as conn:
-        stored = dict(conn.execute('SELECT path, "offset" FROM retrod.files WHERE kind <> \'meta\'').fetchall())
+    query = 'SELECT path, "offset" FROM retrod.files WHERE kind <> \'meta\''
+    if isinstance(db, psycopg.Connection):
+        stored = dict(db.execute(query).fetchall())
+    else:
+        with psycopg.connect(db) as conn:
+            stored = dict(conn.execute(query).fetchall())
     return all(stored.get(path) == size for path, size in sizes.items())
 
 
@@ -182,7 +188,7 @@ def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Clust
     def logged(event: str) -> int:
         return sum(e["event"].startswith(event) for e in _events(log))
 
-    with _database_on(pg_cluster, small_disk) as url:
+    with _database_on(pg_cluster, small_disk) as url, psycopg.connect(url, autocommit=True) as probe:
         with _daemon(_env(url, projects, tmp_path), log) as proc:
             alive = _running(proc)
             assert _wait_for(lambda: _caught_up(url, projects), 60, alive)
@@ -198,7 +204,7 @@ def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Clust
                     _append(path, lines, 50)
                     _append(projects / "-full" / f"{S2}.jsonl", other, 30)  # the first time a new file
                     time.sleep(3)  # retries meet the full disk again
-                    assert alive() and not _caught_up(url, projects)
+                    assert alive() and not _caught_up(probe, projects)
                 finally:
                     filler.unlink()
                 assert _wait_for(lambda: _caught_up(url, projects), 120, alive), "lines written meanwhile lost"

@@ -448,7 +448,7 @@ def test_a_version_8_database_gets_models_by_reading_its_files_again(pg_cluster,
     with psycopg.connect(url, autocommit=True) as conn:
         # In a team, another member's rows: the rebuilt rollup must stay theirs (0008's end).
         conn.execute("UPDATE retrod.requests SET db_role = 'member_b' WHERE session_uuid = %s", (gone_session,))
-        assert migrate(conn) == [9, 10]
+        assert migrate(conn) == [m.version for m in load() if m.version > 8]
         assert conn.execute("SELECT count(*) FROM retrod.requests WHERE model <> ''").fetchone()[0] == 0
         assert conn.execute("SELECT array_agg(DISTINCT db_role) FROM retrod.request_minutes WHERE session_uuid = %s",
                             (gone_session,)).fetchone()[0] == ["member_b"]

@@ -24,8 +24,9 @@ from .transcript.tailer import read_chunk
 log = structlog.get_logger(__name__)
 
 META_MAX_BYTES = 1 << 20
-# The bulk path's connections committing at once: PostgreSQL's work is a backfill's bottleneck
-# (three times the parsing), and a second connection puts it on a second core.
+# The bulk path's connections committing at once: PostgreSQL does most of a backfill's work
+# (2.6 s of CPU per 100 MB against the parser's 1–1.5 s), and a second connection puts it on a
+# second core.
 BULK_LANES = 2
 # A scan with this much to read takes the bulk path (the daemon's catch-up over a long history);
 # the periodic scans and the watcher's rounds, a few lines each, stay on the incremental one.

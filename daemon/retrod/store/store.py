@@ -84,7 +84,6 @@ class Store:
     def __init__(self, pool: Connections, host_id: str) -> None:
         self.pool = pool
         self.host_id = host_id
-        self._may_skip_row_checks: bool | None = None  # asked at the first bulk commit
 
     def file(self, ref: FileRef) -> FileRow:
         """The stored row of a file, created on first sight."""
@@ -180,9 +179,9 @@ class Store:
             self._save(conn, batch)
 
     def _skips_row_checks(self, conn: psycopg.Connection) -> bool:
-        if self._may_skip_row_checks is None:
-            self._may_skip_row_checks = bool(one(conn.execute(q("may_skip_row_checks")))[0])
-        return self._may_skip_row_checks
+        """Asked in each bulk transaction (a catalog lookup): a trigger may be enabled the usual
+        way while the daemon runs."""
+        return bool(one(conn.execute(q("may_skip_row_checks")))[0])
 
     def save_meta(self, file: FileRow, stat: Stat, head: str, agent_id: str, agent_type: str | None,
                   description: str | None) -> None:
