@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool
 
 from conftest import FIXTURES, fresh_database
 from helpers import HOST, reports, rollups_match_raw, snapshot
+from retrod import ingest
 from retrod.ingest import Ingester
 from retrod.service.cluster import Cluster
 from retrod.store.store import Pending, Store
@@ -65,6 +66,12 @@ def broken_references(db_url: str) -> dict[str, int]:
             broken[name] = conn.execute(
                 f"SELECT count(*) FROM {table} r WHERE NOT EXISTS (SELECT FROM {target} t WHERE {match})").fetchone()[0]
     return broken
+
+
+@pytest.fixture(autouse=True)
+def small_bulk_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many batches of the fixtures' few MB: both lanes at work, sessions split between them."""
+    monkeypatch.setattr(ingest, "BULK_BATCH_BYTES", 256 << 10)
 
 
 def bulk_scan(db_url: str, root: Path, role: str | None = None) -> RecordingStore:
