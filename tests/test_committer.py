@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from retrod.committer import Committer
-from retrod.store.store import FileRow, Pending, Stat
+from retrod.store.store import ConcurrentUpdate, FileRow, Pending, Stat
 from retrod.transcript.fold import FoldState
 
 
@@ -109,3 +109,26 @@ def test_two_lanes_keep_each_files_chunks_in_order_and_a_sessions_batches_togeth
         assert [offset for p, offset in store.committed if p == path] == list(range(1, 11)), path
     assert len(store.lane_of["s"]) == 1 and len(store.lane_of["t"]) == 1  # one lane per session
     assert store.lane_of["s"] != store.lane_of["t"]  # and both lanes at work
+
+
+def test_files_another_ingester_moved_on_leave_a_batch_and_the_rest_commit_together() -> None:
+    """A report's refresh may commit a file the backfill holds in a batch: that file is read again
+    at the round's end, and the batch's other files still go in one transaction, not one by one."""
+
+    class MovingStore(FakeStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[list[str]] = []
+
+        def commit(self, batch: list[Pending], bulk: bool = False) -> None:
+            self.calls.append([p.path for p in batch])
+            if moved := [p.path for p in batch if p.path in ("b", "d")]:
+                raise ConcurrentUpdate(moved)
+            super().commit(batch, bulk)
+
+    store = MovingStore()
+    committer = Committer(store)
+    committer.submit([pending(path, 0, 10) for path in "abcde"])
+    committer.close()
+    assert store.calls == [list("abcde"), list("ace")]
+    assert committer.committed.raced == ["b", "d"] and committer.committed.lines == 30

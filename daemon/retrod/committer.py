@@ -37,8 +37,8 @@ class Committed:
 
 
 class Committer:
-    """Commits submitted batches on `lanes` threads, each with its own connection: during a
-    backfill PostgreSQL's work is the bottleneck, and two connections put it on two cores. With
+    """Commits submitted batches on `lanes` threads, each with its own connection: PostgreSQL
+    does most of a backfill's work, and two connections put it on two cores. With
     several lanes a batch is split by session, each part a transaction of its own. A batch the
     database refuses is retried file by file, so one file's bad row or a concurrent ingester
     does not hold back the others; a database that is away stops every lane, and `close` raises
@@ -112,13 +112,21 @@ class Committer:
     def _commit(self, batch: list[Pending]) -> None:
         with self._lock:
             batch = [p for p in batch if p.path not in self._failed]
-        if len(batch) > 1:
+        while len(batch) > 1:
             try:
                 self.store.commit(batch, self.bulk)
             except OUTAGE:
                 raise  # the database is away or refuses writes: nothing was committed; the daemon retries
+            except ConcurrentUpdate as exc:  # the others still commit together (a bulk batch is large)
+                moved = set(exc.paths)
+                for pending in batch:
+                    if pending.path in moved:
+                        self._raced(pending)
+                if not moved:
+                    break
+                batch = [p for p in batch if p.path not in moved]
             except Exception:  # noqa: BLE001 - each file on its own says which one it was
-                pass
+                break
             else:
                 with self._lock:
                     for pending in batch:
@@ -132,11 +140,8 @@ class Committer:
             self.store.commit([pending], self.bulk)
         except OUTAGE:
             raise
-        except ConcurrentUpdate:  # e.g. a report brought its session up to date meanwhile
-            log.info("file committed by another ingester first; read again from there", path=pending.path)
-            with self._lock:
-                self.committed.raced.append(pending.path)
-                self._failed.add(pending.path)
+        except ConcurrentUpdate:
+            self._raced(pending)
         except Exception as exc:  # noqa: BLE001 - logged with the file, retried at its next change
             log_not_ingested(pending.path, exc)
             with self._lock:
@@ -145,6 +150,14 @@ class Committer:
         else:
             with self._lock:
                 self.committed.add(pending)
+
+    def _raced(self, pending: Pending) -> None:
+        """Another ingester committed the file first (a report brought its session up to date
+        meanwhile): the round reads it again from there, at its end."""
+        log.info("file committed by another ingester first; read again from there", path=pending.path)
+        with self._lock:
+            self.committed.raced.append(pending.path)
+            self._failed.add(pending.path)
 
 
 class _Lane:
