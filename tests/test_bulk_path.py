@@ -83,6 +83,7 @@ def bulk_scan(db_url: str, root: Path, role: str | None = None) -> RecordingStor
 
     with ConnectionPool(db_url, min_size=1, max_size=4, configure=as_role, open=True) as pool:
         store = RecordingStore(pool, HOST)
+        # (the bulk path's batches are the larger of batch_bytes and the patched BULK_BATCH_BYTES)
         stats = Ingester(store, [root], batch_bytes=64 << 10, bulk_from=0).scan()
     assert stats.failed == 0
     assert store.commits and all(bulk for bulk, _ in store.commits)  # (a raced file's re-read is not)

@@ -191,7 +191,7 @@ def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Clust
     with _database_on(pg_cluster, small_disk) as url, psycopg.connect(url, autocommit=True) as probe:
         with _daemon(_env(url, projects, tmp_path), log) as proc:
             alive = _running(proc)
-            assert _wait_for(lambda: _caught_up(url, projects), 60, alive)
+            assert _wait_for(lambda: _caught_up(probe, projects), 60, alive)  # (its cache filled before the outage)
             for outage in (1, 2):
                 filler = _fill(small_disk)
                 try:

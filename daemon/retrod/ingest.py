@@ -25,15 +25,16 @@ log = structlog.get_logger(__name__)
 
 META_MAX_BYTES = 1 << 20
 # The bulk path's connections committing at once: PostgreSQL does most of a backfill's work
-# (2.6 s of CPU per 100 MB against the parser's 1–1.5 s), and a second connection puts it on a
+# (~2.1 s of CPU per 100 MB against the parser's ~1.3 s), and a second connection puts it on a
 # second core.
 BULK_LANES = 2
 # A scan with this much to read takes the bulk path (the daemon's catch-up over a long history);
 # the periodic scans and the watcher's rounds, a few lines each, stay on the incremental one.
 BULK_FROM_BYTES = 64 << 20
 # The bulk path's batches: several small files per transaction, fewer transactions. Each costs
-# a few milliseconds of its own in the database, more in replica mode (changing it resets the
-# plan cache: every statement is planned again), ~13% of PostgreSQL's time with 4 MB batches.
+# a few milliseconds of its own in the database, more in replica mode (changing
+# session_replication_role resets the plan cache: every statement is planned again), ~13% of
+# PostgreSQL's time with 4 MB batches.
 # A file is still read, and a large one committed, `batch_bytes` at a time.
 BULK_BATCH_BYTES = 16 << 20
 
@@ -121,11 +122,11 @@ def _new(ref: FileRef, known: dict[str, FileRow]) -> bool:
 
 class Ingester:
     """Reads files into the store. Files are folded one by one but committed in batches of
-    about `batch_bytes`, several files per transaction (a statement per file per table cost
-    more than the rows themselves when most files are small), by a Committer's thread, so that
-    folding the next batch overlaps the database's work on this one — by two, each with its
-    own connection, on the bulk path. Each call (a scan, a watcher's round of paths) returns
-    once all it read is committed."""
+    about `batch_bytes` (`BULK_BATCH_BYTES` on the bulk path), several files per transaction (a
+    statement per file per table cost more than the rows themselves when most files are small),
+    by a Committer's thread, so that folding the next batch overlaps the database's work on this
+    one — by two, each with its own connection, on the bulk path. Each call (a scan, a
+    watcher's round of paths) returns once all it read is committed."""
 
     def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20,
                  interrupted: Callable[[], bool] = _never, progress: Progress | None = None,
