@@ -59,7 +59,7 @@ def broken_references(db_url: str) -> dict[str, int]:
                    array(SELECT attname FROM unnest(c.confkey) WITH ORDINALITY k(n, i)
                          JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY i)
             FROM pg_constraint c WHERE c.contype = 'f' AND c.connamespace = 'retrod'::regnamespace""").fetchall()
-        assert len(keys) >= 7
+        assert len(keys) >= 5  # each per-file table to its file
         broken = {}
         for name, table, target, columns, target_columns in keys:
             match = " AND ".join(f't."{a}" = r."{b}"' for a, b in zip(target_columns, columns, strict=True))
@@ -136,7 +136,7 @@ def test_bulk_and_incremental_paths_end_in_identical_tables(tree: Path, tmp_path
         assert want.keys() == got.keys()
         for table in want:
             assert got[table] == want[table], table
-        assert len(want["requests"]) > 100 and len(want["tool_uses"]) > 100 and len(want["gap_pieces"]) > 100
+        assert len(want["requests"]) > 100 and len(want["tool_uses"]) > 100 and len(want["events"]) > 100
 
 
 def test_every_trigger_of_retrods_fires_in_replica_mode(db_url: str) -> None:

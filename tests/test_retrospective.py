@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -238,6 +238,32 @@ def test_phase_edges_inside_minutes_match_the_reference(env: dict, db_url: str, 
     want_calls = reference_tools.tool_use(projects, SPOTTER, windows)["phases"]
     assert [p["tool_use"] for p in report["phases"]] == want_calls
     assert sum(p["calls"] for p in want_calls) > 0
+
+
+def test_many_random_phase_windows_match_the_reference(env: dict, db_url: str, projects: Path) -> None:
+    """A phase's edge minutes read the gaps from their events (migration 0012): windows of every
+    length, from a few ms to most of an hour, starting and ending anywhere in a minute, next to
+    gaps that end in it, start in it, or pass through it. Seeded; disjoint, as phases are."""
+    import random
+
+    rng = random.Random(13)
+    first, last = utc("2026-02-11T20:39:00"), utc("2026-02-11T21:47:00")
+    span_us = int((last - first).total_seconds() * 1e6)
+    cuts = sorted({rng.randrange(span_us) for _ in range(60)})
+    cuts[10:12] = [cuts[10], cuts[10] + 60_000_000 + rng.randrange(40_000_000)]  # across a minute's end
+    windows = [(first + timedelta(microseconds=a), first + timedelta(microseconds=b))
+               for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
+    ok(retrod(env, "track", "start", "--session", SPOTTER))
+    with psycopg.connect(db_url) as conn:
+        for n, (start, end) in enumerate(windows):
+            conn.execute("INSERT INTO cc_session_phases (session_id, task, phase, started_at, ended_at, verdict)"
+                         " SELECT id, 't', %s, %s, %s, 'small_impact' FROM cc_sessions WHERE session_uuid = %s",
+                         (f"w{n}", start, end, SPOTTER))
+    report = json.loads(ok(retrod(env, "report", SPOTTER, "--format", "json", "--no-save")))
+    want = reference.compute_phases(projects, SPOTTER, windows)
+    for got, expected in zip(report["phases"], want, strict=True):
+        assert {k: got[k] for k in expected} == expected, got["phase"]
+    assert sum(p["claude_s"] + p["tool_s"] + p["human_s"] for p in want) > 600  # the windows hold real gaps
 
 
 def test_idle_tracked_sessions_are_closed_at_their_last_activity(env: dict, db_url: str) -> None:

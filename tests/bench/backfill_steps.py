@@ -4,6 +4,7 @@ backends beside the wall time.
 
     python tests/bench/backfill_steps.py                       # 100 MB, three rounds
     python tests/bench/backfill_steps.py --mb 10 --rounds 1    # seconds
+    python tests/bench/backfill_steps.py --configs incremental,bulk
 
 Configurations, each run once per round, in turn, so that a noisy machine weighs on all alike:
 - incremental: the path the live tailing keeps (one connection, 4 MB batches);
@@ -91,15 +92,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="which, comma-separated (default: all)")
     args = parser.parse_args()
+    names = args.configs.split(",")
     with tempfile.TemporaryDirectory(prefix="retrod-steps-", dir="/tmp") as folder:
         scratch = Path(folder)
         os.chmod(scratch, 0o711)  # as root, the cluster runs as postgres and must reach its folder
         tree = scratch / "projects"
         write_tree(tree, int(args.mb * 1e6))
-        runs: dict[str, list[dict]] = {name: [] for name in CONFIGS}
+        runs: dict[str, list[dict]] = {name: [] for name in names}
         for _ in range(args.rounds):
-            for name in CONFIGS:
+            for name in names:
                 runs[name].append(run_once(scratch, tree, name))
     print(f"| configuration | {args.mb:g} MB, median of {args.rounds} | CPU: retrod + PostgreSQL |")
     print("|---|---:|---:|")
