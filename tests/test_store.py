@@ -112,6 +112,25 @@ def test_meta_and_tool_results_alone_make_no_session(db_url: str, tmp_path: Path
     assert reports(db_url)[S]["summary"]["persisted_outputs"] == {"count": 1, "bytes": 100}
 
 
+def test_a_subagent_named_by_two_meta_files_keeps_the_later_read(db_url: str, tmp_path: Path) -> None:
+    """Meta files commit with the batch they are read in: two of one session's subagent (two
+    project folders) in one batch give one row, the one read later (scans go newest first)."""
+    import os
+
+    root = tmp_path / "projects"
+    for project, agent_type, mtime in (("-old", "Explore", 1_000_000), ("-new", "Plan", 2_000_000)):
+        meta = root / project / S / "subagents" / "agent-a1.meta.json"
+        meta.parent.mkdir(parents=True)
+        meta.write_text(json.dumps({"agentType": agent_type, "description": project}))
+        os.utime(meta, (mtime, mtime))
+    ingest(db_url, [root])
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT agent_type, description FROM retrod.subagent_meta").fetchall() == [
+            ("Explore", "-old")]
+        assert conn.execute("""SELECT count(*) FROM retrod.files WHERE kind = 'meta' AND "offset" = size"""
+                            " AND head <> ''").fetchone()[0] == 2
+
+
 def _line(**fields) -> str:
     return json.dumps(fields) + "\n"
 

@@ -149,9 +149,11 @@ FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, 
      json_array_elements(f.rows) AS l
 ON CONFLICT DO NOTHING;
 
--- name: upsert_meta
+-- Subagents' meta files: read whole, committed with the batch they came in.
+-- name: upsert_metas
 INSERT INTO retrod.subagent_meta (session_uuid, agent_id, agent_type, description)
-VALUES (%(session_uuid)s, %(agent_id)s, %(agent_type)s, %(description)s)
+SELECT session_uuid, agent_id, agent_type, description
+FROM json_to_recordset(%(metas)s::json) AS x(session_uuid TEXT, agent_id TEXT, agent_type TEXT, description TEXT)
 ON CONFLICT (session_uuid, agent_id) DO UPDATE
 SET agent_type = excluded.agent_type, description = excluded.description;
 

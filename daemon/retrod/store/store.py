@@ -43,10 +43,19 @@ class Stat:
     size: int
 
 
+@dataclass(frozen=True, slots=True)
+class Meta:
+    """A subagent's `.meta.json`, as `retrod.subagent_meta` keeps it."""
+
+    agent_id: str
+    agent_type: str | None
+    description: str | None
+
+
 @dataclass(slots=True)
 class Pending:
-    """What one file brings to a batch: its rows (None: none, only the file is seen) and the
-    offset and session they take it to."""
+    """What one file brings to a batch: its rows (None: none, only the file is seen), or a
+    subagent's meta file, and the offset and session they take it to."""
 
     path: str
     file: FileRow
@@ -57,6 +66,7 @@ class Pending:
     result: FoldResult | None
     lines: int = 0
     head: str | None = None  # a new fingerprint of the file's first bytes; None: as stored
+    meta: Meta | None = None
 
     @property
     def state(self) -> FoldState:
@@ -64,7 +74,8 @@ class Pending:
 
     @property
     def bytes(self) -> int:
-        return self.offset - self.start
+        """Transcript and tool-output bytes read; a meta file's are not counted (see ingest._to_read)."""
+        return 0 if self.meta is not None else self.offset - self.start
 
 
 DEADLOCK_RETRIES = 2
@@ -177,6 +188,7 @@ class Store:
                 {r.session_uuid for p in batch if p.result for r in p.result.requests.values()}
                 | {p.session for p in batch if p.session})})
             self._write_rows(conn, [p for p in batch if p.result is not None])
+            self._write_metas(conn, [p for p in batch if p.meta is not None])
             self._save(conn, batch)
             # A trigger enabled the usual way between the first check and this transaction's
             # writes would not have fired. From its first write to a table on, this transaction
@@ -189,14 +201,13 @@ class Store:
         way while the daemon runs."""
         return bool(one(conn.execute(q("may_skip_row_checks")))[0])
 
-    def save_meta(self, file: FileRow, stat: Stat, head: str, agent_id: str, agent_type: str | None,
-                  description: str | None) -> None:
-        seen = Pending("", file, file.session_uuid, stat, file.offset, stat.size, None, head=head)
-        with self.pool.connection() as conn, conn.transaction():
-            conn.execute(q("upsert_meta"), {"session_uuid": file.session_uuid, "agent_id": agent_id,
-                                            "agent_type": agent_type, "description": description})
-            self._save(conn, [seen])
-        _advance(seen)
+    @staticmethod
+    def _write_metas(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
+        metas = {(p.session, p.meta.agent_id): {"session_uuid": p.session, "agent_id": p.meta.agent_id,
+                                                "agent_type": p.meta.agent_type, "description": p.meta.description}
+                 for p in batch if p.meta is not None}  # one row per key (ON CONFLICT); the later wins
+        if metas:
+            conn.execute(q("upsert_metas"), {"metas": _json(list(metas.values()))})
 
     @staticmethod
     def _save(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
