@@ -66,6 +66,8 @@ _SNAPSHOT = {
                        " cache_create_1h_tokens FROM retrod.request_minutes ORDER BY 1, minute, 3, 4",
     "event_minutes": "SELECT session_uuid, minute::text, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.event_minutes ORDER BY 1, minute",
+    "gap_spans": "SELECT f.path, g.\"offset\", g.session_uuid, g.kind, g.span_start, g.span_end"
+                 " FROM retrod.gap_spans g JOIN retrod.files f ON f.id = g.file_id ORDER BY 1, 2",
     "session_tool_calls": "SELECT session_uuid, tool_calls FROM retrod.session_tool_calls ORDER BY 1",
     "tool_uses": "SELECT f.path, t.tool_use_id, t.session_uuid, t.agent, t.file_path, t.\"offset\", t.block, t.name,"
                  " t.input_hash, t.path, t.detail, t.ts, t.counted, t.signal, t.has_result, t.failed, t.sibling,"

@@ -206,10 +206,11 @@ def test_a_bogus_early_timestamp_costs_a_few_rows(db_url: str, tmp_path: Path) -
             {"type": "tool_result", "tool_use_id": "t", "content": "abc"}]}))
     ingest(db_url, [root])
     with psycopg.connect(db_url) as conn:
-        rows = {t: conn.execute(f"SELECT count(*) FROM retrod.{t}").fetchone()[0] for t in ("events", "event_minutes")}
-    # events: the three timed lines (migration 0012: a gap is read from its event); event
-    # minutes: the gap's pieces in 1970-01-01 00:00 and 2026-01-01 00:00, the tool gap in the latter
-    assert rows == {"events": 3, "event_minutes": 2}
+        rows = {t: conn.execute(f"SELECT count(*) FROM retrod.{t}").fetchone()[0]
+                for t in ("events", "gap_spans", "event_minutes")}
+    # events: the three timed lines (migration 0012: a gap's pieces are read from its event); the
+    # 56 years as one span; event minutes: 1970-01-01 00:00 and 2026-01-01 00:00 (with the tool gap)
+    assert rows == {"events": 3, "gap_spans": 1, "event_minutes": 2}
     summary = reports(db_url)[S]["summary"]
     # a human gap that long is away as a whole (DESIGN §2.3)
     assert (summary["human_s"], summary["away_s"], summary["tool_s"]) == (0.0, 1767225580.0, 10.0)

@@ -121,7 +121,7 @@ def test_migration_0006_recomputes_events_stored_under_the_old_rule(pg_cluster, 
     old_migrations.mkdir()
     for path in migrations_dir().glob("*.sql"):
         # every other one, today's ingest code needs the later ones; but 0012, which drops the
-        # gap tables 0006 fills again, comes after it
+        # gap_pieces 0006 fills again, comes after it
         if int(path.name[:4]) not in (6, 12):
             shutil.copy(path, old_migrations)
     name = f"t_{uuid.uuid4().hex[:16]}"

@@ -41,14 +41,11 @@ SELECT model, sum(requests)::bigint AS requests,
 FROM retrod.request_minutes WHERE session_uuid = %(session)s
 GROUP BY model;
 
--- Classified time: the per-minute sums of gap pieces plus the long gaps' whole-minute spans
--- (migration 0012: a partial index holds the gaps that have any).
+-- Classified time: the per-minute sums of gap pieces plus the long gaps' whole-minute spans.
 -- name: session_times
 WITH spans AS (
-    SELECT e.kind, retrod.interval_us(sum(sp.span_end - sp.span_start)) AS us
-    FROM retrod.events e, retrod.span_of(e.prev_ts, e.ts) sp
-    WHERE e.session_uuid = %(session)s AND e.kind IS NOT NULL AND retrod.spans_minutes(e.prev_ts, e.ts)
-    GROUP BY e.kind
+    SELECT kind, retrod.interval_us(sum(span_end - span_start)) AS us
+    FROM retrod.gap_spans WHERE session_uuid = %(session)s GROUP BY kind
 )
 SELECT (coalesce(sum(claude_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'claude'), 0))::bigint AS claude_us,
        (coalesce(sum(tool_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'tool'), 0))::bigint AS tool_us,
@@ -154,32 +151,36 @@ CROSS JOIN LATERAL (
         UNION ALL
         SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
                CASE WHEN kind = 'human' THEN us END, 0
-        FROM (  -- the gap pieces (retrod.pieces_of) in an edge's minutes, from the gaps of its events
-            SELECT g.kind, retrod.interval_us(least(gp.piece_end, edge_end) - greatest(gp.piece_start, edge_start)) AS us
-            FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(edge_start, edge_end),
-                 LATERAL (
-                     SELECT file_id, "offset", kind, prev_ts, ts FROM retrod.events  -- gaps ending in them
-                     WHERE session_uuid = %(session)s AND kind IS NOT NULL
-                       AND ts > retrod.minute_of(edge.edge_start)
-                       AND ts <= retrod.minute_of(edge.edge_end - interval '1 microsecond') + interval '1 minute'
-                     UNION  -- gaps starting in them and ending later (one per file at most: they never overlap)
-                     SELECT file_id, "offset", kind, prev_ts, ts FROM retrod.events
-                     WHERE session_uuid = %(session)s AND kind IS NOT NULL AND retrod.crosses_minute(prev_ts, ts)
-                       AND prev_ts >= retrod.minute_of(edge.edge_start) AND prev_ts < edge.edge_end
-                 ) g,
-                 retrod.pieces_of(g.prev_ts, g.ts) gp
-            WHERE edge.edge_start < edge.edge_end
-              AND gp.minute >= retrod.minute_of(edge.edge_start) AND gp.minute < edge.edge_end
+        FROM (  -- in an edge [a, b), each gap's first and last minutes' pieces: its overlap with
+                -- the edge less that of its whole minutes between (gap_spans counts those)
+            SELECT kind, retrod.interval_us(
+                       greatest(least(ts, b) - greatest(prev_ts, a), interval '0')
+                       - greatest(least(retrod.minute_of(ts - interval '1 microsecond'), b)
+                                  - greatest(retrod.minute_of(prev_ts) + interval '1 minute', a), interval '0')) AS us
+            FROM (
+                SELECT edge_start AS a, edge_end AS b, retrod.minute_of(edge_start) AS first_minute,
+                       retrod.minute_of(edge_end - interval '1 microsecond') + interval '1 minute' AS minutes_end
+                FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(edge_start, edge_end)
+                WHERE edge_start < edge_end
+            ) edge,
+            LATERAL (  -- the gaps that end in the edge's minutes, and those that start in them and
+                       -- end later (a file's gaps never overlap: one per file)
+                SELECT kind, prev_ts, ts FROM retrod.events
+                WHERE session_uuid = %(session)s AND kind IS NOT NULL AND ts > first_minute AND ts <= minutes_end
+                UNION ALL
+                SELECT kind, prev_ts, ts FROM retrod.events
+                WHERE session_uuid = %(session)s AND kind IS NOT NULL AND retrod.crosses_minute(prev_ts, ts)
+                  AND prev_ts >= first_minute AND prev_ts < b AND ts > minutes_end
+            ) g
         ) pieces WHERE us > 0
         UNION ALL
         SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
                CASE WHEN kind = 'human' THEN us END, 0
-        FROM (  -- no gap is longer than `longest`: one that ends after s started after s - longest
-            SELECT e.kind, retrod.interval_us(least(sp.span_end, p.e) - greatest(sp.span_start, p.s)) AS us
-            FROM retrod.events e, retrod.span_of(e.prev_ts, e.ts) sp
-            WHERE e.session_uuid = %(session)s AND e.kind IS NOT NULL AND retrod.spans_minutes(e.prev_ts, e.ts)
-              AND e.prev_ts < p.e AND e.prev_ts >= p.s - (SELECT gap FROM longest)
-              AND sp.span_start < p.e AND sp.span_end > p.s
+        FROM (
+            SELECT kind, retrod.interval_us(least(span_end, p.e) - greatest(span_start, p.s)) AS us
+            FROM retrod.gap_spans
+            WHERE session_uuid = %(session)s AND span_start < p.e
+              AND span_start >= p.s - (SELECT gap FROM longest) AND span_end > p.s
         ) spans WHERE us > 0
         UNION ALL
         SELECT 0, 0, 0, tool_result_bytes FROM retrod.events
