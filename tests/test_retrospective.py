@@ -241,18 +241,22 @@ def test_phase_edges_inside_minutes_match_the_reference(env: dict, db_url: str, 
 
 
 def test_many_random_phase_windows_match_the_reference(env: dict, db_url: str, projects: Path) -> None:
-    """A phase's edge minutes read the gaps from their events (migration 0012): windows of every
-    length, from a few ms to most of an hour, starting and ending anywhere in a minute, next to
-    gaps that end in it, start in it, or pass through it. Seeded; disjoint, as phases are."""
+    """A phase's edge minutes read the gaps' pieces from their events (migration 0012): windows
+    from under a second to forty minutes, inside one minute, across two partial ones, some on a
+    whole minute, next to gaps that end in an edge, start in it or pass through it. Seeded;
+    disjoint, as phases are."""
     import random
 
     rng = random.Random(13)
-    first, last = utc("2026-02-11T20:39:00"), utc("2026-02-11T21:47:00")
-    span_us = int((last - first).total_seconds() * 1e6)
-    cuts = sorted({rng.randrange(span_us) for _ in range(60)})
-    cuts[10:12] = [cuts[10], cuts[10] + 60_000_000 + rng.randrange(40_000_000)]  # across a minute's end
-    windows = [(first + timedelta(microseconds=a), first + timedelta(microseconds=b))
-               for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
+    minute = 60_000_000
+    first = utc("2026-02-11T20:39:00")  # the session runs to 21:46:25
+    cuts = sorted({rng.randrange(26 * minute) for _ in range(40)} | {m * minute for m in rng.sample(range(26), 6)})
+    spans = list(zip(cuts[::2], cuts[1::2], strict=False))  # (an odd cut out ends nothing)
+    spans.append((26 * minute + rng.randrange(minute), 66 * minute + rng.randrange(minute)))
+    windows = [(first + timedelta(microseconds=a), first + timedelta(microseconds=b)) for a, b in spans]
+    assert any(b - a < minute and a // minute != b // minute for a, b in spans)  # two partial minutes
+    assert any(b - a < minute and a // minute == b // minute for a, b in spans)  # inside one
+    assert any(a % minute == 0 for a, _ in spans) and any(b % minute == 0 for _, b in spans)
     ok(retrod(env, "track", "start", "--session", SPOTTER))
     with psycopg.connect(db_url) as conn:
         for n, (start, end) in enumerate(windows):

@@ -112,9 +112,10 @@ def test_meta_and_tool_results_alone_make_no_session(db_url: str, tmp_path: Path
     assert reports(db_url)[S]["summary"]["persisted_outputs"] == {"count": 1, "bytes": 100}
 
 
-def test_a_subagent_named_by_two_meta_files_keeps_the_later_read(db_url: str, tmp_path: Path) -> None:
+def test_two_meta_files_of_one_subagent_in_one_batch(db_url: str, tmp_path: Path) -> None:
     """Meta files commit with the batch they are read in: two of one session's subagent (two
-    project folders) in one batch give one row, the one read later (scans go newest first)."""
+    project folders) in one batch give one row and both files are read. Which one's row it is
+    follows the order of reading, as when each committed on its own (scans go newest first)."""
     import os
 
     root = tmp_path / "projects"

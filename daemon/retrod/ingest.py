@@ -98,7 +98,7 @@ def _same_stat(ref: FileRef, file: FileRow | None, st: os.stat_result | None) ->
 def _to_read(ref: FileRef, file: FileRow | None, st: os.stat_result | None) -> int:
     """The bytes a scan expects to read of a file whose stat changed: what follows its stored
     offset, or all of it when it is another file or shorter. A meta file's are not counted: it is
-    read whole and commits no rows."""
+    read whole, into one row of its subagent's (store.Pending.bytes)."""
     if st is None or ref.kind == "meta":
         return 0
     if file is None or file.missing or (st.st_dev, st.st_ino) != (file.device, file.inode) \

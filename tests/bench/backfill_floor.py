@@ -9,10 +9,14 @@ Per round, on one generated tree (corpus.write_tree):
 - decode: reading every line and decoding it into the parser's typed structs (msgspec; the
   fields retrod does not read are skipped, not built), one thread, nothing made of them: the
   least retrod's parser does;
-- store: PostgreSQL's CPU to `COPY` the rows retrod keeps for the tree (events, requests, tool
-  uses, tool calls, subagents and their links, as its own fold makes them) into the migrated
-  tables, with their indexes, without a trigger, a rollup, a judgement or a foreign-key check:
-  the least the database does for them, whatever statements bring them;
+- store: PostgreSQL's CPU (every `postgres` process: the write-ahead log's writer and the
+  checkpointer too) to `COPY` the rows retrod keeps for the tree (events, requests, tool uses,
+  tool calls, subagents and their links, as its own fold makes them) into the migrated tables,
+  with their indexes, without a trigger, a rollup, a judgement or a foreign-key check: the least
+  the database does for them, whatever statements bring them. Approximations, both ways: every
+  tool use is stored as counted (retrod counts an id seen in two files once: a few more rows in
+  the partial indexes here), and results without their call in the same chunk and project-level
+  agent files (a few) are left out;
 - ccusage: `ccusage claude session --json --offline`, the whole process.
 
 Both cores can hold the work, so the budget of a backfill within N× ccusage is 2 × N × its
@@ -33,11 +37,12 @@ from pathlib import Path
 
 import msgspec
 import psycopg
+from psycopg_pool import ConnectionPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import write_tree
-from harness import database
+from harness import database, postgres_cpu_s
 from peers import find_ccusage
 from retrod.store.store import Store
 from retrod.transcript.discovery import walk
@@ -61,9 +66,9 @@ TABLES = {  # table: its columns as COPY gets them
 
 
 def decode_s(tree: Path) -> float:
-    """Seconds to read and decode every transcript line under `tree`, as the parser's first step."""
+    """CPU seconds to read and decode every transcript line under `tree`, the parser's first step."""
     decode = msgspec.json.Decoder(_Line).decode
-    start = time.perf_counter()
+    start = time.process_time()  # CPU, as it is added to the database's below
     for path in tree.rglob("*.jsonl"):
         with path.open("rb") as f:
             for line in f:
@@ -71,7 +76,7 @@ def decode_s(tree: Path) -> float:
                     decode(line)
                 except (msgspec.DecodeError, RecursionError):
                     pass  # (an odd line: the parser decodes it again, leniently)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def _ts(us: int | None) -> datetime | None:
@@ -131,16 +136,8 @@ def _dedup(rows: dict[str, list[tuple]]) -> None:
         rows[table] = list({tuple(row[i] for i in key): row for row in rows[table]}.values())
 
 
-def _backend_cpu_s(conn: psycopg.Connection) -> float:
-    pid = conn.info.backend_pid
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def store_cpu_s(url: str, tree: Path) -> tuple[float, int]:
     """(PostgreSQL CPU seconds, rows) to COPY the tree's rows into the indexed tables."""
-    from psycopg_pool import ConnectionPool
-
     with ConnectionPool(url, min_size=1, max_size=1, open=True) as pool:
         refs = [ref for ref in walk(tree) if ref.is_transcript]
         file_ids = {path: row.id for path, row in Store(pool, "floor").files(refs).items()}
@@ -150,13 +147,13 @@ def store_cpu_s(url: str, tree: Path) -> tuple[float, int]:
         for table in TABLES:
             conn.execute(f"ALTER TABLE retrod.{table} DISABLE TRIGGER ALL")  # foreign keys' checks too
         conn.commit()
-        before = _backend_cpu_s(conn)
+        before = postgres_cpu_s()
         with conn.transaction():
             for table, columns in TABLES.items():
                 with conn.cursor().copy(f"COPY retrod.{table} {columns} FROM STDIN") as copy:
                     for row in rows[table]:
                         copy.write_row(row)
-        return _backend_cpu_s(conn) - before, sum(len(r) for r in rows.values())
+        return postgres_cpu_s() - before, sum(len(r) for r in rows.values())
 
 
 def main() -> None:
@@ -188,11 +185,11 @@ def main() -> None:
             if ccusage is not None:
                 runs["ccusage"].append(ccusage.sessions(claude_dir).seconds)
     median = {name: statistics.median(values) for name, values in runs.items() if values}
-    per_gb = 1e9 / size
+    per_gb = 1e9 / size  # of the tree, every file counted (as corpus.write_tree counts it)
     print(f"{size / 1e6:.0f} MB tree, {stored:,} rows stored, median of {args.rounds}; ccusage: {why}")
     print("| what | seconds | per GB |")
     print("|---|---:|---:|")
-    print(f"| decode (one thread) | {median['decode']:.2f} s | {median['decode'] * per_gb:.1f} s |")
+    print(f"| decode (CPU, one thread) | {median['decode']:.2f} s | {median['decode'] * per_gb:.1f} s |")
     print(f"| store (PostgreSQL CPU) | {median['store']:.2f} s | {median['store'] * per_gb:.1f} s |")
     least = median["decode"] + median["store"]
     print(f"| decode + store, CPU | {least:.2f} s | {least * per_gb:.1f} s |")

@@ -33,7 +33,7 @@ from psycopg_pool import ConnectionPool
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import write_tree
-from harness import database
+from harness import database, postgres_cpu_s
 from retrod import ingest
 from retrod.ingest import Ingester
 from retrod.store.store import Store
@@ -53,20 +53,6 @@ CONFIGS = {
 }
 
 
-def _postgres_cpu_s() -> float:
-    """User and system CPU seconds of the running `postgres` processes (the backends this run
-    holds open included)."""
-    ticks = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if stat.with_name("comm").read_text().strip() == "postgres":
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                ticks += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def _own_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -78,10 +64,10 @@ def run_once(scratch: Path, tree: Path, name: str) -> dict:
     with database(scratch, "steps") as url, \
             ConnectionPool(url, min_size=ingest.BULK_LANES + 1, max_size=ingest.BULK_LANES + 2, open=True) as pool:
         ingester = Ingester(store_class(pool, "bench"), [tree], bulk_from=0 if bulk else None)
-        own, postgres, start = _own_cpu_s(), _postgres_cpu_s(), time.perf_counter()
+        own, postgres, start = _own_cpu_s(), postgres_cpu_s(), time.perf_counter()
         stats = ingester.scan()
         seconds = time.perf_counter() - start
-        own, postgres = _own_cpu_s() - own, _postgres_cpu_s() - postgres
+        own, postgres = _own_cpu_s() - own, postgres_cpu_s() - postgres
     shutil.rmtree(scratch / "steps-pg")  # (stopped) the next run starts from a fresh cluster
     if stats.failed:
         raise RuntimeError(f"{name}: {stats.failed} files failed")

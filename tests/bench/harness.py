@@ -124,3 +124,17 @@ def wait_for_log(path: Path, event: str, process: subprocess.Popen, timeout_s: f
             raise RuntimeError(f"the daemon exited ({process.returncode}): {path.read_text()[-1000:]}")
         time.sleep(0.1)
     raise RuntimeError(f"no {event!r} from the daemon within {timeout_s:.0f} s")
+
+
+def postgres_cpu_s() -> float:
+    """User and system CPU seconds of the running `postgres` processes (the backends this run
+    holds open included)."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.with_name("comm").read_text().strip() == "postgres":
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return ticks / os.sysconf("SC_CLK_TCK")
