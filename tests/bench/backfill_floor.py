@@ -41,6 +41,7 @@ from psycopg_pool import ConnectionPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from backfill import decode_lines
 from corpus import write_tree
 from harness import database, postgres_cpu_s
 from peers import find_ccusage
@@ -63,20 +64,6 @@ TABLES = {  # table: its columns as COPY gets them
     "subagents": "(file_id, session_uuid, agent_id, first_ts, last_ts)",
     "subagent_links": "(file_id, session_uuid, agent_id, tool_use_id)",
 }
-
-
-def decode_s(tree: Path) -> float:
-    """CPU seconds to read and decode every transcript line under `tree`, the parser's first step."""
-    decode = msgspec.json.Decoder(_Line).decode
-    start = time.process_time()  # CPU, as it is added to the database's below
-    for path in tree.rglob("*.jsonl"):
-        with path.open("rb") as f:
-            for line in f:
-                try:
-                    decode(line)
-                except (msgspec.DecodeError, RecursionError):
-                    pass  # (an odd line: the parser decodes it again, leniently)
-    return time.process_time() - start
 
 
 def _ts(us: int | None) -> datetime | None:
@@ -177,7 +164,8 @@ def main() -> None:
         runs: dict[str, list[float]] = {"decode": [], "store": [], "ccusage": []}
         stored = 0
         for _ in range(args.rounds):
-            runs["decode"].append(decode_s(claude_dir / "projects"))
+            runs["decode"].append(decode_lines(claude_dir / "projects", msgspec.json.Decoder(_Line).decode,
+                                               time.process_time)[0])  # CPU, as the database's
             with database(scratch, "floor") as url:
                 cpu, stored = store_cpu_s(url, claude_dir / "projects")
                 runs["store"].append(cpu)
