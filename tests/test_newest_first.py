@@ -71,8 +71,7 @@ def test_catch_up_commits_the_newest_files_first(db_url: str, projects: Path) ->
         stats = Ingester(_recording(Store(pool, HOST), order), [projects], batch_bytes=64 << 10).scan()
     assert stats.failed == 0 and stats.missing == 0
     first_commits = list(dict.fromkeys(order))  # a large file commits chunk by chunk
-    # meta files are saved on their own, not in a batch: every other file, in mtime order
-    assert first_commits == [p for p in newest_first if not p.endswith(".meta.json")]
+    assert first_commits == newest_first  # every file, meta files and tool outputs too, in mtime order
     assert first_commits[0].endswith(f"{NEWEST}.jsonl")
 
 
