@@ -36,20 +36,3 @@ BEGIN
 END $$;
 
 DROP TABLE retrod.gap_pieces;
-
-CREATE OR REPLACE FUNCTION retrod.rollups_truncated() RETURNS TRIGGER LANGUAGE plpgsql AS $$
-BEGIN
-    -- (gap_spans reference events: a TRUNCATE of events must cascade to them.)
-    IF TG_TABLE_NAME = 'requests' THEN
-        DELETE FROM retrod.request_minutes;
-    ELSIF TG_TABLE_NAME = 'events' THEN
-        DELETE FROM retrod.event_minutes;
-    ELSIF TG_TABLE_NAME = 'tool_calls' THEN
-        DELETE FROM retrod.session_tool_calls;
-    ELSIF TG_TABLE_NAME = 'tool_uses' THEN
-        DELETE FROM retrod.call_minutes;
-        DELETE FROM retrod.call_agents;
-        DELETE FROM retrod.call_tools;
-    END IF;
-    RETURN NULL;
-END $$;

@@ -45,7 +45,7 @@ from backfill import decode_lines
 from corpus import write_tree
 from harness import database, postgres_cpu_s
 from peers import find_ccusage
-from retrod.store.store import Store
+from retrod.store.store import Store, merged_requests
 from retrod.transcript.discovery import walk
 from retrod.transcript.fold import FoldResult, FoldState, Request, fold
 from retrod.transcript.parser import _Line, parse_line
@@ -73,7 +73,7 @@ def _ts(us: int | None) -> datetime | None:
 def folded(tree: Path, file_ids: dict[str, int]) -> dict[str, list[tuple]]:
     """The rows retrod's fold makes of every transcript under `tree`, as COPY takes them."""
     rows: dict[str, list[tuple]] = {table: [] for table in TABLES}
-    requests: dict[str, Request] = {}
+    requests: list[Request] = []  # merged at the end, as one batch's are (Store._write_rows)
     for ref in walk(tree):
         if not ref.is_transcript or ref.session_uuid is None:
             continue  # (project-level agent files, named by their content, are left out: a few)
@@ -90,17 +90,13 @@ def folded(tree: Path, file_ids: dict[str, int]) -> dict[str, list[tuple]]:
     rows["requests"] = [(r.key, r.session_uuid, r.agent, _ts(r.ts_us), r.attr_sidechain, r.attr_foreign,
                          _ts(r.attr_ts_us), r.usage_main, r.usage.input, r.usage.output, r.usage.cache_read,
                          r.usage.cache_create, r.usage.cache_create_5m, r.usage.cache_create_1h, r.has_tool_use,
-                         r.model) for r in requests.values()]
+                         r.model) for r in merged_requests(requests).values()]
     return rows
 
 
-def _add_rows(rows: dict[str, list[tuple]], requests: dict[str, Request], result: FoldResult, file_id: int,
+def _add_rows(rows: dict[str, list[tuple]], requests: list[Request], result: FoldResult, file_id: int,
               session: str, path: str) -> None:
-    for key, request in result.requests.items():
-        if key in requests:
-            requests[key].merge(request)
-        else:
-            requests[key] = request
+    requests += result.requests.values()
     rows["events"] += [(file_id, e.offset, session, _ts(e.ts_us), _ts(e.prev_us), e.kind, e.gap_us,
                         e.tool_result_bytes) for e in result.events]
     for call in result.calls.values():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -218,15 +218,8 @@ class Store:
 
     @staticmethod
     def _write_rows(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
-        requests: dict[str, Request] = {}  # one row per key: ON CONFLICT cannot update a row twice
-        for pending in batch:
-            if pending.result is None:
-                continue  # the caller passes only the files that gave rows
-            for key, request in pending.result.requests.items():
-                if key in requests:
-                    requests[key].merge(request)
-                else:
-                    requests[key] = replace(request)  # merged into: the pending's own stays as read
+        # one row per key: ON CONFLICT cannot update a row twice
+        requests = merged_requests(r for p in batch if p.result is not None for r in p.result.requests.values())
         if requests:  # in key order, as every ingester writes them: no two wait on each other
             ordered = [requests[key] for key in sorted(requests)]
             conn.execute(q("upsert_requests"), {"requests": _json(ordered)})
@@ -242,6 +235,18 @@ class Store:
             if files:
                 conn.execute(q(query), {"files": _json(files)})
         _write_tool_uses(conn, batch)
+
+
+def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
+    """One request per key, merged as the upsert merges them (fold.Request.merge); the ones given
+    stay as they were."""
+    merged: dict[str, Request] = {}
+    for request in requests:
+        if request.key in merged:
+            merged[request.key].merge(request)
+        else:
+            merged[request.key] = replace(request)
+    return merged
 
 
 def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
