@@ -1,27 +1,77 @@
 """Independent reference implementation of retrod's accounting rules (test oracle).
 
 Written from docs DESIGN.md section 2 ("Accounting rules (normative)") and FORMATS.md
-only, without looking at the daemon's code.  It covers 2.1-2.5; 2.6 (tool calls and
-waste signals) is not covered yet.  Tokens by model (issue 11) are written from the issue's
-text and the README's decisions: a request's model is the message.model of its usage-winning
-record.  It is deliberately naive:
+only, without looking at the daemon's code.  It covers 2.1-2.5 and 2.7; 2.6 (tool calls
+and waste signals) is in tests/reference_tools.py.  Tokens by model (issue 11) were first
+written from the issue's text and the README's decisions; they now follow DESIGN 2.2
+"Iterations": a request is made of parts, each with its own model, and tokens by model sum
+parts.  It is deliberately naive:
 it reads every file whole, parses every line with json.loads, collects everything
 in plain lists and dicts, and then computes each figure with plain loops.  There
 is no incremental state and no performance trick; readability beats speed.
 
-Public API:  compute(projects_dir, away_after_s=1800) -> {session_uuid: figures}
-                 (figures["tokens_by_model"]: {model or None: token figures})
+What it covers, in short:
+  2.2  requests: global keys, the usage-winning ("chosen") record, attribution, buckets;
+       iterations: when the chosen record's usage.iterations holds at least one object and
+       their sums reach the top level in input, output, cache read and cache create, each
+       object is a part (its model, else the message's; its own 5m/1h split), else the
+       request is one part (the top-level usage, the message's model).  Request tokens =
+       the parts' sums; a model row's "requests" counts that model's parts.
+  2.3  one timeline per session: its main transcripts in project-folder-name order, a line
+       with a non-empty uuid counted where first met; events, H, wall over counted lines.
+  2.4  compactions and tool_result_bytes over counted lines; tool_calls; listed subagents.
+  2.5  phase windows: tokens, turns, times, tool_result bytes, by model, subagent phase.
+  2.7  cost of each part with genai-prices (provider anthropic, the request's timestamp,
+       {"speed": "fast"} when the chosen record's usage.speed is "fast").
+
+Decisions the oracle takes where DESIGN leaves a choice (they are the project's decisions
+or the reference's own; a daemon that differs must say why):
+  - Chosen record: DESIGN's usage tuple, then the larger 5m, then 1h split (README), then a
+    record naming a model before one naming none, the smallest model first (README), then
+    the smaller canonical JSON of (iterations, fast) -- never the order files are read in.
+  - Iterations: elements of usage.iterations that are not objects are skipped; each object
+    is sanitised like a top-level usage (cache create = its flat field when an integer,
+    else its own 5m + 1h).
+  - Timeline: the uuid dedupe runs over the main transcripts' own lines (project decision:
+    the figures it serves are the own lines'; a copied-history or sidechain line does not
+    stand for an own one), also within one file; lines without a non-empty string uuid always count; two main
+    files in one folder name (impossible on one machine) go by full path.  tool_calls
+    looks at every own line of every main file (distinct ids count a copy once anyway).
+  - Cost: per part, calc_price(Usage(input_tokens = input + cache read + cache create,
+    output_tokens, cache_read_tokens, cache_write_tokens = cache create,
+    cache_write_1h_tokens = min(1h split, cache create)), model, provider_id="anthropic",
+    genai_request_timestamp = the request's timestamp (None, i.e. now, when it has none),
+    price_context).  Long-context tiers thus apply to one part of one request.  A part
+    with no tokens costs 0 and is not unpriced (e.g. <synthetic>); one with tokens whose
+    model is None, or that the package cannot find (LookupError), is unpriced.  Amounts are
+    summed as Decimal; reported dollars are floats rounded to 6 decimals.  Cost object:
+    {"usd": the priced sum (None when some part is unpriced and no part with tokens is
+    priced -- project decision), "unknown_models": the unpriced parts' distinct
+    models sorted, None first, "complete": no part unpriced}.  A model row's cost_usd is
+    None when any of its parts is unpriced.  prices_override {model: {input, output,
+    cache_read, cache_create_5m, cache_create_1h}} (USD per million, as RETROD_PRICES)
+    prices every part of the exact model names it holds, flat: the 1h part of the writes
+    at cache_create_1h, the rest at cache_create_5m, no tier.
+
+Public API:  compute(projects_dir, away_after_s=1800, prices_override=None)
+                 -> {session_uuid: figures}
+                 (figures["tokens_by_model"]: {model or None: token figures and cost_usd};
+                  figures["cost"]: the session's cost object)
              compute_phases(projects_dir, session, windows, away_after_s=1800)
                  -> [figures per window]  (2.5)
-             compute_phase_models(projects_dir, session, windows)
-                 -> [{model or None: token figures} per window]
+             compute_phase_models(projects_dir, session, windows, prices_override=None,
+                                  with_cost=False)
+                 -> [{model or None: token figures and cost_usd} per window], or with
+                    with_cost=True [{"tokens_by_model": ..., "cost": cost object} per window]
              subagent_phase(projects_dir, session, windows) -> {agent_id: window index | None}
+Needs:       the genai-prices package (0.2.x) for the cost; imported when a price is asked.
 Run:         python3 tests/reference.py ~/.claude/projects
 """
 
 from __future__ import annotations
 
 import datetime
+import decimal
 import json
 import pathlib
 import re
@@ -47,6 +97,8 @@ TIMESTAMP_RE = re.compile(
 
 EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 
+UTC_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
 # A timestamp that is missing sorts last (DESIGN 2.2 "a missing one sorts last").
 MISSING_TIMESTAMP = float("inf")
 
@@ -57,6 +109,10 @@ UNNAMED_AGENT = "<unnamed>"  # agent_progress copy without a data.agentId
 INLINE_AGENT = "<inline>"  # isSidechain: true line inside a main transcript
 
 BUCKETS = ("main", "subagents", "compaction", "total")
+
+# The token figures of a usage and of a part (DESIGN 2.2 "Usage": the four fields, and
+# "Keep the 5m/1h split too").
+MODEL_FIELDS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
 
 # DESIGN 2.3: the away threshold (RETROD_AWAY_AFTER_S), default 1800 s.
 DEFAULT_AWAY_AFTER_S = 1800
@@ -296,6 +352,37 @@ def usage_figures(usage: dict) -> dict:
     }
 
 
+FOUR_FIELDS = ("input", "output", "cache_read", "cache_create")
+
+
+def iteration_figures(usage: dict) -> list[dict]:
+    """The objects of usage.iterations, each sanitised like a usage (DESIGN 2.2 "Iterations").
+
+    Each entry: usage_figures(object) plus "model": the object's model when it is a
+    non-empty string, else None (the part then takes the message's model, later).
+    Elements of the array that are not objects are skipped (reference decision: "an array
+    holding at least one object" speaks of objects only).  [] when usage.iterations is not
+    an array.
+    """
+    iterations = usage.get("iterations")
+    if not isinstance(iterations, list):
+        return []
+    figures = []
+    for element in iterations:
+        if not isinstance(element, dict):
+            continue
+        entry = usage_figures(element)
+        entry["model"] = model_of(element)
+        figures.append(entry)
+    return figures
+
+
+def is_fast(usage: dict) -> bool:
+    # DESIGN 2.7: "{"speed": "fast"} as price context when the chosen record's usage.speed
+    # is "fast"" -- exactly the string "fast".
+    return usage.get("speed") == "fast"
+
+
 def model_of(message: dict | None) -> str | None:
     """message.model when it is a non-empty string; None = the record names no model."""
     model = message.get("model") if isinstance(message, dict) else None
@@ -349,6 +436,8 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     # DESIGN 2.5 turns: a tool_use block in message.content.
                     "has_tool_use": has_tool_use(line),
                     "model": model_of(message),
+                    "iterations": iteration_figures(usage),
+                    "fast": is_fast(usage),
                 }
             )
 
@@ -392,6 +481,8 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                             "has_tool_use": has_tool_use(embedded),
                             # data.message.message.model: the embedded record's own.
                             "model": model_of(inner_message),
+                            "iterations": iteration_figures(usage),
+                            "fast": is_fast(usage),
                         }
                     )
     return records
@@ -422,8 +513,10 @@ def attribution_rank(record: dict) -> tuple:
 def build_requests(all_records: list[dict]) -> list[dict]:
     """Group records into requests.
 
-    Each request: {"usage", "session", "agent", "timestamp", "has_tool_use"}; the last
-    two are only used by the phase figures (DESIGN 2.5).
+    Each request: {"usage", "parts", "model", "fast", "session", "agent", "timestamp",
+    "has_tool_use"}.  "usage" = the sums of its parts' figures (DESIGN 2.2 "Iterations");
+    "model" is the message's model of the usage-winning record (kept for readers; tokens
+    by model go by part); "fast" whether that record's usage.speed is "fast" (DESIGN 2.7).
     """
     groups: dict[str, list[dict]] = {}
     keyless: list[list[dict]] = []
@@ -435,40 +528,87 @@ def build_requests(all_records: list[dict]) -> list[dict]:
 
     requests = []
     for records in list(groups.values()) + keyless:
-        usage_record, model = usage_winner(records)
+        usage_record = usage_winner(records)
         owner_record = min(records, key=attribution_rank)
         # DESIGN 2.2: "Timestamp of a request = the earliest timestamp of its records";
         # None when no record has one.
         timestamps = [r["timestamp"] for r in records if r["timestamp"] is not None]
+        parts = parts_of(usage_record)
+        # "the request's tokens are those sums": buckets, totals and phases use the parts' sums.
+        usage = dict.fromkeys(MODEL_FIELDS, 0)
+        for part in parts:
+            for field in MODEL_FIELDS:
+                usage[field] += part[field]
         requests.append(
             {
-                "usage": usage_record["usage"],
+                "usage": usage,
+                "parts": parts,
                 "session": owner_record["session"],
                 "agent": owner_record["agent"],
                 "timestamp": min(timestamps) if timestamps else None,
                 # A tool_use block in message.content of ANY of its records.
                 "has_tool_use": any(r["has_tool_use"] for r in records),
-                "model": model,
+                "model": usage_record["model"],
+                "fast": usage_record["fast"],
             }
         )
     return requests
 
 
-def usage_winner(records: list[dict]) -> tuple[dict, str | None]:
-    """The record whose usage counts, and the request's model.
+def parts_of(record: dict) -> list[dict]:
+    """The parts of the request whose usage-winning record this is (DESIGN 2.2 "Iterations").
+
+    "when the chosen record's usage.iterations is an array holding at least one object, and
+    for each of the four fields the sum over those objects is at least the top-level value,
+    the request's tokens are those sums, and each object is a part of the request with its
+    own model (its model when a non-empty string, else the message's) and its own 5m/1h
+    split.  Otherwise the request is one part: the top-level usage and the message's model."
+    Each part: {"model", input, output, cache_read, cache_create, cache_create_5m, cache_create_1h}.
+    """
+    iterations = record["iterations"]
+    top = record["usage"]
+    if iterations:
+        covers_top_level = True
+        for field in FOUR_FIELDS:
+            total = 0
+            for iteration in iterations:
+                total += iteration[field]
+            if total < top[field]:
+                covers_top_level = False
+        if covers_top_level:
+            parts = []
+            for iteration in iterations:
+                part = {field: iteration[field] for field in MODEL_FIELDS}
+                part["model"] = iteration["model"] if iteration["model"] is not None else record["model"]
+                parts.append(part)
+            return parts
+    part = {field: top[field] for field in MODEL_FIELDS}
+    part["model"] = record["model"]
+    return [part]
+
+
+def usage_winner(records: list[dict]) -> dict:
+    """The record whose usage counts ("the chosen record"); its model is the message's model.
 
     Issue 11: the model of a request is the message.model of its usage-winning record.
     README decisions: records that tie on DESIGN's usage tuple are told apart by the larger
     5-minute, then 1-hour cache-write split; records that still tie but name different models
     give the request the model of one that names a model, the smallest in code-point order.
+    Reference decision (DESIGN says nothing of it): records that still tie on all that but
+    differ in usage.iterations or usage.speed are told apart by the smaller canonical JSON of
+    (iterations, fast), so the choice never depends on the order files are read in.
     """
     best = max(usage_rank(r) for r in records)
     tied = [r for r in records if usage_rank(r) == best]
     best_split = max(split_rank(r) for r in tied)
     tied = [r for r in tied if split_rank(r) == best_split]
-    named = [r["model"] for r in tied if r["model"] is not None]
-    # Every record left has the same token figures; which one's usage is taken does not matter.
-    return tied[0], min(named) if named else None
+
+    def tie_break(record: dict) -> tuple:
+        rest = json.dumps({"iterations": record["iterations"], "fast": record["fast"]}, sort_keys=True)
+        # A record naming a model comes before one naming none; then the smallest model.
+        return (record["model"] is None, record["model"] or "", rest)
+
+    return min(tied, key=tie_break)
 
 
 def split_rank(record: dict) -> tuple:
@@ -494,10 +634,38 @@ def has_tool_result(line: dict) -> bool:
     return any(block.get("type") == "tool_result" for block in content_blocks(line))
 
 
-def own_events(file: dict) -> list[tuple[int, dict]]:
-    """DESIGN 2.3: events = own user and assistant lines that have a timestamp, in file order."""
+def main_timeline(main_files: list[dict]) -> list[tuple[dict, dict]]:
+    """(line, file) for every COUNTED line of a session's main transcripts, in timeline order.
+
+    DESIGN 2.3: "A session whose main transcript exists (or existed) at more than one path --
+    a project folder copied or moved -- has one timeline: its main transcripts in the order
+    of their project folders' names (code-point), each in file order, and a line whose uuid
+    is a non-empty string counts once, where it is first met in that order."
+    Lines without such a uuid always count.  The dedupe also applies within one file (a
+    uuid repeated later in the same file does not count again), and it runs over the own
+    lines (project decision: every figure it serves counts own lines only, and a copied or
+    sidechain line does not stand for an own one).  Reference decision: two main files in
+    the same folder name (impossible on one machine) are ordered by their full path.
+    """
+    ordered = sorted(main_files, key=lambda file: (file["slug"], str(file["path"])))
+    seen_uuids = set()
+    counted = []
+    for file in ordered:
+        for line in file["lines"]:
+            uuid = line.get("uuid")
+            if non_empty_string(uuid) and is_own_line(line, file):
+                if uuid in seen_uuids:
+                    continue  # met before: counted there
+                seen_uuids.add(uuid)
+            counted.append((line, file))
+    return counted
+
+
+def own_events(main_files: list[dict]) -> list[tuple[int, dict]]:
+    """DESIGN 2.3: events = the counted own user and assistant lines that have a timestamp,
+    in timeline order."""
     events = []
-    for line in file["lines"]:
+    for line, file in main_timeline(main_files):
         if line.get("type") not in ("user", "assistant"):
             continue
         if not is_own_line(line, file):
@@ -530,18 +698,17 @@ def classified_gaps(
 ) -> list[tuple[int, int, str]]:
     """DESIGN 2.3 gaps as (H, t_i, class), only those with t_i > H.
 
-    H = the latest timestamp among the events before event i (the high-water mark),
-    per main file (each file's events in file order).  When t_i <= H nothing is added.
+    H = the latest timestamp among the events before event i (the high-water mark), over
+    the session's one timeline: it runs across its main files, never restarting per file.
+    When t_i <= H nothing is added.
     """
     gaps = []
-    for file in main_files:
-        events = own_events(file)
-        high_water = None  # the latest timestamp among the events seen so far
-        for time, line in events:
-            if high_water is not None and time > high_water:
-                gaps.append((high_water, time, gap_class(line, time - high_water, away_after_s)))
-            if high_water is None or time > high_water:
-                high_water = time
+    high_water = None  # the latest timestamp among the events seen so far
+    for time, line in own_events(main_files):
+        if high_water is not None and time > high_water:
+            gaps.append((high_water, time, gap_class(line, time - high_water, away_after_s)))
+        if high_water is None or time > high_water:
+            high_water = time
     return gaps
 
 
@@ -550,10 +717,9 @@ def time_figures(main_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S) -> d
     totals = {"claude": 0, "tool": 0, "human": 0, "away": 0}
     for gap_start, gap_end, kind in classified_gaps(main_files, away_after_s):
         totals[kind] += gap_end - gap_start
-    all_event_times = []
-    for file in main_files:
-        all_event_times.extend(t for t, _ in own_events(file))
-    # wall = latest event time - earliest event time (0 when there are no events).
+    all_event_times = [time for time, _ in own_events(main_files)]
+    # wall = latest event time - earliest event time (0 when there are no events); the
+    # events are the counted ones of the one timeline.
     wall = max(all_event_times) - min(all_event_times) if all_event_times else 0
     return {
         "wall_s": seconds(wall),
@@ -581,29 +747,42 @@ def tool_result_size(block: dict) -> int:
     return 0
 
 
+def tool_result_bytes_of(line: dict) -> int:
+    # DESIGN 2.4 tool_result_bytes: over the tool_result blocks of one user line.
+    size = 0
+    for block in content_blocks(line):
+        if block.get("type") == "tool_result":
+            size += tool_result_size(block)
+    return size
+
+
 def main_transcript_figures(main_files: list[dict]) -> dict:
     compactions = 0
     tool_call_ids = set()
     tool_result_bytes = 0
+    # DESIGN 2.3: "the same holds for the 2.4 per-line figures: compactions,
+    # tool_result_bytes" -- they count the counted lines of the one timeline only.
+    for line, file in main_timeline(main_files):
+        if not is_own_line(line, file):
+            continue
+        line_type = line.get("type")
+        # compactions: own system lines with subtype == "compact_boundary".
+        if line_type == "system" and line.get("subtype") == "compact_boundary":
+            compactions += 1
+        # tool_result_bytes: tool_result blocks of own user lines.
+        if line_type == "user":
+            tool_result_bytes += tool_result_bytes_of(line)
+    # tool_calls: distinct non-empty string ids of tool_use blocks of own assistant lines
+    # (timestamp not required).  Distinct ids already count a copied line once; reference
+    # decision: every own line of every main file is looked at, as DESIGN 2.4 says, since
+    # DESIGN 2.3 names only compactions and tool_result_bytes as per-line figures.
     for file in main_files:
         for line in file["lines"]:
-            if not is_own_line(line, file):
+            if not is_own_line(line, file) or line.get("type") != "assistant":
                 continue
-            line_type = line.get("type")
-            # compactions: own system lines with subtype == "compact_boundary".
-            if line_type == "system" and line.get("subtype") == "compact_boundary":
-                compactions += 1
-            # tool_calls: distinct non-empty string ids of tool_use blocks of own
-            # assistant lines (timestamp not required).
-            if line_type == "assistant":
-                for block in content_blocks(line):
-                    if block.get("type") == "tool_use" and non_empty_string(block.get("id")):
-                        tool_call_ids.add(block["id"])
-            # tool_result_bytes: tool_result blocks of own user lines.
-            if line_type == "user":
-                for block in content_blocks(line):
-                    if block.get("type") == "tool_result":
-                        tool_result_bytes += tool_result_size(block)
+            for block in content_blocks(line):
+                if block.get("type") == "tool_use" and non_empty_string(block.get("id")):
+                    tool_call_ids.add(block["id"])
     return {
         "compactions": compactions,
         "tool_calls": len(tool_call_ids),
@@ -636,17 +815,161 @@ def listed_subagents(session_files: list[dict]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
-MODEL_FIELDS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
+# ---------------------------------------------------------------------------
+# Step 6: estimated cost (DESIGN 2.7)
+# ---------------------------------------------------------------------------
 
 
-def tokens_by_model(requests: list[dict]) -> dict:
-    """{model (None: named none): {requests, and each token figure summed}} of these requests."""
-    by_model: dict = {}
+def part_tokens(part: dict) -> int:
+    # The part's tokens: the four fields (the 5m/1h split is a split of cache_create).
+    return part["input"] + part["output"] + part["cache_read"] + part["cache_create"]
+
+
+def as_datetime(timestamp: int | None) -> datetime.datetime | None:
+    """Integer microseconds since the epoch -> an aware UTC datetime; None stays None."""
+    if timestamp is None:
+        return None
+    return UTC_EPOCH + datetime.timedelta(microseconds=timestamp)
+
+
+def package_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Decimal | None:
+    """What genai-prices prices one part at; None when it cannot (unknown model).
+
+    DESIGN 2.7: "provider anthropic, the part's model, at its request's timestamp (prices
+    change over time), with {"speed": "fast"} as price context when the chosen record's
+    usage.speed is "fast"; input tokens = input + cache read + cache create, cache writes
+    split 5m/1h."  The package prices the 5-minute writes as cache_write_tokens minus
+    cache_write_1h_tokens.  Reference decision: the 1h part is min(1h split, cache_create),
+    since the split as given may exceed the flat field and the package refuses that.
+    Reference decision: a request with no timestamp is priced at the current time
+    (genai_request_timestamp=None).
+    Long-context tiers: the package looks at this Usage's input_tokens, i.e. one part of
+    one request -- "Tiers that depend on a request's own size ... apply per request, never
+    to a sum."
+    """
+    # Imported here so that modules that only need the line helpers (reference_tools)
+    # do not need the package.
+    from genai_prices import Usage, calc_price
+
+    usage = Usage(
+        input_tokens=part["input"] + part["cache_read"] + part["cache_create"],
+        output_tokens=part["output"],
+        cache_read_tokens=part["cache_read"],
+        cache_write_tokens=part["cache_create"],
+        cache_write_1h_tokens=min(part["cache_create_1h"], part["cache_create"]),
+    )
+    try:
+        calculation = calc_price(
+            usage,
+            part["model"],
+            provider_id="anthropic",
+            genai_request_timestamp=as_datetime(timestamp),
+            price_context={"speed": "fast"} if fast else None,
+        )
+    except LookupError:
+        return None  # "A part with tokens that it cannot price (unknown model ...) is unpriced"
+    return calculation.total_price
+
+
+def override_price(part: dict, rates: dict) -> decimal.Decimal:
+    """DESIGN 2.7: "RETROD_PRICES (flat per-million prices by exact model name) overrides the
+    package for the models it names."  rates: {input, output, cache_read, cache_create_5m,
+    cache_create_1h} in USD per million tokens.  The 1h part of the cache writes is
+    min(1h split, cache_create) at cache_create_1h; the rest of cache_create at cache_create_5m.
+    """
+    def rate(name: str) -> decimal.Decimal:
+        return decimal.Decimal(str(rates[name]))  # str(): 0.3 is "0.3", not a binary fraction
+
+    one_hour = min(part["cache_create_1h"], part["cache_create"])
+    five_minutes = part["cache_create"] - one_hour
+    total = (
+        part["input"] * rate("input")
+        + part["output"] * rate("output")
+        + part["cache_read"] * rate("cache_read")
+        + five_minutes * rate("cache_create_5m")
+        + one_hour * rate("cache_create_1h")
+    )
+    return total / 1_000_000
+
+
+def part_cost(part: dict, request: dict, prices_override: dict | None) -> decimal.Decimal | None:
+    """The cost of one part in USD, or None when the part is unpriced (DESIGN 2.7).
+
+    Reference decisions (project decisions): a part with no tokens at all costs 0 and is
+    not unpriced, whatever its model (e.g. <synthetic> entries); a part whose model is None
+    with tokens is unpriced ("null model ... its model is listed, never guessed"); an
+    override names exact model names, so it is looked up by the part's model as is.
+    """
+    overrides = prices_override or {}
+    if part["model"] is not None and part["model"] in overrides:
+        return override_price(part, overrides[part["model"]])
+    if part_tokens(part) == 0:
+        return decimal.Decimal(0)
+    if part["model"] is None:
+        return None
+    return package_price(part, request["timestamp"], request["fast"])
+
+
+def usd(amount: decimal.Decimal) -> float:
+    # Reference decision: dollars are reported as a float rounded to 6 decimals.
+    return float(round(amount, 6))
+
+
+def cost_of(requests: list[dict], prices_override: dict | None = None) -> dict:
+    """DESIGN 2.7: "a session's cost sums what could be priced and says whether it is
+    complete."  {"usd": the priced parts' sum (None when some part is unpriced and none is
+    priced), "unknown_models": the unpriced parts' models, sorted (None first),
+    "complete": no part unpriced}.  With no part at all: usd 0.0, complete."""
+    priced_sum = decimal.Decimal(0)
+    priced_parts = 0
+    unknown = set()
     for request in requests:
-        figures = by_model.setdefault(request["model"], dict.fromkeys(("requests", *MODEL_FIELDS), 0))
-        figures["requests"] += 1
-        for field in MODEL_FIELDS:
-            figures[field] += request["usage"][field]
+        for part in request["parts"]:
+            cost = part_cost(part, request, prices_override)
+            if cost is None:
+                unknown.add(part["model"])
+            else:
+                priced_sum += cost
+                if part_tokens(part):  # project decision: a part with no tokens is not "priced"
+                    priced_parts += 1
+    unknown_models = sorted(model for model in unknown if model is not None)
+    if None in unknown:
+        unknown_models.insert(0, None)
+    return {
+        "usd": None if unknown and priced_parts == 0 else usd(priced_sum),
+        "unknown_models": unknown_models,
+        "complete": not unknown,
+    }
+
+
+def tokens_by_model(requests: list[dict], prices_override: dict | None = None) -> dict:
+    """{model (None: named none): {requests, each token figure summed, cost_usd}} of these requests.
+
+    DESIGN 2.2: "Tokens by model sum parts": each part adds its tokens to its own model's
+    row, and a row's "requests" counts the parts of that model (a request refused by one
+    model and answered by another counts once under each).
+    cost_usd: the sum of its parts' costs (DESIGN 2.7); reference decision: None when any
+    of its parts is unpriced (a part sum would pass for the model's cost).
+    """
+    by_model: dict = {}
+    costs: dict = {}  # model -> Decimal sum, or None once a part is unpriced
+    for request in requests:
+        for part in request["parts"]:
+            model = part["model"]
+            if model not in by_model:
+                by_model[model] = dict.fromkeys(("requests", *MODEL_FIELDS), 0)
+                costs[model] = decimal.Decimal(0)
+            figures = by_model[model]
+            figures["requests"] += 1
+            for field in MODEL_FIELDS:
+                figures[field] += part[field]
+            cost = part_cost(part, request, prices_override)
+            if cost is None or costs[model] is None:
+                costs[model] = None
+            else:
+                costs[model] += cost
+    for model, figures in by_model.items():
+        figures["cost_usd"] = None if costs[model] is None else usd(costs[model])
     return by_model
 
 
@@ -657,10 +980,14 @@ def empty_tokens() -> dict:
     }
 
 
-def compute(projects_dir: pathlib.Path, away_after_s=DEFAULT_AWAY_AFTER_S) -> dict[str, dict]:
+def compute(
+    projects_dir: pathlib.Path, away_after_s=DEFAULT_AWAY_AFTER_S, prices_override: dict | None = None
+) -> dict[str, dict]:
     """Map session uuid -> figures for every session that exists per DESIGN 2.1.
 
     away_after_s: the away threshold of DESIGN 2.3 (RETROD_AWAY_AFTER_S).
+    prices_override: {model: {input, output, cache_read, cache_create_5m, cache_create_1h}}
+    in USD per million tokens, as RETROD_PRICES (DESIGN 2.7).
     """
     projects_dir = Path(projects_dir)
     files = find_files(projects_dir)
@@ -704,11 +1031,13 @@ def compute(projects_dir: pathlib.Path, away_after_s=DEFAULT_AWAY_AFTER_S) -> di
         summary.update(main_transcript_figures(main_files))
         summary["tokens"] = tokens
 
+        session_requests = [r for r in requests if r["session"] == session]
         result[session] = {
             "project_slug": project_slug,
             "summary": summary,
             "subagents": listed_subagents(session_files),
-            "tokens_by_model": tokens_by_model([r for r in requests if r["session"] == session]),
+            "tokens_by_model": tokens_by_model(session_requests, prices_override),
+            "cost": cost_of(session_requests, prices_override),
         }
     return result
 
@@ -720,9 +1049,6 @@ def compute(projects_dir: pathlib.Path, away_after_s=DEFAULT_AWAY_AFTER_S) -> di
 # A phase window is [start, end): start <= t < end, on integer microseconds.
 # Windows are handled one by one and independently (they may overlap or leave
 # gaps); the figures of one window never depend on the other windows.
-
-UTC_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
 
 def to_microseconds(moment: datetime.datetime) -> int:
     """Timezone-aware datetime -> integer microseconds since the epoch (exact)."""
@@ -742,17 +1068,12 @@ def overlap(gap_start: int, gap_end: int, start: int, end: int) -> int:
 
 
 def timed_tool_result_bytes(main_files: list[dict]) -> list[tuple[int | None, int]]:
-    """(timestamp, tool_result bytes) of each of the main transcript's own user lines."""
+    """(timestamp, tool_result bytes) of each counted own user line of the one timeline."""
     sizes = []
-    for file in main_files:
-        for line in file["lines"]:
-            if line.get("type") != "user" or not is_own_line(line, file):
-                continue
-            size = 0
-            for block in content_blocks(line):
-                if block.get("type") == "tool_result":
-                    size += tool_result_size(block)
-            sizes.append((parse_timestamp(line.get("timestamp")), size))
+    for line, file in main_timeline(main_files):
+        if line.get("type") != "user" or not is_own_line(line, file):
+            continue
+        sizes.append((parse_timestamp(line.get("timestamp")), tool_result_bytes_of(line)))
     return sizes
 
 
@@ -828,16 +1149,29 @@ def compute_phases(
 
 
 def compute_phase_models(
-    projects_dir: Path, session: str, windows: list[tuple[datetime.datetime, datetime.datetime]]
+    projects_dir: Path,
+    session: str,
+    windows: list[tuple[datetime.datetime, datetime.datetime]],
+    prices_override: dict | None = None,
+    with_cost: bool = False,
 ) -> list[dict]:
-    """Per phase window [start, end), the tokens by model of the session's requests (all
-    buckets) whose timestamp falls in it (DESIGN 2.5, split by model)."""
+    """Per phase window [start, end), the tokens by model (with cost_usd) of the session's
+    requests (all buckets) whose timestamp falls in it (DESIGN 2.5, split by model; 2.7).
+
+    with_cost=False: [{model or None: figures} per window], as before.
+    with_cost=True: [{"tokens_by_model": {...}, "cost": cost object of the window} per window].
+    """
     _, requests = load(projects_dir, session)
     session_requests = [r for r in requests if r["session"] == session]
     results = []
     for window_start, window_end in windows:
         start, end = to_microseconds(window_start), to_microseconds(window_end)
-        results.append(tokens_by_model([r for r in session_requests if in_window(r["timestamp"], start, end)]))
+        in_it = [r for r in session_requests if in_window(r["timestamp"], start, end)]
+        by_model = tokens_by_model(in_it, prices_override)
+        if with_cost:
+            results.append({"tokens_by_model": by_model, "cost": cost_of(in_it, prices_override)})
+        else:
+            results.append(by_model)
     return results
 
 
@@ -890,4 +1224,6 @@ def subagent_phase(
 
 
 if __name__ == "__main__":
-    print(json.dumps(compute(Path(sys.argv[1])), indent=1, sort_keys=True))
+    # Not sort_keys: a model row keyed None (named no model) cannot be sorted with strings;
+    # json writes that key as "null".  Sessions come out sorted already.
+    print(json.dumps(compute(Path(sys.argv[1])), indent=1))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reference import compute, compute_phase_models
+from reference import compute, compute_phase_models, compute_phases
 
 A = "aaaaaaaa-0000-4000-8000-000000000001"
 B = "bbbbbbbb-0000-4000-8000-000000000002"  # never has a file
@@ -362,15 +362,17 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
         modelled(assistant(S, ts(6), "m5", None, usage(2, 6), isSidechain=True), "claude-h"),
     ])
 
-    def figures(requests, inp=0, out=0, cr=0, cc=0, five=0, hour=0):
+    # cost_usd (DESIGN 2.7): none of these made-up models is in genai-prices' table, so each
+    # row with tokens is unpriced (None); <synthetic> has no tokens: it costs 0.
+    def figures(requests, inp=0, out=0, cr=0, cc=0, five=0, hour=0, cost=None):
         return {"requests": requests, "input": inp, "output": out, "cache_read": cr, "cache_create": cc,
-                "cache_create_5m": five, "cache_create_1h": hour}
+                "cache_create_5m": five, "cache_create_1h": hour, "cost_usd": cost}
 
     result = compute(tmp_path)[S]
     assert result["tokens_by_model"] == {
         "claude-y": figures(2, 10 + 1, 50 + 2, 100 + 3, 5 + 4, 1, 3),
         None: figures(1, 3, 7),
-        "<synthetic>": figures(1),
+        "<synthetic>": figures(1, cost=0.0),
         "Claude-a": figures(1, 1, 4),
         "claude-h": figures(1, 2, 6),
         "claude-p": figures(1, 0, 3, 0, 10, 10, 0),
@@ -384,5 +386,252 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
                (datetime(2024, 1, 1, 0, 0, 4, tzinfo=UTC), datetime(2024, 1, 1, 0, 0, 9, tzinfo=UTC))]
     first, second = compute_phase_models(tmp_path, S, windows)
     assert first == {"claude-y": figures(1, 10, 50, 100, 5), None: figures(1, 3, 7)}
-    assert second == {"<synthetic>": figures(1), "Claude-a": figures(1, 1, 4), "claude-h": figures(1, 2, 6),
+    assert second == {"<synthetic>": figures(1, cost=0.0), "Claude-a": figures(1, 1, 4), "claude-h": figures(1, 2, 6),
                       "claude-p": figures(1, 0, 3, 0, 10, 10, 0), "claude-y": figures(1, 1, 2, 3, 4, 1, 3)}
+
+
+def test_iterations_make_parts_with_their_own_models(tmp_path):
+    def modelled(line, model):
+        line["message"]["model"] = model
+        return line
+
+    def it(inp, out, cr, cc=None, five=None, hour=None, model=None):
+        """One usage.iterations object; cc None leaves the flat field out."""
+        obj = {"input_tokens": inp, "output_tokens": out, "cache_read_input_tokens": cr}
+        if cc is not None:
+            obj["cache_creation_input_tokens"] = cc
+        if five is not None or hour is not None:
+            obj["cache_creation"] = {"ephemeral_5m_input_tokens": five or 0, "ephemeral_1h_input_tokens": hour or 0}
+        if model is not None:
+            obj["model"] = model
+        return obj
+
+    # r1: a refusal fallback.  The top-level usage is only the answering attempt's:
+    # in 30, out 200, cr 1000, cc 50 (flat).
+    top_r1 = {**usage(30, 200, 1000, 50), "iterations": [
+        # refused attempt on claude-opus-5: in 20, out 5, cr 1000, cc = flat 40 (split 5m 10, 1h 30)
+        it(20, 5, 1000, 40, 10, 30, model="claude-opus-5"),
+        # the answer, no model of its own -> the message's claude-opus-4-6: in 30, out 200,
+        # cr 1000, cc = no flat field -> 5m 50 + 1h 0 = 50
+        it(30, 200, 1000, None, 50, 0),
+    ], "cache_creation": {"ephemeral_5m_input_tokens": 50, "ephemeral_1h_input_tokens": 0}}
+    # Sums: in 20+30 = 50 >= 30, out 5+200 = 205 >= 200, cr 2000 >= 1000, cc 40+50 = 90 >= 50:
+    # every field covers the top level -> two parts, request tokens 50/205/2000/90.
+    # r2: sums fall short in one field -> one part (the top level, the message's model):
+    # in 6+6 = 12 >= 10, but out 60+30 = 90 < 100.
+    top_r2 = {**usage(10, 100), "iterations": [it(6, 60, 0, 0, model="claude-opus-5"), it(6, 30, 0, 0, model="")]}
+    # r3: an iterations array with no object in it -> one part: in 1, out 2.
+    top_r3 = {**usage(1, 2), "iterations": ["x", 5]}
+    # r4: an empty iterations array -> one part; the message names no model -> None: in 4, out 8.
+    top_r4 = {**usage(4, 8), "iterations": []}
+    write(tmp_path / "proj" / f"{A}.jsonl", [
+        user(A, ts(0)),
+        # An earlier streaming snapshot of r1 without iterations (out 1 < 200): not the chosen
+        # record, so its lack of iterations does not matter.
+        modelled(assistant(A, ts(1), "r1", None, usage(30, 1, 1000, 50)), "claude-opus-4-6"),
+        modelled(assistant(A, ts(2), "r1", None, top_r1), "claude-opus-4-6"),
+        modelled(assistant(A, ts(3), "r2", None, top_r2), "claude-opus-4-6"),
+        modelled(assistant(A, ts(4), "r3", None, top_r3), "claude-opus-4-6"),
+        assistant(A, ts(5), "r4", None, top_r4),
+    ])
+    result = compute(tmp_path)[A]
+    # The session counts each request once: r1 .. r4.
+    assert result["summary"]["requests"] == 4
+    # main = total: in 50+10+1+4 = 65, out 205+100+2+8 = 315, cr 2000, cc 90.
+    assert result["summary"]["tokens"]["main"] == {"input": 65, "output": 315, "cache_read": 2000, "cache_create": 90}
+    assert result["summary"]["tokens"]["total"] == result["summary"]["tokens"]["main"]
+    # Tokens only here; the cost of parts is the last test's subject.
+    rows = {model: {k: v for k, v in row.items() if k != "cost_usd"}
+            for model, row in result["tokens_by_model"].items()}
+    assert rows == {
+        # r1's refused attempt only: one part.
+        "claude-opus-5": {"requests": 1, "input": 20, "output": 5, "cache_read": 1000, "cache_create": 40,
+                          "cache_create_5m": 10, "cache_create_1h": 30},
+        # r1's answer (30/200/1000/50, 5m 50) + r2 (10/100) + r3 (1/2): three parts.
+        "claude-opus-4-6": {"requests": 3, "input": 41, "output": 302, "cache_read": 1000, "cache_create": 50,
+                            "cache_create_5m": 50, "cache_create_1h": 0},
+        None: {"requests": 1, "input": 4, "output": 8, "cache_read": 0, "cache_create": 0,
+               "cache_create_5m": 0, "cache_create_1h": 0},
+    }
+    # Five parts in all for four requests; the rows add up to the session's tokens.
+    assert sum(row["requests"] for row in rows.values()) == 5
+    assert sum(row["output"] for row in rows.values()) == 315
+
+
+def test_a_copied_project_folder_is_one_timeline(tmp_path):
+    def tool_result(text):
+        return [{"type": "tool_result", "tool_use_id": "t", "content": text}]
+
+    lines = [
+        user(A, ts(0), "start", uuid="u1"),                                    # e1 @0
+        assistant(A, ts(10), "m1", None, usage(1, 2), uuid="u2"),               # e2 @10: claude +10
+        user(A, ts(15), tool_result("abcd"), uuid="u3"),                        # e3 @15: tool +5, 4 bytes
+        {"type": "system", "subtype": "compact_boundary", "sessionId": A, "timestamp": ts(16), "uuid": "u4"},
+        # An empty-string uuid is no uuid: this line counts in every file it is in.
+        {"type": "system", "subtype": "compact_boundary", "sessionId": A, "timestamp": ts(17), "uuid": ""},
+        user(A, ts(20), "summary...", isCompactSummary=True, uuid="u5"),       # e4 @20: claude +5
+        user(A, ts(30), "thanks", uuid="u6"),                                   # e5 @30: human +10
+        # u3 again later in the same file: not counted (it would be an event @35, tool +5,
+        # and 4 more bytes).
+        user(A, ts(35), tool_result("abcd"), uuid="u3"),
+    ]
+    # "proj-a" < "proj-b": the copy in proj-a comes first in the timeline; every line of
+    # proj-b's copy has a uuid met before (u1..u6, u3) except the "" one, and its one extra
+    # line u7 counts.
+    write(tmp_path / "proj-b" / f"{A}.jsonl", lines + [
+        # e6 @40: H runs across files, so H = 30 (from proj-a's e5) and the gap [30, 40] is
+        # tool +10 (were H restarted per file, e6 would be proj-b's first event: no gap).  3 bytes.
+        user(A, ts(40), tool_result("xyz"), uuid="u7"),
+    ])
+    write(tmp_path / "proj-a" / f"{A}.jsonl", lines)
+    result = compute(tmp_path)
+    assert list(result) == [A]
+    summary = result[A]["summary"]
+    # claude 10 + 5 = 15; tool 5 + 10 = 15; human 10; wall = 40 - 0 = 40 = the sum.
+    assert (summary["wall_s"], summary["claude_s"], summary["tool_s"], summary["human_s"], summary["away_s"]) == \
+        (40.0, 15.0, 15.0, 10.0, 0.0)
+    # compactions: u4 once + the ""-uuid line once per file (2) = 3.
+    assert summary["compactions"] == 3
+    # tool_result_bytes: u3 once (4) + u7 (3) = 7.
+    assert summary["tool_result_bytes"] == 7
+    # m1 in both files is one request (the key is global): in 1, out 2.
+    assert summary["requests"] == 1
+    assert tokens(result, A, "main") == {"input": 1, "output": 2, "cache_read": 0, "cache_create": 0}
+    assert result[A]["project_slug"] == "proj-a"
+
+    # Phases over the same timeline.  [0, 40): every gap lies inside it whole (e6's gap
+    # [30, 40] ends at 40): claude 15, tool 15, human 10; bytes of the user lines stamped in
+    # it: u3 once = 4.  [40, 41): no gap overlaps it (0 s); u7's 3 bytes.
+    windows = [(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 1, 0, 0, 40, tzinfo=UTC)),
+               (datetime(2024, 1, 1, 0, 0, 40, tzinfo=UTC), datetime(2024, 1, 1, 0, 0, 41, tzinfo=UTC))]
+    first, second = compute_phases(tmp_path, A, windows)
+    assert (first["claude_s"], first["tool_s"], first["human_s"], first["tool_result_bytes"]) == (15.0, 15.0, 10.0, 4)
+    assert first["requests"] == 1  # m1 @10
+    assert (second["claude_s"], second["tool_s"], second["human_s"], second["tool_result_bytes"]) == (0.0, 0.0, 0.0, 3)
+
+
+def test_cost_of_parts_at_their_request_time(tmp_path):
+    """DESIGN 2.7.  Rates per million tokens as genai-prices 0.2.3 holds them (printed from
+    genai_prices.data when this test was written):
+      claude-opus-4-6, before 2026-03-13 (tiered: above 200,000 input tokens, every token at
+        the tier rate): input $5 / $10, output $25 / $37.5, cache read $0.5 / $1,
+        cache write (5m) $6.25 / $12.5, 1h write $10 / $20;
+      claude-opus-4-6 from 2026-03-13: flat $5, $25, $0.5, $6.25, $10;
+      claude-opus-5: $5, $25, $0.5, $6.25, $10; with {"speed": "fast"}: $10, $50, $1, $12.5, $20.
+    The package's input tokens = input + cache read + cache create; it prices the input
+    minus the cache tokens at the input rate, and the writes minus the 1h ones at the 5m rate.
+    """
+    P_ = "a0000000-0000-4000-8000-000000000001"  # opus-4-6 before 2026-03-13
+    Q_ = "a0000000-0000-4000-8000-000000000002"  # opus-4-6 from 2026-03-13
+    R_ = "a0000000-0000-4000-8000-000000000003"  # opus-5, fast and standard
+    U_ = "a0000000-0000-4000-8000-000000000004"  # unknown, null, <synthetic>, no timestamp
+    V_ = "a0000000-0000-4000-8000-000000000005"  # only an unpriced part
+    W_ = "a0000000-0000-4000-8000-000000000006"  # a model only an override prices
+    I_ = "a0000000-0000-4000-8000-000000000007"  # two parts of one request
+
+    def line(session, t, msg_id, use, model=None):
+        out = assistant(session, t, msg_id, None, use)
+        if model is not None:
+            out["message"]["model"] = model
+        return out
+
+    def split(inp, out, cr, five, hour):
+        return {**usage(inp, out, cr, five + hour),
+                "cache_creation": {"ephemeral_5m_input_tokens": five, "ephemeral_1h_input_tokens": hour}}
+
+    long_context = split(1_000, 2_000, 180_000, 15_000, 5_000)  # input 1,000 + 180,000 + 20,000 = 201,000
+    write(tmp_path / "p" / f"{P_}.jsonl", [
+        # p1, 2026-03-12 (tiered, 201,000 > 200,000: every token at the tier rate):
+        #   input 1,000 x $10 = $0.01; cache read 180,000 x $1 = $0.18; 5m writes 15,000 x $12.5
+        #   = $0.1875; 1h writes 5,000 x $20 = $0.10; output 2,000 x $37.5 = $0.075 -> $0.5525
+        line(P_, "2026-03-12T10:00:00Z", "p1", long_context, "claude-opus-4-6"),
+        # p2, 150,000 input: the two requests' inputs sum above 200,000, but the tier is the
+        # request's own: base rates.  150,000 x $5 = $0.75; 1,000 x $25 = $0.025 -> $0.775
+        line(P_, "2026-03-12T10:01:00Z", "p2", usage(150_000, 1_000), "claude-opus-4-6"),
+    ])
+    write(tmp_path / "p" / f"{Q_}.jsonl", [
+        # q1 = p1's usage on 2026-03-13 (flat): 1,000 x $5 = $0.005; 180,000 x $0.5 = $0.09;
+        #   15,000 x $6.25 = $0.09375; 5,000 x $10 = $0.05; 2,000 x $25 = $0.05 -> $0.28875
+        line(Q_, "2026-03-13T00:00:00Z", "q1", long_context, "claude-opus-4-6"),
+    ])
+    write(tmp_path / "p" / f"{R_}.jsonl", [
+        # r1 in fast mode: 1,000 x $10 = $0.01; cache read 10,000 x $1 = $0.01; 1,000 x $50
+        #   = $0.05 -> $0.07
+        line(R_, "2026-05-01T00:00:00Z", "r1", {**usage(1_000, 1_000, 10_000), "speed": "fast"}, "claude-opus-5"),
+        # r2: a snapshot says fast, but the chosen record (output 1,000 > 1) does not:
+        #   1,000 x $5 = $0.005; 10,000 x $0.5 = $0.005; 1,000 x $25 = $0.025 -> $0.035
+        line(R_, "2026-05-01T00:00:50Z", "r2", {**usage(1_000, 1, 10_000), "speed": "fast"}, "claude-opus-5"),
+        line(R_, "2026-05-01T00:01:00Z", "r2", {**usage(1_000, 1_000, 10_000), "speed": "standard"},
+             "claude-opus-5"),
+    ])
+    write(tmp_path / "p" / f"{U_}.jsonl", [
+        # u1: a model the package does not know, with tokens: unpriced.
+        line(U_, "2026-05-01T00:00:00Z", "u1", usage(100, 10), "claude-bogus-9"),
+        # u2: no model, with tokens: unpriced (listed as None).
+        line(U_, "2026-05-01T00:00:01Z", "u2", usage(50)),
+        # u3: <synthetic>, no tokens: costs 0, not unpriced.
+        line(U_, "2026-05-01T00:00:02Z", "u3", usage(), "<synthetic>"),
+        # u4: 1,000,000 input x $5 = $5
+        line(U_, "2026-05-01T00:00:03Z", "u4", usage(1_000_000), "claude-opus-5"),
+        # u5: no timestamp: priced now; opus-5's price has no date: 40,000 output x $25 = $1
+        line(U_, None, "u5", usage(0, 40_000), "claude-opus-5"),
+    ])
+    write(tmp_path / "p" / f"{V_}.jsonl", [line(V_, "2026-05-01T00:00:00Z", "v1", usage(5, 5))])
+    write(tmp_path / "p" / f"{W_}.jsonl", [
+        line(W_, "2026-05-01T00:00:00Z", "w1", split(1_000, 2_000, 10_000, 1_000, 2_000), "my-model"),
+        # w2: the 1h split (300) exceeds the flat cache_create (100): 1h part = min = 100.
+        line(W_, "2026-05-01T00:00:01Z", "w2", {**usage(0, 0, 0, 100), "cache_creation": {
+            "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 300}}, "my-model"),
+    ])
+    write(tmp_path / "p" / f"{I_}.jsonl", [
+        # i1, 2026-03-01: two opus-4-6 iterations (the second names no model: the message's)
+        # of 120,000 input each; their sum (240,000) would be tiered, each part is not:
+        #   per part 120,000 x $5 = $0.6 + 1,000 x $25 = $0.025 -> $0.625; two parts -> $1.25
+        line(I_, "2026-03-01T00:00:00Z", "i1", {**usage(120_000, 1_000), "iterations": [
+            {**usage(120_000, 1_000), "model": "claude-opus-4-6"}, usage(120_000, 1_000)]}, "claude-opus-4-6"),
+    ])
+
+    result = compute(tmp_path)
+    # P: $0.5525 + $0.775 = $1.3275
+    assert result[P_]["cost"] == {"usd": 1.3275, "unknown_models": [], "complete": True}
+    assert result[P_]["tokens_by_model"]["claude-opus-4-6"]["cost_usd"] == 1.3275
+    assert result[Q_]["cost"] == {"usd": 0.28875, "unknown_models": [], "complete": True}
+    # R: $0.07 + $0.035 = $0.105
+    assert result[R_]["cost"] == {"usd": 0.105, "unknown_models": [], "complete": True}
+    # U: what could be priced: $0 + $5 + $1 = $6; unpriced: None (first), claude-bogus-9.
+    assert result[U_]["cost"] == {"usd": 6.0, "unknown_models": [None, "claude-bogus-9"], "complete": False}
+    assert {m: row["cost_usd"] for m, row in result[U_]["tokens_by_model"].items()} == {
+        "claude-bogus-9": None, None: None, "<synthetic>": 0.0, "claude-opus-5": 6.0}
+    # V: some part unpriced and none priced: no amount at all.
+    assert result[V_]["cost"] == {"usd": None, "unknown_models": [None], "complete": False}
+    assert result[V_]["tokens_by_model"][None]["cost_usd"] is None
+    assert result[W_]["cost"] == {"usd": None, "unknown_models": ["my-model"], "complete": False}
+    assert result[I_]["cost"] == {"usd": 1.25, "unknown_models": [], "complete": True}
+    assert result[I_]["tokens_by_model"]["claude-opus-4-6"]["requests"] == 2  # two parts
+    assert result[I_]["tokens_by_model"]["claude-opus-4-6"]["cost_usd"] == 1.25
+
+    # An override (RETROD_PRICES) prices the models it names, flat, and leaves the others.
+    override = {
+        "my-model": {"input": 2, "output": 10, "cache_read": 0.2, "cache_create_5m": 2.5, "cache_create_1h": 4},
+        "claude-opus-4-6": {"input": 1, "output": 1, "cache_read": 1, "cache_create_5m": 1, "cache_create_1h": 1},
+    }
+    priced = compute(tmp_path, prices_override=override)
+    # W: w1 = 1,000 x 2 + 2,000 x 10 + 10,000 x 0.2 + 1,000 (5m) x 2.5 + 2,000 (1h) x 4
+    #       = 2,000 + 20,000 + 2,000 + 2,500 + 8,000 = 34,500 per million = $0.0345;
+    #    w2 = 100 (1h part) x 4 + 0 (rest) x 2.5 = 400 per million = $0.0004 -> $0.0349
+    assert priced[W_]["cost"] == {"usd": 0.0349, "unknown_models": [], "complete": True}
+    # P, flat $1 for every token, no tier: p1 1,000 + 2,000 + 180,000 + 20,000 = 203,000 ->
+    # $0.203; p2 151,000 -> $0.151; -> $0.354
+    assert priced[P_]["cost"]["usd"] == 0.354
+    # U: the override names neither claude-bogus-9 nor opus-5: unchanged.
+    assert priced[U_]["cost"] == result[U_]["cost"]
+
+    # Per phase window: r1 (00:00:00) in the first, r2 (its earliest record 00:00:50) in the second.
+    windows = [(datetime(2026, 5, 1, tzinfo=UTC), datetime(2026, 5, 1, 0, 0, 30, tzinfo=UTC)),
+               (datetime(2026, 5, 1, 0, 0, 30, tzinfo=UTC), datetime(2026, 5, 1, 0, 2, tzinfo=UTC))]
+    first, second = compute_phase_models(tmp_path, R_, windows, with_cost=True)
+    assert first["cost"] == {"usd": 0.07, "unknown_models": [], "complete": True}
+    assert first["tokens_by_model"]["claude-opus-5"]["cost_usd"] == 0.07
+    assert second["cost"] == {"usd": 0.035, "unknown_models": [], "complete": True}
+    # Without with_cost, the rows alone, as before.
+    assert compute_phase_models(tmp_path, R_, windows)[1] == second["tokens_by_model"]
