@@ -12,7 +12,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from .parser import Entry, Message, ToolResult, Usage
+import msgspec
+
+from .parser import Entry, Message, Part, ToolResult, Usage
 from .tool_input import fingerprint, input_detail, input_path
 
 INLINE_AGENT = "<inline>"  # isSidechain lines of a main transcript (Claude Code 1.0.x)
@@ -38,7 +40,9 @@ class Source:
 # it once for the models, and this catches a daemon from before it, still running during the
 # upgrade, reading the files again under its own rules (its states carry no `rules`).
 # 1: requests carry their model, and tool calls are kept with their waste signals (0010).
-RULES = 1
+# 2: requests carry their parts (iterations) and fast mode (0013); lines their uuid, and
+#    compaction boundaries are rows, so that copies of a main transcript count once (0014).
+RULES = 2
 
 
 @dataclass(slots=True)
@@ -47,8 +51,6 @@ class FoldState:
 
     high_water_us: int | None = None  # the latest event time so far: the next gap starts there
     first_event_us: int | None = None  # the earliest (lines are not always in time order)
-    max_gap_us: int = 0  # bounds the report's search for gaps that overlap a phase window
-    compactions: int = 0
     bad_lines: int = 0
     lines: int = 0
     rules: int = RULES  # the RULES this state was folded under
@@ -76,9 +78,11 @@ class Request:
     attr_foreign: bool
     attr_ts_us: int | None
     usage_main: bool  # the chosen usage comes from a non-sidechain record
-    usage: Usage
+    usage: Usage  # the top-level usage of the record whose usage counts (it ranks the records)
     has_tool_use: bool
     model: str = ""  # message.model of the record whose usage counts; "" when it names none
+    parts: str | None = None  # that record's parts as JSON (parts_json); None: one part, the above
+    fast: bool = False  # that record's usage.speed is "fast"
 
     def attribution_rank(self) -> tuple:
         ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
@@ -90,19 +94,25 @@ class Request:
         return (self.usage_main, u.output, u.input, u.cache_create, u.cache_read,
                 u.cache_create_5m, u.cache_create_1h)
 
+    def tie_rank(self) -> tuple:
+        """Among records that tie on the usage rank, the smallest counts: a model before none, then
+        the smallest model in code-point order; then parts before none (a record read again under
+        newer rules brings them), the smallest parts; then fast mode before standard. So any order
+        of arrival picks the same record (upsert_requests sorts the same way)."""
+        return (self.model == "", self.model, self.parts is None, self.parts or "", not self.fast)
+
     def usage_beaten_by(self, other: Request) -> bool:
-        """Whether `other`'s record is the one whose usage (and model) counts. Records that tie on
-        the usage rank but name different models: a model before none, then the smallest in
-        code-point order, so that any order of arrival picks the same one (upsert_requests too)."""
+        """Whether `other`'s record is the one whose usage (and model, parts, speed) counts."""
         mine, theirs = self.usage_rank(), other.usage_rank()
         if theirs != mine:
             return theirs > mine
-        return other.model != self.model and (self.model == "" or ("" < other.model < self.model))
+        return other.tie_rank() < self.tie_rank()
 
     def merge(self, other: Request) -> None:
         """Fold another record of the same request in (DESIGN §2.2)."""
         if self.usage_beaten_by(other):
             self.usage_main, self.usage, self.model = other.usage_main, other.usage, other.model
+            self.parts, self.fast = other.parts, other.fast
         if other.attribution_rank() < self.attribution_rank():
             self.session_uuid, self.agent = other.session_uuid, other.agent
             self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
@@ -114,7 +124,10 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """An own user/assistant line of a main transcript (DESIGN §2.3)."""
+    """An own line of a main transcript that §2.3/§2.4 count: a user or assistant line (with a
+    timestamp, a tool result or a uuid), or a compaction boundary. Its gap is the file's own
+    (prev_us, kind, gap_us): a session with several main transcripts has one timeline, which the
+    store works out across them (the line's uuid counts once; the high-water mark runs on)."""
 
     offset: int
     ts_us: int | None
@@ -122,6 +135,9 @@ class Event:
     kind: str | None  # claude / tool / human; None when it closes no gap (first, untimed, not later)
     gap_us: int
     tool_result_bytes: int
+    line_uuid: str | None = None
+    gap_class: str | None = None  # what the gap before it is when there is one (kind's class)
+    compaction: bool = False  # a compact_boundary line: no event, counted in `compactions`
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +282,8 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         usage=usage,
         has_tool_use=bool(msg.tool_uses),
         model=msg.model or "",
+        parts=parts_json(msg.parts),
+        fast=msg.fast,
     )
     known = out.requests.get(key)
     if known is None:
@@ -295,7 +313,7 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
     msg = entry.msg
     if msg.type == "system":
         if entry.subtype == "compact_boundary":
-            state.compactions += 1
+            out.events.append(Event(offset, None, None, None, 0, 0, entry.uuid, None, compaction=True))
         return
     if msg.type == "assistant":
         for tool_use in msg.tool_uses:
@@ -310,9 +328,12 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
         return
     result_bytes = sum(result.bytes for result in msg.tool_results) if msg.type == "user" else 0
     ts = msg.timestamp
+    gap_class = _classify(entry)
     if ts is None:
-        if result_bytes:
-            out.events.append(Event(offset, None, None, None, 0, result_bytes))
+        # No event; kept when it counts for something: its tool output, or its uuid (a copy of
+        # the line elsewhere in the session's timeline does not count again).
+        if result_bytes or entry.uuid is not None:
+            out.events.append(Event(offset, None, None, None, 0, result_bytes, entry.uuid, gap_class))
         return
     # DESIGN §2.3: gaps run from the high-water mark, so a line stamped earlier than the one
     # before it does not make the next gap count the same time twice. Whether a long human gap
@@ -320,12 +341,12 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
     high = state.high_water_us
     later = high is not None and ts > high
     gap = ts - high if later and high is not None else 0
-    out.events.append(Event(offset, ts, high, _classify(entry) if later else None, gap, result_bytes))
+    out.events.append(Event(offset, ts, high, gap_class if later else None, gap, result_bytes, entry.uuid,
+                            gap_class))
     if high is None or ts > high:
         state.high_water_us = ts
     if state.first_event_us is None or ts < state.first_event_us:
         state.first_event_us = ts
-    state.max_gap_us = max(state.max_gap_us, gap)
 
 
 def _classify(entry: Entry) -> str:
@@ -336,6 +357,20 @@ def _classify(entry: Entry) -> str:
     if entry.is_compact_summary:
         return "claude"
     return "human"
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def parts_json(parts: tuple[Part, ...] | None) -> str | None:
+    """A request's parts as the store keeps them: one JSON text, the same for the same parts, so
+    that records tying on everything else are ordered by it the same way here and in SQL."""
+    if parts is None:
+        return None
+    return _encode([{"model": p.model or "", "input": p.usage.input, "output": p.usage.output,
+                     "cache_read": p.usage.cache_read, "cache_create": p.usage.cache_create,
+                     "cache_create_5m": p.usage.cache_create_5m, "cache_create_1h": p.usage.cache_create_1h}
+                    for p in parts]).decode()
 
 
 def _earlier(a: int | None, b: int | None) -> bool:

@@ -9,6 +9,7 @@ so that one odd field makes that field absent rather than the whole line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -23,12 +24,26 @@ from msgspec import Struct
 TASK_TOOL_NAMES = frozenset({"Task", "Agent"})
 
 
+class _Iteration(Struct):
+    """One part of a request (DESIGN §2.2 iterations): a refused attempt, the fallback that
+    answered, an advisor call, a server-side compaction."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_creation: dict[str, Any] | None = None
+    model: str | None = None
+
+
 class _Usage(Struct):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     cache_creation: dict[str, Any] | None = None
+    iterations: list[_Iteration] | None = None
+    speed: str | None = None
 
 
 class _ResultItem(Struct):
@@ -119,14 +134,49 @@ def storable_text(value: Any) -> str | None:
     return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 
+# A string an index holds whole is at most this long (in UTF-8); a longer one is stored as its
+# start and a SHA-256 of the whole (DESIGN §2.1: any length, never stopping ingest). A btree row
+# holds ~2.7 kB, and an index may hold several such columns (tool_uses: session, agent, path and
+# the transcript's path).
+INDEX_BYTES = 200
+PATH_INDEX_BYTES = 1000  # a transcript's own path: whole up to here, since files sort by it (§2.6)
+_HASHED = "…#"  # between the kept start and the hash
+
+
+def indexable(text: str, limit: int = INDEX_BYTES, keep_start: bool = True) -> str:
+    """`text` whole when an index can hold it, else its first bytes and the SHA-256 of all of it:
+    two different strings still compare different (short of a SHA-256 collision), and equal ones
+    equal, so keys and comparisons keep their meaning."""
+    if len(text) <= limit // 4 or (len(text) <= limit and text.isascii()):
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    digest = hashlib.sha256(data).hexdigest()
+    if not keep_start:
+        # A request key, never shown: escaped keys hold a backslash only before \\, 0 or u, so
+        # this form can never equal a short key.
+        return "\\h" + digest
+    return data[: limit - 80].decode("utf-8", "ignore") + _HASHED + digest
+
+
+def storable_id(value: Any) -> str | None:
+    """An id, name or path that keys rows (session, agent, tool_use and line ids, models, tool
+    names, input paths): storable text, made indexable."""
+    text = storable_text(value)
+    return None if text is None else indexable(text)
+
+
 def storable_key(value: Any) -> str | None:
     """A request key as storable text that stays exact (DESIGN §2.2: two different ids are never
-    one request): backslash, NUL and lone surrogates are escaped, never replaced."""
+    one request): backslash, NUL and lone surrogates are escaped, never replaced; made indexable."""
     if type(value) is not str or not value:
         return None
     if value.isascii() and "\x00" not in value and "\\" not in value:
-        return value
-    return "".join(_KEY_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c) for c in value)
+        return indexable(value, keep_start=False)
+    escaped = "".join(_KEY_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c)
+                      for c in value)
+    return indexable(escaped, keep_start=False)
 
 
 _KEY_ESCAPES = {"\\": "\\\\", "\x00": "\\0"}
@@ -202,6 +252,14 @@ class Usage:
 
 
 @dataclass(slots=True, frozen=True)
+class Part:
+    """A part of a request (DESIGN §2.2 iterations): its model and its tokens."""
+
+    model: str | None
+    usage: Usage
+
+
+@dataclass(slots=True, frozen=True)
 class ToolUse:
     id: str | None
     name: str | None
@@ -232,6 +290,10 @@ class Message:
     key: str | None = None  # first of message.id, requestId, uuid
     model: str | None = None  # message.model ("<synthetic>" for Claude Code's own entries)
     usage: Usage | None = None  # set only when message.usage is an object
+    # usage.iterations, when they are the request's tokens (DESIGN §2.2); None: one part, the
+    # top-level usage and the message's model
+    parts: tuple[Part, ...] | None = None
+    fast: bool = False  # usage.speed is "fast" (fast mode: priced apart, §2.7)
     tool_uses: list[ToolUse] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
 
@@ -241,6 +303,7 @@ class Entry:
     """One transcript line, with absent or mistyped fields as None/False."""
 
     msg: Message
+    uuid: str | None = None  # the line's own uuid: a line counts once per session timeline (§2.3)
     subtype: str | None = None
     is_sidechain: bool = False
     is_compact_summary: bool = False
@@ -254,9 +317,7 @@ class Entry:
         return self.msg.type
 
 
-def _usage(u: _Usage | None) -> Usage | None:
-    if u is None:
-        return None
+def _usage(u: _Usage | _Iteration) -> Usage:
     c5m = c1h = 0
     cc = u.cache_creation
     if cc is not None:
@@ -271,6 +332,21 @@ def _usage(u: _Usage | None) -> Usage | None:
         cache_create_5m=c5m,
         cache_create_1h=c1h,
     )
+
+
+def _parts(u: _Usage, top: Usage, model: str | None) -> tuple[Part, ...] | None:
+    """DESIGN §2.2: the iterations are the request's parts when there is at least one and their
+    sums reach the top-level usage in each of the four fields; else the request is one part.
+    One iteration that says what the top level says is that one part (None)."""
+    if not u.iterations:
+        return None
+    parts = tuple(Part(storable_id(it.model) or model, _usage(it)) for it in u.iterations)
+    for field_name in ("input", "output", "cache_read", "cache_create"):
+        if sum(getattr(p.usage, field_name) for p in parts) < getattr(top, field_name):
+            return None
+    if len(parts) == 1 and parts[0] == Part(model, top):
+        return None
+    return parts
 
 
 def _utf8_len(text: str) -> int:
@@ -288,7 +364,7 @@ def _result_texts(content: str | list[_ResultItem] | None) -> list[str]:
 def _tool_result(block: _Block, ts_us: int | None) -> ToolResult:
     texts = _result_texts(block.content)
     failed = block.is_error is True
-    return ToolResult(storable_text(block.tool_use_id), sum(map(_utf8_len, texts)), failed,
+    return ToolResult(storable_id(block.tool_use_id), sum(map(_utf8_len, texts)), failed,
                       failed and any(SIBLING_ERROR_TEXT in text for text in texts), ts_us)
 
 
@@ -298,21 +374,24 @@ def _task_text(tool_input: Any, key: str) -> str | None:
 
 def _message(kind: str | None, session_id: str | None, timestamp: str | None, uuid: str | None,
              request_id: str | None, body: _Message | None) -> Message:
-    msg = Message(type=storable_text(kind), session_id=storable_text(session_id),
+    msg = Message(type=storable_text(kind), session_id=storable_id(session_id),
                   timestamp=parse_timestamp(timestamp))
     msg.key = (body and storable_key(body.id)) or storable_key(request_id) or storable_key(uuid)
     if body is None:
         return msg
-    msg.model = storable_text(body.model)
-    msg.usage = _usage(body.usage)
+    msg.model = storable_id(body.model)
+    if body.usage is not None:
+        msg.usage = _usage(body.usage)
+        msg.parts = _parts(body.usage, msg.usage, msg.model)
+        msg.fast = body.usage.speed == "fast"
     if not isinstance(body.content, list):
         return msg  # a plain-text message
     for block in body.content:
         if block.type == "tool_use":
-            name = storable_text(block.name)
+            name = storable_id(block.name)
             task = block.input if name in TASK_TOOL_NAMES else None
             msg.tool_uses.append(ToolUse(
-                id=storable_text(block.id),
+                id=storable_id(block.id),
                 name=name,
                 input=block.input,
                 description=_task_text(task, "description"),
@@ -358,18 +437,19 @@ def _entry(line: _Line) -> Entry:
     kind = storable_text(line.type)
     entry = Entry(
         msg=_message(kind, line.sessionId, line.timestamp, line.uuid, line.requestId, line.message),
+        uuid=storable_key(line.uuid),  # exact, as a request key: two lines are one only when equal
         subtype=storable_text(line.subtype),
         is_sidechain=line.isSidechain is True,
         is_compact_summary=line.isCompactSummary is True,
-        parent_tool_use_id=storable_text(line.parentToolUseID),
+        parent_tool_use_id=storable_id(line.parentToolUseID),
     )
     if kind == "user":
         ref = line.toolUseResult
-        entry.result_agent_id = storable_text(ref.agentId) if isinstance(ref, _AgentRef) else None
+        entry.result_agent_id = storable_id(ref.agentId) if isinstance(ref, _AgentRef) else None
     elif kind == "progress":
         progress = line.data
         if progress is not None and progress.type == "agent_progress":
-            entry.progress_agent_id = storable_text(progress.agentId)
+            entry.progress_agent_id = storable_id(progress.agentId)
             inner = progress.message
             if inner is not None:
                 entry.embedded = _message(inner.type, inner.sessionId, inner.timestamp, inner.uuid,

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from .parser import storable_text
+from .parser import storable_id, storable_text
 
 _encode_sorted = msgspec.json.Encoder(order="sorted").encode
 DETAIL_CHARS = 100
@@ -66,7 +66,7 @@ def input_path(value: Any) -> str | None:
     for key in ("file_path", "notebook_path"):
         path = value.get(key)
         if type(path) is str and path:
-            return storable_text(path)  # (NUL and lone surrogates as U+FFFD, like all stored text)
+            return storable_id(path)  # (NUL and lone surrogates as U+FFFD, like all stored text; indexable)
     return None
 
 
