@@ -18,10 +18,28 @@ from .store.store import OUTAGE, ConcurrentUpdate, Pending, Store
 log = structlog.get_logger(__name__)
 
 
-def log_not_ingested(path: str, exc: Exception) -> None:
+# The files that failed, with the kind of failure logged for each: a file that fails at every
+# scan in the same way is logged once, not every few minutes (it is still counted each time).
+_failing: dict[str, str] = {}
+_failing_lock = threading.Lock()
+
+
+def log_not_ingested(path: str, exc: BaseException) -> None:
     """One file failed, in reading or in committing; the others go on."""
+    kind = type(exc.__cause__ or exc).__name__
+    with _failing_lock:
+        if _failing.get(path) == kind:
+            return
+        _failing[path] = kind
     log.error("file not ingested; will retry when it changes or at the next scan",
-              path=path, error=f"{type(exc).__name__}: {exc}")
+              path=path, error=" ".join(f"{type(exc).__name__}: {exc}".split()))
+
+
+def ingested(path: str) -> None:
+    """The file went in: a later failure of it is news again."""
+    if _failing:
+        with _failing_lock:
+            _failing.pop(path, None)
 
 
 @dataclass(slots=True)
@@ -131,6 +149,7 @@ class Committer:
                 with self._lock:
                     for pending in batch:
                         self.committed.add(pending)
+                        ingested(pending.path)
                 return
         for pending in batch:
             self._commit_alone(pending)
@@ -150,6 +169,7 @@ class Committer:
         else:
             with self._lock:
                 self.committed.add(pending)
+            ingested(pending.path)
 
     def _raced(self, pending: Pending) -> None:
         """Another ingester committed the file first (a report brought its session up to date

@@ -17,11 +17,13 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester, ScanStats
 from .progress import Progress
+from .report import prices
 from .report.retrospective import close_idle_sessions
 from .report.server import ReportServer
 from .service.daemon_lock import daemon_lock
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
+from .store import tiers
 from .store.db import open_pool
 from .store.store import OUTAGE, Store
 
@@ -88,6 +90,9 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
         try:
             # The bulk path's lanes, the scan's own statements, the report server's requests
             with open_pool(settings, owner=True, max_size=BULK_LANES + 3) as pool:
+                with pool.connection() as conn:  # before the catch-up sums requests by price tier
+                    tiers.ensure(conn, prices.thresholds())
+
                 def interrupted() -> bool:
                     systemd.alive()
                     return stop.is_set()

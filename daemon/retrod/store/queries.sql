@@ -12,7 +12,7 @@ INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid, agent_id)
 SELECT %(host_id)s, path, kind, slug, session_uuid, agent_id
 FROM json_to_recordset(%(files)s::json)
      AS x(path TEXT, kind TEXT, slug TEXT, session_uuid TEXT, agent_id TEXT)
-ON CONFLICT (host_id, path, db_role) DO UPDATE SET missing = false
+ON CONFLICT (host_id, retrod.index_text(path), db_role) DO UPDATE SET missing = false
 RETURNING path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head;
 
 -- name: lock_files
@@ -57,12 +57,18 @@ WHERE f.id = x.id;
 
 -- name: mark_missing
 UPDATE retrod.files SET missing = true, updated_at = now()
-WHERE host_id = %(host_id)s AND path = %(path)s AND NOT missing AND db_role = current_user;
+WHERE host_id = %(host_id)s AND retrod.index_text(path) = retrod.index_text(%(path)s) AND path = %(path)s
+  AND NOT missing AND db_role = current_user;
 
 -- A file read again from its start: its time, tool and compaction figures follow its new
 -- content; requests stay counted (their global key makes the re-read idempotent).
 -- name: forget_file_events
 DELETE FROM retrod.events WHERE file_id = %(id)s;
+
+-- A file read again from its start under newer fold rules keeps its rows, but for the
+-- compactions that migration 0014 kept as rows of their own until its real ones come.
+-- name: forget_file_legacy_compactions
+DELETE FROM retrod.events WHERE file_id = %(id)s AND "offset" < 0;
 
 -- name: forget_file_tool_calls
 DELETE FROM retrod.tool_calls WHERE file_id = %(id)s;
@@ -76,34 +82,38 @@ DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 -- A batch's rows come as one JSON document per table, encoded in C on the client: binding
 -- one array per column cost more client time than the server spent on the rows.
 -- The usage of a request is that of its record with the largest (main, output, input,
--- cache_create, cache_read) tuple, and its model that record's (in a tie on the tuple and the
--- 5m/1h split, a model before none, then the smallest: fold.Request.usage_beaten_by); its
--- owner is the record with the smallest (sidechain, foreign, timestamp, session, agent) tuple,
--- the unnamed and inline threads (fold.THREADS) after every named agent; its time is the
--- earliest (DESIGN §2.2).
+-- cache_create, cache_read) tuple, and its model, parts and speed that record's (in a tie on the
+-- tuple and the 5m/1h split: a model before none, then the smallest; parts before none, then the
+-- smallest; fast before standard: fold.Request.tie_rank); its owner is the record with the
+-- smallest (sidechain, foreign, timestamp, session, agent) tuple, the unnamed and inline threads
+-- (fold.THREADS) after every named agent; its time is the earliest (DESIGN §2.2). The key is the
+-- member's (§3).
 -- name: upsert_requests
 INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-    cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model)
+    cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast)
 SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
        retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
        (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
-       (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model
+       (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model, parts, fast
 FROM json_to_recordset(%(requests)s::json)
      AS x(key TEXT, session_uuid TEXT, agent TEXT, ts_us BIGINT, attr_sidechain BOOL, attr_foreign BOOL,
-          attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT)
-ON CONFLICT (key) DO UPDATE SET
+          attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT, parts TEXT, fast BOOL)
+ON CONFLICT (key, db_role) DO UPDATE SET
     (usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-     cache_create_5m_tokens, cache_create_1h_tokens, model) = (
+     cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast) = (
         SELECT * FROM (VALUES
             (excluded.usage_main, excluded.input_tokens, excluded.output_tokens,
              excluded.cache_read_tokens, excluded.cache_create_tokens,
-             excluded.cache_create_5m_tokens, excluded.cache_create_1h_tokens, excluded.model),
+             excluded.cache_create_5m_tokens, excluded.cache_create_1h_tokens, excluded.model,
+             excluded.parts, excluded.fast),
             (r.usage_main, r.input_tokens, r.output_tokens, r.cache_read_tokens,
-             r.cache_create_tokens, r.cache_create_5m_tokens, r.cache_create_1h_tokens, r.model)
-        ) AS u (m, i, o, cr, cc, c5, c1, md)
-        ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, c5 DESC, c1 DESC, md = '', md LIMIT 1),
+             r.cache_create_tokens, r.cache_create_5m_tokens, r.cache_create_1h_tokens, r.model,
+             r.parts, r.fast)
+        ) AS u (m, i, o, cr, cc, c5, c1, md, pt, fa)
+        ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, c5 DESC, c1 DESC, md = '', md,
+                 pt IS NULL, pt COLLATE "C", NOT fa LIMIT 1),
     (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts) = (
         SELECT * FROM (VALUES
             (excluded.session_uuid, excluded.agent, excluded.attr_sidechain,
@@ -115,14 +125,69 @@ ON CONFLICT (key) DO UPDATE SET
     has_tool_use = r.has_tool_use OR excluded.has_tool_use;
 
 -- The per-file tables: one element per file, {file_id, session_uuid, rows}.
+-- A line read again brings what it has anyway; a row stored before migration 0014 gets its uuid
+-- and class (its file is read again under fold.RULES 2).
 -- name: insert_events
-INSERT INTO retrod.events (file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes)
+INSERT INTO retrod.events AS o (file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes,
+                                line_uuid, gap_class, compaction)
 SELECT f.file_id, e."offset", f.session_uuid, retrod.us_to_ts(e.ts_us), retrod.us_to_ts(e.prev_us),
-       e.kind, e.gap_us, e.tool_result_bytes
+       e.kind, e.gap_us, e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
      json_to_recordset(f.rows)
-     AS e("offset" BIGINT, ts_us BIGINT, prev_us BIGINT, kind TEXT, gap_us BIGINT, tool_result_bytes BIGINT)
-ON CONFLICT (file_id, "offset") DO NOTHING;
+     AS e("offset" BIGINT, ts_us BIGINT, prev_us BIGINT, kind TEXT, gap_us BIGINT, tool_result_bytes BIGINT,
+          line_uuid TEXT, gap_class TEXT, compaction BOOL)
+ON CONFLICT (file_id, "offset") DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
+WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
+
+-- DESIGN §2.3: the sessions whose timeline is not just each file's own, among those whose events
+-- a batch wrote: several main transcripts (a project folder copied or moved), or a line uuid
+-- met before. Their timelines are worked out again (retime_sessions).
+-- name: sessions_to_retime
+WITH batch AS (
+    SELECT f.file_id, f.session_uuid, e."offset", e.line_uuid
+    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+         json_to_recordset(f.rows) AS e("offset" BIGINT, line_uuid TEXT)
+)
+SELECT s.session_uuid FROM (SELECT DISTINCT session_uuid, file_id FROM batch) s
+WHERE EXISTS (SELECT FROM retrod.files o WHERE o.session_uuid = s.session_uuid AND o.kind = 'main'
+              AND o.db_role = current_user AND o.id <> s.file_id)
+UNION
+SELECT b.session_uuid FROM batch b
+WHERE b.line_uuid IS NOT NULL AND EXISTS (
+    SELECT FROM retrod.events e
+    WHERE e.session_uuid = b.session_uuid AND e.line_uuid = b.line_uuid AND e.db_role = current_user
+      AND (e.file_id, e."offset") <> (b.file_id, b."offset"));
+
+-- DESIGN §2.3/§2.4: a session's one timeline, over all its main transcripts (deleted ones too):
+-- in the order of their project folders' names (then host and path: two hosts' copies), each
+-- in file order; a line whose uuid is known counts once, where it is first met; the high-water
+-- mark runs across files. Only the rows that change are written (the update trigger moves
+-- their gaps in the rollups).
+-- name: retime_sessions
+WITH lines AS (
+    SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.compaction,
+           e.line_uuid IS NULL OR row_number() OVER (
+               PARTITION BY e.session_uuid, e.line_uuid ORDER BY f.slug, f.host_id, f.path, e."offset") = 1 AS counts,
+           f.slug, f.host_id, f.path
+    FROM retrod.events e JOIN retrod.files f ON f.id = e.file_id
+    WHERE e.session_uuid = ANY(%(sessions)s::text[]) AND e.db_role = current_user
+), timeline AS (
+    SELECT file_id, "offset", ts, gap_class, counts,
+           max(ts) FILTER (WHERE counts) OVER (
+               PARTITION BY session_uuid ORDER BY slug, host_id, path, "offset"
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS high
+    FROM lines
+), placed AS (
+    SELECT file_id, "offset", counts,
+           CASE WHEN counts AND ts IS NOT NULL THEN high END AS prev_ts,
+           CASE WHEN counts AND ts > high THEN gap_class END AS kind,
+           CASE WHEN counts AND ts > high THEN retrod.ts_to_us(ts) - retrod.ts_to_us(high) ELSE 0 END AS gap_us
+    FROM timeline
+)
+UPDATE retrod.events e SET counted = p.counts, prev_ts = p.prev_ts, kind = p.kind, gap_us = p.gap_us
+FROM placed p
+WHERE (e.file_id, e."offset") = (p.file_id, p."offset")
+  AND (e.counted, e.prev_ts, e.kind, e.gap_us) IS DISTINCT FROM (p.counts, p.prev_ts, p.kind, p.gap_us);
 
 -- name: upsert_tool_calls
 INSERT INTO retrod.tool_calls AS c (file_id, tool_use_id, session_uuid, name, ts, description, subagent_type)
@@ -154,7 +219,7 @@ ON CONFLICT DO NOTHING;
 INSERT INTO retrod.subagent_meta (session_uuid, agent_id, agent_type, description)
 SELECT session_uuid, agent_id, agent_type, description
 FROM json_to_recordset(%(metas)s::json) AS x(session_uuid TEXT, agent_id TEXT, agent_type TEXT, description TEXT)
-ON CONFLICT (session_uuid, agent_id) DO UPDATE
+ON CONFLICT (session_uuid, agent_id, db_role) DO UPDATE
 SET agent_type = excluded.agent_type, description = excluded.description;
 
 -- Tool uses (DESIGN §2.6; migration 0010). A batch writes its calls, then their results, then
@@ -222,6 +287,7 @@ WITH ids AS (
                               ORDER BY t.agent <> '', t.file_path, t."offset", t.block, t.file_id) = 1 AS counts
     FROM ids JOIN retrod.tool_uses t
          ON t.session_uuid = ids.session_uuid AND t.tool_use_id = ids.tool_use_id AND t.agent IS NOT NULL
+            AND t.db_role = current_user
 )
 UPDATE retrod.tool_uses t SET counted = r.counts, signal = CASE WHEN r.counts THEN t.signal END
 FROM ranked r
@@ -250,35 +316,35 @@ WITH dirty AS (  -- per agent, the first call a change touched
     FROM dirty d
     CROSS JOIN LATERAL (
         (SELECT * FROM retrod.tool_uses p  -- the call before: the first changed one may be its next
-         WHERE p.session_uuid = d.session_uuid AND p.agent = d.agent AND p.counted
+         WHERE p.session_uuid = d.session_uuid AND p.db_role = current_user AND p.agent = d.agent AND p.counted
            AND (p.file_path, p."offset", p.block) < (d.file_path, d."offset", d.block)
          ORDER BY p.file_path DESC, p."offset" DESC, p.block DESC LIMIT 1)
         UNION ALL
         (SELECT * FROM retrod.tool_uses t
-         WHERE t.session_uuid = d.session_uuid AND t.agent = d.agent AND t.counted
+         WHERE t.session_uuid = d.session_uuid AND t.db_role = current_user AND t.agent = d.agent AND t.counted
            AND (t.file_path, t."offset", t.block) >= (d.file_path, d."offset", d.block))
     ) y
     LEFT JOIN LATERAL (  -- the agent's next call
         SELECT n.name FROM retrod.tool_uses n
-        WHERE y.failed AND n.session_uuid = y.session_uuid AND n.agent = y.agent AND n.counted
+        WHERE y.failed AND n.session_uuid = y.session_uuid AND n.db_role = current_user AND n.agent = y.agent AND n.counted
           AND (n.file_path, n."offset", n.block) > (y.file_path, y."offset", y.block)
         ORDER BY n.file_path, n."offset", n.block LIMIT 1
     ) next_call ON true
     LEFT JOIN LATERAL (  -- a Read's path: the latest earlier call naming it
         SELECT retrod.is_write(w.name, w.failed) AS is_write FROM retrod.tool_uses w
-        WHERE y.name = 'Read' AND w.session_uuid = y.session_uuid AND w.agent = y.agent AND w.counted
+        WHERE y.name = 'Read' AND w.session_uuid = y.session_uuid AND w.db_role = current_user AND w.agent = y.agent AND w.counted
           AND w.path = y.path AND (w.file_path, w."offset", w.block) < (y.file_path, y."offset", y.block)
         ORDER BY w.file_path DESC, w."offset" DESC, w.block DESC LIMIT 1
     ) naming ON true
     LEFT JOIN LATERAL (  -- the latest earlier call with the same name and input that did not fail
         SELECT s.file_path, s."offset", s.block FROM retrod.tool_uses s
-        WHERE s.session_uuid = y.session_uuid AND s.agent = y.agent AND s.counted AND NOT s.failed
+        WHERE s.session_uuid = y.session_uuid AND s.db_role = current_user AND s.agent = y.agent AND s.counted AND NOT s.failed
           AND s.input_hash = y.input_hash AND (s.file_path, s."offset", s.block) < (y.file_path, y."offset", y.block)
         ORDER BY s.file_path DESC, s."offset" DESC, s.block DESC LIMIT 1
     ) same ON true
     LEFT JOIN LATERAL (  -- a write (of any path) between that call and this one
         SELECT true AS found FROM retrod.tool_uses w
-        WHERE same.file_path IS NOT NULL AND w.session_uuid = y.session_uuid AND w.agent = y.agent
+        WHERE same.file_path IS NOT NULL AND w.session_uuid = y.session_uuid AND w.db_role = current_user AND w.agent = y.agent
           AND w.counted AND retrod.is_write(w.name, w.failed)
           AND (w.file_path, w."offset", w.block) > (same.file_path, same."offset", same.block)
           AND (w.file_path, w."offset", w.block) < (y.file_path, y."offset", y.block)
@@ -286,14 +352,14 @@ WITH dirty AS (  -- per agent, the first call a change touched
     ) write_between ON true
     LEFT JOIN LATERAL (  -- a Read's path: the latest earlier Read of it that did not fail
         SELECT r.file_path, r."offset", r.block FROM retrod.tool_uses r
-        WHERE y.name = 'Read' AND r.session_uuid = y.session_uuid AND r.agent = y.agent AND r.counted
+        WHERE y.name = 'Read' AND r.session_uuid = y.session_uuid AND r.db_role = current_user AND r.agent = y.agent AND r.counted
           AND r.path = y.path AND r.name = 'Read' AND NOT r.failed
           AND (r.file_path, r."offset", r.block) < (y.file_path, y."offset", y.block)
         ORDER BY r.file_path DESC, r."offset" DESC, r.block DESC LIMIT 1
     ) read_before ON true
     LEFT JOIN LATERAL (  -- a write of that path between that Read and this one
         SELECT true AS found FROM retrod.tool_uses w
-        WHERE read_before.file_path IS NOT NULL AND w.session_uuid = y.session_uuid AND w.agent = y.agent
+        WHERE read_before.file_path IS NOT NULL AND w.session_uuid = y.session_uuid AND w.db_role = current_user AND w.agent = y.agent
           AND w.counted AND w.path = y.path AND retrod.is_write(w.name, w.failed)
           AND (w.file_path, w."offset", w.block) > (read_before.file_path, read_before."offset", read_before.block)
           AND (w.file_path, w."offset", w.block) < (y.file_path, y."offset", y.block)
@@ -312,3 +378,21 @@ WITH gone AS (
     RETURNING session_uuid, tool_use_id, agent, file_path, "offset", block
 )
 SELECT * FROM gone WHERE agent IS NOT NULL;
+
+-- Price tiers (migration 0013): the thresholds this role's request rollup is summed by.
+-- name: stored_price_tiers
+SELECT thresholds, has_table_privilege('retrod.price_tiers', 'INSERT') AS may_store
+FROM (SELECT retrod.price_thresholds() AS thresholds) t;
+
+-- Changed price data: new thresholds, and the rollup summed by them again, in one transaction
+-- that first locks the requests: concurrent ingest waits (its triggers then read the new
+-- thresholds), as this waits for ingest under way.
+-- name: lock_requests
+LOCK TABLE retrod.requests IN SHARE ROW EXCLUSIVE MODE;
+
+-- name: store_price_tiers
+INSERT INTO retrod.price_tiers (thresholds) VALUES (%(thresholds)s)
+ON CONFLICT (db_role) DO UPDATE SET thresholds = excluded.thresholds;
+
+-- name: rebuild_request_minutes
+SELECT retrod.rebuild_request_minutes();

@@ -1,4 +1,20 @@
 -- Read side: everything `retrod report` shows comes from these precomputed rows.
+--
+-- %(member)s: the database role whose rows a report reads (DESIGN §3: on a team's database every
+-- key includes the member; a reader sees every member's rows and names one). The user's tables
+-- have a db_role column only on a team's database (`retrod team` adds it): a row without one is
+-- the solo user's, which `coalesce(to_jsonb(row) ->> 'db_role', member)` matches either way.
+
+-- The members whose rows name a session: a report reads one of them (model.member_of).
+-- name: session_members
+SELECT current_user AS me, ARRAY(
+    SELECT db_role FROM retrod.files WHERE session_uuid = %(session)s
+    UNION
+    SELECT db_role FROM retrod.request_minutes WHERE session_uuid = %(session)s  -- (copied history)
+    UNION
+    SELECT to_jsonb(s) ->> 'db_role' FROM public.cc_sessions s
+    WHERE session_uuid = %(session)s AND to_jsonb(s) ? 'db_role'
+    ORDER BY 1) AS holders;
 
 -- Sessions with a transcript (meta and tool-results files alone make none), or tracked by the user.
 -- name: find_sessions
@@ -16,56 +32,67 @@ SELECT
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root')) AS transcripts,
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root') AND missing) AS transcripts_deleted,
     coalesce(sum((state ->> 'bad_lines')::bigint)::bigint, 0) AS bad_lines,
-    coalesce((sum((state ->> 'compactions')::bigint) FILTER (WHERE kind = 'main'))::bigint, 0) AS compactions,
     count(*) FILTER (WHERE kind = 'tool_result') AS persisted_outputs,
     coalesce((sum(size) FILTER (WHERE kind = 'tool_result'))::bigint, 0) AS persisted_bytes
-FROM retrod.files WHERE session_uuid = %(session)s;
+FROM retrod.files WHERE session_uuid = %(session)s AND db_role = %(member)s;
+
+-- DESIGN §2.4: compaction boundaries counted once on the session's timeline (migration 0014).
+-- name: session_compactions
+SELECT count(*) AS compactions FROM retrod.events
+WHERE session_uuid = %(session)s AND db_role = %(member)s AND ts IS NULL AND compaction AND counted;
 
 -- name: session_tokens
 SELECT CASE WHEN agent = '' THEN 'main'
             WHEN starts_with(agent, 'acompact') THEN 'compaction'
             ELSE 'subagents' END AS bucket,
-       sum(requests)::bigint AS requests,
+       sum(requests)::bigint AS requests, sum(split_requests)::bigint AS split_requests,
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create
-FROM retrod.request_minutes WHERE session_uuid = %(session)s
+FROM retrod.request_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1;
 
--- The session's tokens by the model of each request ('' = it named none); cost is priced from
--- these at read time (report/prices.py).
+-- The session's tokens by what their price depends on (DESIGN §2.7): each part's model ('' =
+-- none named), the day (prices change by date), fast mode and the price tier of the part's own
+-- size. Priced at read time (report/prices.py), so an upgraded price table applies at once.
 -- name: session_tokens_by_model
-SELECT model, sum(requests)::bigint AS requests,
+SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
+       fast, tier_floor, sum(parts)::bigint AS parts,
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
        sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h
-FROM retrod.request_minutes WHERE session_uuid = %(session)s
-GROUP BY model;
+FROM retrod.request_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s
+GROUP BY 1, 2, 3, 4;
 
 -- Classified time: the per-minute sums of gap pieces plus the long gaps' whole-minute spans.
 -- name: session_times
 WITH spans AS (
     SELECT kind, retrod.interval_us(sum(span_end - span_start)) AS us
-    FROM retrod.gap_spans WHERE session_uuid = %(session)s GROUP BY kind
+    FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s GROUP BY kind
 )
 SELECT (coalesce(sum(claude_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'claude'), 0))::bigint AS claude_us,
        (coalesce(sum(tool_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'tool'), 0))::bigint AS tool_us,
        (coalesce(sum(human_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'human'), 0))::bigint AS human_us,
        coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes,
-       (SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s) AS first_ts,
-       (SELECT max(ts) FROM retrod.events WHERE session_uuid = %(session)s) AS last_ts,
-       (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s) AS first_request_ts,
-       (SELECT max(ts) FROM retrod.requests WHERE session_uuid = %(session)s) AS last_request_ts
-FROM retrod.event_minutes WHERE session_uuid = %(session)s;
+       (SELECT min(ts) FROM retrod.events
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted) AS first_ts,
+       (SELECT max(ts) FROM retrod.events
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted) AS last_ts,
+       (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s AND db_role = %(member)s)
+           AS first_request_ts,
+       (SELECT max(ts) FROM retrod.requests WHERE session_uuid = %(session)s AND db_role = %(member)s)
+           AS last_request_ts
+FROM retrod.event_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s;
 
 -- The human gaps longer than the away threshold (DESIGN §2.3): `away` as a whole. Few rows,
 -- through a partial index: each is at least the threshold long.
 -- name: session_away
 SELECT coalesce(sum(gap_us), 0)::bigint AS away_us
-FROM retrod.events WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s;
+FROM retrod.events
+WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s AND db_role = %(member)s;
 
 -- name: session_tool_calls
-SELECT coalesce((SELECT tool_calls FROM retrod.session_tool_calls WHERE session_uuid = %(session)s), 0)
-       AS tool_calls;
+SELECT coalesce((SELECT tool_calls FROM retrod.session_tool_calls
+                  WHERE session_uuid = %(session)s AND db_role = %(member)s), 0) AS tool_calls;
 
 -- A subagent's description and type: its .meta.json, else the Task/Agent tool_use it answers,
 -- else the nearest Task/Agent tool_use before it started, else unknown (DESIGN §2.4).
@@ -82,38 +109,45 @@ SELECT s.agent_id, s.first_ts, s.last_ts,
        coalesce(t.cache_create, 0) AS cache_create
 FROM (
     SELECT session_uuid, agent_id, min(first_ts) AS first_ts, max(last_ts) AS last_ts
-    FROM retrod.subagents WHERE session_uuid = %(session)s GROUP BY session_uuid, agent_id
+    FROM retrod.subagents WHERE session_uuid = %(session)s AND db_role = %(member)s
+    GROUP BY session_uuid, agent_id
 ) s
-LEFT JOIN retrod.subagent_meta m USING (session_uuid, agent_id)
+LEFT JOIN retrod.subagent_meta m ON m.session_uuid = s.session_uuid AND m.agent_id = s.agent_id
+                                 AND m.db_role = %(member)s
 LEFT JOIN LATERAL (
     SELECT c.tool_use_id, c.subagent_type, c.description
     FROM retrod.subagent_links l
     JOIN retrod.tool_calls c ON c.session_uuid = l.session_uuid AND c.tool_use_id = l.tool_use_id
-    WHERE l.session_uuid = s.session_uuid AND l.agent_id = s.agent_id AND c.name IN ('Task', 'Agent')
+                             AND c.db_role = %(member)s
+    WHERE l.session_uuid = s.session_uuid AND l.agent_id = s.agent_id AND l.db_role = %(member)s
+      AND c.name IN ('Task', 'Agent')
     ORDER BY c.ts NULLS LAST, c.tool_use_id LIMIT 1
 ) linked ON true
 LEFT JOIN LATERAL (
     SELECT c.tool_use_id, c.subagent_type, c.description
     FROM retrod.tool_calls c
-    WHERE c.session_uuid = s.session_uuid AND c.name IN ('Task', 'Agent') AND c.ts <= s.first_ts
+    WHERE c.session_uuid = s.session_uuid AND c.db_role = %(member)s AND c.name IN ('Task', 'Agent')
+      AND c.ts <= s.first_ts
     ORDER BY c.ts DESC, c.tool_use_id LIMIT 1
 ) nearest ON true
 LEFT JOIN LATERAL (
     SELECT sum(requests)::bigint AS requests, sum(input_tokens)::bigint AS input,
            sum(output_tokens)::bigint AS output, sum(cache_read_tokens)::bigint AS cache_read,
            sum(cache_create_tokens)::bigint AS cache_create
-    FROM retrod.request_minutes r WHERE r.session_uuid = s.session_uuid AND r.agent = s.agent_id
+    FROM retrod.request_minutes r
+    WHERE r.session_uuid = s.session_uuid AND r.agent = s.agent_id AND r.db_role = %(member)s
 ) t ON true
 ORDER BY s.first_ts NULLS LAST, s.agent_id;
 
 -- name: user_session
-SELECT id, description, started_at, ended_at FROM public.cc_sessions WHERE session_uuid = %(session)s;
+SELECT id, description, started_at, ended_at FROM public.cc_sessions s
+WHERE session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s;
 
 -- name: session_phases
 SELECT p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at,
        p.actions_summary, p.subagents, p.useful_info, p.lessons_learned, p.notes
 FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
-WHERE s.session_uuid = %(session)s
+WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s
 ORDER BY p.started_at, p.id;
 
 -- Per phase window [s, e) (open: until now), DESIGN §2.5: the requests whose timestamp falls in
@@ -121,12 +155,13 @@ ORDER BY p.started_at, p.id;
 -- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
 -- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
 -- human_us counts every human gap; away_us is the part of it that is away (see session_away).
--- by_model: the window's tokens by model, the same way, as a JSON array. `phase`: one phase's
--- id only (the MCP server's open phase), or null for every phase of the session.
+-- by_model: the window's tokens by what their price depends on (as session_tokens_by_model),
+-- the same way, as a JSON array. `phase`: one phase's id only (the MCP server's open phase), or
+-- null for every phase of the session.
 -- name: phase_figures
-WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a window
-    SELECT coalesce(max((state ->> 'max_gap_us')::bigint), 0) * interval '1 microsecond' AS gap
-    FROM retrod.files WHERE session_uuid = %(session)s AND kind = 'main'
+WITH longest AS (  -- no span is longer: bounds the spans that can overlap a window
+    SELECT coalesce(max(span_end - span_start), interval '0') AS gap
+    FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s
 ), p AS (
     SELECT id, s, e, whole_from, whole_to,
            CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
@@ -136,7 +171,8 @@ WITH longest AS (  -- no gap is longer: bounds the spans that can overlap a wind
                retrod.minute_of(ph.started_at + interval '1 minute' - interval '1 microsecond') AS whole_from,
                retrod.minute_of(coalesce(ph.ended_at, now())) AS whole_to
         FROM public.cc_session_phases ph JOIN public.cc_sessions u ON u.id = ph.session_id
-        WHERE u.session_uuid = %(session)s AND (%(phase)s::bigint IS NULL OR ph.id = %(phase)s::bigint)
+        WHERE u.session_uuid = %(session)s AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+          AND (%(phase)s::bigint IS NULL OR ph.id = %(phase)s::bigint)
     ) w
 )
 SELECT p.id, g.*, a.*, m.*, c.*
@@ -147,7 +183,7 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT claude_us AS claude, tool_us AS tool, human_us AS human, tool_result_bytes AS bytes
         FROM retrod.event_minutes
-        WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute >= p.whole_from AND minute < p.whole_to
         UNION ALL
         SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
                CASE WHEN kind = 'human' THEN us END, 0
@@ -166,10 +202,12 @@ CROSS JOIN LATERAL (
             LATERAL (  -- the gaps that end in the edge's minutes, and those that start in them and
                        -- end later (a file's gaps never overlap: one per file)
                 SELECT kind, prev_ts, ts FROM retrod.events
-                WHERE session_uuid = %(session)s AND kind IS NOT NULL AND ts > first_minute AND ts <= minutes_end
+                WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind IS NOT NULL
+                  AND ts > first_minute AND ts <= minutes_end
                 UNION ALL
                 SELECT kind, prev_ts, ts FROM retrod.events
-                WHERE session_uuid = %(session)s AND kind IS NOT NULL AND retrod.crosses_minute(prev_ts, ts)
+                WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind IS NOT NULL
+                  AND retrod.crosses_minute(prev_ts, ts)
                   AND prev_ts >= first_minute AND prev_ts < b AND ts > minutes_end
             ) g
         ) pieces WHERE us > 0
@@ -179,41 +217,48 @@ CROSS JOIN LATERAL (
         FROM (
             SELECT kind, retrod.interval_us(least(span_end, p.e) - greatest(span_start, p.s)) AS us
             FROM retrod.gap_spans
-            WHERE session_uuid = %(session)s AND span_start < p.e
+            WHERE session_uuid = %(session)s AND db_role = %(member)s AND span_start < p.e
               AND span_start >= p.s - (SELECT gap FROM longest) AND span_end > p.s
         ) spans WHERE us > 0
         UNION ALL
         SELECT 0, 0, 0, tool_result_bytes FROM retrod.events
-        WHERE session_uuid = %(session)s AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted
+          AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
     ) x
 ) g
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(retrod.interval_us(least(ts, p.e) - greatest(prev_ts, p.s))), 0)::bigint AS away_us
     FROM retrod.events
-    WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s AND ts > p.s AND prev_ts < p.e
+    WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind = 'human' AND gap_us > %(away_us)s
+      AND ts > p.s AND prev_ts < p.e
 ) a
-CROSS JOIN LATERAL (  -- requests by model; the phase's totals are their sums
+CROSS JOIN LATERAL (  -- request parts by price group; the phase's totals are their sums
     SELECT coalesce(json_agg(json_build_object(
-               'model', model, 'requests', n, 'tool_turns', tools, 'input', i, 'output', o, 'cache_read', cr,
-               'cache_create', cc, 'cache_create_5m', c5, 'cache_create_1h', c1) ORDER BY model), '[]') AS by_model
+               'model', model, 'day', day, 'fast', fast, 'tier_floor', tier_floor, 'requests', n, 'parts', np,
+               'tool_turns', tools, 'input', i, 'output', o, 'cache_read', cr, 'cache_create', cc,
+               'cache_create_5m', c5, 'cache_create_1h', c1) ORDER BY model, day, fast, tier_floor), '[]') AS by_model
     FROM (
-        SELECT model, sum(n)::bigint AS n, sum(tools)::bigint AS tools, sum(i)::bigint AS i, sum(o)::bigint AS o,
-               sum(cr)::bigint AS cr, sum(cc)::bigint AS cc, sum(c5)::bigint AS c5, sum(c1)::bigint AS c1
+        SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
+               fast, tier_floor, sum(n)::bigint AS n, sum(np)::bigint AS np, sum(tools)::bigint AS tools,
+               sum(i)::bigint AS i, sum(o)::bigint AS o, sum(cr)::bigint AS cr, sum(cc)::bigint AS cc,
+               sum(c5)::bigint AS c5, sum(c1)::bigint AS c1
         FROM (
-            SELECT model, requests AS n, tool_turns AS tools, input_tokens AS i, output_tokens AS o,
-                   cache_read_tokens AS cr, cache_create_tokens AS cc, cache_create_5m_tokens AS c5,
-                   cache_create_1h_tokens AS c1
+            SELECT model, minute, fast, tier_floor, requests AS n, parts AS np, tool_turns AS tools,
+                   input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
+                   cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1
             FROM retrod.request_minutes
-            WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
+            WHERE session_uuid = %(session)s AND db_role = %(member)s
+              AND minute >= p.whole_from AND minute < p.whole_to
             UNION ALL
-            SELECT model, 1, has_tool_use::int, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-                   cache_create_5m_tokens, cache_create_1h_tokens
-            FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.s AND ts < p.edge1_end
-            UNION ALL
-            SELECT model, 1, has_tool_use::int, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-                   cache_create_5m_tokens, cache_create_1h_tokens
-            FROM retrod.requests WHERE session_uuid = %(session)s AND ts >= p.edge2_start AND ts < p.e
-        ) x GROUP BY model
+            SELECT q.model, retrod.minute_of(r.ts), r.fast,
+                   retrod.tier_floor(q.input + q.cache_read + q.cache_create,
+                                     (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
+                   q.first::int, 1, (q.first AND r.has_tool_use)::int, q.input, q.output, q.cache_read,
+                   q.cache_create, q.cache_create_5m, q.cache_create_1h
+            FROM retrod.requests r, retrod.request_parts(r) q
+            WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s
+              AND ((r.ts >= p.s AND r.ts < p.edge1_end) OR (r.ts >= p.edge2_start AND r.ts < p.e))
+        ) x GROUP BY 1, 2, 3, 4
     ) y
 ) m
 CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window, productive or by signal
@@ -225,13 +270,13 @@ CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window,
     FROM (
         SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
         FROM retrod.call_minutes
-        WHERE session_uuid = %(session)s AND minute >= p.whole_from AND minute < p.whole_to
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute >= p.whole_from AND minute < p.whole_to
         UNION ALL
         SELECT (signal IS NULL)::int, (signal = 'sibling_error')::int, (signal = 'error_retry')::int,
                (signal = 'persisted_output_read')::int, (signal = 'post_write_read')::int,
                (signal = 'duplicate')::int, (signal = 're_read')::int
         FROM retrod.tool_uses
-        WHERE session_uuid = %(session)s AND counted
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted
           AND ((ts >= p.s AND ts < p.edge1_end) OR (ts >= p.edge2_start AND ts < p.e))
     ) x
 ) c;
@@ -239,7 +284,7 @@ CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window,
 -- DESIGN §2.6: the session's counted calls by agent, productive or by signal, from the rollup.
 -- name: session_tool_use
 SELECT agent, productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
-FROM retrod.call_agents WHERE session_uuid = %(session)s;
+FROM retrod.call_agents WHERE session_uuid = %(session)s AND db_role = %(member)s;
 
 -- Per tool: calls, failed calls, result sizes (of the calls with a result) and the time from
 -- call to result (of those with both times), from the rollup. A median is the middle value, or
@@ -248,15 +293,16 @@ FROM retrod.call_agents WHERE session_uuid = %(session)s;
 SELECT t.name, t.calls, t.failed, t.result_bytes, t.result_us,
        (SELECT avg(v)::float FROM (
             SELECT result_bytes AS v FROM retrod.tool_uses
-            WHERE session_uuid = t.session_uuid AND name = t.name AND counted AND has_result
+            WHERE session_uuid = t.session_uuid AND name = t.name AND db_role = t.db_role AND counted AND has_result
             ORDER BY result_bytes OFFSET (t.results - 1) / 2 LIMIT 2 - t.results %% 2) m
         WHERE t.results > 0) AS median_result_bytes,
        (SELECT avg(v)::float FROM (
             SELECT result_us AS v FROM retrod.tool_uses
-            WHERE session_uuid = t.session_uuid AND name = t.name AND counted AND result_us IS NOT NULL
+            WHERE session_uuid = t.session_uuid AND name = t.name AND db_role = t.db_role AND counted
+              AND result_us IS NOT NULL
             ORDER BY result_us OFFSET (t.timed - 1) / 2 LIMIT 2 - t.timed %% 2) m
         WHERE t.timed > 0) AS median_result_us
-FROM retrod.call_tools t WHERE t.session_uuid = %(session)s
+FROM retrod.call_tools t WHERE t.session_uuid = %(session)s AND t.db_role = %(member)s
 ORDER BY t.calls DESC, t.name;
 
 -- The first few calls of each signal, in time order: found in the first minutes the rollup shows
@@ -267,7 +313,7 @@ FROM unnest(%(signals)s::text[]) AS k(signal)
 CROSS JOIN LATERAL (
     SELECT c.* FROM (
         SELECT minute FROM retrod.call_minutes m
-        WHERE m.session_uuid = %(session)s
+        WHERE m.session_uuid = %(session)s AND m.db_role = %(member)s
           AND CASE k.signal WHEN 'sibling_error' THEN m.sibling_error WHEN 'error_retry' THEN m.error_retry
                   WHEN 'persisted_output_read' THEN m.persisted_output_read
                   WHEN 'post_write_read' THEN m.post_write_read WHEN 'duplicate' THEN m.duplicate
@@ -276,12 +322,12 @@ CROSS JOIN LATERAL (
     ) m
     CROSS JOIN LATERAL (
         SELECT ts, name, path, detail, agent, file_path, "offset", block FROM retrod.tool_uses
-        WHERE session_uuid = %(session)s AND counted AND signal = k.signal
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted AND signal = k.signal
           AND ts >= m.minute AND ts < m.minute + interval '1 minute'
         UNION ALL
         SELECT ts, name, path, detail, agent, file_path, "offset", block FROM retrod.tool_uses
-        WHERE m.minute = 'infinity' AND session_uuid = %(session)s AND counted AND signal = k.signal
-          AND ts IS NULL
+        WHERE m.minute = 'infinity' AND session_uuid = %(session)s AND db_role = %(member)s AND counted
+          AND signal = k.signal AND ts IS NULL
     ) c
     ORDER BY c.ts NULLS LAST, c.file_path, c."offset", c.block LIMIT %(examples)s
 ) e;

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 
 from ..transcript.discovery import FileRef
 from ..transcript.fold import Call, FoldResult, FoldState, Request
-from ..transcript.parser import ToolResult
+from ..transcript.parser import PATH_INDEX_BYTES, ToolResult, indexable
 from .queries import one, q
 
 
@@ -83,6 +83,22 @@ DEADLOCK_RETRIES = 2
 # The database away or refusing writes (a failover's read-only standby, a full disk): an outage
 # to wait out and catch up on, not one file's fault.
 OUTAGE = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
+# What a file's own rows can make PostgreSQL refuse: a value out of range (data exceptions,
+# class 22), a constraint (23), a limit such as an index row's size (54, an OperationalError).
+_FILE_FAULTS = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.ProgramLimitExceeded)
+
+
+class RowsRefused(Exception):
+    """The database refused rows for what they hold: the fault of the files in the batch (retried
+    one by one, then later), never an outage."""
+
+
+@contextmanager
+def _refused_rows() -> Iterator[None]:
+    try:
+        yield
+    except _FILE_FAULTS as exc:
+        raise RowsRefused(f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
 
 
 class Connections(Protocol):
@@ -132,7 +148,7 @@ class Store:
         """Read the file again from its start (truncated or replaced)."""
         session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
         start_over = Pending("", file, session, stat, file.offset, 0, None, head="")
-        with self.pool.connection() as conn, conn.transaction():
+        with _refused_rows(), self.pool.connection() as conn, conn.transaction():
             # In _commit's order, the file's row, then its session: no deadlock with a commit of it
             conn.execute(q("lock_files"), {"ids": [file.id]})
             if file.session_uuid is not None:
@@ -142,6 +158,8 @@ class Store:
                 conn.execute(q(forget), {"id": file.id})
             gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
             _settle_tool_uses(conn, gone, gone)
+            if file.session_uuid is not None:  # its lines may have hidden copies elsewhere (§2.3)
+                conn.execute(q("retime_sessions"), {"sessions": [file.session_uuid]})
             self._save(conn, [start_over])
         _advance(start_over)
 
@@ -150,6 +168,7 @@ class Store:
         rules (fold.RULES), and what it stores now merges into them (the upserts are idempotent)."""
         start_over = Pending("", file, file.session_uuid, stat, file.offset, 0, None)
         with self.pool.connection() as conn, conn.transaction():
+            conn.execute(q("forget_file_legacy_compactions"), {"id": file.id})
             self._save(conn, [start_over])
         _advance(start_over)
 
@@ -173,7 +192,7 @@ class Store:
             _advance(pending)
 
     def _commit(self, batch: Sequence[Pending], bulk: bool) -> None:
-        with self.pool.connection() as conn, conn.transaction():
+        with _refused_rows(), self.pool.connection() as conn, conn.transaction():
             skipping = bulk and self._skips_row_checks(conn)
             if skipping:
                 # Each row below names a file locked here, or an event written here: the checks,
@@ -233,7 +252,10 @@ class Store:
             files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
                      for p in batch if (rows := rows_of(p.result))]
             if files:
-                conn.execute(q(query), {"files": _json(files)})
+                document = _json(files)
+                conn.execute(q(query), {"files": document})
+                if query == "insert_events":
+                    _retime(conn, document)
         _write_tool_uses(conn, batch)
 
 
@@ -249,6 +271,15 @@ def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
     return merged
 
 
+def _retime(conn: psycopg.Connection, events: str) -> None:
+    """DESIGN §2.3: each file's events are folded on their own, which is the session's timeline
+    unless it has several main transcripts or a line uuid repeats; those sessions' timelines are
+    worked out again across their files."""
+    sessions = [row[0] for row in conn.execute(q("sessions_to_retime"), {"files": events})]
+    if sessions:
+        conn.execute(q("retime_sessions"), {"sessions": sessions})
+
+
 def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
     """DESIGN §2.6's calls and results of a batch, then the judgements they change."""
     placed: list[tuple] = []  # (session, tool_use_id or None, agent, file path, offset, block)
@@ -257,8 +288,9 @@ def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None
         if p.result is None:
             continue
         found = p.result.results
-        if p.result.calls:
-            calls.append({"file_id": p.file.id, "session_uuid": p.session, "file_path": p.path,
+        if p.result.calls:  # (the path orders an agent's files: whole, when an index can hold it)
+            calls.append({"file_id": p.file.id, "session_uuid": p.session,
+                          "file_path": indexable(p.path, PATH_INDEX_BYTES),
                           "rows": [_call_row(call, found.get(call.id)) for call in p.result.calls.values()]})
         if alone := [result for result in found.values() if result.tool_use_id not in p.result.calls]:
             results.append({"file_id": p.file.id, "session_uuid": p.session, "rows": alone})

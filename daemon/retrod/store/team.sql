@@ -24,12 +24,22 @@ DO $$
 DECLARE
     t regclass;
     s regclass;
+    c name;
 BEGIN
     -- The user's own tables get the column here, for a team only (a default, last: other
     -- tools' statements work as before). Their rows so far belong to the role running this.
     FOREACH t IN ARRAY ARRAY['public.cc_sessions'::regclass, 'public.cc_session_phases'::regclass] LOOP
         EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS db_role TEXT NOT NULL DEFAULT current_user', t);
     END LOOP;
+    -- A session id is unique per member, not across the team (DESIGN §3): a member tracking a
+    -- session under a colleague's id takes nothing of the colleague's.
+    FOR c IN SELECT conname FROM pg_constraint
+             WHERE conrelid = 'public.cc_sessions'::regclass AND contype = 'u'
+               AND conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE attrelid = 'public.cc_sessions'::regclass
+                                   AND attname = 'session_uuid')]::int2[] LOOP
+        EXECUTE format('ALTER TABLE public.cc_sessions DROP CONSTRAINT %I', c);
+    END LOOP;
+    CREATE UNIQUE INDEX IF NOT EXISTS cc_sessions_session_member ON public.cc_sessions (session_uuid, db_role);
     GRANT USAGE ON SCHEMA retrod TO retrod_member, retrod_reader;
     GRANT SELECT ON retrod.migrations TO retrod_member, retrod_reader;
     FOR t IN

@@ -1,14 +1,24 @@
 -- Phase logging: writes go to the user's own tables, so rows written by other tools work the same.
 
--- name: upsert_user_session
-INSERT INTO public.cc_sessions (session_uuid, project_slug, started_at, description)
-VALUES (%(session)s, %(project_slug)s, %(started_at)s, %(description)s)
-ON CONFLICT (session_uuid) DO UPDATE
-SET description = coalesce(excluded.description, cc_sessions.description)
+-- The user's row of a session: described again if it exists (and locked: one phase command at a
+-- time), else created. Two statements rather than ON CONFLICT (session_uuid): on a team's
+-- database the key is (session_uuid, db_role) (store/team.sql), the designed table's alone.
+-- name: describe_user_session
+UPDATE public.cc_sessions s SET description = coalesce(%(description)s, description)
+WHERE session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', current_user) = current_user
 RETURNING id, description, started_at, ended_at;
 
+-- name: insert_user_session
+INSERT INTO public.cc_sessions (session_uuid, project_slug, started_at, description)
+VALUES (%(session)s, %(project_slug)s, %(started_at)s, %(description)s)
+ON CONFLICT DO NOTHING
+RETURNING id, description, started_at, ended_at;
+
+-- A member's row (DESIGN §3): one's own, or, for a team's reader, the member named.
 -- name: get_user_session
-SELECT id, description, started_at, ended_at FROM public.cc_sessions WHERE session_uuid = %(session)s;
+SELECT id, description, started_at, ended_at FROM public.cc_sessions s
+WHERE session_uuid = %(session)s
+  AND coalesce(to_jsonb(s) ->> 'db_role', coalesce(%(member)s, current_user)) = coalesce(%(member)s, current_user);
 
 -- When the transcripts say the session started (else the caller uses now()).
 -- name: session_first_seen
@@ -99,14 +109,15 @@ UPDATE public.cc_sessions SET ended_at = %(ended_at)s WHERE session_uuid = %(ses
 -- state (first event, high-water mark), tokens and calls from the per-minute rollups: no scan of
 -- events, requests or calls. `slugs`: a project folder's names; `pattern`: part of one.
 -- name: recent_sessions
+-- (A session per member: on a team's database one id may be several members' sessions, §3.)
 WITH s AS (
-    SELECT session_uuid,
+    SELECT session_uuid, db_role,
            coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
            min((state ->> 'first_event_us')::bigint) FILTER (WHERE kind = 'main') AS first_us,
            max((state ->> 'high_water_us')::bigint) FILTER (WHERE kind = 'main') AS last_us
     FROM retrod.files
     WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
-    GROUP BY session_uuid
+    GROUP BY session_uuid, db_role
 ), candidates AS (
     SELECT * FROM s
     WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[]))
@@ -121,22 +132,23 @@ WITH s AS (
     LEFT JOIN LATERAL (
         SELECT sum(requests)::bigint AS requests,
                sum(input_tokens + output_tokens + cache_read_tokens + cache_create_tokens)::bigint AS total
-        FROM retrod.request_minutes r WHERE r.session_uuid = n.session_uuid
+        FROM retrod.request_minutes r WHERE r.session_uuid = n.session_uuid AND r.db_role = n.db_role
     ) t ON true
     LEFT JOIN LATERAL (
         SELECT sum(productive + sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
                    + re_read)::bigint AS calls, sum(productive)::bigint AS productive
-        FROM retrod.call_agents a WHERE a.session_uuid = n.session_uuid
+        FROM retrod.call_agents a WHERE a.session_uuid = n.session_uuid AND a.db_role = n.db_role
     ) c ON true
 )
-SELECT f.session_uuid AS uuid, f.project_slug, retrod.us_to_ts(f.first_us) AS started_at,
+SELECT f.session_uuid AS uuid, f.db_role AS member, f.project_slug, retrod.us_to_ts(f.first_us) AS started_at,
        round(coalesce(f.last_us - f.first_us, 0) / 1e6, 3)::float AS wall_s,
        f.total_tokens, f.requests, f.tool_calls, f.efficiency,
        u.id IS NOT NULL AS tracked, u.description,
        (SELECT count(*) FROM public.cc_session_phases p WHERE p.session_id = u.id) AS phases
 FROM figures f
-LEFT JOIN public.cc_sessions u ON u.session_uuid = f.session_uuid
+LEFT JOIN public.cc_sessions u
+       ON u.session_uuid = f.session_uuid AND coalesce(to_jsonb(u) ->> 'db_role', f.db_role) = f.db_role
 ORDER BY CASE WHEN %(sort)s = 'tokens' THEN f.total_tokens END DESC NULLS LAST,
          CASE WHEN %(sort)s = 'efficiency' THEN f.efficiency END NULLS LAST,
-         f.first_us DESC NULLS LAST, f.session_uuid
+         f.first_us DESC NULLS LAST, f.session_uuid, f.db_role
 LIMIT %(limit)s;
