@@ -28,6 +28,7 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--no-save", action="store_true", help="print only; save no file")
     report.add_argument("--output", type=Path, help="save to this file instead of RETROD_REPORTS_DIR")
     report.add_argument("--close", action="store_true", help="end open phases and the session now")
+    _member_option(report)
 
     track = sub.add_parser("track", help="start tracking a session").add_subparsers(
         dest="action", required=True, metavar="ACTION")
@@ -55,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
     phases = sub.add_parser("phases", help="list a session's phases")
     phases.add_argument("session", nargs="?", help=f"uuid or prefix; {CURRENT}")
     phases.add_argument("--format", choices=("text", "json"), default="text")
+    _member_option(phases)
 
     listing = sub.add_parser("sessions", help="recent sessions across projects, newest first")
     listing.add_argument("--project", help="a project folder's path, or part of its Claude Code folder name")
@@ -126,6 +128,11 @@ def _session_option(parser: argparse.ArgumentParser, allow_unknown: bool = False
     if allow_unknown:
         parser.add_argument("--allow-unknown", action="store_true",
                             help="accept a uuid that has no transcript yet")
+
+
+def _member_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--member", metavar="ROLE",
+                        help="a team's reader: the member whose session it is, when several hold its id")
 
 
 def _verdict_and_notes(parser: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from .report.prices import load as load_prices
 from .service.cluster import ClusterError
 from .settings import Settings
 from .store.db import open_pool
+from .store.members import MemberError
 from .team import TeamError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -61,7 +62,7 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
             report, text = retrospective.produce(
                 conn, session, close=args.close, output=output, as_json=args.format == "json",
                 reports_dir=None if args.no_save else settings.reports_dir.absolute(),
-                away_after_s=settings.away_after_s, prices=prices)
+                away_after_s=settings.away_after_s, prices=prices, member=args.member)
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
@@ -115,7 +116,7 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _session(settings, conn, args.session)
-        rows = tracking.list_phases(conn, session)
+        rows = tracking.list_phases(conn, session, args.member)
     if args.format == "json":
         print(_json(rows))
     elif not rows:
@@ -136,10 +137,12 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_OK
     if not rows:
         print("no sessions" + (" match" if args.project or args.since else " yet"))
+    members = len({row["member"] for row in rows}) > 1  # a team's reader: whose session each is
     for row in rows:
         start = tracking.local(row["started_at"])[:16] if row["started_at"] else "undated"
         tracked = f"{row['phases']} phases  {markdown.cell(row['description'] or '')}" if row["tracked"] else ""
-        print(f"{row['uuid']}  {start:<16}  {markdown.duration(row['wall_s']):>8}  "
+        print(f"{row['uuid']}  " + (f"{row['member']:<12}  " if members else "") + f"{start:<16}  "
+              f"{markdown.duration(row['wall_s']):>8}  "
               f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  "
               f"{row['tool_calls']:>5} calls {markdown.efficiency(row):>4} eff  "
               f"{row['project_slug']}  {tracked}".rstrip())
@@ -226,7 +229,7 @@ def execute(args: argparse.Namespace) -> int:
         logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
     except (tracking.TrackingError, skills.SkillsError, resolve.SessionError,
-            retrospective.OutputError, TeamError) as exc:
+            retrospective.OutputError, TeamError, MemberError) as exc:
         return _fail(args, exc, EXIT_USAGE)
     except pydantic.ValidationError as exc:
         problems = "; ".join(

@@ -35,8 +35,8 @@ class Settings(BaseSettings):
                                 description="a tracked session quiet this long is closed")
     away_after_s: float = Field(AWAY_AFTER_S, gt=0, allow_inf_nan=False,
                                 description="a human pause longer than this is `away` (DESIGN §2.3)")
-    prices: Path | None = Field(None, description="a JSON price table whose models replace or extend the"
-                                                  " shipped one's (report/prices.json has the shape)")
+    prices: Path | None = Field(None, description="a JSON price table whose models replace genai-prices'"
+                                                  " prices of them (flat USD per million tokens)")
     watch_polling: bool = Field(False, description="poll instead of inotify/FSEvents (network file systems)")
     batch_bytes: int = Field(4 << 20, ge=4096, description="bytes of a file folded per transaction")
     pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries for the private cluster")

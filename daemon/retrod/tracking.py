@@ -14,6 +14,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from .resolve import project_slugs
+from .store.members import member_of
 from .store.queries import one, q
 from .verdicts import VERDICTS
 
@@ -75,13 +76,18 @@ def may_write(conn: Connection) -> bool:
 
 def ensure_session(cur, session: str, description: str | None = None) -> dict:
     """The user's cc_sessions row for the session, created from what the transcripts say."""
-    seen = one(cur.execute(q("session_first_seen"), {"session": session}))
-    return one(cur.execute(q("upsert_user_session"), {
-        "session": session,
-        "project_slug": seen["project_slug"] or "",
-        "started_at": seen["started_at"] or datetime.now(UTC),
-        "description": description,
-    }))
+    args = {"session": session, "description": description}
+    for _attempt in range(2):  # (a command inserting it at the same moment: then it is there)
+        row = cur.execute(q("describe_user_session"), args).fetchone()
+        if row is not None:
+            return row
+        seen = one(cur.execute(q("session_first_seen"), {"session": session}))
+        row = cur.execute(q("insert_user_session"), {
+            **args, "project_slug": seen["project_slug"] or "", "started_at": seen["started_at"] or datetime.now(UTC),
+        }).fetchone()
+        if row is not None:
+            return row
+    raise RuntimeError(f"session {session}: its row could be neither created nor found")
 
 
 def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
@@ -108,7 +114,7 @@ def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, a
     check_verdict(verdict)
     _check_notes(notes)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        user_session = cur.execute(q("get_user_session"), {"session": session}).fetchone()
+        user_session = cur.execute(q("get_user_session"), {"session": session, "member": None}).fetchone()
         open_phases = user_session and cur.execute(
             q("open_phases"), {"session_id": user_session["id"]}).fetchall()
         if not open_phases:
@@ -176,9 +182,11 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
             "since": since, "limit": limit, "sort": sort}).fetchall()
 
 
-def list_phases(conn: Connection, session: str) -> list[dict]:
+def list_phases(conn: Connection, session: str, member: str | None = None) -> list[dict]:
+    """The session's phases; `member`: a team's member whose session it is (member_of)."""
+    member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
-        user_session = cur.execute(q("get_user_session"), {"session": session}).fetchone()
+        user_session = cur.execute(q("get_user_session"), {"session": session, "member": member}).fetchone()
         if user_session is None:
             return []
         return cur.execute(q("list_phases"), {"session_id": user_session["id"]}).fetchall()

@@ -29,10 +29,12 @@ if TYPE_CHECKING:
 # Named for the wire format: a client never asks a daemon of another format (one still running
 # from before an upgrade), it does the work itself instead. v3: the request carries the command's
 # RETROD_PRICES, and the report its tokens by model and cost, which a v2 daemon knows nothing of.
-SOCKET_NAME = "report-v3.sock"
+# v4: the member (--member), and a request without RETROD_AWAY_AFTER_S means the default, where a
+# v3 daemon used its own setting.
+SOCKET_NAME = "report-v4.sock"
 TIMEOUT_S = 60.0
 FLAGS = {"--no-save": "no_save", "--close": "close"}
-OPTIONS = {"--format": "format", "--output": "output"}
+OPTIONS = {"--format": "format", "--output": "output", "--member": "member"}
 FORMATS = ("markdown", "json")
 
 
@@ -40,7 +42,7 @@ def parse(argv: list[str]) -> dict[str, str | bool | None] | None:
     """`retrod report`'s arguments (cli.py declares them for argparse) in their plain forms;
     None for anything else (help, a mistake, an abbreviation), left to the full command line."""
     args: dict[str, str | bool | None] = {"session": None, "format": "markdown", "output": None,
-                                          "no_save": False, "close": False}
+                                          "no_save": False, "close": False, "member": None}
     rest = iter(argv)
     for arg in rest:
         name, has_value, value = arg.partition("=")
@@ -76,6 +78,8 @@ def request(args: dict, env: Mapping[str, str]) -> dict[str, str]:
         out["RETROD_PRICES"] = os.path.abspath(env["RETROD_PRICES"])
     if args["close"]:
         out["close"] = "1"
+    if args.get("member"):
+        out["member"] = args["member"]
     if args["output"]:
         out["output"] = os.path.abspath(args["output"])
     if not args["no_save"]:

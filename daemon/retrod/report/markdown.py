@@ -71,7 +71,7 @@ def render(report: dict) -> str:
            + (f", {session['started_at'][:16].replace('T', ' ')} → {session['ended_at'][:16].replace('T', ' ')} UTC."
               if session["started_at"] and session["ended_at"] else "."), ""]
     out += _summary(summary)
-    out += _tokens_by_model(summary["tokens_by_model"], summary["cost"], report["prices"])
+    out += _tokens_by_model(summary, report["prices"])
     if report["phases"]:
         out += _timeline(report["phases"]) + _verdicts(report["verdicts"])
     else:
@@ -125,7 +125,8 @@ def model_name(name: str | None) -> str:
     return cell(name) if "`" in name else f"`{cell(name)}`"
 
 
-def _tokens_by_model(rows: list[dict], cost: dict, prices: dict) -> list[str]:
+def _tokens_by_model(summary: dict, prices: dict) -> list[str]:
+    rows, cost = summary["tokens_by_model"], summary["cost"]
     if not rows:
         return []
     table = [[model_name(r["model"]), _n(r["requests"]), *(_n(r[t]) for t in SHOWN), _n(r["cache_create_1h"]),
@@ -133,13 +134,21 @@ def _tokens_by_model(rows: list[dict], cost: dict, prices: dict) -> list[str]:
     totals = {f: sum(r[f] for r in rows) for f in ("requests", *SHOWN, "cache_create_1h")}
     table.append(["**Total**", *(_n(totals[f]) for f in ("requests", *SHOWN, "cache_create_1h")),
                   f"**{cost_cell(cost)}**"])
-    table_source = (f"`RETROD_PRICES` {cell(prices['override'])} over the table shipped with retrod"
-                    if prices["override"] else "the table shipped with retrod")
-    note = (f"Estimated at list prices of {prices['date']} ({table_source}); not a bill: API list prices,"
-            " not what a subscription, batch or long-context use is charged.")
+    source = f"{prices['source']} {prices['version']}"
+    if prices["override"]:
+        source = f"`RETROD_PRICES` {cell(prices['override'])} over {source}"
+    note = (f"Estimated from {source}: each request part at the list price of its model on its day, with"
+            " long-context and fast-mode prices where they applied; not a bill (a subscription, batch use"
+            " and web searches are not priced).")
+    if summary.get("split_requests"):
+        note += (f" {_n(summary['split_requests'])} requests had several parts (a refused attempt and the model"
+                 " that answered, an advisor): each part is counted under its own model.")
+    if any(r.get("fast_requests") for r in rows):
+        note += " Fast mode: " + ", ".join(f"{model_name(r['model'])} {_n(r['fast_requests'])}"
+                                          for r in rows if r.get("fast_requests")) + "."
     if cost["unknown_models"]:
         names = ", ".join(model_name(m) for m in cost["unknown_models"])
-        note += f" Not priced (the table has no price for them; the total leaves them out): {names}."
+        note += f" Not priced (no price known for them; the total leaves them out): {names}."
     return ["", "## Tokens by Model", ""] + _table(
         ["Model", "Requests", "Output", "Input", "Cache read", "Cache create", "of which 1h", "Est. cost"],
         table) + ["", note]

@@ -7,6 +7,8 @@ from datetime import datetime, timedelta
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from ..store import tiers
+from ..store.members import member_of
 from ..store.queries import one, q
 from ..verdicts import VERDICTS
 from . import prices as pricing
@@ -36,13 +38,15 @@ AWAY_AFTER_S = 1800.0  # DESIGN §2.3's default; RETROD_AWAY_AFTER_S
 
 
 def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
-          prices: pricing.Prices | None = None) -> dict:
+          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None) -> dict:
     """`away_after_s`: a human gap longer than this is `away` (decided here, at read time);
-    `prices`: the table the estimated costs use (default: the one shipped)."""
-    prices = prices or pricing.shipped()
-    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": None}
+    `prices`: what the estimated costs use; `member`: whose rows (member_of)."""
+    tiers.ensure(conn, pricing.thresholds())  # the tiers the store sums by are the ones priced here
+    member = member_of(conn, session, member)
+    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": None, "member": member}
     with conn.cursor(row_factory=dict_row) as cur:
         files = one(cur.execute(q("session_files"), args))
+        compactions = one(cur.execute(q("session_compactions"), args))["compactions"]
         summary = _summary(cur, args, prices)
         subagent_rows = cur.execute(q("session_subagents"), args).fetchall()
         user_row = cur.execute(q("user_session"), args).fetchone()
@@ -64,6 +68,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     return {
         "session": {
             "uuid": session,
+            "member": member,
             "project_slug": files["project_slug"],
             "description": user_row["description"] if user_row else None,
             "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
@@ -76,7 +81,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             **{k: summary[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")},
             "away_after_s": away_after_s,
             "requests": summary["requests"],
-            "compactions": int(files["compactions"]),
+            "split_requests": summary["split_requests"],
+            "compactions": int(compactions),
             "tool_calls": summary["tool_calls"],
             "tool_result_bytes": int(times["tool_result_bytes"]),
             "tool_result_tokens_est": int(times["tool_result_bytes"]) // 4,
@@ -85,7 +91,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             **{k: summary[k] for k in ("tokens", "tokens_by_model", "cost", "tool_use")},
             "tool_use_by_agent": {agent: tool_use_figures(calls) for agent, calls in sorted(by_agent.items())},
         },
-        "prices": {"date": prices.date, "source": prices.source, "override": prices.override},
+        "prices": prices.describe(),
         "tools": tools,
         "waste": _waste(tool_use, examples),
         "verdicts": _by_verdict(phases, total_output),
@@ -121,6 +127,7 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
         "human_s": _seconds(times["human_us"] - away_us),
         "away_s": _seconds(away_us),
         "requests": sum(row["requests"] for row in by_bucket.values()),
+        "split_requests": sum(row["split_requests"] for row in by_bucket.values()),
         "tool_calls": tool_calls,
         "tokens": tokens, "tokens_by_model": tokens_by_model, "cost": cost,
         "tool_use": tool_use_figures(session_calls),
@@ -128,27 +135,28 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
 
 
 def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
-          prices: pricing.Prices | None = None) -> dict:
+          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None) -> dict:
     """The figures of a look mid-session (`retrod mcp`'s session_stats), the same as `build`'s:
     the summary's totals, the number of phases and the open phase's figures so far (its window
     up to now), without the per-tool, subagent, waste-example and closed-phase queries."""
-    prices = prices or pricing.shipped()
+    tiers.ensure(conn, pricing.thresholds())
+    member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
-        phase_rows = cur.execute(q("session_phases"), {"session": session}).fetchall()
+        phase_rows = cur.execute(q("session_phases"), {"session": session, "member": member}).fetchall()
         open_row = next((row for row in phase_rows if row["ended_at"] is None), None)
         args = {"session": session, "away_us": int(away_after_s * 1_000_000),
-                "phase": open_row["id"] if open_row else None}
+                "phase": open_row["id"] if open_row else None, "member": member}
         summary = _summary(cur, args, prices)
         fig = one(cur.execute(q("phase_figures"), args)) if open_row else None
     times = summary.pop("times")
     del summary["by_agent"]
-    return {**summary, "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
+    return {**summary, "member": member, "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
             "ended_at": _iso(times["last_ts"] or times["last_request_ts"]), "phases": len(phase_rows),
             "open_phase": _phase(open_row, fig, prices) if open_row and fig else None}
 
 
 def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
-    tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)
+    tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)  # by price group
     requests = sum(m["requests"] for m in fig["by_model"])
     tool_turns = sum(m["tool_turns"] for m in fig["by_model"])
     return {
@@ -240,13 +248,12 @@ def _sum_costs(a: dict, b: dict) -> dict:
     """Two phases' costs as one (the same price table)."""
     usd = None if a["usd"] is None and b["usd"] is None else round((a["usd"] or 0) + (b["usd"] or 0), 6)
     unknown = a["unknown_models"] + [m for m in b["unknown_models"] if m not in a["unknown_models"]]
-    return {"usd": usd, "prices_date": b["prices_date"], "unknown_models": unknown,
-            "complete": a["complete"] and b["complete"]}
+    return {"usd": usd, "unknown_models": unknown, "complete": a["complete"] and b["complete"]}
 
 
 def _empty() -> dict:
     return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0, "tool_use": tool_use_figures({}),
-            "cost": {"usd": None, "prices_date": None, "unknown_models": [], "complete": True}}
+            "cost": {"usd": None, "unknown_models": [], "complete": True}}
 
 
 def _by_verdict(phases: list[dict], total_output: int) -> dict:

@@ -1,19 +1,30 @@
-"""List prices per model, and what tokens cost at them: an estimate made when a report is read,
-never stored (prices change; token counts do not). A model the table lacks is not priced, never
-guessed: the report says so."""
+"""What tokens cost (DESIGN §2.7): each request part priced by the `genai-prices` package (the
+pydantic project's maintained price data: prices by date, long-context tiers, fast mode), a
+`RETROD_PRICES` file overriding it for the models it names. An estimate made when a report is
+read, never stored: an upgraded price table applies to every report at once. A model no price
+knows is not priced, never guessed: the report says so.
+
+A price depends on a part's model, its day (prices change by date), fast mode and its price
+tier (a threshold on the part's own input). The store sums tokens by those (request_minutes, a
+rollup keyed by them), and a sum of parts that share them costs what the parts cost one by one:
+within a tier a price is linear in each kind of token. So a report prices a few groups, not
+every request, and its cost does not grow with the session.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
-from functools import cache
-from importlib.resources import files
+from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
-# USD per million tokens, by the token figure they price.
+SOURCE = "genai-prices"
+PROVIDER = "anthropic"
+# USD per million tokens, by the token figure they price (RETROD_PRICES' shape).
 RATES = ("input", "output", "cache_read", "cache_create_5m", "cache_create_1h")
 TOKENS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
 _TOP_LEVEL = {"date", "source", "notes", "models"}
@@ -29,37 +40,39 @@ class PricesError(ValueError):
 
 @dataclass(frozen=True)
 class Prices:
-    date: str
-    source: str
-    models: Mapping[str, Mapping[str, Decimal]]
-    override: str | None = None  # the RETROD_PRICES file that replaced or added models
+    """What a report prices with: the package, and the models a RETROD_PRICES file sets."""
+
+    override_models: Mapping[str, Mapping[str, Decimal]]
+    override: str | None = None  # the RETROD_PRICES file
+
+    def describe(self) -> dict:
+        return {"source": SOURCE, "version": package_version(), "override": self.override}
+
+
+DEFAULT = Prices({})
 
 
 @cache
-def shipped() -> Prices:
-    """The table shipped in the package (prices.json beside this module)."""
-    text = (files(__package__) / "prices.json").read_text(encoding="utf-8")
-    table = _parse(text, "retrod's shipped prices.json", need_date=True)
-    return Prices(table["date"], table["source"], table["models"])
+def package_version() -> str:
+    from importlib.metadata import version
+
+    return version("genai-prices")
 
 
 def load(override: str | Path | None) -> Prices:
-    """The shipped table, with the models of a RETROD_PRICES file replacing or extending its own."""
-    base = shipped()
+    """The package's prices, with the models of a RETROD_PRICES file replacing its own."""
     if override is None:
-        return base
+        return DEFAULT
     where = f"RETROD_PRICES={override}"
     try:
         text = Path(override).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise PricesError(f"{where}: cannot read it: {problem}") from None
-    table = _parse(text, where, need_date=False)
-    return Prices(table.get("date") or base.date, table.get("source") or base.source,
-                  {**base.models, **table["models"]}, str(override))
+    return Prices(_parse(text, where), str(override))
 
 
-def _parse(text: str, where: str, need_date: bool) -> dict:
+def _parse(text: str, where: str) -> dict[str, dict[str, Decimal]]:
     try:
         table = json.loads(text, parse_float=Decimal, parse_constant=_not_json)
     except ValueError as exc:  # json.JSONDecodeError, and NaN/Infinity
@@ -69,28 +82,26 @@ def _parse(text: str, where: str, need_date: bool) -> dict:
     unknown = sorted(set(table) - _TOP_LEVEL)
     if unknown:
         raise PricesError(f"{where}: unknown key {unknown[0]!r} (use {', '.join(sorted(_TOP_LEVEL))})")
-    if need_date or "date" in table:
-        _check_date(table.get("date"), where)
+    if "date" in table:  # when the prices were checked: optional, but a date when given
+        try:
+            date.fromisoformat(table["date"])
+        except (TypeError, ValueError):
+            raise PricesError(f"{where}: \"date\" must be a date, YYYY-MM-DD, not {_shown(table['date'])}") from None
     if not isinstance(table.get("source", ""), str):
         raise PricesError(f"{where}: \"source\" must be a string")
     models = table.get("models")
     if not isinstance(models, dict) or not models:
         raise PricesError(f"{where}: \"models\" must be an object of model name to prices")
-    table["models"] = {name: _rates(name, rates, where) for name, rates in models.items()}
-    return table
+    return {name: _rates(name, rates, where) for name, rates in models.items()}
 
 
 def _not_json(name: str) -> Decimal:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _check_date(value: object, where: str) -> None:
-    try:
-        if not isinstance(value, str):
-            raise TypeError
-        date.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise PricesError(f"{where}: \"date\" must be a date, YYYY-MM-DD, not {value!r}") from None
+def _shown(value: object) -> str:
+    """A value as JSON writes it (true, "x", 1E+30), not as Python does (True, Decimal('1E+30'))."""
+    return str(value) if isinstance(value, Decimal) else json.dumps(value)
 
 
 def _rates(name: str, rates: object, where: str) -> dict[str, Decimal]:
@@ -107,20 +118,128 @@ def _rates(name: str, rates: object, where: str) -> dict[str, Decimal]:
         number = type(value) is int or (type(value) is Decimal and value.is_finite())  # not bool
         if not number or not 0 <= value <= _MAX_RATE:
             raise PricesError(f"{where}: model {name!r}: {rate} must be a number from 0 to {_MAX_RATE:,}"
-                              f" (USD per million tokens), not {value!r}")
+                              f" (USD per million tokens), not {_shown(value)}")
         out[rate] = Decimal(value)
     return out
 
 
-def cost(rates: Mapping[str, Decimal], tokens: Mapping[str, int]) -> Decimal:
-    """USD for `tokens` at `rates`. Cache writes: those in the 1-hour split at the 1-hour price,
-    all others — the 5-minute ones, and those a usage gave without a split — at the 5-minute
-    price (Claude Code's default cache lifetime)."""
+# --- the package's prices ---------------------------------------------------------------------
+
+def _anthropic() -> Any:
+    from genai_prices.data_snapshot import get_snapshot  # ~0.5 s to import: only when pricing
+
+    snapshot = get_snapshot()
+    return next(p for p in snapshot.providers if p.id == PROVIDER)
+
+
+@cache
+def thresholds() -> tuple[int, ...]:
+    """Every input size above which a price of the package's Anthropic models changes (its
+    long-context tiers), ascending: the price tiers parts are summed by (migration 0013)."""
+    from genai_prices.types import ModelPrice, TieredPrices
+
+    starts: set[int] = set()
+    for model in _anthropic().models:
+        prices = [model.prices] if isinstance(model.prices, ModelPrice) else [c.prices for c in model.prices]
+        prices += [v.prices for v in model.price_variants or ()]
+        for price in prices:
+            for value in vars(price).values():
+                if isinstance(value, TieredPrices):
+                    starts.update(tier.start for tier in value.tiers)
+    return tuple(sorted(starts))
+
+
+def _in_tier(value: Any, tier_floor: int) -> Any:
+    """A price for a part in the tier above `tier_floor`: the package's rule (the highest tier
+    whose start the part's input is above), for an input just above the floor."""
+    from genai_prices.types import TieredPrices
+
+    if not isinstance(value, TieredPrices):
+        return value
+    size = tier_floor + 1 if tier_floor else 0
+    for tier in sorted(value.tiers, key=lambda t: t.start, reverse=True):
+        if size > tier.start:
+            return tier.price
+    return value.base
+
+
+@dataclass(frozen=True)
+class _Rates:
+    """USD per million tokens of each kind for one group (model, day, fast, tier), and per part."""
+
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_create_5m: Decimal
+    cache_create_1h: Decimal
+    per_part: Decimal = Decimal(0)
+
+
+@lru_cache(maxsize=8192)
+def _package_rates(model: str, day: date, fast: bool, tier_floor: int) -> _Rates | None:
+    """The package's prices of `model` on `day` (None: it has none), flattened to one tier."""
+    from genai_prices.data_snapshot import get_snapshot
+    from genai_prices.types import ModelPrice
+
+    try:
+        provider, info = get_snapshot().find_provider_model(model, None, PROVIDER, None)
+    except LookupError:
+        return None
+    when = datetime.combine(day, time(12), UTC)
+    # As calc_price does: a price context applies to the provider's own models only.
+    context = {"speed": "fast"} if fast and any(m is info for m in provider.models) else None
+    price = info.get_prices(when, context)
+    return _probe(tuple(sorted((k, _in_tier(v, tier_floor)) for k, v in vars(price).items() if not k.startswith("_"))),
+                  ModelPrice)
+
+
+@lru_cache(maxsize=1024)
+def _probe(flat: tuple, model_price: type) -> _Rates:
+    """Each kind's rate, as the package prices a million tokens of it alone (its own leaf
+    arithmetic: cache reads and writes inside the input), less what a part costs by itself."""
+    from genai_prices import Usage
+
+    price = model_price(**dict(flat))
+
+    def usd(**usage: int) -> Decimal:
+        return price.calc_price(Usage(**usage))["total_price"]
+
+    million = 1_000_000
+    base = usd()
+    return _Rates(
+        input=usd(input_tokens=million) - base,
+        output=usd(output_tokens=million) - base,
+        cache_read=usd(input_tokens=million, cache_read_tokens=million) - base,
+        cache_create_5m=usd(input_tokens=million, cache_write_tokens=million) - base,
+        cache_create_1h=usd(input_tokens=million, cache_write_tokens=million, cache_write_1h_tokens=million) - base,
+        per_part=base,
+    )
+
+
+def _cost(rates: _Rates, tokens: Mapping[str, int], parts: int) -> Decimal:
+    """USD for summed tokens at flat rates. Cache writes: those in the 1-hour split at the 1-hour
+    price, all others — the 5-minute ones, and those a usage gave without a split — at the
+    5-minute price (Claude Code's default cache lifetime)."""
     one_hour = min(tokens["cache_create_1h"], tokens["cache_create"])
-    per_million = (tokens["input"] * rates["input"] + tokens["output"] * rates["output"]
-                   + tokens["cache_read"] * rates["cache_read"] + one_hour * rates["cache_create_1h"]
-                   + (tokens["cache_create"] - one_hour) * rates["cache_create_5m"])
-    return per_million / _MILLION
+    per_million = (tokens["input"] * rates.input + tokens["output"] * rates.output
+                   + tokens["cache_read"] * rates.cache_read + one_hour * rates.cache_create_1h
+                   + (tokens["cache_create"] - one_hour) * rates.cache_create_5m)
+    return per_million / _MILLION + parts * rates.per_part
+
+
+def group_cost(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: int,
+               tokens: Mapping[str, int], parts: int = 1) -> Decimal | None:
+    """What `parts` parts of one price group cost together, summed tokens in hand; None: not
+    priced. A part without a day is priced as of today (its request had no timestamp)."""
+    if not any(tokens[f] for f in TOKENS):
+        return Decimal(0)  # nothing used costs nothing, priced or not (<synthetic> entries)
+    override = prices.override_models.get(model)
+    if override is not None:
+        return _cost(_Rates(**override), tokens, 0)
+    if not model:
+        return None
+    rates = _package_rates(model, day or datetime.now(UTC).date(), fast, tier_floor)
+    return None if rates is None else _cost(rates, tokens, parts)
 
 
 def usd(value: Decimal) -> float:
@@ -128,25 +247,45 @@ def usd(value: Decimal) -> float:
     return float(value.quantize(_MICRO))
 
 
-def by_model(rows: Iterable[Mapping], prices: Prices) -> tuple[list[dict], dict]:
-    """Per-model token rows (`model` '' = the transcript named none), priced, sorted by output
-    tokens then model; and the cost of them all: `usd` sums what could be priced (null when
-    nothing could), `unknown_models` are those with tokens the table has no price for."""
+def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[dict], dict]:
+    """Price groups (rows of model — '' when the transcript named none —, day, fast, tier_floor,
+    parts and the token figures) summed by model, priced, sorted by output tokens then model; and
+    the cost of them all: `usd` sums what could be priced (null when nothing could),
+    `unknown_models` are those with tokens no price knows, `complete` says there are none."""
+    models: dict[str, dict] = {}
+    for group in groups:
+        model = group["model"]
+        tokens = {f: int(group[f]) for f in TOKENS}
+        row = models.setdefault(model, {"model": model or None, "requests": 0, **dict.fromkeys(TOKENS, 0),
+                                        "fast_requests": 0, "cost": Decimal(0), "unpriced": False})
+        row["requests"] += int(group["parts"])
+        row["fast_requests"] += int(group["parts"]) if group["fast"] else 0
+        for f in TOKENS:
+            row[f] += tokens[f]
+        price = group_cost(prices, model, _day(group["day"]), bool(group["fast"]), int(group["tier_floor"]),
+                           tokens, int(group["parts"]))
+        if price is None:
+            row["unpriced"] = True
+        else:
+            row["cost"] += price
     out: list[dict] = []
     unknown: list[str | None] = []
-    known, priced_any = Decimal(0), False
-    for row in sorted(rows, key=lambda r: (-int(r["output"]), r["model"])):
-        tokens = {f: int(row[f]) for f in TOKENS}
-        rates = prices.models.get(row["model"])
-        price: Decimal | None = None
-        if not any(tokens.values()):
-            price = Decimal(0)  # nothing used costs nothing, priced or not (<synthetic> entries)
-        elif rates is None:
-            unknown.append(row["model"] or None)
-        else:
-            price, priced_any = cost(rates, tokens), True
-            known += price
-        out.append({"model": row["model"] or None, "requests": int(row["requests"]), **tokens,
-                    "cost_usd": None if price is None else usd(price)})
-    return out, {"usd": None if unknown and not priced_any else usd(known), "prices_date": prices.date,
-                 "unknown_models": unknown, "complete": not unknown}
+    total, priced_any = Decimal(0), False
+    for row in sorted(models.values(), key=lambda r: (-r["output"], r["model"] or "")):
+        unpriced = row.pop("unpriced")
+        cost = row.pop("cost")
+        if unpriced:
+            unknown.append(row["model"])
+        elif any(row[f] for f in TOKENS):
+            priced_any = True
+        total += cost
+        out.append({**row, "cost_usd": None if unpriced else usd(cost)})
+    unknown.sort(key=lambda m: (m is not None, m or ""))  # (the transcript named none) first
+    return out, {"usd": None if unknown and not priced_any else usd(total), "unknown_models": unknown,
+                 "complete": not unknown}
+
+
+def _day(value: object) -> date | None:
+    if value is None or isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value))  # a phase's groups come as JSON

@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from ..store.queries import q
 from ..tracking import TrackingError, ensure_session, may_write
 from . import markdown, model
-from .prices import Prices
+from .prices import DEFAULT, Prices
 
 INT_MAX = 2**31 - 1  # cc_sessions keeps the original design's INT columns
 
@@ -47,9 +47,10 @@ def check_output(output: Path | None) -> None:
 
 def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
             reports_dir: Path | None = None, as_json: bool = False,
-            away_after_s: float = model.AWAY_AFTER_S, prices: Prices | None = None) -> tuple[dict, str]:
+            away_after_s: float = model.AWAY_AFTER_S, prices: Prices = DEFAULT,
+            member: str | None = None) -> tuple[dict, str]:
     """Build the report and save it to `output`, else into `reports_dir` (None for both: not saved).
-    `prices`: the table its estimated costs use (default: the one shipped).
+    `prices`: what its estimated costs use; `member`: a team's member whose session it is.
 
     One transaction: a failure anywhere, writing the file included, leaves the database untouched.
     """
@@ -63,7 +64,7 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
             user_session = ensure_session(cur, session)
             if close:
                 cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
-        report = model.build(conn, session, away_after_s, prices)
+        report = model.build(conn, session, away_after_s, prices, member)
         summary = report["summary"]
         if writable:
             cur.execute(q("fill_session_totals"), {

@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool
 from .. import resolve
 from ..ingest import Ingester
 from ..settings import Settings
+from ..store.members import MemberError
 from ..store.store import Store
 from . import model, retrospective
 from .client import SOCKET_NAME, decode_request
@@ -59,8 +60,8 @@ class ReportServer:
         work itself: the same session resolved, its files brought up to date first."""
         if request.get("database_url") != self.settings.database_url:
             return "declined", "", ""  # this daemon serves another database
-        try:
-            away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or self.settings.away_after_s)
+        try:  # the command's setting, whoever answers: unset is the default, never the daemon's own
+            away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or model.AWAY_AFTER_S)
         except ValueError:
             away_after_s = math.nan
         if not (math.isfinite(away_after_s) and away_after_s > 0):
@@ -82,8 +83,9 @@ class ReportServer:
                 report, text = retrospective.produce(
                     conn, found.uuid, close=bool(request.get("close")), output=output,
                     reports_dir=Path(request["reports_dir"]) if request.get("reports_dir") else None,
-                    as_json=request.get("format") == "json", away_after_s=away_after_s, prices=prices)
-        except (resolve.SessionError, retrospective.OutputError) as exc:
+                    as_json=request.get("format") == "json", away_after_s=away_after_s, prices=prices,
+                    member=request.get("member"))
+        except (resolve.SessionError, retrospective.OutputError, MemberError) as exc:
             return "2", f"retrod: error: {_one_line(exc)}\n", ""
         except PricesError as exc:  # worded as the command words a bad setting
             return "2", f"retrod: error: configuration: {_one_line(exc)}\n", ""
