@@ -10,15 +10,19 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from retrod.ingest import Ingester
-from retrod.report import model
+from retrod.report import model, prices
+from retrod.store import tiers
 from retrod.store.store import Store
 
 HOST = "test-host"
 
 
 def ingest(db_url: str, roots: Iterable[Path], batch_bytes: int = 4 << 20) -> None:
-    """One catch-up scan with a fresh ingester (no state carried over in memory)."""
+    """One catch-up scan with a fresh ingester (no state carried over in memory), after the
+    price tiers are stored, as the daemon does at its start."""
     with ConnectionPool(db_url, min_size=1, max_size=2, open=True) as pool:
+        with pool.connection() as conn:
+            tiers.ensure(conn, prices.thresholds())
         Ingester(Store(pool, HOST), roots, batch_bytes).scan()
 
 
@@ -50,8 +54,8 @@ _SNAPSHOT = {
              " FROM retrod.files ORDER BY path",
     "requests": "SELECT * FROM retrod.requests ORDER BY key",
     "events": "SELECT f.path, e.\"offset\", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us,"
-              " e.tool_result_bytes FROM retrod.events e JOIN retrod.files f ON f.id = e.file_id"
-              " ORDER BY 1, 2",
+              " e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction, e.counted"
+              " FROM retrod.events e JOIN retrod.files f ON f.id = e.file_id ORDER BY 1, 2",
     "tool_calls": "SELECT f.path, c.tool_use_id, c.session_uuid, c.name, c.ts, c.description,"
                   " c.subagent_type FROM retrod.tool_calls c JOIN retrod.files f ON f.id = c.file_id"
                   " ORDER BY 1, 2",
@@ -61,9 +65,10 @@ _SNAPSHOT = {
                       " JOIN retrod.files f ON f.id = l.file_id ORDER BY 1, 2, 3",
     "subagent_meta": "SELECT * FROM retrod.subagent_meta ORDER BY 1, 2",
     # minute::text: 'infinity' (rows without a timestamp) does not load as a Python datetime
-    "request_minutes": "SELECT session_uuid, minute::text, agent, model, requests, tool_turns, input_tokens,"
-                       " output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,"
-                       " cache_create_1h_tokens FROM retrod.request_minutes ORDER BY 1, minute, 3, 4",
+    "request_minutes": "SELECT session_uuid, minute::text, agent, model, fast, tier_floor, requests, parts,"
+                       " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"
+                       " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens"
+                       " FROM retrod.request_minutes ORDER BY 1, minute, 3, 4, 5, 6",
     "event_minutes": "SELECT session_uuid, minute::text, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.event_minutes ORDER BY 1, minute",
     "gap_spans": "SELECT f.path, g.\"offset\", g.session_uuid, g.kind, g.span_start, g.span_end"
@@ -81,11 +86,17 @@ _SNAPSHOT = {
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
 ROLLUPS_FROM_RAW = {
-    "request_minutes": "SELECT session_uuid, retrod.minute_of(ts)::text, agent, model, count(*),"
-                       " count(*) FILTER (WHERE has_tool_use), sum(input_tokens), sum(output_tokens),"
-                       " sum(cache_read_tokens), sum(cache_create_tokens), sum(cache_create_5m_tokens),"
-                       " sum(cache_create_1h_tokens) FROM retrod.requests"
-                       " GROUP BY 1, retrod.minute_of(ts), 3, 4 ORDER BY 1, retrod.minute_of(ts), 3, 4",
+    # by part (migration 0013): each in its price tier, by the thresholds its role stored
+    "request_minutes": "SELECT r.session_uuid, retrod.minute_of(r.ts)::text, r.agent, p.model, r.fast,"
+                       " retrod.tier_floor(p.input + p.cache_read + p.cache_create,"
+                       " (SELECT thresholds FROM retrod.price_tiers t WHERE t.db_role = r.db_role)) AS tier,"
+                       " count(*) FILTER (WHERE p.first), count(*),"
+                       " count(*) FILTER (WHERE p.first AND r.parts IS NOT NULL),"
+                       " count(*) FILTER (WHERE p.first AND r.has_tool_use), sum(p.input), sum(p.output),"
+                       " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h)"
+                       " FROM retrod.requests r, retrod.request_parts(r) p"
+                       " GROUP BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6"
+                       " ORDER BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6",
     "event_minutes": "SELECT session_uuid, minute::text, sum(c), sum(t), sum(h), sum(b) FROM ("
                      " SELECT e.session_uuid, p.minute,"
                      " CASE WHEN e.kind = 'claude' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END c,"
@@ -93,7 +104,8 @@ ROLLUPS_FROM_RAW = {
                      " CASE WHEN e.kind = 'human' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END h,"
                      " 0 b FROM retrod.events e, retrod.pieces_of(e.prev_ts, e.ts) p WHERE e.kind IS NOT NULL"
                      " UNION ALL SELECT session_uuid, retrod.minute_of(ts), 0, 0, 0, tool_result_bytes"
-                     " FROM retrod.events WHERE tool_result_bytes <> 0) d GROUP BY 1, minute ORDER BY 1, minute",
+                     " FROM retrod.events WHERE tool_result_bytes <> 0 AND counted) d"
+                     " GROUP BY 1, minute ORDER BY 1, minute",
     "session_tool_calls": "SELECT session_uuid, count(DISTINCT tool_use_id) FROM retrod.tool_calls"
                           " GROUP BY 1 ORDER BY 1",
     "call_minutes": f"SELECT session_uuid, retrod.minute_of(ts)::text, {_SIGNAL_COUNTS} FROM retrod.tool_uses"

@@ -21,6 +21,8 @@ from psycopg_pool import ConnectionPool
 from conftest import FIXTURES, fresh_database
 from helpers import HOST, ingest, snapshot
 from retrod.ingest import Ingester
+from retrod.report import prices
+from retrod.store import tiers
 from retrod.store.store import Store
 
 SPOTTER = "-home-USER-projects-spotter-worktrees-spotter-gqc/258c7280-ae70-4798-800f-63464d01a85d"
@@ -36,6 +38,11 @@ def _corpus(dest: Path) -> None:
     # The main transcript's lines around its compaction and its agent_progress copies.
     lines = (FIXTURES / f"{SPOTTER}.jsonl").read_bytes().splitlines(keepends=True)
     (dest / f"{SPOTTER}.jsonl").write_bytes(b"".join(lines[1239:1480]))
+    # One timeline (issue 19): a copy of the project folder, its name first in order, with part
+    # of the lines and one of its own; the original keeps its own lines on after it.
+    copy = dest / "-a-spotter-copy" / Path(SPOTTER).name
+    copy.parent.mkdir()
+    copy.with_suffix(".jsonl").write_bytes(b"".join(lines[1239:1400]) + lines[1500])
     worktree = "-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1"
     shutil.copytree(FIXTURES / worktree, dest / worktree)  # .meta.json sidecars
     # Bad lines, CRLF endings and a partial last line.
@@ -61,9 +68,19 @@ def _corpus(dest: Path) -> None:
         return json.dumps({"type": "assistant", "sessionId": session, "message": message,
                            "timestamp": f"2026-01-01T00:01:{second:02d}Z"}).encode() + b"\n"
 
+    # Parts (issue 19): a refusal fallback's first snapshot (one iteration), then its final one
+    # (two, of two models), and a fast-mode record.
+    def parts(key: str, second: int, output: int, iterations: list, speed: str = "standard") -> bytes:
+        usage = {"input_tokens": 2, "output_tokens": output, "iterations": iterations, "speed": speed}
+        return json.dumps({"type": "assistant", "sessionId": one, "timestamp": f"2026-01-01T00:02:{second:02d}Z",
+                           "message": {"id": key, "model": "claude-opus-4-8", "usage": usage}}).encode() + b"\n"
+
+    refused = {"input_tokens": 1, "output_tokens": 2, "model": "claude-fable-5"}
+    answered = {"input_tokens": 1, "output_tokens": 7, "model": "claude-opus-4-8"}
     (dest / "-synthetic" / f"{one}.jsonl").write_bytes(
         record("msg_t", 1, 9, "claude-b") + record("msg_t", 1, 9, None) + record("msg_u", 2, 0, "<synthetic>")
-        + record("msg_v", 3, 3, "claude-z"))
+        + record("msg_v", 3, 3, "claude-z") + parts("msg_f", 1, 1, [refused | {"output_tokens": 1}])
+        + parts("msg_f", 2, 7, [refused, answered]) + parts("msg_g", 3, 4, [], speed="fast"))
     (dest / "-synthetic" / f"{two}.jsonl").write_bytes(
         record("msg_t", 1, 9, "Claude-a", session=one) + record("msg_v", 4, 5, None, session=one)
         + record("msg_w", 5, 1, "claude-z", session=two))
@@ -132,6 +149,8 @@ def test_random_chunks_end_like_one_pass(pg_cluster, final_tree, batch_snapshot,
         # on its own thread while hypothesis draws, which hypothesis flags.
         pool = ConnectionPool(url, min_size=2, max_size=2, open=False)
         pool.open(wait=True)
+        with pool.connection() as conn:  # as the daemon, at its start (and as helpers.ingest)
+            tiers.ensure(conn, prices.thresholds())
         try:
             ingester = None
 

@@ -132,7 +132,8 @@ def test_replaced_file_is_read_again(db_url: str, projects: Path) -> None:
     want = reference.compute(projects)[SPOTTER]["summary"]
     for key in ("wall_s", "claude_s", "tool_s", "human_s", "compactions", "tool_calls", "tool_result_bytes"):
         assert after[key] == want[key], key
-    assert after["tool_result_bytes"] > before["tool_result_bytes"]  # the head counts twice now
+    # The head's lines come again with their uuids: each counts once, where first met (§2.3).
+    assert (after["tool_result_bytes"], after["claude_s"]) == (before["tool_result_bytes"], before["claude_s"])
     # The head's calls are seen twice in one file: each id once, where first seen.
     assert after["tool_use"] == reference_tools.compute_tool_use(projects)[SPOTTER]["summary"]
     assert after["tool_use"]["calls"] == before["tool_use"]["calls"]

@@ -1,101 +1,122 @@
-"""Tokens by model and their estimated cost (issue 11). A request's model is the `message.model`
-of its usage-winning record; the cost is priced when a report is read, from a dated table
-shipped in the package (prices.json) or a RETROD_PRICES file, and never guessed.
+"""Tokens by model and their estimated cost (issues 11 and 19). A request's parts (its
+iterations, DESIGN §2.2) count under their own models; each part is priced by the genai-prices
+package at its request's day, its own size (long-context tiers) and speed (fast mode), when a
+report is read (§2.7), a RETROD_PRICES file overriding it by model, and never guessed.
 
-Expected figures come from the independent reference (tests/reference.py) or are worked out by
-hand in the comments; prices are read from the table here, never from the implementation."""
+Expected figures come from the independent reference (tests/reference.py, which calls the
+package per part) or are worked out by hand in the comments from the rates the package holds,
+never from the implementation."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
+import random
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import psycopg
 import pytest
+from genai_prices import Usage, calc_price
+from genai_prices.data import providers
+from genai_prices.types import TimeOfDateConstraint
 from psycopg_pool import ConnectionPool
 
 import reference
 from helpers import HOST, ingest, reports, rollups_match_raw, snapshot
 from retrod.report import client, model
+from retrod.report import prices as pricing
 from retrod.report.server import ReportServer
 from retrod.settings import Settings
+from retrod.store import tiers
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
-PRICES_JSON = Path(__file__).resolve().parents[1] / "daemon" / "retrod" / "report" / "prices.json"
-FIGURES = ("requests", "input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
-# Every model the fixture transcripts name (tests/fixtures/SOURCES.md): the table prices them all.
+FIGURES = ("requests", "input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h",
+           "cost_usd")
+# Every model the fixture transcripts name (tests/fixtures/SOURCES.md).
 FIXTURE_MODELS = {"claude-opus-4-6", "claude-sonnet-4-20250514", "claude-sonnet-4-5-20250929",
                   "claude-opus-4-5-20251101", "claude-opus-4-7", "claude-haiku-4-5-20251001",
                   "claude-opus-4-20250514", "claude-opus-4-1-20250805", "claude-sonnet-5"}
+ANTHROPIC = next(p for p in providers if p.id == "anthropic")
 
 
 def by_model(rows: list[dict]) -> dict:
     return {row["model"]: {f: row[f] for f in FIGURES} for row in rows}
 
 
-def table() -> dict:
-    return json.loads(PRICES_JSON.read_text(), parse_float=Decimal)
+# ---- the price data ------------------------------------------------------------------------------
 
 
-def dollars(figures: dict, rates: dict) -> Decimal:
-    """README: cache writes in the 1-hour split at the 1-hour price, every other cache write
-    (the 5-minute ones and those given without a split) at the 5-minute price."""
-    hour = min(figures["cache_create_1h"], figures["cache_create"])
-    return (figures["input"] * Decimal(rates["input"]) + figures["output"] * Decimal(rates["output"])
-            + figures["cache_read"] * Decimal(rates["cache_read"]) + hour * Decimal(rates["cache_create_1h"])
-            + (figures["cache_create"] - hour) * Decimal(rates["cache_create_5m"])) / 1_000_000
+def test_the_package_prices_every_fixture_model_and_changes_prices_only_by_date() -> None:
+    for name in FIXTURE_MODELS | {"claude-sonnet-4-6", "claude-opus-4-8", "claude-opus-5", "claude-fable-5"}:
+        price = calc_price(Usage(input_tokens=1000), name, provider_id="anthropic",
+                           genai_request_timestamp=datetime(2026, 6, 1, tzinfo=UTC))
+        assert price.total_price > 0, name
+    # A report sums parts by day: exact only while no Anthropic price changes within a day.
+    for m in ANTHROPIC.models:
+        conditions = [c.constraint for c in m.prices] if isinstance(m.prices, list) else []
+        conditions += [v.constraint for v in m.price_variants or ()]
+        assert not any(isinstance(c, TimeOfDateConstraint) for c in conditions), m.id
+    assert 200_000 in pricing.thresholds()  # the long-context tier (e.g. Opus 4.6 before 2026-03-13)
 
 
-def expected_cost(models: dict, rates: dict) -> tuple[Decimal | None, list]:
-    """(USD of what can be priced, or None when nothing can; models with tokens and no price)."""
-    total, unknown, priced = Decimal(0), [], False
-    for name, figures in models.items():
-        if not any(figures[f] for f in FIGURES[1:]):
-            continue  # no tokens: nothing to pay, priced or not
-        if name in rates:
-            total, priced = total + dollars(figures, rates[name]), True
-        else:
-            unknown.append(name)
-    return (total if priced or not unknown else None), unknown
+def test_a_group_of_parts_costs_what_its_parts_cost_one_by_one() -> None:
+    """The report prices sums of parts that share a model, day, speed and price tier: the same
+    dollars, to the last digit, as calc_price on each part (random parts of every Anthropic
+    model, unknown ones too, over two years, fast or not, around the tier thresholds)."""
+    rnd = random.Random(19)
+    names = [m.id for m in ANTHROPIC.models] + ["claude-opus-4-6-20260205", "claude-imaginary-9"]
+    groups: dict[tuple, list[dict]] = {}
+    for _ in range(1500):
+        cc = rnd.choice([0, rnd.randrange(0, 120_000)])
+        part = {"input": rnd.choice([0, 1, rnd.randrange(0, 260_000)]), "output": rnd.randrange(0, 40_000),
+                "cache_read": rnd.choice([0, rnd.randrange(0, 260_000)]), "cache_create": cc,
+                "cache_create_1h": rnd.choice([0, rnd.randrange(0, cc + 1)])}
+        part["cache_create_5m"] = cc - part["cache_create_1h"]
+        size = part["input"] + part["cache_read"] + part["cache_create"]
+        floor = max([t for t in pricing.thresholds() if size > t], default=0)
+        key = (rnd.choice(names), date(2025, 9, 1) + timedelta(days=rnd.randrange(0, 600)), rnd.random() < 0.3, floor)
+        groups.setdefault(key, []).append(part)
+    for (name, day, fast, floor), parts in groups.items():
+        want: Decimal | None = Decimal(0)
+        for part in parts:
+            try:
+                one = calc_price(Usage(input_tokens=part["input"] + part["cache_read"] + part["cache_create"],
+                                       output_tokens=part["output"], cache_read_tokens=part["cache_read"],
+                                       cache_write_tokens=part["cache_create"],
+                                       cache_write_1h_tokens=part["cache_create_1h"]),
+                                 name, provider_id="anthropic",
+                                 genai_request_timestamp=datetime.combine(day, time(rnd.randrange(24)), UTC),
+                                 price_context={"speed": "fast"} if fast else None).total_price
+            except LookupError:
+                want = None
+                break
+            want += one
+        summed = {f: sum(p[f] for p in parts) for f in pricing.TOKENS}
+        assert pricing.group_cost(pricing.DEFAULT, name, day, fast, floor, summed, len(parts)) == want, name
 
 
 # ---- the fixture corpus against the reference -------------------------------------------------
 
 
-def test_the_shipped_table_prices_every_fixture_model_and_only_with_all_five_rates() -> None:
-    shipped = table()
-    assert datetime.strptime(shipped["date"], "%Y-%m-%d") and shipped["source"].startswith("Anthropic")
-    assert set(shipped["models"]) >= FIXTURE_MODELS
-    for name, rates in shipped["models"].items():
-        assert set(rates) == {"input", "output", "cache_read", "cache_create_5m", "cache_create_1h"}, name
-        # Anthropic's multipliers on the input price: 0.1× cache read, 1.25× / 2× cache writes.
-        base = Decimal(rates["input"])
-        assert (rates["cache_read"], rates["cache_create_5m"], rates["cache_create_1h"]) == (
-            base / 10, base * Decimal("1.25"), base * 2), name
-
-
-def test_every_fixture_session_splits_its_tokens_by_model_as_the_reference(db_url: str, projects: Path) -> None:
+def test_every_fixture_session_splits_and_prices_its_tokens_as_the_reference(db_url: str, projects: Path) -> None:
     ingest(db_url, [projects])
     got, want = reports(db_url), reference.compute(projects)
-    rates = table()["models"]
     seen: set = set()
     for session, expected in want.items():
         summary = got[session]["summary"]
         rows = summary["tokens_by_model"]
         assert by_model(rows) == expected["tokens_by_model"], session
         assert rows == sorted(rows, key=lambda r: (-r["output"], r["model"] or "")), session
-        usd, unknown = expected_cost(expected["tokens_by_model"], rates)
-        assert summary["cost"]["unknown_models"] == unknown, session
-        assert summary["cost"]["complete"] == (not unknown), session
-        assert summary["cost"]["usd"] == (None if usd is None else pytest.approx(float(usd), abs=1e-6)), session
+        assert summary["cost"] == expected["cost"], session
         seen |= set(expected["tokens_by_model"])
     assert FIXTURE_MODELS | {"<synthetic>"} <= seen  # the corpus exercises every model
+    assert got[SPOTTER]["prices"] == {"source": "genai-prices", "version": pricing.package_version(),
+                                      "override": None}
 
 
 def _log_phases(db_url: str, session: str, windows: list[tuple[datetime, datetime]]) -> None:
@@ -108,7 +129,7 @@ def _log_phases(db_url: str, session: str, windows: list[tuple[datetime, datetim
                          (str(i), start, end, session))
 
 
-def test_phase_windows_split_by_model_as_the_reference(db_url: str, projects: Path) -> None:
+def test_phase_windows_split_and_price_by_model_as_the_reference(db_url: str, projects: Path) -> None:
     ingest(db_url, [projects])
     # The session using the most models, cut into windows whose edges fall inside minutes.
     want = reference.compute(projects)
@@ -124,13 +145,10 @@ def test_phase_windows_split_by_model_as_the_reference(db_url: str, projects: Pa
     _log_phases(db_url, session, windows)
     with psycopg.connect(db_url) as conn:
         got = sorted(model.build(conn, session)["phases"], key=lambda p: int(p["phase"]))  # as logged
-    expected = reference.compute_phase_models(projects, session, windows)
-    assert [by_model(p["tokens_by_model"]) for p in got] == expected
-    assert sum(len(e) for e in expected) >= 4  # several models, spread over the windows
-    for phase, models in zip(got, expected, strict=True):
-        usd, unknown = expected_cost(models, table()["models"])
-        assert phase["cost"]["unknown_models"] == unknown
-        assert phase["cost"]["usd"] == (None if usd is None else pytest.approx(float(usd), abs=1e-6))
+    expected = reference.compute_phase_models(projects, session, windows, with_cost=True)
+    assert [by_model(p["tokens_by_model"]) for p in got] == [e["tokens_by_model"] for e in expected]
+    assert [p["cost"] for p in got] == [e["cost"] for e in expected]
+    assert sum(len(e["tokens_by_model"]) for e in expected) >= 4  # several models, spread over the windows
 
 
 # ---- hand-written transcripts -------------------------------------------------------------------
@@ -221,15 +239,17 @@ def test_a_copy_in_another_file_ties_with_the_subagents_own_record(db_url: str, 
     assert (row["model"], row["requests"], row["output"]) == ("claude-haiku-4-5-20251001", 1, 8)
 
 
-# Hand-priced session: the shipped table's rates (USD per million), written out here.
+# Hand-priced session, on 2026-03-01, at genai-prices' rates (USD per million), written out here:
 #   claude-opus-4-6            input 5, output 25, cache read 0.50, 5m write 6.25, 1h write 10
+#                              (below 200,000 input tokens; before 2026-03-13 a larger part
+#                              pays 10, 37.5, 1, 12.5, 20)
 #   claude-haiku-4-5-20251001  input 1, output 5,  cache read 0.10, 5m write 1.25, 1h write 2
 PRICED = [
     # opus: 1,000 in, 2,000 out, 100,000 cache read, 3,000 written (1,000 for 5 minutes, 2,000 for an hour)
     record("p1", 1, usage(1000, 2000, 100_000, 3000, five=1000, hour=2000), "claude-opus-4-6"),
     # haiku: 500 in, 100 out, 400 written with no split: at the 5-minute price
     record("p2", 2, usage(500, 100, 0, 400), "claude-haiku-4-5-20251001"),
-    record("p3", 3, usage(100, 1000), "claude-imaginary-9"),  # not in the table
+    record("p3", 3, usage(100, 1000), "claude-imaginary-9"),  # no price knows it
     record("p4", 4, usage(0, 0), "<synthetic>"),  # zero tokens: costs nothing, priced or not
     record("p5", 5, usage(30, 20)),  # names no model
 ]
@@ -263,7 +283,7 @@ def json_report(env: dict) -> dict:
     return json.loads(done.stdout)
 
 
-def test_cost_by_hand_with_a_model_the_table_lacks(priced: dict) -> None:
+def test_cost_by_hand_with_a_model_no_price_knows(priced: dict) -> None:
     report = json_report(priced)
     rows = {r["model"]: r for r in report["summary"]["tokens_by_model"]}
     assert rows["claude-opus-4-6"]["cost_usd"] == OPUS_USD
@@ -272,8 +292,8 @@ def test_cost_by_hand_with_a_model_the_table_lacks(priced: dict) -> None:
     assert rows[None]["cost_usd"] is None and rows[None]["requests"] == 1
     assert rows["<synthetic>"]["cost_usd"] == 0
     assert report["summary"]["cost"] == {
-        "usd": pytest.approx(OPUS_USD + HAIKU_USD, abs=1e-9), "prices_date": table()["date"],
-        "unknown_models": ["claude-imaginary-9", None],  # by output: 1,000 before 20
+        "usd": pytest.approx(OPUS_USD + HAIKU_USD, abs=1e-9),
+        "unknown_models": [None, "claude-imaginary-9"],  # the line that named none first
         "complete": False}
 
     markdown = retrod(priced, "report", A, "--no-save").stdout
@@ -284,10 +304,10 @@ def test_cost_by_hand_with_a_model_the_table_lacks(priced: dict) -> None:
     assert "| unknown | 1 | 20 | 30 | 0 | 0 | 0 | not priced |" in section
     assert "| `<synthetic>` | 1 | 0 | 0 | 0 | 0 | 0 | $0.00 |" in section
     assert "| **Total** | 5 | 3,120 | 1,630 | 100,000 | 3,400 | 2,000 | **≥ $0.13** |" in section
-    assert f"Estimated at list prices of {table()['date']}" in section and "not a bill" in section
+    assert f"Estimated from genai-prices {pricing.package_version()}" in section and "not a bill" in section
 
 
-def test_a_prices_file_overrides_and_extends_the_table(priced: dict, tmp_path: Path) -> None:
+def test_a_prices_file_overrides_the_package_for_the_models_it_names(priced: dict, tmp_path: Path) -> None:
     override = tmp_path / "my-prices.json"
     override.write_text(json.dumps({"date": "2027-01-01", "models": {
         "claude-opus-4-6": {"input": 5, "output": 30, "cache_read": 0.5, "cache_create_5m": 6.25,
@@ -300,11 +320,11 @@ def test_a_prices_file_overrides_and_extends_the_table(priced: dict, tmp_path: P
     assert rows["claude-opus-4-6"]["cost_usd"] == 0.14125
     # imaginary: 100×2 + 1,000×8 = 8,200 per million
     assert rows["claude-imaginary-9"]["cost_usd"] == 0.0082
-    assert rows["claude-haiku-4-5-20251001"]["cost_usd"] == HAIKU_USD  # the shipped price still applies
+    assert rows["claude-haiku-4-5-20251001"]["cost_usd"] == HAIKU_USD  # the package's price still applies
     assert report["summary"]["cost"] == {"usd": pytest.approx(0.14125 + 0.0082 + HAIKU_USD, abs=1e-9),
-                                         "prices_date": "2027-01-01", "unknown_models": [None],
-                                         "complete": False}
-    assert report["prices"]["override"] == str(override)
+                                         "unknown_models": [None], "complete": False}
+    assert report["prices"] == {"source": "genai-prices", "version": pricing.package_version(),
+                                "override": str(override)}
 
 
 RATES = {"input": 1, "output": 2, "cache_read": 0.1, "cache_create_5m": 1.25, "cache_create_1h": 2}
@@ -313,10 +333,11 @@ BAD_PRICES = [
     ('{"models": {"claude-x": {"input": 1, "output": 2, "cache_read": 0.1, "cache_create_5m": 1.25}}}',
      "no 'cache_create_1h' price"),
     (json.dumps({"models": {"claude-x": dict(RATES, input=-1)}}), "input must be a number from 0 to 1,000,000"),
-    (json.dumps({"models": {"claude-x": dict(RATES, input=True)}}), "input must be a number from 0 to 1,000,000"),
+    # the value as the file has it, not as Python writes it (issue 20)
+    (json.dumps({"models": {"claude-x": dict(RATES, input=True)}}), "1,000,000 (USD per million tokens), not true"),
     # found in review: a typo this large passed, then failed the rounding of every report
     (('{"models": {"claude-x": {"input": 1e30, "output": 2, "cache_read": 0.1, "cache_create_5m": 1.25,'
-     ' "cache_create_1h": 2}}}'), "input must be a number from 0 to 1,000,000"),
+     ' "cache_create_1h": 2}}}'), "input must be a number from 0 to 1,000,000 (USD per million tokens), not 1E+30"),
     ('{"date": "last year", "models": {}}', '"date" must be a date'),
     ('{"modles": {}}', "unknown key 'modles'"),
     ("[]", "must be a JSON object"),
@@ -369,8 +390,8 @@ def test_the_daemons_report_server_uses_the_commands_prices_file(priced: dict, d
         code, _, stdout = answer(**{k: v for k, v in sent.items() if k == "RETROD_PRICES"})
         assert code == "0"
         assert json.loads(stdout)["summary"]["cost"]["unknown_models"] == [None]  # imaginary is priced now
-        code, _, stdout = answer()  # none given: the shipped table, whatever the daemon's own setting
-        assert json.loads(stdout)["summary"]["cost"]["unknown_models"] == ["claude-imaginary-9", None]
+        code, _, stdout = answer()  # none given: the package alone, whatever the daemon's own setting
+        assert json.loads(stdout)["summary"]["cost"]["unknown_models"] == [None, "claude-imaginary-9"]
 
 
 def test_phases_and_verdicts_carry_their_cost(priced: dict, db_url: str) -> None:
@@ -380,11 +401,10 @@ def test_phases_and_verdicts_carry_their_cost(priced: dict, db_url: str) -> None
                                                                     base + timedelta(seconds=10))])
     report = json_report(priced)
     first, second = report["phases"]
-    assert first["cost"] == {"usd": pytest.approx(OPUS_USD + HAIKU_USD, abs=1e-9), "prices_date": table()["date"],
-                             "unknown_models": [], "complete": True}
+    assert first["cost"] == {"usd": pytest.approx(OPUS_USD + HAIKU_USD, abs=1e-9), "unknown_models": [],
+                             "complete": True}
     assert [r["model"] for r in first["tokens_by_model"]] == ["claude-opus-4-6", "claude-haiku-4-5-20251001"]
-    assert second["cost"] == {"usd": None, "prices_date": table()["date"],
-                              "unknown_models": ["claude-imaginary-9", None], "complete": False}
+    assert second["cost"] == {"usd": None, "unknown_models": [None, "claude-imaginary-9"], "complete": False}
     verdict = report["verdicts"]["small_impact"]["cost"]
     assert (verdict["usd"], verdict["complete"]) == (pytest.approx(OPUS_USD + HAIKU_USD, abs=1e-9), False)
     markdown = retrod(priced, "report", A, "--no-save").stdout
@@ -472,14 +492,18 @@ def test_a_version_8_database_gets_models_by_reading_its_files_again(pg_cluster,
     rollups_match_raw(url)
     after = reports(url)
     assert after.keys() == want_reports.keys()
+    with psycopg.connect(url) as conn:  # (its requests are member_b's now: keys include the member, §3)
+        after_b = model.build(conn, gone_session, member="member_b")["summary"]
+    assert after[gone_session]["summary"]["tokens"]["total"]["output"] == 0
     for session, report in want_reports.items():  # nothing counted twice, nothing dropped
-        assert after[session]["summary"]["tokens"] == report["summary"]["tokens"], session
+        tokens = (after_b if session == gone_session else after[session]["summary"])["tokens"]
+        assert tokens == report["summary"]["tokens"], session
         assert after[session]["summary"]["wall_s"] == report["summary"]["wall_s"], session
         if session != gone_session:  # the files read again gave every call its signal (0010)
             assert after[session]["summary"]["tool_use"] == report["summary"]["tool_use"], session
     assert after[gone_session]["summary"]["tool_use"]["calls"] == 0  # deleted before 0010: no calls kept
     assert want_reports[gone_session]["summary"]["tool_use"]["calls"] > 0
-    (row,) = after[gone_session]["summary"]["tokens_by_model"]  # kept, as unknown
+    (row,) = after_b["tokens_by_model"]  # kept, as unknown
     assert row["model"] is None and row["requests"] == want_reports[gone_session]["summary"]["requests"]
     with psycopg.connect(pg_cluster.url("postgres"), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {v8} WITH (FORCE)")
@@ -530,3 +554,129 @@ def test_a_result_an_older_retrod_read_is_kept_when_the_file_is_read_again(db_ur
         rows = conn.execute("SELECT tool_use_id, has_result, failed, signal FROM retrod.tool_uses"
                             " ORDER BY \"offset\"").fetchall()
     assert rows == [("x1", True, True, "error_retry"), ("x2", False, False, None)]
+
+
+# ---- parts, fast mode and long-context prices (issue 19) ---------------------------------------
+
+C = "cccccccc-1111-4000-8000-000000000003"
+
+
+def on(day: str, clock: str = "10:00:00.000") -> str:
+    return f"{day}T{clock}Z"
+
+
+def line(key: str, when: str, use: dict, model_name: str, session: str = C) -> dict:
+    return {"type": "assistant", "sessionId": session, "timestamp": when, "requestId": f"req_{key}",
+            "message": {"id": key, "role": "assistant", "model": model_name, "content": [], "usage": use}}
+
+
+def iteration(inp: int, out: int, cr: int, cc: int, model_name: str | None = None) -> dict:
+    it = {"input_tokens": inp, "output_tokens": out, "cache_read_input_tokens": cr, "cache_creation_input_tokens": cc,
+          "cache_creation": {"ephemeral_5m_input_tokens": cc, "ephemeral_1h_input_tokens": 0}, "type": "message"}
+    if model_name is not None:
+        it["model"] = model_name
+    return it
+
+
+# r1: Claude Code 2.1.217's refusal fallback, as a real transcript has it (its first snapshot too):
+# Fable 5 refused, Opus 4.8 answered; the top level holds the answer only.
+FALLBACK = [
+    line("r1", on("2026-03-01", "10:00:00.100"), dict(usage(2, 2, 54112, 0), iterations=[
+        iteration(2, 2, 32238, 21874, "claude-fable-5")]), "claude-opus-4-8"),
+    line("r1", on("2026-03-01", "10:00:00.200"), dict(usage(2, 136, 54112, 0), speed="standard", iterations=[
+        iteration(2, 2, 32238, 21874, "claude-fable-5"),
+        iteration(2, 136, 54112, 0, "claude-opus-4-8")]), "claude-opus-4-8"),
+    # r2: fast mode (Opus 4.8's fast prices: 10, 50, 1, 12.5 per million)
+    line("r2", on("2026-03-01", "10:01:00.000"), dict(usage(2458, 168, 0, 12587, five=12587, hour=0), speed="fast",
+                                                      iterations=[iteration(2458, 168, 0, 12587)]), "claude-opus-4-8"),
+    # r3: 250,000 input tokens on Opus 4.6 before 2026-03-13: the long-context tier for all of it
+    line("r3", on("2026-03-01", "10:02:00.000"), usage(10_000, 1000, 240_000, 0), "claude-opus-4-6"),
+    # r4: the same on 2026-03-13, when Opus 4.6 lost its tier
+    line("r4", on("2026-03-13"), usage(10_000, 1000, 240_000, 0), "claude-opus-4-6"),
+    # r5: two parts of 120,000 each: each below the tier, whatever their sum
+    line("r5", on("2026-03-01", "10:03:00.000"), dict(usage(0, 500, 120_000, 0), iterations=[
+        iteration(0, 500, 120_000, 0), iteration(0, 500, 120_000, 0)]), "claude-opus-4-6"),
+]
+# By hand, USD per million:
+#   fable-5 part of r1:  2×10 + 2×50 + 32,238×1 + 21,874×12.5              = 305,783     → 0.305783
+#   opus-4-8 part of r1: 2×5 + 136×25 + 54,112×0.5                         =  30,466     → 0.030466
+#   r2 (fast):           2,458×10 + 168×50 + 12,587×12.5                   = 190,317.5   → 0.1903175
+#   r3 (tier):           10,000×10 + 1,000×37.5 + 240,000×1                = 377,500     → 0.3775
+#   r4 (no tier):        10,000×5 + 1,000×25 + 240,000×0.5                 = 195,000     → 0.195
+#   r5 (two parts):      2 × (500×25 + 120,000×0.5)                        = 145,000     → 0.145
+# (to the micro-dollar, half to even: 0.2207835 → 0.220784; the total 1.2440665 → 1.244066)
+FALLBACK_COST = {"claude-opus-4-6": 0.7175, "claude-opus-4-8": 0.220784, "claude-fable-5": 0.305783}
+
+
+def test_parts_fast_mode_and_long_context_by_hand(db_url: str, tmp_path: Path) -> None:
+    root = tmp_path / "projects"
+    write(root / "-p" / f"{C}.jsonl", FALLBACK)
+    ingest(db_url, [root])
+    report = session_report(db_url, C)
+    summary = report["summary"]
+    rows = {r["model"]: r for r in summary["tokens_by_model"]}
+    assert {m: r["cost_usd"] for m, r in rows.items()} == FALLBACK_COST
+    assert {m: (r["requests"], r["fast_requests"]) for m, r in rows.items()} == {
+        "claude-opus-4-6": (4, 0), "claude-opus-4-8": (2, 1), "claude-fable-5": (1, 0)}  # parts of each model
+    assert (rows["claude-fable-5"]["input"], rows["claude-fable-5"]["cache_create"]) == (2, 21874)
+    assert (summary["requests"], summary["split_requests"]) == (5, 2)  # r1 and r5 had two parts
+    # The request's tokens are its parts' sums: 2 + 2 + 2,458 + 10,000 + 10,000 input, ...
+    assert summary["tokens"]["total"] == {"input": 22_462, "output": 3306, "cache_read": 806_350,
+                                          "cache_create": 34_461}
+    assert summary["cost"] == {"usd": 1.244066, "unknown_models": [], "complete": True}
+    want = reference.compute(root)[C]
+    assert by_model(summary["tokens_by_model"]) == want["tokens_by_model"]
+    assert summary["cost"] == want["cost"]
+    rollups_match_raw(db_url)
+
+    markdown = retrod_markdown(db_url, root, tmp_path)
+    assert "2 requests had several parts" in markdown and "Fast mode: `claude-opus-4-8` 1." in markdown
+
+
+def retrod_markdown(db_url: str, root: Path, tmp_path: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(root), RETROD_HOST_ID=HOST,
+               RETROD_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path / "home"))
+    done = retrod(env, "report", C, "--no-save")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_winning_record_brings_its_parts_in_any_order_and_chunking(db_url: str, tmp_path: Path) -> None:
+    root = tmp_path / "projects"
+    path = root / "-p" / f"{C}.jsonl"
+    want = None
+    for lines in (FALLBACK, FALLBACK[::-1], FALLBACK[1::2] + FALLBACK[::2]):
+        with psycopg.connect(db_url) as conn:  # start over: the same records in another order
+            conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
+        write(path, [])
+        for one in lines:  # one line per ingest: each record meets the stored one in the upsert
+            with path.open("a") as f:
+                f.write(json.dumps(one) + "\n")
+            ingest(db_url, [root])
+        got = session_report(db_url, C)["summary"]
+        assert {r["model"]: r["cost_usd"] for r in got["tokens_by_model"]} == FALLBACK_COST
+        want = want or snapshot(db_url)
+        assert snapshot(db_url)["request_minutes"] == want["request_minutes"]
+        rollups_match_raw(db_url)
+
+
+def test_changed_price_tiers_sum_the_rollup_again(db_url: str, tmp_path: Path) -> None:
+    """A price-data upgrade that moves a tier threshold: the stored tiers were summed by the old
+    thresholds; the next report stores the new ones, sums the rollup again, and prices right."""
+    root = tmp_path / "projects"
+    write(root / "-p" / f"{C}.jsonl", FALLBACK)
+    ingest(db_url, [root])
+    with psycopg.connect(db_url) as conn:
+        assert tiers.ensure(conn, [300_000])  # as an older price table would have had it
+        conn.commit()
+        assert conn.execute("SELECT DISTINCT tier_floor FROM retrod.request_minutes").fetchall() == [(0,)]
+    rollups_match_raw(db_url)
+    summary = session_report(db_url, C)["summary"]  # the report puts the package's thresholds back
+    assert {r["model"]: r["cost_usd"] for r in summary["tokens_by_model"]} == FALLBACK_COST
+    with psycopg.connect(db_url) as conn:
+        tier_rows = conn.execute("SELECT tier_floor, sum(parts) FROM retrod.request_minutes GROUP BY 1 ORDER BY 1")
+        # r3 and r4 above 200,000; r5's two parts above 100,000 (a tier of another model's)
+        assert tier_rows.fetchall() == [(0, 3), (100_000, 2), (200_000, 2)]
+        assert not tiers.ensure(conn, pricing.thresholds())  # nothing to do now
+    rollups_match_raw(db_url)

@@ -200,24 +200,59 @@ def test_every_table_of_retrod_names_the_role_of_its_rows(db_url: str) -> None:
     assert unnamed == []
 
 
-def test_a_transcript_copied_from_another_member_is_refused_not_counted_twice(team: dict, members: dict) -> None:
-    """Request keys are global (DESIGN §2.2): a request belongs to the member who stored it first."""
-    copied = FIXTURES / ALICE_PROJECT / f"{members['alice']}.jsonl"
-    bob_projects = team["root"] / "home-bob" / "projects"
-    with psycopg.connect(team["url"]["admin"]) as admin:
-        before = admin.execute("SELECT db_role, count(*), sum(output_tokens) FROM retrod.requests"
-                               " GROUP BY 1 ORDER BY 1").fetchall()
-    shutil.copy(copied, bob_projects / BOB_PROJECT / copied.name)
-    try:
-        done = retrod(team, "bob", "run", "--once")
-        assert done.returncode == 0, done.stderr
-        assert "row-level security" in done.stderr and copied.name in done.stderr
-        with psycopg.connect(team["url"]["admin"]) as admin:
-            after = admin.execute("SELECT db_role, count(*), sum(output_tokens) FROM retrod.requests"
-                                  " GROUP BY 1 ORDER BY 1").fetchall()
-        assert after == before
-        rows = json.loads(ok(retrod(team, "bob", "sessions", "--json", "--limit", "1000")))
-        [listed] = [row for row in rows if row["uuid"] == members["alice"]]  # bob has the file...
-        assert (listed["requests"], listed["total_tokens"]) == (0, 0)  # ...and none of its figures
-    finally:
-        (bob_projects / BOB_PROJECT / copied.name).unlink()
+SQUATTED_PROJECT = "-home-marco-projects-spotter"
+
+
+def _figures(report: dict) -> dict:
+    summary = report["summary"]
+    return {k: summary[k] for k in ("tokens", "requests", "wall_s", "claude_s", "tool_s", "human_s", "tool_calls",
+                                    "cost")}
+
+
+def test_a_member_squatting_anothers_session_and_request_keys_changes_nothing_of_theirs(
+        team: dict, members: dict) -> None:
+    """DESIGN §3: every key includes the member. Bob takes a session id and its request keys
+    before Alice writes them (he copied her transcript, and tracks the session under its id):
+    Alice's files go in whole, her figures are her transcript's, and the reader sees both
+    sessions apart."""
+    import reference
+
+    session = min(_sessions_of(SQUATTED_PROJECT))
+    source = FIXTURES / SQUATTED_PROJECT / f"{session}.jsonl"
+    bob_copy = team["root"] / "home-bob" / "projects" / SQUATTED_PROJECT / source.name
+    bob_copy.parent.mkdir(parents=True)
+    shutil.copy(source, bob_copy)
+    ok(retrod(team, "bob", "run", "--once"))
+    ok(retrod(team, "bob", "track", "start", "--session", session, "--description", "bob squats"))
+    alice_copy = team["root"] / "home-alice" / "projects" / SQUATTED_PROJECT / source.name
+    alice_copy.parent.mkdir(parents=True)
+    shutil.copy(source, alice_copy)
+    done = retrod(team, "alice", "run", "--once")
+    assert done.returncode == 0 and "not ingested" not in done.stderr, done.stderr
+    ok(retrod(team, "alice", "track", "start", "--session", session, "--description", "alice's own"))
+    ok(retrod(team, "alice", "phase", "log", "--session", session, "--task", "a", "--phase", "p",
+              "--start", "2020-01-01T10:00:00Z", "--end", "2020-01-01T11:00:00Z", "--verdict", "small_impact"))
+
+    want = reference.compute(alice_copy.parent.parent)[session]["summary"]
+    alice = json.loads(ok(retrod(team, "alice", "report", session, "--format", "json", "--no-save")))
+    bob = json.loads(ok(retrod(team, "bob", "report", session, "--format", "json", "--no-save")))
+    for report in (alice, bob):
+        assert report["summary"]["tokens"] == want["tokens"] and report["summary"]["claude_s"] == want["claude_s"]
+    assert (alice["session"]["description"], [p["task"] for p in alice["phases"]]) == ("alice's own", ["a"])
+    assert (bob["session"]["description"], bob["phases"]) == ("bob squats", [])
+
+    ambiguous = retrod(team, "carol", "report", session, "--no-save")
+    assert ambiguous.returncode == 2 and "alice, bob" in ambiguous.stderr and "--member" in ambiguous.stderr
+    for role, own in (("alice", alice), ("bob", bob)):
+        seen = json.loads(ok(retrod(team, "carol", "report", session, "--member", role, "--format", "json",
+                                    "--no-save")))
+        assert seen["session"]["member"] == role
+        assert _figures(seen) == _figures(own) and seen["phases"] == own["phases"]
+    phases = json.loads(ok(retrod(team, "carol", "phases", session, "--member", "alice", "--format", "json")))
+    assert [p["task"] for p in phases] == ["a"]
+    listed = [row for row in json.loads(ok(retrod(team, "carol", "sessions", "--json", "--limit", "1000")))
+              if row["uuid"] == session]
+    assert sorted((row["member"], row["requests"]) for row in listed) == [
+        ("alice", want["requests"]), ("bob", want["requests"])]
+    text = ok(retrod(team, "carol", "sessions", "--limit", "1000"))
+    assert any(line.startswith(session) and "alice" in line for line in text.splitlines())
