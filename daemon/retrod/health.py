@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from . import progress
+from .redact import mask_password
 from .service import install
 from .service.cluster import ClusterError
 from .service.daemon_lock import running_daemon
@@ -22,20 +22,6 @@ from .store.queries import one, q
 from .transcript.discovery import walk
 
 WORST_FILES = 5
-
-
-def mask_password(dsn: str) -> str:
-    """A libpq URL or keyword string with its passwords hidden (`password`, `sslpassword`), in
-    any form libpq reads: `user:secret@` or `?password=secret` in a URL; `password=secret`,
-    quoted or with escaped spaces, in keyword form. Several lines (an environment file) are
-    masked one by one."""
-    if "\n" in dsn:
-        return "\n".join(mask_password(line) for line in dsn.split("\n"))
-    if "://" in dsn:
-        dsn = re.sub(r"(://[^:/@?\s]*):[^@\s]*@", r"\1:***@", dsn)
-        return re.sub(r"([?&](?:ssl)?password=)[^&\s\"]*", r"\1***", dsn, flags=re.IGNORECASE)
-    return re.sub(r"(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\'\"])+)", r"\1***", dsn,
-                  flags=re.IGNORECASE)
 
 
 def database_location(settings: Settings) -> str:

@@ -10,6 +10,8 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
+from .redact import mask_password
+
 COMMAND = "{retrod}"  # in the shipped text: replaced by the command of the retrod that installs them
 
 
@@ -59,8 +61,6 @@ def _absolute(name: str, value: str) -> str:
 
 def register_mcp(run: bool) -> list[str]:
     """The line that registers `retrod mcp` with Claude Code; run it when `run`."""
-    from .health import mask_password
-
     argv = mcp_add_argv()
     shown = shlex.join(mask_password(arg) for arg in argv)  # masked one by one: quoting hides a password from the mask
     if not run:

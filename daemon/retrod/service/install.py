@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from ..redact import mask_password
+
 UNIT = "retrod.service"
 AGENT = "dev.retrod.daemon"
 
@@ -119,8 +121,6 @@ def plan(platform: str = sys.platform, home: Path | None = None) -> Plan:
 def install(dry_run: bool) -> list[str]:
     p = plan()
     if dry_run:
-        from ..health import mask_password
-
         env = [f"# {p.env_path} (owner-only)", mask_password(p.env_content.decode())] if p.env_path else []
         return [f"# {p.path}", mask_password(p.content.decode()), *env,
                 *(f"# then: {' '.join(c)}" for c in p.commands)]
