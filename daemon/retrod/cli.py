@@ -200,12 +200,14 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
-    from . import mcp_server  # stdout is the protocol's from here on: nothing else may print to it
+    from . import mcp  # stdout is the protocol's from here on: nothing else may print to it
 
-    if not mcp_server.sdk_installed():
-        print(f"retrod: error: {mcp_server.INSTALL_HINT}", file=sys.stderr)
+    if not mcp.sdk_installed():
+        print(f"retrod: error: {mcp.INSTALL_HINT}", file=sys.stderr)
         return EXIT_USAGE
-    return mcp_server.serve(settings)
+    from .mcp.server import serve  # the SDK: only now
+
+    return serve(settings)
 
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,

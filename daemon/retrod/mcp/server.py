@@ -1,10 +1,11 @@
-"""The MCP side of `retrod mcp`: each tool's typed, documented inputs and outputs, registered on
-the SDK's MCPServer. The work is mcp_server.Tools'; this module imports the SDK (the `mcp` extra)
-and is imported only by mcp_server.serve."""
+"""The SDK side of `retrod mcp`: each tool's typed, documented inputs and outputs, registered on
+the SDK's MCPServer, and the server run on stdio. The work is tools.Tools'. This module imports
+the SDK (the `mcp` extra): only the `mcp` command imports it, once it knows the extra is there."""
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations to make their schemas.
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Annotated, Any
 
 import structlog
@@ -13,9 +14,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from . import tracking
-from .mcp_server import Result, Tools
-from .verdicts import VERDICTS
+from .. import tracking
+from ..settings import Settings
+from ..store.db import cluster_for
+from ..verdicts import VERDICTS
+from .tools import OneConnection, Result, Tools, one_sentence
 
 log = structlog.get_logger(__name__)
 
@@ -175,7 +178,7 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
-def server(tools: Tools, one_sentence: Callable[[BaseException], str]) -> MCPServer:
+def server(tools: Tools) -> MCPServer:
     app: MCPServer = MCPServer("retrod", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def answer(work: Callable[[], Result]) -> CallToolResult:
@@ -246,3 +249,18 @@ def server(tools: Tools, one_sentence: Callable[[BaseException], str]) -> MCPSer
         return answer(lambda: tools.sessions(project, limit))
 
     return app
+
+
+def serve(settings: Settings) -> int:
+    """Run the server on stdin/stdout until the client closes them."""
+    with ExitStack() as stack:
+        if settings.database_url is not None:
+            url = settings.database_url
+        else:  # the private cluster, kept running while the server runs (as by any user of it)
+            cluster = cluster_for(settings)
+            stack.enter_context(cluster.in_use())
+            url = cluster.url()
+        db = OneConnection(url, prepare=None if settings.database_url is not None else cluster.keep_running)
+        stack.callback(db.close)
+        server(Tools(settings, db)).run("stdio")
+    return 0

@@ -1,21 +1,16 @@
-"""`retrod mcp`: a stdio MCP server that speaks retrod's own verbs, so that Claude tracks its own
-session, logs phases and reads its figures mid-session without a shell command per step.
-
-Every tool does what the command of the same purpose does, through the same functions: the
-session is resolved by resolve.py (the server is started by Claude Code, so the rule of the
-Claude Code process above applies), phases are written by tracking.py, figures come from
-report/model.py and the retrospective is produced and saved by report/retrospective.py, each
-after the session's files are brought up to date (Ingester.refresh), as `retrod report` does.
-
-The MCP SDK is an optional extra (`pip install 'retrod[mcp]'`): this module imports it only in
-`serve`, and nothing else in retrod imports this module but the `mcp` command.
+"""The work of `retrod mcp`'s tools, without the MCP SDK: each tool does what the command of the
+same purpose does, through the same functions. The session is resolved by resolve.py (the server
+is started by Claude Code, so the rule of the Claude Code process above applies), phases are
+written by tracking.py, figures come from report/model.py and the retrospective is produced and
+saved by report/retrospective.py, each after the session's files are brought up to date
+(Ingester.refresh), as `retrod report` does. `server.py` binds this to the SDK.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -23,29 +18,20 @@ import psycopg
 import structlog
 from psycopg.pq import TransactionStatus
 
-from . import resolve, tracking
-from .ingest import Ingester
-from .report import model, retrospective
-from .report.prices import PricesError
-from .report.prices import load as load_prices
-from .service.cluster import ClusterError
-from .settings import Settings
-from .store.db import cluster_for, configure
-from .store.migrate import migrate
-from .store.store import Store
+from .. import resolve, tracking
+from ..ingest import Ingester
+from ..report import model, retrospective
+from ..report.prices import PricesError
+from ..report.prices import load as load_prices
+from ..service.cluster import ClusterError
+from ..settings import Settings
+from ..store.db import configure
+from ..store.migrate import migrate
+from ..store.store import Store
 
 log = structlog.get_logger(__name__)
 
-INSTALL_HINT = "`retrod mcp` needs the MCP SDK, an optional extra: pip install 'retrod[mcp]'"
 CONNECT_TIMEOUT_S = 5
-
-
-def sdk_installed() -> bool:
-    try:
-        import mcp.server.mcpserver  # noqa: F401 - only whether it imports
-    except ImportError:
-        return False
-    return True
 
 
 class OneConnection:
@@ -122,7 +108,7 @@ Result = tuple[dict[str, Any], str]  # (structured content, the short text besid
 
 class Tools:
     """What each tool does, without the protocol: (structured content, short text), or an
-    exception that `serve` turns into a tool error of one sentence."""
+    exception that server.py turns into a tool error of one sentence (`one_sentence`)."""
 
     def __init__(self, settings: Settings, db: OneConnection) -> None:
         self.settings = settings
@@ -254,20 +240,3 @@ def one_sentence(exc: BaseException) -> str:
     if isinstance(exc, (psycopg.Error, ClusterError, OSError, RuntimeError)):
         return message or type(exc).__name__
     return f"internal error ({type(exc).__name__}): {message}"
-
-
-def serve(settings: Settings) -> int:
-    """Run the server on stdin/stdout until the client closes them."""
-    from . import mcp_tools  # the SDK: only now
-
-    with ExitStack() as stack:
-        if settings.database_url is not None:
-            url = settings.database_url
-        else:  # the private cluster, kept running while the server runs (as by any user of it)
-            cluster = cluster_for(settings)
-            stack.enter_context(cluster.in_use())
-            url = cluster.url()
-        db = OneConnection(url, prepare=None if settings.database_url is not None else cluster.keep_running)
-        stack.callback(db.close)
-        mcp_tools.server(Tools(settings, db), one_sentence).run("stdio")
-    return 0
