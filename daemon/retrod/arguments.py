@@ -23,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="create or upgrade the database schema")
 
     report = sub.add_parser("report", help="a session's retrospective (Markdown, saved; or JSON)")
-    report.add_argument("session", nargs="?", help=f"session uuid or a unique prefix of one; {CURRENT}")
+    _session_argument(report)
+    _session_option(report)
     report.add_argument("--format", choices=FORMATS, default="markdown")
     report.add_argument("--no-save", action="store_true", help="print only; save no file")
     report.add_argument("--output", type=Path, help="save to this file instead of RETROD_REPORTS_DIR")
@@ -53,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
     _verdict_and_notes(p_log)
 
     phases = sub.add_parser("phases", help="list a session's phases")
-    phases.add_argument("session", nargs="?", help=f"uuid or prefix; {CURRENT}")
+    _session_argument(phases)
+    _session_option(phases)
     phases.add_argument("--format", choices=("text", "json"), default="text")
 
     listing = sub.add_parser("sessions", help="recent sessions across projects, newest first")
@@ -121,8 +123,28 @@ CURRENT = ("default: the session this runs in (CLAUDE_CODE_SESSION_ID, the Claud
            "else the newest transcript of this folder's project)")
 
 
+class _Session(argparse.Action):
+    """The session, whether given as the positional argument or as `--session` (every command
+    that takes one takes `--session`, so that one form works everywhere): given both ways, the
+    two must agree. A blank value counts as not given (a skill's variable that came out empty)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        given, value = getattr(namespace, self.dest, None), str(values)
+        if given and given.strip() and value.strip() and given != value:
+            parser.error(f"the session is given twice ({given!r} and {value!r}); give it once")
+        if value.strip() or not given:
+            setattr(namespace, self.dest, value)
+
+
+def _session_argument(parser: argparse.ArgumentParser) -> None:
+    # No default of its own: an absent positional must not undo a --session given before it.
+    parser.add_argument("session", nargs="?", action=_Session, default=argparse.SUPPRESS,
+                        help=f"session uuid or a unique prefix of one (or --session); {CURRENT}")
+
+
 def _session_option(parser: argparse.ArgumentParser, allow_unknown: bool = False) -> None:
-    parser.add_argument("--session", help=f"uuid or prefix; {CURRENT}")
+    parser.add_argument("--session", action=_Session, help=f"uuid or prefix; {CURRENT}")
     if allow_unknown:
         parser.add_argument("--allow-unknown", action="store_true",
                             help="accept a uuid that has no transcript yet")
