@@ -416,6 +416,26 @@ def test_sessions_json_times_and_a_project_path_with_dots(project: dict, db_url:
     assert rows[0]["started_at"] == "2026-05-04T10:01:40+00:00"
 
 
+def test_sessions_project_takes_a_claude_code_folder_name_and_a_folder_inside_a_project(project: dict,
+                                                                                     db_url: str) -> None:
+    """Issue 20: every Claude Code folder name starts with "-", which argparse took for an option
+    after a space; and a folder inside a project matched nothing, though a command run there
+    finds the project's sessions."""
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ingest(db_url, [project["projects"]])
+    name = project["folder"].name
+    assert name.startswith("-")
+    deep = project["work"] / "src" / "deep"
+    for args in (["--project", name], [f"--project={name}"], ["--project", str(deep)], ["--project", f"{deep}/"]):
+        rows = json.loads(ok(retrod(env, "sessions", "--json", *args)).stdout)
+        assert [r["uuid"] for r in rows] == [B, A], args
+    relative = ok(retrod(env, "sessions", "--json", "--project", "src/deep", cwd=project["work"])).stdout
+    assert [r["uuid"] for r in json.loads(relative)] == [B, A]
+    assert json.loads(ok(retrod(env, "sessions", "--json", "--project", str(project["tmp"]))).stdout) == []
+    done = retrod(env, "sessions", "--project", "--json")  # a forgotten value is still refused
+    assert done.returncode == 2 and "argument --project: expected one argument" in done.stderr
+
+
 def test_a_file_another_ingester_committed_first_is_read_again_in_the_same_round(project: dict,
                                                                                  db_url: str) -> None:
     """The daemon's scan meets a file a report brought up to date meanwhile: it must not wait

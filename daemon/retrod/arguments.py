@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from .report.client import FORMATS
@@ -11,8 +12,7 @@ from .verdicts import VERDICTS
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="retrod", description="Where a Claude Code session's tokens and time went.")
+    top = _Parser(prog="retrod", description="Where a Claude Code session's tokens and time went.")
     top.add_argument("--debug", action="store_true", help="show tracebacks")
     top.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -59,7 +59,9 @@ def parser() -> argparse.ArgumentParser:
     phases.add_argument("--format", choices=("text", "json"), default="text")
 
     listing = sub.add_parser("sessions", help="recent sessions across projects, newest first")
-    listing.add_argument("--project", help="a project folder's path, or part of its Claude Code folder name")
+    listing.dash_values = ("--project",)  # every Claude Code folder name starts with "-"
+    listing.add_argument("--project", help=(
+        "a project folder's path (or a folder inside one), or part of its Claude Code folder name"))
     listing.add_argument("--since", help="started at or after this date or time (no offset = local time)")
     listing.add_argument("--limit", type=_positive, default=20, help="at most this many (default 20)")
     listing.add_argument("--sort", choices=("start", "tokens", "efficiency"), default="start",
@@ -97,6 +99,40 @@ def parser() -> argparse.ArgumentParser:
     skills_install.add_argument("--mcp", action="store_true",
                                 help="also register `retrod mcp` with Claude Code (runs the line it prints)")
     return top
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that the options named in `dash_values` also take a value that starts
+    with "-" after a space (`--project -home-me-app`): argparse reads such a value as an option
+    and refuses the command ("expected one argument"). `--project=-home-me-app` works either way.
+    A value that is one of the parser's own options (`--project --json`) is left alone, so that
+    a forgotten value is still refused. Subcommands' parsers are of this class too."""
+
+    dash_values: tuple[str, ...] = ()
+
+    # typeshed declares this overloaded; one signature covers both
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        if args is not None and self.dash_values:
+            args = self._joined(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _joined(self, args: list[str]) -> list[str]:
+        out: list[str] = []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":  # the rest is positional
+                return out + args[i:]
+            value = args[i + 1] if i + 1 < len(args) else None
+            if (arg in self.dash_values and value is not None and value.startswith("-")
+                    and not value.startswith("--") and value not in self._option_string_actions):
+                out.append(f"{arg}={value}")
+                i += 2
+            else:
+                out.append(arg)
+                i += 1
+        return out
 
 
 def _positive(text: str) -> int:

@@ -130,7 +130,8 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     since = tracking.parse_time(args.since) if args.since else None
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-        rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit, sort=args.sort)
+        rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit, sort=args.sort,
+                                        roots=settings.projects_roots())
     if args.json:
         print(_json(rows))
         return EXIT_OK
