@@ -310,6 +310,71 @@ def test_sessions_lists_the_newest_first_with_their_figures(project: dict, db_ur
     assert done.returncode == 2 and "argument --limit: must be at least 1" in done.stderr
 
 
+def test_sessions_without_a_daemon_first_reads_what_no_one_has_read(project: dict, db_url: str) -> None:
+    """Issue 20: after one `report`, `sessions` listed that one session without a word while the
+    other transcripts were unread."""
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ok(retrod(env, "report", A, "--no-save"))  # reads A's transcript only
+    done = ok(retrod(env, "sessions", "--json"))
+    assert [r["uuid"] for r in json.loads(done.stdout)] == [B, A]
+    assert done.stderr == ""
+
+
+def _settings(project: dict, db_url: str):
+    from retrod.settings import Settings
+
+    return Settings(database_url=db_url, projects_dir=str(project["projects"]), data_dir=project["tmp"] / "data",
+                    host_id=HOST)
+
+
+def test_with_a_daemon_sessions_leaves_the_reading_to_it_and_says_when_it_is_behind(project: dict,
+                                                                                    db_url: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod import catchup, progress
+    from retrod.service.daemon_lock import daemon_lock
+
+    settings = _settings(project, db_url)
+    with ConnectionPool(db_url, min_size=1, max_size=3, open=True) as pool, daemon_lock(settings.data_dir) as taken:
+        assert taken  # as `retrod run` holds it
+        assert catchup.catch_up(settings, pool) is None
+        assert tracked_files(db_url) == 0  # read nothing: the daemon does
+        under_way = progress.Progress(settings.data_dir, write_every_s=0, large_bytes=0)
+        under_way.start(10, 300_000_000)
+        under_way.update(1, 12_500_000)
+        try:
+            note = catchup.catch_up(settings, pool)
+        finally:
+            under_way.end()
+    assert note == ("the daemon is still catching up (12.5 of 300.0 MB read): sessions it has not reached yet"
+                    " are missing or short")
+
+
+def tracked_files(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("SELECT count(*) FROM retrod.files").fetchone()[0]
+
+
+def test_sessions_says_when_a_transcript_could_not_be_read(project: dict, db_url: str, monkeypatch) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod import catchup
+    from retrod.ingest import Ingester
+
+    ingest_one = Ingester._ingest
+
+    def failing(self, ref, stats, stored=None) -> None:  # a bug, or a value the database refuses
+        if ref.path.name == f"{B}.jsonl":
+            raise ValueError("cannot fold this")
+        ingest_one(self, ref, stats, stored)
+
+    monkeypatch.setattr(Ingester, "_ingest", failing)
+    with ConnectionPool(db_url, min_size=1, max_size=3, open=True) as pool:
+        note = catchup.catch_up(_settings(project, db_url), pool)
+    assert note == "1 transcript file could not be read (logged above): sessions they hold may be missing or short"
+    assert tracked_files(db_url) == 2  # A's was read; B's is retried at the next catch-up
+
+
 def test_two_sessions_with_one_date_and_description_save_to_two_files(project: dict, db_url: str) -> None:
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     for session in (A, B):

@@ -128,10 +128,15 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
+    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+
     since = tracking.parse_time(args.since) if args.since else None
-    with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-        rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit, sort=args.sort,
-                                        roots=settings.projects_roots())
+    with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
+        note = catchup.catch_up(settings, pool)
+        with pool.connection() as conn:
+            rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit,
+                                            sort=args.sort, roots=settings.projects_roots())
+    _warn([note] if note else [])
     if args.json:
         print(_json(rows))
         return EXIT_OK
