@@ -255,11 +255,26 @@ def test_sessions_lists_what_the_report_counts(env: dict[str, str], tmp_path: Pa
     assert listed[SESSION]["total_tokens"] == sum(report["summary"]["tokens"]["total"].values())
 
 
-def test_without_the_extra_one_line_says_how_to_install_it(env: dict[str, str], tmp_path: Path) -> None:
+def without_the_sdk(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """`env` as if the `mcp` extra were not installed: an `mcp` package first on the path that
+    cannot be imported."""
     hidden = tmp_path / "no-sdk" / "mcp"
-    hidden.mkdir(parents=True)
+    hidden.mkdir(parents=True, exist_ok=True)
     (hidden / "__init__.py").write_text("raise ImportError('the mcp extra is not installed')\n")
-    done = subprocess.run([sys.executable, "-m", "retrod", "mcp"], env={**env, "PYTHONPATH": str(hidden.parent)},
+    return {**env, "PYTHONPATH": str(hidden.parent)}
+
+
+def claude_recorder(tmp_path: Path) -> Path:
+    """A `claude` that writes the arguments it was given to tmp_path/argv."""
+    recorder = tmp_path / "bin" / "claude"
+    recorder.parent.mkdir(exist_ok=True)
+    recorder.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path / 'argv'}\n")
+    recorder.chmod(0o755)
+    return recorder
+
+
+def test_without_the_extra_one_line_says_how_to_install_it(env: dict[str, str], tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "retrod", "mcp"], env=without_the_sdk(env, tmp_path),
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == ("retrod: error: `retrod mcp` needs the MCP SDK, an optional extra:"
@@ -296,11 +311,24 @@ def test_on_the_embedded_default_the_server_starts_the_cluster_again_after_a_sto
     assert "Traceback" not in (tmp_path / "server.log").read_text()
 
 
+def test_skills_install_mcp_without_the_extra_is_refused_before_anything(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 20: it said "registered", and the server Claude Code then started exited at once."""
+    recorder = claude_recorder(tmp_path)
+    no_sdk = {**without_the_sdk(env, tmp_path), "PATH": f"{recorder.parent}:{env['PATH']}"}
+    done = subprocess.run([sys.executable, "-m", "retrod", "skills", "install", "--dir", str(tmp_path / "skills"),
+                           "--mcp"], env=no_sdk, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("retrod: error: `retrod mcp` needs the MCP SDK, an optional extra: pip install"
+                           " 'retrod[mcp]', then run this again; nothing was installed or registered\n")
+    assert not (tmp_path / "argv").exists() and not (tmp_path / "skills").exists()
+    printed = cli(no_sdk, "skills", "install", "--dir", str(tmp_path / "skills")).stdout  # the line to run, later
+    assert ("to let Claude Code use retrod's MCP tools (the skills prefer them), install the extra"
+            " (pip install 'retrod[mcp]'), then run:\n  claude mcp add ") in printed
+    assert not (tmp_path / "argv").exists()
+
+
 def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[str, str], tmp_path: Path) -> None:
-    recorder = tmp_path / "bin" / "claude"
-    recorder.parent.mkdir()
-    recorder.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path / 'argv'}\n")
-    recorder.chmod(0o755)
+    recorder = claude_recorder(tmp_path)
     path_without_claude = ":".join(p for p in env["PATH"].split(":") if not (Path(p) / "claude").exists())
     base = {**env, "PATH": path_without_claude, "RETROD_DATABASE_URL": "postgresql://alice:secret@db.example/retrod"}
     printed = cli(base, "skills", "install", "--dir", str(tmp_path / "skills")).stdout

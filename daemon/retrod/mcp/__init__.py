@@ -11,7 +11,8 @@ whether the extra is there without loading it.
 
 from __future__ import annotations
 
-INSTALL_HINT = "`retrod mcp` needs the MCP SDK, an optional extra: pip install 'retrod[mcp]'"
+EXTRA = "pip install 'retrod[mcp]'"
+INSTALL_HINT = f"`retrod mcp` needs the MCP SDK, an optional extra: {EXTRA}"
 
 
 def sdk_installed() -> bool:
