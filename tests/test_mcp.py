@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -329,13 +330,16 @@ def test_skills_install_mcp_without_the_extra_is_refused_before_anything(env: di
 
 def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[str, str], tmp_path: Path) -> None:
     recorder = claude_recorder(tmp_path)
+    # Passwords no path holds (the printed lines name the checkout, the temp and working folders):
+    # random, so the test does not depend on where it runs, as "s3" once did.
+    secret, first, second = (uuid.uuid4().hex[:16] for _ in range(3))
     path_without_claude = ":".join(p for p in env["PATH"].split(":") if not (Path(p) / "claude").exists())
-    base = {**env, "PATH": path_without_claude, "RETROD_DATABASE_URL": "postgresql://alice:secret@db.example/retrod"}
+    base = {**env, "PATH": path_without_claude, "RETROD_DATABASE_URL": f"postgresql://alice:{secret}@db.example/retrod"}
     printed = cli(base, "skills", "install", "--dir", str(tmp_path / "skills")).stdout
     retrod = shutil.which("retrod", path=str(Path(sys.executable).parent))
     line = next(line.strip() for line in printed.splitlines() if line.strip().startswith("claude mcp add"))
     assert line.startswith("claude mcp add --scope user ") and line.endswith(f"retrod -- {retrod} mcp")
-    assert "alice:***@db.example" in line and "secret" not in printed
+    assert "alice:***@db.example" in line and secret not in printed
     assert not (tmp_path / "argv").exists()
 
     refused = subprocess.run([sys.executable, "-m", "retrod", "skills", "install", "--dir", str(tmp_path / "skills"),
@@ -346,13 +350,14 @@ def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[s
         str(tmp_path / "skills"), "--mcp")
     argv = (tmp_path / "argv").read_text().splitlines()
     assert argv[:4] == ["mcp", "add", "--scope", "user"] and argv[-3:] == ["--", retrod, "mcp"]
-    assert "--env=RETROD_DATABASE_URL=postgresql://alice:secret@db.example/retrod" in argv
+    assert f"--env=RETROD_DATABASE_URL=postgresql://alice:{secret}@db.example/retrod" in argv
 
     # Found in review: a quoted keyword-form password slipped past the mask once the line was
     # quoted for the shell; a relative folder would be read in each project's folder.
-    keyword = {**base, "RETROD_DATABASE_URL": "host=db user=alice password='s3 cret'", "RETROD_REPORTS_DIR": "rel"}
+    keyword = {**base, "RETROD_DATABASE_URL": f"host=db user=alice password='{first} {second}'",
+               "RETROD_REPORTS_DIR": "rel"}
     printed = cli(keyword, "skills", "install", "--dir", str(tmp_path / "skills")).stdout
-    assert "s3" not in printed and "password=***" in printed
+    assert first not in printed and second not in printed and "password=***" in printed
     line = next(line.strip() for line in printed.splitlines() if line.strip().startswith("claude mcp add"))
     assert f"--env=RETROD_REPORTS_DIR={Path.cwd() / 'rel'}" in line  # cli() runs in the tests' folder
 
