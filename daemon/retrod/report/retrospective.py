@@ -40,9 +40,16 @@ def file_name(report: dict, extension: str = "md") -> str:
 
 
 def check_output(output: Path | None) -> None:
-    """Refuse an `--output` that cannot be a file before any work is done."""
-    if output is not None and output.is_dir():
+    """Refuse an `--output` that cannot be a file before any work is done. Its folder must exist:
+    a mistyped path would otherwise leave a trail of new folders (RETROD_REPORTS_DIR, retrod's own
+    setting, is created when needed)."""
+    if output is None:
+        return
+    if output.is_dir():
         raise OutputError(f"--output {output} is a folder; name a file in it, e.g. {output / 'report.md'}")
+    if not output.parent.exists():
+        raise OutputError(f"--output {output}: the folder {output.parent} does not exist; create it first,"
+                          " or name a file in a folder that exists")
 
 
 def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
@@ -81,7 +88,8 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
 
 def _save(path: Path, text: str, given: bool) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not given:  # an --output's folder is checked, never created (check_output)
+            path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         where = "--output" if given else "RETROD_REPORTS_DIR:"
