@@ -215,6 +215,21 @@ def test_every_error_is_one_sentence_and_the_server_goes_on(env: dict[str, str],
     anyio.run(run)
 
 
+def test_a_retrospective_that_cannot_be_saved_is_answered_with_a_warning(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 20: RETROD_REPORTS_DIR not writable was a tool error, and the Markdown was lost."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+
+    async def run() -> dict:
+        async with server({**env, "RETROD_REPORTS_DIR": str(blocker / "reports")}, tmp_path / "server.log") as session:
+            return await call(session, "retrospective", session=SESSION)
+
+    retro = anyio.run(run)
+    assert retro["saved_to"] is None and retro["markdown"].startswith("# Session Retrospective: 2026-02-11")
+    assert retro["warnings"] == [(f"the report was not saved in RETROD_REPORTS_DIR ({blocker}/reports/"
+                                 "2026-02-11-258c7280.md): Not a directory")]
+
+
 def test_the_server_outlives_its_database(tmp_path: Path, projects: Path, env: dict[str, str]) -> None:
     """The database stops under the server: that call fails with a clear error, the next one
     after it is back works, on the same server process."""

@@ -396,6 +396,42 @@ def test_output_mistakes_are_one_line_and_exit_2(project: dict, db_url: str) -> 
     assert not (project["tmp"] / "nonexistent").exists()
 
 
+def test_a_reports_folder_that_cannot_be_written_still_prints_the_report(project: dict, db_url: str) -> None:
+    """Issue 20: RETROD_REPORTS_DIR not writable was exit 1, and the report was lost."""
+    blocker = project["tmp"] / "a-file"
+    blocker.write_text("")
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url, RETROD_REPORTS_DIR=str(blocker / "reports"))
+    done = retrod(env, "report", A)
+    assert done.returncode == 2
+    assert done.stdout.startswith("# Session Retrospective: 2026-05-04")
+    assert done.stderr == ("retrod: error: the report was not saved in RETROD_REPORTS_DIR"
+                           f" ({blocker}/reports/2026-05-04-aaaaaaaa.md): Not a directory\n")
+
+
+def test_the_daemons_report_server_words_output_mistakes_as_the_command_does(project: dict, db_url: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod.report.server import ReportServer
+
+    blocker = project["tmp"] / "a-file"
+    blocker.write_text("")
+    missing = project["tmp"] / "nonexistent" / "dir"
+    with ConnectionPool(db_url, min_size=1, max_size=3, open=True) as pool:
+        server = ReportServer(pool, _settings(project, db_url))
+
+        def answer(**extra: str) -> tuple[str, str, str]:
+            return server.answer({"session": A, "pid": str(os.getpid()), "database_url": db_url, **extra})
+
+        code, stderr, stdout = answer(reports_dir=str(blocker / "reports"))
+        assert (code, stdout.startswith("# Session Retrospective: 2026-05-04")) == ("2", True)
+        assert stderr == ("retrod: error: the report was not saved in RETROD_REPORTS_DIR"
+                          f" ({blocker}/reports/2026-05-04-aaaaaaaa.md): Not a directory\n")
+        assert answer(output=str(missing / "x.md")) == (
+            "2", (f"retrod: error: --output {missing}/x.md: the folder {missing} does not exist; create it first,"
+                 " or name a file in a folder that exists\n"), "")
+    assert not (project["tmp"] / "nonexistent").exists()
+
+
 def test_doctor_warns_about_no_service_and_fails_only_when_strict(project: dict, db_url: str) -> None:
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     project["projects"].mkdir(exist_ok=True)

@@ -65,6 +65,9 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
+    if "not_saved" in report:  # the setting is the user's mistake; the report is not lost for it
+        print(f"retrod: error: {report['not_saved']}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 

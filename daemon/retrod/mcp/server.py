@@ -146,6 +146,7 @@ class Stats(Found):
 
 class Retrospective(Found):
     saved_to: str | None = Field(description="Where the Markdown was saved (RETROD_REPORTS_DIR)")
+    warnings: list[str] = Field(description="E.g. why it could not be saved (the Markdown is still answered)")
     markdown: str
 
 

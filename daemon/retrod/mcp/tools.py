@@ -204,8 +204,9 @@ class Tools:
             report, text = retrospective.produce(conn, found.uuid, close=close,
                                                  reports_dir=self.settings.reports_dir.absolute(),
                                                  away_after_s=self.settings.away_after_s, prices=prices)
+        warnings = [report["not_saved"]] if "not_saved" in report else []
         return ({"session": found.uuid, "found_by": _rule(found), "saved_to": report.get("saved_to"),
-                 "markdown": text}, text)
+                 "warnings": warnings, "markdown": text}, "".join(f"warning: {w}\n\n" for w in warnings) + text)
 
     def sessions(self, project: str | None, limit: int) -> Result:
         with self.db.connection() as conn:
