@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,8 @@ def append_requests(projects: Path, session: str, start: datetime, outputs: list
 def test_the_tools_and_their_schemas(env: dict[str, str], tmp_path: Path) -> None:
     async def run() -> None:
         async with server(env, tmp_path / "server.log") as session:
+            assert session.server_info is not None
+            assert (session.server_info.name, session.server_info.version) == ("retrod", version("retrod"))
             listed = {tool.name: tool for tool in (await session.list_tools()).tools}
             assert set(listed) == TOOLS
             for tool in listed.values():
@@ -206,8 +209,14 @@ def test_every_error_is_one_sentence_and_the_server_goes_on(env: dict[str, str],
             text = await error(session, "start_phase", task="t", phase="again", session=SESSION)
             assert "is still open; end it first with end_phase" in text
             assert "description is empty" in await error(session, "start_tracking", description=" ", session=SESSION)
-            result = await session.call_tool("sessions", {"limit": 0})  # the SDK checks the schema
-            assert result.is_error
+            # Issue 20: inputs the schema refuses were pydantic's report (several lines, a URL).
+            assert await error(session, "sessions", limit=-1) == (
+                "Error executing tool sessions: limit must be at least 1")
+            assert await error(session, "sessions", limit="many") == (
+                "Error executing tool sessions: limit must be a whole number")
+            assert await error(session, "log_phase", task="t", phase="p", started_at="2026-02-11T21:30:00Z",
+                               ended_at="2026-02-11T21:40:00Z", session=SESSION) == (
+                f"Error executing tool log_phase: verdict is required; use one of: {', '.join(VERDICTS)}")
             # After all of that, the same server answers.
             assert len((await call(session, "list_phases", session=SESSION))["phases"]) == 2
         assert "Traceback" not in (tmp_path / "server.log").read_text()

@@ -6,19 +6,21 @@ the SDK (the `mcp` extra): only the `mcp` command imports it, once it knows the 
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from importlib.metadata import version
 from typing import Annotated, Any
 
 import structlog
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
 
 from .. import tracking
 from ..settings import Settings
 from ..store.db import cluster_for
 from ..verdicts import VERDICTS
-from .tools import OneConnection, Result, Tools, one_sentence
+from .tools import OneConnection, Result, Tools, invalid_input, one_sentence
 
 log = structlog.get_logger(__name__)
 
@@ -179,8 +181,24 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
+class _MCPServer(MCPServer[Any]):
+    """Inputs that fail a tool's schema are refused in one sentence naming the input, as every
+    other refusal: the SDK answers pydantic's report, several lines and a URL."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            message = invalid_input(exc.__cause__.errors(include_url=False))
+            log.warning("tool call refused", tool=name, error=message)
+            raise ToolError(f"Error executing tool {name}: {message}") from exc.__cause__
+
+
 def server(tools: Tools) -> MCPServer:
-    app: MCPServer = MCPServer("retrod", instructions=INSTRUCTIONS, log_level="WARNING")
+    app: MCPServer = _MCPServer("retrod", instructions=INSTRUCTIONS, log_level="WARNING", version=version("retrod"))
 
     def answer(work: Callable[[], Result]) -> CallToolResult:
         try:

@@ -9,7 +9,7 @@ saved by report/retrospective.py, each after the session's files are brought up 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -28,6 +28,7 @@ from ..settings import Settings
 from ..store.db import configure
 from ..store.migrate import migrate
 from ..store.store import Store
+from ..verdicts import VERDICTS
 
 log = structlog.get_logger(__name__)
 
@@ -225,6 +226,42 @@ _IN_TOOL_TERMS = (("`retrod phase start --task T --phase P`", "start_phase"),
                   ("--description", "description"), ("--task", "task"), ("--phase", "phase"),
                   ("--actions", "actions_summary"), ("--lessons", "lessons_learned"), ("--useful-info", "useful_info"),
                   ("--subagents", "subagents"), ("--notes", "notes"))
+
+
+# What a refused input needs beyond its name: the valid values, the form of a time.
+_INPUT_HINTS = {"verdict": f"use one of: {', '.join(VERDICTS)}",
+                "started_at": "use ISO 8601, e.g. 2026-11-29T14:05:00+01:00",
+                "ended_at": "use ISO 8601, e.g. 2026-11-29T14:05:00+01:00"}
+
+
+_LIMITS = {"ge": "at least", "gt": "more than", "le": "at most", "lt": "less than"}
+
+
+def invalid_input(errors: Iterable[Mapping[str, Any]]) -> str:
+    """Inputs that fail a tool's schema (pydantic's errors, as the SDK reports them: several lines
+    and a URL) as one sentence naming each input, like every other refusal; never the values
+    given (they are the caller's)."""
+    parts = []
+    for error in errors:
+        name = ".".join(str(part) for part in error.get("loc", ())) or "the input"
+        kind, limits = str(error.get("type", "")), error.get("ctx") or {}
+        limit = next((key for key in _LIMITS if key in limits), None)
+        if kind == "missing":
+            text = f"{name} is required"
+        elif limit is not None:
+            text = f"{name} must be {_LIMITS[limit]} {limits[limit]}"
+        elif kind.startswith("int_"):
+            text = f"{name} must be a whole number"
+        elif kind.startswith("bool_"):
+            text = f"{name} must be true or false"
+        elif kind.startswith("string_"):
+            text = f"{name} must be a string"
+        else:  # pydantic's own words, "Input should be ...", with the input named
+            words = " ".join(str(error.get("msg", "is not valid")).split())
+            text = f"{name} {words.removeprefix('Input ')}" if words.startswith("Input ") else f"{name}: {words}"
+        hint = _INPUT_HINTS.get(name)
+        parts.append(f"{text}; {hint}" if hint else text)
+    return "; ".join(dict.fromkeys(parts)) or "the inputs are not valid"
 
 
 def one_sentence(exc: BaseException) -> str:
