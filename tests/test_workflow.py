@@ -261,6 +261,27 @@ def test_overlapping_phases_are_refused_and_the_clash_is_named(project: dict, db
     assert shares <= 1.0
 
 
+def test_phases_are_numbered_as_listed_and_as_errors_name_them_also_in_json(project: dict, db_url: str) -> None:
+    """Issue 20: `phases --format json` gave only the database's id ("id": 2 for the phase listed
+    as 1), while the errors say "phase 1"."""
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ingest(db_url, [project["projects"]])
+
+    def log(session: str, phase: str, start: float, end: float) -> subprocess.CompletedProcess:
+        return retrod(env, "phase", "log", "--session", session, "--task", "t", "--phase", phase,
+                      "--start", _at(start), "--end", _at(end), "--verdict", "high_impact")
+
+    ok(log(B, "elsewhere", 100, 110))  # another session's phase: the ids of A's start at 2
+    ok(log(A, "second", 30, 60))
+    ok(log(A, "first", 0, 30))  # logged last, listed first: by start
+    rows = json.loads(ok(retrod(env, "phases", A, "--format", "json")).stdout)
+    assert [(r["number"], r["phase"]) for r in rows] == [(1, "first"), (2, "second")]
+    assert [r["id"] for r in rows] != [1, 2]  # so the numbers above are not the ids
+    listed = ok(retrod(env, "phases", A)).stdout.splitlines()
+    assert [(line.split(".")[0], line.split(" / ")[-1]) for line in listed] == [("1", "first"), ("2", "second")]
+    refused(log(A, "clash", 40, 50), "overlaps phase 2 't' / 'second'")
+
+
 def test_report_close_leaves_no_empty_phase(project: dict, db_url: str) -> None:
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     ok(retrod(env, "phase", "start", "--session", A, "--task", "t", "--phase", "open one"))

@@ -123,9 +123,9 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
         print(_json(rows))
     elif not rows:
         print(f"no phases logged for {session}")
-    for n, row in enumerate(rows if args.format == "text" else [], 1):
+    for row in rows if args.format == "text" else []:
         end = tracking.local(row["ended_at"]) if row["ended_at"] else "open"
-        print(f"{n}. {tracking.local(row['started_at'])} → {end}  {row['verdict']:<18} "
+        print(f"{row['number']}. {tracking.local(row['started_at'])} → {end}  {row['verdict']:<18} "
               f"{markdown.cell(row['task'])} / {markdown.cell(row['phase'])}")
     return EXIT_OK
 

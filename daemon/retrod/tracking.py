@@ -183,11 +183,14 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
 
 
 def list_phases(conn: Connection, session: str) -> list[dict]:
+    """The session's phases in start order, each with its `number` (1, 2, ...): the number the
+    listings show and the errors name ("overlaps phase 2"), which the database's `id` is not."""
     with conn.cursor(row_factory=dict_row) as cur:
         user_session = cur.execute(q("get_user_session"), {"session": session}).fetchone()
         if user_session is None:
             return []
-        return cur.execute(q("list_phases"), {"session_id": user_session["id"]}).fetchall()
+        rows = cur.execute(q("list_phases"), {"session_id": user_session["id"]}).fetchall()
+    return [{"number": number, **row} for number, row in enumerate(rows, 1)]  # the order overlapping_phase counts in
 
 
 def _check_notes(notes: PhaseNotes) -> None:

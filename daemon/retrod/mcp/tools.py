@@ -97,8 +97,8 @@ def _rule(found: resolve.Resolved) -> str:
     return "the session argument" if found.explicit else found.rule
 
 
-def _phase_row(number: int, row: dict) -> dict:
-    return {"number": number, "task": row["task"], "phase": row["phase"], "verdict": row["verdict"],
+def _phase_row(row: dict) -> dict:
+    return {"number": row["number"], "task": row["task"], "phase": row["phase"], "verdict": row["verdict"],
             "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]),
             "actions_summary": row["actions_summary"], "subagents": row["subagents"],
             "useful_info": row["useful_info"], "lessons_learned": row["lessons_learned"], "notes": row["notes"]}
@@ -167,7 +167,7 @@ class Tools:
         with self.db.connection() as conn:
             found = self._resolve(conn, session)
             rows = tracking.list_phases(conn, found.uuid)
-        phases = [_phase_row(n, row) for n, row in enumerate(rows, 1)]
+        phases = [_phase_row(row) for row in rows]
         lines = [f"{p['number']}. {p['started_at']} → {p['ended_at'] or 'open'}  {p['verdict']}  "
                  f"{p['task']} / {p['phase']}" for p in phases]
         return ({"session": found.uuid, "found_by": _rule(found), "phases": phases},
