@@ -457,9 +457,27 @@ def test_doctor_warns_about_no_service_and_fails_only_when_strict(project: dict,
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     project["projects"].mkdir(exist_ok=True)
     done = ok(retrod(env, "doctor"))
-    assert "WARN  service:" in done.stdout and "WARN  daemon: not running" in done.stdout
+    unit = Path(env["HOME"]) / ".config" / "systemd" / "user" / "retrod.service"
+    assert f"WARN  service: not installed ({unit} does not exist)" in done.stdout  # issue 20: said only the path
+    assert "WARN  daemon: not running" in done.stdout
     assert "FAIL" not in done.stdout
     assert retrod(env, "doctor", "--strict").returncode == 1
+
+
+def test_doctor_says_a_projects_folder_that_does_not_exist_does_not_and_how_to_fix_it(project: dict,
+                                                                                     db_url: str) -> None:
+    """Issue 20: with RETROD_PROJECTS_DIR naming a missing folder, doctor suggested setting it."""
+    missing = project["tmp"] / "no such folder"
+    done = retrod(dict(project["env"], RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(missing)), "doctor")
+    assert done.returncode == 1
+    assert f"FAIL  projects folder: {missing} does not exist\n" in done.stdout
+    assert (f"      fix: create it (mkdir -p '{missing}'), or fix RETROD_PROJECTS_DIR if it names the wrong folder\n"
+            in done.stdout)
+    default = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    del default["CLAUDE_CONFIG_DIR"], default["RETROD_PROJECTS_DIR"]  # Claude Code's own folder, not made yet
+    done = retrod(default, "doctor")
+    assert f"FAIL  projects folder: {Path(default['HOME']) / '.claude' / 'projects'} does not exist" in done.stdout
+    assert "fix: run Claude Code once (it creates the folder), or set RETROD_PROJECTS_DIR" in done.stdout
 
 
 def test_version(project: dict) -> None:

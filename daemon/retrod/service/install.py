@@ -165,10 +165,15 @@ def uninstall(dry_run: bool) -> list[str]:
     return done
 
 
+def not_installed(path: Path) -> str:
+    """How `service status` and `doctor` say it."""
+    return f"not installed ({path} does not exist)"
+
+
 def status() -> str:
     p = plan()
     if not p.path.exists():
-        return f"not installed ({p.path} does not exist)"
+        return not_installed(p.path)
     command = (["launchctl", "print", f"gui/{os.getuid()}/{AGENT}"] if p.path.suffix == ".plist"
                else ["systemctl", "--user", "is-active", UNIT])
     result = _run(command)
