@@ -500,6 +500,20 @@ def test_skills_call_this_retrod_by_path_and_name_the_session(project: dict) -> 
         assert commands and all('"${CLAUDE_SESSION_ID}"' in line for line in commands), commands
 
 
+def test_the_skills_present_the_cost_and_say_how_to_get_iso_times() -> None:
+    """Issue 20: the retro skill never asked Claude to present the cost, and nothing told Claude
+    how to get the ISO 8601 times `phase log` needs."""
+    from retrod import skills
+
+    shipped = skills.shipped("retrod")
+    presenting = shipped["retrod-retro"].split("Present it to the user")[1]
+    for words in ("the estimated cost", "by model", "by verdict", "Est. cost", "not a bill", "summary.cost"):
+        assert words in presenting, words
+    track = shipped["retrod-track"]
+    assert "`date -u +%Y-%m-%dT%H:%M:%SZ`" in track
+    assert "`phase start` and `phase end` stamp the time themselves" in track
+
+
 # -- found in review ----------------------------------------------------------------------------
 
 def test_a_command_never_stops_the_server_under_a_daemon_from_before_the_shared_lock(project: dict) -> None:
