@@ -396,6 +396,23 @@ def test_sessions_says_when_a_transcript_could_not_be_read(project: dict, db_url
     assert tracked_files(db_url) == 2  # A's was read; B's is retried at the next catch-up
 
 
+def test_sessions_lists_what_was_read_before_when_the_database_refuses_writes(project: dict, db_url: str,
+                                                                              monkeypatch) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod import catchup
+    from retrod.ingest import Ingester
+
+    def refused(_self) -> None:
+        raise psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction")
+
+    monkeypatch.setattr(Ingester, "scan", refused)
+    with ConnectionPool(db_url, min_size=1, max_size=3, open=True) as pool:
+        note = catchup.catch_up(_settings(project, db_url), pool)
+    assert note == ("the transcripts could not be read into the database (cannot execute INSERT in a read-only"
+                    " transaction): sessions may be missing or short")
+
+
 def test_two_sessions_with_one_date_and_description_save_to_two_files(project: dict, db_url: str) -> None:
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     for session in (A, B):

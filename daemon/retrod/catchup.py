@@ -11,7 +11,7 @@ from . import progress, tracking
 from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester
 from .service.daemon_lock import running_daemon
 from .settings import Settings
-from .store.store import Store
+from .store.store import OUTAGE, Store
 
 # The connections a catch-up may use: the bulk path's lanes (a long history never read), and the
 # scan's own statements.
@@ -33,8 +33,12 @@ def catch_up(settings: Settings, pool: ConnectionPool) -> str | None:
     with pool.connection() as conn:
         if not tracking.may_write(conn):
             return None  # a team's reader lists what the members' daemons wrote, and writes nothing
-    stats = Ingester(Store(pool, settings.host_id), settings.projects_roots(), settings.batch_bytes,
-                     bulk_from=BULK_FROM_BYTES).scan()
+    try:
+        stats = Ingester(Store(pool, settings.host_id), settings.projects_roots(), settings.batch_bytes,
+                         bulk_from=BULK_FROM_BYTES).scan()
+    except OUTAGE as exc:  # e.g. a read-only standby: what was read before can still be listed
+        return (f"the transcripts could not be read into the database ({' '.join(str(exc).split())}):"
+                " sessions may be missing or short")
     if not stats.failed:
         return None
     files = "1 transcript file" if stats.failed == 1 else f"{stats.failed} transcript files"
