@@ -85,8 +85,8 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
         text = json.dumps(report, indent=2) + "\n" if as_json else markdown.render(report)
         path = output or (reports_dir / file_name(report, "json" if as_json else "md") if reports_dir else None)
         if path is not None:
-            # For the caller; the file itself does not say.
             not_saved = _save(path, text, given=output is not None)
+            # For the caller (after the text is made: the saved file itself does not say)
             report["not_saved" if not_saved else "saved_to"] = not_saved or str(path)
     return report, text
 
