@@ -99,6 +99,7 @@ def test_bad_configuration_is_one_line(embedded_env: dict) -> None:
     ["258c7280"], ["258c7280", "--format", "json"], ["--format=json", "258c7280", "--no-save"],
     ["258c7280", "--output", "out.md", "--close"], ["258c7280", "--output=sub/out.json", "--format", "json"],
     [], ["--close"],  # no session: the current one
+    ["--session", "258c7280"], ["--session=258c7280", "--format", "json"], ["--close", "--session", ""],
 ])
 def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[str]) -> None:
     """`retrod report` is first parsed without argparse (report/client.py), to ask the daemon."""
@@ -113,11 +114,37 @@ def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[st
 @pytest.mark.parametrize("argv", [
     ["--help"], ["a", "b"], ["258c7280", "--format", "yaml"], ["258c7280", "--form", "json"],
     ["258c7280", "--output"], ["--", "258c7280"], ["258c7280", "--no-save=1"],
+    ["258c7280", "--session", "258c7280"], ["--session", "--close"], ["--output", "--close"], ["--session"],
 ])
 def test_the_report_fast_path_leaves_anything_else_to_argparse(argv: list[str]) -> None:
     from retrod.report import client
 
     assert client.parse(argv) is None
+
+
+@pytest.mark.parametrize("command", [
+    ["report"], ["phases"], ["track", "start"], ["phase", "start", "--task", "t", "--phase", "p"],
+    ["phase", "end", "--verdict", "high_impact"],
+    ["phase", "log", "--task", "t", "--phase", "p", "--start", "x", "--end", "y", "--verdict", "high_impact"],
+])
+def test_every_command_that_takes_a_session_takes_session(command: list[str]) -> None:
+    """Issue 20: `report` said "pass --session UUID", then refused --session."""
+    from retrod.arguments import parser
+
+    assert parser().parse_args([*command, "--session", "258c7280"]).session == "258c7280"
+    assert parser().parse_args([*command, "--session=258c7280"]).session == "258c7280"
+
+
+@pytest.mark.parametrize("command", [["report"], ["phases"]])
+def test_the_session_given_both_ways_must_agree(command: list[str], capsys) -> None:
+    from retrod.arguments import parser
+
+    assert parser().parse_args([*command, "258c7280", "--session", "258c7280"]).session == "258c7280"
+    assert parser().parse_args([*command, "--session", "258c7280", ""]).session == "258c7280"  # blank: not given
+    with pytest.raises(SystemExit) as refused:
+        parser().parse_args([*command, "258c7280", "--session", "ffffffff"])
+    assert refused.value.code == 2
+    assert "the session is given twice ('258c7280' and 'ffffffff'); give it once" in capsys.readouterr().err
 
 
 def test_the_report_fast_path_falls_back_when_the_daemon_closes_without_answering(tmp_path: Path,

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from helpers import HOST, ingest, output_tokens
-from retrod.health import mask_password
 from retrod.ingest import Ingester
+from retrod.redact import mask_password
 from retrod.service.cluster import Cluster
 from retrod.store.store import Store
 

@@ -10,9 +10,11 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,8 @@ def append_requests(projects: Path, session: str, start: datetime, outputs: list
 def test_the_tools_and_their_schemas(env: dict[str, str], tmp_path: Path) -> None:
     async def run() -> None:
         async with server(env, tmp_path / "server.log") as session:
+            assert session.server_info is not None
+            assert (session.server_info.name, session.server_info.version) == ("retrod", version("retrod"))
             listed = {tool.name: tool for tool in (await session.list_tools()).tools}
             assert set(listed) == TOOLS
             for tool in listed.values():
@@ -205,13 +209,34 @@ def test_every_error_is_one_sentence_and_the_server_goes_on(env: dict[str, str],
             text = await error(session, "start_phase", task="t", phase="again", session=SESSION)
             assert "is still open; end it first with end_phase" in text
             assert "description is empty" in await error(session, "start_tracking", description=" ", session=SESSION)
-            result = await session.call_tool("sessions", {"limit": 0})  # the SDK checks the schema
-            assert result.is_error
+            # Issue 20: inputs the schema refuses were pydantic's report (several lines, a URL).
+            assert await error(session, "sessions", limit=-1) == (
+                "Error executing tool sessions: limit must be at least 1")
+            assert await error(session, "sessions", limit="many") == (
+                "Error executing tool sessions: limit must be a whole number")
+            assert await error(session, "log_phase", task="t", phase="p", started_at="2026-02-11T21:30:00Z",
+                               ended_at="2026-02-11T21:40:00Z", session=SESSION) == (
+                f"Error executing tool log_phase: verdict is required; use one of: {', '.join(VERDICTS)}")
             # After all of that, the same server answers.
             assert len((await call(session, "list_phases", session=SESSION))["phases"]) == 2
         assert "Traceback" not in (tmp_path / "server.log").read_text()
 
     anyio.run(run)
+
+
+def test_a_retrospective_that_cannot_be_saved_is_answered_with_a_warning(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 20: RETROD_REPORTS_DIR not writable was a tool error, and the Markdown was lost."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+
+    async def run() -> dict:
+        async with server({**env, "RETROD_REPORTS_DIR": str(blocker / "reports")}, tmp_path / "server.log") as session:
+            return await call(session, "retrospective", session=SESSION)
+
+    retro = anyio.run(run)
+    assert retro["saved_to"] is None and retro["markdown"].startswith("# Session Retrospective: 2026-02-11")
+    assert retro["warnings"] == [(f"the report was not saved in RETROD_REPORTS_DIR ({blocker}/reports/"
+                                 "2026-02-11-258c7280.md): Not a directory")]
 
 
 def test_the_server_outlives_its_database(tmp_path: Path, projects: Path, env: dict[str, str]) -> None:
@@ -255,11 +280,26 @@ def test_sessions_lists_what_the_report_counts(env: dict[str, str], tmp_path: Pa
     assert listed[SESSION]["total_tokens"] == sum(report["summary"]["tokens"]["total"].values())
 
 
-def test_without_the_extra_one_line_says_how_to_install_it(env: dict[str, str], tmp_path: Path) -> None:
+def without_the_sdk(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """`env` as if the `mcp` extra were not installed: an `mcp` package first on the path that
+    cannot be imported."""
     hidden = tmp_path / "no-sdk" / "mcp"
-    hidden.mkdir(parents=True)
+    hidden.mkdir(parents=True, exist_ok=True)
     (hidden / "__init__.py").write_text("raise ImportError('the mcp extra is not installed')\n")
-    done = subprocess.run([sys.executable, "-m", "retrod", "mcp"], env={**env, "PYTHONPATH": str(hidden.parent)},
+    return {**env, "PYTHONPATH": str(hidden.parent)}
+
+
+def claude_recorder(tmp_path: Path) -> Path:
+    """A `claude` that writes the arguments it was given to tmp_path/argv."""
+    recorder = tmp_path / "bin" / "claude"
+    recorder.parent.mkdir(exist_ok=True)
+    recorder.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path / 'argv'}\n")
+    recorder.chmod(0o755)
+    return recorder
+
+
+def test_without_the_extra_one_line_says_how_to_install_it(env: dict[str, str], tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "retrod", "mcp"], env=without_the_sdk(env, tmp_path),
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == ("retrod: error: `retrod mcp` needs the MCP SDK, an optional extra:"
@@ -296,18 +336,34 @@ def test_on_the_embedded_default_the_server_starts_the_cluster_again_after_a_sto
     assert "Traceback" not in (tmp_path / "server.log").read_text()
 
 
+def test_skills_install_mcp_without_the_extra_is_refused_before_anything(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 20: it said "registered", and the server Claude Code then started exited at once."""
+    recorder = claude_recorder(tmp_path)
+    no_sdk = {**without_the_sdk(env, tmp_path), "PATH": f"{recorder.parent}:{env['PATH']}"}
+    done = subprocess.run([sys.executable, "-m", "retrod", "skills", "install", "--dir", str(tmp_path / "skills"),
+                           "--mcp"], env=no_sdk, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("retrod: error: `retrod mcp` needs the MCP SDK, an optional extra: pip install"
+                           " 'retrod[mcp]', then run this again; nothing was installed or registered\n")
+    assert not (tmp_path / "argv").exists() and not (tmp_path / "skills").exists()
+    printed = cli(no_sdk, "skills", "install", "--dir", str(tmp_path / "skills")).stdout  # the line to run, later
+    assert ("to let Claude Code use retrod's MCP tools (the skills prefer them), install the extra"
+            " (pip install 'retrod[mcp]'), then run:\n  claude mcp add ") in printed
+    assert not (tmp_path / "argv").exists()
+
+
 def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[str, str], tmp_path: Path) -> None:
-    recorder = tmp_path / "bin" / "claude"
-    recorder.parent.mkdir()
-    recorder.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path / 'argv'}\n")
-    recorder.chmod(0o755)
+    recorder = claude_recorder(tmp_path)
+    # Passwords no path holds (the printed lines name the checkout, the temp and working folders):
+    # random, so the test does not depend on where it runs, as "s3" once did.
+    secret, first, second = (uuid.uuid4().hex[:16] for _ in range(3))
     path_without_claude = ":".join(p for p in env["PATH"].split(":") if not (Path(p) / "claude").exists())
-    base = {**env, "PATH": path_without_claude, "RETROD_DATABASE_URL": "postgresql://alice:secret@db.example/retrod"}
+    base = {**env, "PATH": path_without_claude, "RETROD_DATABASE_URL": f"postgresql://alice:{secret}@db.example/retrod"}
     printed = cli(base, "skills", "install", "--dir", str(tmp_path / "skills")).stdout
     retrod = shutil.which("retrod", path=str(Path(sys.executable).parent))
     line = next(line.strip() for line in printed.splitlines() if line.strip().startswith("claude mcp add"))
     assert line.startswith("claude mcp add --scope user ") and line.endswith(f"retrod -- {retrod} mcp")
-    assert "alice:***@db.example" in line and "secret" not in printed
+    assert "alice:***@db.example" in line and secret not in printed
     assert not (tmp_path / "argv").exists()
 
     refused = subprocess.run([sys.executable, "-m", "retrod", "skills", "install", "--dir", str(tmp_path / "skills"),
@@ -318,13 +374,14 @@ def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[s
         str(tmp_path / "skills"), "--mcp")
     argv = (tmp_path / "argv").read_text().splitlines()
     assert argv[:4] == ["mcp", "add", "--scope", "user"] and argv[-3:] == ["--", retrod, "mcp"]
-    assert "--env=RETROD_DATABASE_URL=postgresql://alice:secret@db.example/retrod" in argv
+    assert f"--env=RETROD_DATABASE_URL=postgresql://alice:{secret}@db.example/retrod" in argv
 
     # Found in review: a quoted keyword-form password slipped past the mask once the line was
     # quoted for the shell; a relative folder would be read in each project's folder.
-    keyword = {**base, "RETROD_DATABASE_URL": "host=db user=alice password='s3 cret'", "RETROD_REPORTS_DIR": "rel"}
+    keyword = {**base, "RETROD_DATABASE_URL": f"host=db user=alice password='{first} {second}'",
+               "RETROD_REPORTS_DIR": "rel"}
     printed = cli(keyword, "skills", "install", "--dir", str(tmp_path / "skills")).stdout
-    assert "s3" not in printed and "password=***" in printed
+    assert first not in printed and second not in printed and "password=***" in printed
     line = next(line.strip() for line in printed.splitlines() if line.strip().startswith("claude mcp add"))
     assert f"--env=RETROD_REPORTS_DIR={Path.cwd() / 'rel'}" in line  # cli() runs in the tests' folder
 

@@ -190,8 +190,9 @@ def test_status_and_doctor(db_url: str, projects: Path, tmp_path: Path) -> None:
     doctor = subprocess.run([sys.executable, "-m", "retrod", "doctor"], capture_output=True, text=True,
                             env=dict(env, RETROD_PROJECTS_DIR=str(tmp_path / "nowhere")), timeout=60)
     assert doctor.returncode == 1
-    assert f"FAIL  projects folder: {tmp_path / 'nowhere'}" in doctor.stdout
-    assert "fix: run Claude Code once, or set RETROD_PROJECTS_DIR" in doctor.stdout
+    assert f"FAIL  projects folder: {tmp_path / 'nowhere'} does not exist" in doctor.stdout
+    assert (f"fix: create it (mkdir -p {tmp_path / 'nowhere'}), or fix RETROD_PROJECTS_DIR if it names the wrong"
+            " folder") in doctor.stdout
     assert "ok    database:" in doctor.stdout
 
 

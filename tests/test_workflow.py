@@ -261,6 +261,27 @@ def test_overlapping_phases_are_refused_and_the_clash_is_named(project: dict, db
     assert shares <= 1.0
 
 
+def test_phases_are_numbered_as_listed_and_as_errors_name_them_also_in_json(project: dict, db_url: str) -> None:
+    """Issue 20: `phases --format json` gave only the database's id ("id": 2 for the phase listed
+    as 1), while the errors say "phase 1"."""
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ingest(db_url, [project["projects"]])
+
+    def log(session: str, phase: str, start: float, end: float) -> subprocess.CompletedProcess:
+        return retrod(env, "phase", "log", "--session", session, "--task", "t", "--phase", phase,
+                      "--start", _at(start), "--end", _at(end), "--verdict", "high_impact")
+
+    ok(log(B, "elsewhere", 100, 110))  # another session's phase: the ids of A's start at 2
+    ok(log(A, "second", 30, 60))
+    ok(log(A, "first", 0, 30))  # logged last, listed first: by start
+    rows = json.loads(ok(retrod(env, "phases", A, "--format", "json")).stdout)
+    assert [(r["number"], r["phase"]) for r in rows] == [(1, "first"), (2, "second")]
+    assert [r["id"] for r in rows] != [1, 2]  # so the numbers above are not the ids
+    listed = ok(retrod(env, "phases", A)).stdout.splitlines()
+    assert [(line.split(".")[0], line.split(" / ")[-1]) for line in listed] == [("1", "first"), ("2", "second")]
+    refused(log(A, "clash", 40, 50), "overlaps phase 2 't' / 'second'")
+
+
 def test_report_close_leaves_no_empty_phase(project: dict, db_url: str) -> None:
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     ok(retrod(env, "phase", "start", "--session", A, "--task", "t", "--phase", "open one"))
@@ -310,6 +331,88 @@ def test_sessions_lists_the_newest_first_with_their_figures(project: dict, db_ur
     assert done.returncode == 2 and "argument --limit: must be at least 1" in done.stderr
 
 
+def test_sessions_without_a_daemon_first_reads_what_no_one_has_read(project: dict, db_url: str) -> None:
+    """Issue 20: after one `report`, `sessions` listed that one session without a word while the
+    other transcripts were unread."""
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ok(retrod(env, "report", A, "--no-save"))  # reads A's transcript only
+    done = ok(retrod(env, "sessions", "--json"))
+    assert [r["uuid"] for r in json.loads(done.stdout)] == [B, A]
+    assert done.stderr == ""
+
+
+def _settings(project: dict, db_url: str):
+    from retrod.settings import Settings
+
+    return Settings(database_url=db_url, projects_dir=str(project["projects"]), data_dir=project["tmp"] / "data",
+                    host_id=HOST)
+
+
+def test_with_a_daemon_sessions_leaves_the_reading_to_it_and_says_when_it_is_behind(project: dict,
+                                                                                    db_url: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod import catchup, progress
+    from retrod.service.daemon_lock import daemon_lock
+
+    settings = _settings(project, db_url)
+    with ConnectionPool(db_url, min_size=1, max_size=3, open=True) as pool, daemon_lock(settings.data_dir) as taken:
+        assert taken  # as `retrod run` holds it
+        assert catchup.catch_up(settings, pool) is None
+        assert tracked_files(db_url) == 0  # read nothing: the daemon does
+        under_way = progress.Progress(settings.data_dir, write_every_s=0, large_bytes=0)
+        under_way.start(10, 300_000_000)
+        under_way.update(1, 12_500_000)
+        try:
+            note = catchup.catch_up(settings, pool)
+        finally:
+            under_way.end()
+    assert note == ("the daemon is still catching up (12.5 of 300.0 MB read): sessions it has not reached yet"
+                    " are missing or short")
+
+
+def tracked_files(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("SELECT count(*) FROM retrod.files").fetchone()[0]
+
+
+def test_sessions_says_when_a_transcript_could_not_be_read(project: dict, db_url: str, monkeypatch) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod import catchup
+    from retrod.ingest import Ingester
+
+    ingest_one = Ingester._ingest
+
+    def failing(self, ref, stats, stored=None) -> None:  # a bug, or a value the database refuses
+        if ref.path.name == f"{B}.jsonl":
+            raise ValueError("cannot fold this")
+        ingest_one(self, ref, stats, stored)
+
+    monkeypatch.setattr(Ingester, "_ingest", failing)
+    with ConnectionPool(db_url, min_size=1, max_size=3, open=True) as pool:
+        note = catchup.catch_up(_settings(project, db_url), pool)
+    assert note == "1 transcript file could not be read (logged above): sessions they hold may be missing or short"
+    assert tracked_files(db_url) == 2  # A's was read; B's is retried at the next catch-up
+
+
+def test_sessions_lists_what_was_read_before_when_the_database_refuses_writes(project: dict, db_url: str,
+                                                                              monkeypatch) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod import catchup
+    from retrod.ingest import Ingester
+
+    def refused(_self) -> None:
+        raise psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction")
+
+    monkeypatch.setattr(Ingester, "scan", refused)
+    with ConnectionPool(db_url, min_size=1, max_size=3, open=True) as pool:
+        note = catchup.catch_up(_settings(project, db_url), pool)
+    assert note == ("the transcripts could not be read into the database (cannot execute INSERT in a read-only"
+                    " transaction): sessions may be missing or short")
+
+
 def test_two_sessions_with_one_date_and_description_save_to_two_files(project: dict, db_url: str) -> None:
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     for session in (A, B):
@@ -325,15 +428,73 @@ def test_output_mistakes_are_one_line_and_exit_2(project: dict, db_url: str) -> 
     blocker = project["tmp"] / "a-file"
     blocker.write_text("")
     refused(retrod(env, "report", A, "--output", str(blocker / "report.md")), "cannot save the report (--output")
+    # Issue 20: the folders of the path were created, though the README says such an output is refused.
+    missing = project["tmp"] / "nonexistent" / "dir"
+    refused(retrod(env, "report", A, "--output", str(missing / "x.md")), f"the folder {missing} does not exist")
+    assert not (project["tmp"] / "nonexistent").exists()
+
+
+def test_a_reports_folder_that_cannot_be_written_still_prints_the_report(project: dict, db_url: str) -> None:
+    """Issue 20: RETROD_REPORTS_DIR not writable was exit 1, and the report was lost."""
+    blocker = project["tmp"] / "a-file"
+    blocker.write_text("")
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url, RETROD_REPORTS_DIR=str(blocker / "reports"))
+    done = retrod(env, "report", A)
+    assert done.returncode == 2
+    assert done.stdout.startswith("# Session Retrospective: 2026-05-04")
+    assert done.stderr == ("retrod: error: the report was not saved in RETROD_REPORTS_DIR"
+                           f" ({blocker}/reports/2026-05-04-aaaaaaaa.md): Not a directory\n")
+
+
+def test_the_daemons_report_server_words_output_mistakes_as_the_command_does(project: dict, db_url: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod.report.server import ReportServer
+
+    blocker = project["tmp"] / "a-file"
+    blocker.write_text("")
+    missing = project["tmp"] / "nonexistent" / "dir"
+    with ConnectionPool(db_url, min_size=1, max_size=3, open=True) as pool:
+        server = ReportServer(pool, _settings(project, db_url))
+
+        def answer(**extra: str) -> tuple[str, str, str]:
+            return server.answer({"session": A, "pid": str(os.getpid()), "database_url": db_url, **extra})
+
+        code, stderr, stdout = answer(reports_dir=str(blocker / "reports"))
+        assert (code, stdout.startswith("# Session Retrospective: 2026-05-04")) == ("2", True)
+        assert stderr == ("retrod: error: the report was not saved in RETROD_REPORTS_DIR"
+                          f" ({blocker}/reports/2026-05-04-aaaaaaaa.md): Not a directory\n")
+        assert answer(output=str(missing / "x.md")) == (
+            "2", (f"retrod: error: --output {missing}/x.md: the folder {missing} does not exist; create it first,"
+                 " or name a file in a folder that exists\n"), "")
+    assert not (project["tmp"] / "nonexistent").exists()
 
 
 def test_doctor_warns_about_no_service_and_fails_only_when_strict(project: dict, db_url: str) -> None:
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     project["projects"].mkdir(exist_ok=True)
     done = ok(retrod(env, "doctor"))
-    assert "WARN  service:" in done.stdout and "WARN  daemon: not running" in done.stdout
+    unit = Path(env["HOME"]) / ".config" / "systemd" / "user" / "retrod.service"
+    assert f"WARN  service: not installed ({unit} does not exist)" in done.stdout  # issue 20: said only the path
+    assert "WARN  daemon: not running" in done.stdout
     assert "FAIL" not in done.stdout
     assert retrod(env, "doctor", "--strict").returncode == 1
+
+
+def test_doctor_says_a_projects_folder_that_does_not_exist_does_not_and_how_to_fix_it(project: dict,
+                                                                                     db_url: str) -> None:
+    """Issue 20: with RETROD_PROJECTS_DIR naming a missing folder, doctor suggested setting it."""
+    missing = project["tmp"] / "no such folder"
+    done = retrod(dict(project["env"], RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(missing)), "doctor")
+    assert done.returncode == 1
+    assert f"FAIL  projects folder: {missing} does not exist\n" in done.stdout
+    assert (f"      fix: create it (mkdir -p '{missing}'), or fix RETROD_PROJECTS_DIR if it names the wrong folder\n"
+            in done.stdout)
+    default = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    del default["CLAUDE_CONFIG_DIR"], default["RETROD_PROJECTS_DIR"]  # Claude Code's own folder, not made yet
+    done = retrod(default, "doctor")
+    assert f"FAIL  projects folder: {Path(default['HOME']) / '.claude' / 'projects'} does not exist" in done.stdout
+    assert "fix: run Claude Code once (it creates the folder), or set RETROD_PROJECTS_DIR" in done.stdout
 
 
 def test_version(project: dict) -> None:
@@ -354,6 +515,20 @@ def test_skills_call_this_retrod_by_path_and_name_the_session(project: dict) -> 
         commands = [line for line in text.splitlines()
                     if line.lstrip().startswith(f"{command} ") and line.split()[1] in ("track", "phase", "report")]
         assert commands and all('"${CLAUDE_SESSION_ID}"' in line for line in commands), commands
+
+
+def test_the_skills_present_the_cost_and_say_how_to_get_iso_times() -> None:
+    """Issue 20: the retro skill never asked Claude to present the cost, and nothing told Claude
+    how to get the ISO 8601 times `phase log` needs."""
+    from retrod import skills
+
+    shipped = skills.shipped("retrod")
+    presenting = shipped["retrod-retro"].split("Present it to the user")[1]
+    for words in ("the estimated cost", "by model", "by verdict", "Est. cost", "not a bill", "summary.cost"):
+        assert words in presenting, words
+    track = shipped["retrod-track"]
+    assert "`date -u +%Y-%m-%dT%H:%M:%SZ`" in track
+    assert "`phase start` and `phase end` stamp the time themselves" in track
 
 
 # -- found in review ----------------------------------------------------------------------------
@@ -414,6 +589,26 @@ def test_sessions_json_times_and_a_project_path_with_dots(project: dict, db_url:
     rows = json.loads(ok(retrod(env, "sessions", "--json", "--project", str(dotted))).stdout)
     assert [r["uuid"] for r in rows] == [B, A]
     assert rows[0]["started_at"] == "2026-05-04T10:01:40+00:00"
+
+
+def test_sessions_project_takes_a_claude_code_folder_name_and_a_folder_inside_a_project(project: dict,
+                                                                                     db_url: str) -> None:
+    """Issue 20: every Claude Code folder name starts with "-", which argparse took for an option
+    after a space; and a folder inside a project matched nothing, though a command run there
+    finds the project's sessions."""
+    env = dict(project["env"], RETROD_DATABASE_URL=db_url)
+    ingest(db_url, [project["projects"]])
+    name = project["folder"].name
+    assert name.startswith("-")
+    deep = project["work"] / "src" / "deep"
+    for args in (["--project", name], [f"--project={name}"], ["--project", str(deep)], ["--project", f"{deep}/"]):
+        rows = json.loads(ok(retrod(env, "sessions", "--json", *args)).stdout)
+        assert [r["uuid"] for r in rows] == [B, A], args
+    relative = ok(retrod(env, "sessions", "--json", "--project", "src/deep", cwd=project["work"])).stdout
+    assert [r["uuid"] for r in json.loads(relative)] == [B, A]
+    assert json.loads(ok(retrod(env, "sessions", "--json", "--project", str(project["tmp"]))).stdout) == []
+    done = retrod(env, "sessions", "--project", "--json")  # a forgotten value is still refused
+    assert done.returncode == 2 and "argument --project: expected one argument" in done.stderr
 
 
 def test_a_file_another_ingester_committed_first_is_read_again_in_the_same_round(project: dict,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from .report.client import FORMATS
@@ -11,8 +12,7 @@ from .verdicts import VERDICTS
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="retrod", description="Where a Claude Code session's tokens and time went.")
+    top = _Parser(prog="retrod", description="Where a Claude Code session's tokens and time went.")
     top.add_argument("--debug", action="store_true", help="show tracebacks")
     top.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -23,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="create or upgrade the database schema")
 
     report = sub.add_parser("report", help="a session's retrospective (Markdown, saved; or JSON)")
-    report.add_argument("session", nargs="?", help=f"session uuid or a unique prefix of one; {CURRENT}")
+    _session_argument(report)
+    _session_option(report)
     report.add_argument("--format", choices=FORMATS, default="markdown")
     report.add_argument("--no-save", action="store_true", help="print only; save no file")
     report.add_argument("--output", type=Path, help="save to this file instead of RETROD_REPORTS_DIR")
@@ -54,12 +55,15 @@ def parser() -> argparse.ArgumentParser:
     _verdict_and_notes(p_log)
 
     phases = sub.add_parser("phases", help="list a session's phases")
-    phases.add_argument("session", nargs="?", help=f"uuid or prefix; {CURRENT}")
+    _session_argument(phases)
+    _session_option(phases)
     phases.add_argument("--format", choices=("text", "json"), default="text")
     _member_option(phases)
 
     listing = sub.add_parser("sessions", help="recent sessions across projects, newest first")
-    listing.add_argument("--project", help="a project folder's path, or part of its Claude Code folder name")
+    listing.dash_values = ("--project",)  # every Claude Code folder name starts with "-"
+    listing.add_argument("--project", help=(
+        "a project folder's path (or a folder inside one), or part of its Claude Code folder name"))
     listing.add_argument("--since", help="started at or after this date or time (no offset = local time)")
     listing.add_argument("--limit", type=_positive, default=20, help="at most this many (default 20)")
     listing.add_argument("--sort", choices=("start", "tokens", "efficiency"), default="start",
@@ -99,6 +103,40 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that the options named in `dash_values` also take a value that starts
+    with "-" after a space (`--project -home-me-app`): argparse reads such a value as an option
+    and refuses the command ("expected one argument"). `--project=-home-me-app` works either way.
+    A value that is one of the parser's own options (`--project --json`) is left alone, so that
+    a forgotten value is still refused. Subcommands' parsers are of this class too."""
+
+    dash_values: tuple[str, ...] = ()
+
+    # typeshed declares this overloaded; one signature covers both
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        if args is not None and self.dash_values:
+            args = self._joined(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _joined(self, args: list[str]) -> list[str]:
+        out: list[str] = []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":  # the rest is positional
+                return out + args[i:]
+            value = args[i + 1] if i + 1 < len(args) else None
+            if (arg in self.dash_values and value is not None and value.startswith("-")
+                    and not value.startswith("--") and value not in self._option_string_actions):
+                out.append(f"{arg}={value}")
+                i += 2
+            else:
+                out.append(arg)
+                i += 1
+        return out
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -123,8 +161,28 @@ CURRENT = ("default: the session this runs in (CLAUDE_CODE_SESSION_ID, the Claud
            "else the newest transcript of this folder's project)")
 
 
+class _Session(argparse.Action):
+    """The session, whether given as the positional argument or as `--session` (every command
+    that takes one takes `--session`, so that one form works everywhere): given both ways, the
+    two must agree. A blank value counts as not given (a skill's variable that came out empty)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        given, value = getattr(namespace, self.dest, None), str(values)
+        if given and given.strip() and value.strip() and given != value:
+            parser.error(f"the session is given twice ({given!r} and {value!r}); give it once")
+        if value.strip() or not given:
+            setattr(namespace, self.dest, value)
+
+
+def _session_argument(parser: argparse.ArgumentParser) -> None:
+    # No default of its own: an absent positional must not undo a --session given before it.
+    parser.add_argument("session", nargs="?", action=_Session, default=argparse.SUPPRESS,
+                        help=f"session uuid or a unique prefix of one (or --session); {CURRENT}")
+
+
 def _session_option(parser: argparse.ArgumentParser, allow_unknown: bool = False) -> None:
-    parser.add_argument("--session", help=f"uuid or prefix; {CURRENT}")
+    parser.add_argument("--session", action=_Session, help=f"uuid or prefix; {CURRENT}")
     if allow_unknown:
         parser.add_argument("--allow-unknown", action="store_true",
                             help="accept a uuid that has no transcript yet")

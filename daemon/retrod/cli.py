@@ -66,6 +66,9 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
+    if "not_saved" in report:  # the setting is the user's mistake; the report is not lost for it
+        print(f"retrod: error: {report['not_saved']}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -121,17 +124,23 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
         print(_json(rows))
     elif not rows:
         print(f"no phases logged for {session}")
-    for n, row in enumerate(rows if args.format == "text" else [], 1):
+    for row in rows if args.format == "text" else []:
         end = tracking.local(row["ended_at"]) if row["ended_at"] else "open"
-        print(f"{n}. {tracking.local(row['started_at'])} → {end}  {row['verdict']:<18} "
+        print(f"{row['number']}. {tracking.local(row['started_at'])} → {end}  {row['verdict']:<18} "
               f"{markdown.cell(row['task'])} / {markdown.cell(row['phase'])}")
     return EXIT_OK
 
 
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
+    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+
     since = tracking.parse_time(args.since) if args.since else None
-    with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-        rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit, sort=args.sort)
+    with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
+        note = catchup.catch_up(settings, pool)
+        with pool.connection() as conn:
+            rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit,
+                                            sort=args.sort, roots=settings.projects_roots())
+    _warn([note] if note else [])
     if args.json:
         print(_json(rows))
         return EXIT_OK
@@ -203,12 +212,14 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
-    from . import mcp_server  # stdout is the protocol's from here on: nothing else may print to it
+    from . import mcp  # stdout is the protocol's from here on: nothing else may print to it
 
-    if not mcp_server.sdk_installed():
-        print(f"retrod: error: {mcp_server.INSTALL_HINT}", file=sys.stderr)
+    if not mcp.sdk_installed():
+        print(f"retrod: error: {mcp.INSTALL_HINT}", file=sys.stderr)
         return EXIT_USAGE
-    return mcp_server.serve(settings)
+    from .mcp.server import serve  # the SDK: only now
+
+    return serve(settings)
 
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import re
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -13,6 +13,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from . import progress
+from .redact import mask_password
 from .service import install
 from .service.cluster import ClusterError
 from .service.daemon_lock import running_daemon
@@ -22,20 +23,6 @@ from .store.queries import one, q
 from .transcript.discovery import walk
 
 WORST_FILES = 5
-
-
-def mask_password(dsn: str) -> str:
-    """A libpq URL or keyword string with its passwords hidden (`password`, `sslpassword`), in
-    any form libpq reads: `user:secret@` or `?password=secret` in a URL; `password=secret`,
-    quoted or with escaped spaces, in keyword form. Several lines (an environment file) are
-    masked one by one."""
-    if "\n" in dsn:
-        return "\n".join(mask_password(line) for line in dsn.split("\n"))
-    if "://" in dsn:
-        dsn = re.sub(r"(://[^:/@?\s]*):[^@\s]*@", r"\1:***@", dsn)
-        return re.sub(r"([?&](?:ssl)?password=)[^&\s\"]*", r"\1***", dsn, flags=re.IGNORECASE)
-    return re.sub(r"(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\'\"])+)", r"\1***", dsn,
-                  flags=re.IGNORECASE)
 
 
 def database_location(settings: Settings) -> str:
@@ -133,10 +120,7 @@ class Check:
 
 def doctor(settings: Settings) -> list[Check]:
     checks = [Check("configuration", True, "RETROD_* settings load")]
-    for root in settings.projects_roots():
-        readable = root.is_dir() and os.access(root, os.R_OK | os.X_OK)
-        checks.append(Check("projects folder", readable, str(root),
-                            "" if readable else "run Claude Code once, or set RETROD_PROJECTS_DIR"))
+    checks += [_projects_check(settings, root) for root in settings.projects_roots()]
     if settings.database_url is None:
         try:
             bindir = cluster_for(settings).bindir
@@ -156,8 +140,9 @@ def doctor(settings: Settings) -> list[Check]:
     # Without a service or a daemon retrod still works (commands do the work themselves), and
     # the quick start runs the daemon in a terminal: warnings, not failures.
     try:
-        installed = install.plan().path.exists()
-        checks.append(Check("service", installed, str(install.plan().path),
+        unit = install.plan().path
+        installed = unit.exists()
+        checks.append(Check("service", installed, f"installed at {unit}" if installed else install.not_installed(unit),
                             "" if installed else "retrod service install (or run `retrod run` yourself)",
                             warning=True))
     except install.ServiceError as exc:
@@ -167,6 +152,25 @@ def doctor(settings: Settings) -> list[Check]:
                         f"pid {daemon.get('pid')}" if daemon else "not running (reports still work, slower)",
                         "" if daemon else "retrod service install (or retrod run)", warning=True))
     return checks
+
+
+def _projects_check(settings: Settings, root: Path) -> Check:
+    """A projects root that retrod cannot read, and the fix: the setting that names it, when one
+    does (the folder is where the user said; creating it or fixing the setting are the ways out),
+    else Claude Code's own default, which Claude Code creates."""
+    if root.is_dir() and os.access(root, os.R_OK | os.X_OK):
+        return Check("projects folder", True, str(root))
+    setting = ("RETROD_PROJECTS_DIR" if settings.projects_dir
+               else "CLAUDE_CONFIG_DIR" if os.environ.get("CLAUDE_CONFIG_DIR", "").strip() else None)
+    if not root.exists():
+        fix = (f"create it (mkdir -p {shlex.quote(str(root))}), or fix {setting} if it names the wrong folder"
+               if setting else "run Claude Code once (it creates the folder), or set RETROD_PROJECTS_DIR")
+        return Check("projects folder", False, f"{root} does not exist", fix)
+    if not root.is_dir():
+        return Check("projects folder", False, f"{root} is not a folder",
+                     f"fix {setting}" if setting else "set RETROD_PROJECTS_DIR to the folder Claude Code writes")
+    return Check("projects folder", False, f"{root} cannot be read by this user",
+                 f"let this user read it (chmod u+rx {shlex.quote(str(root))}), or run retrod as its owner")
 
 
 def _inotify_check(settings: Settings) -> Check:

@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,14 +202,29 @@ def _process_start(pid: int) -> float | None:
         return None
 
 
+def projects_above(start: Path, roots: list[Path]) -> Iterator[tuple[Path, list[Path]]]:
+    """Each folder from `start` up that is a Claude Code project, nearest first, with its main
+    transcripts: one whose Claude Code folder (project_slugs) under a root holds any. Claude Code
+    names the folder after the directory it was started in, so a folder inside a project belongs
+    to the nearest project above it (rule 4; `sessions --project` reads a path the same way)."""
+    for folder in (start, *start.parents):
+        transcripts = [p for root in roots for slug in project_slugs(folder)
+                       for p in (root / slug).glob("*.jsonl") if UUID_RE.fullmatch(p.stem) and p.is_file()]
+        if transcripts:
+            yield folder, transcripts
+
+
+def project_of(folder: Path, roots: list[Path]) -> Path | None:
+    """The project `folder` belongs to: itself or the nearest folder above it that is one."""
+    return next((project for project, _transcripts in projects_above(folder, roots)), None)
+
+
 def _newest_in_folder(roots: list[Path], cwd: Path | None) -> Resolved:
     try:
         start = (cwd or Path.cwd()).absolute()
     except OSError:  # the working directory was deleted
         raise SessionError("the working directory is gone; pass --session UUID") from None
-    for folder in (start, *start.parents):
-        transcripts = [p for root in roots for slug in project_slugs(folder)
-                       for p in (root / slug).glob("*.jsonl") if UUID_RE.fullmatch(p.stem) and p.is_file()]
+    for folder, transcripts in projects_above(start, roots):
         times = {}
         for path in transcripts:
             try:

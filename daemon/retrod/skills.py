@@ -10,6 +10,9 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
+from .mcp import EXTRA, INSTALL_HINT, sdk_installed
+from .redact import mask_password
+
 COMMAND = "{retrod}"  # in the shipped text: replaced by the command of the retrod that installs them
 
 
@@ -58,13 +61,13 @@ def _absolute(name: str, value: str) -> str:
 
 
 def register_mcp(run: bool) -> list[str]:
-    """The line that registers `retrod mcp` with Claude Code; run it when `run`."""
-    from .health import mask_password
-
+    """The line that registers `retrod mcp` with Claude Code; run it when `run` (install has
+    checked that the extra is there)."""
     argv = mcp_add_argv()
     shown = shlex.join(mask_password(arg) for arg in argv)  # masked one by one: quoting hides a password from the mask
     if not run:
-        return ["to let Claude Code use retrod's MCP tools (the skills prefer them), run:", f"  {shown}"]
+        first = "" if sdk_installed() else f" install the extra ({EXTRA}), then"
+        return [f"to let Claude Code use retrod's MCP tools (the skills prefer them),{first} run:", f"  {shown}"]
     if shutil.which("claude") is None:
         raise SkillsError(f"`claude` is not on PATH; run this where it is: {shown}")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
@@ -72,6 +75,12 @@ def register_mcp(run: bool) -> list[str]:
         problem = mask_password(" ".join((done.stderr or done.stdout).split())) or f"exit {done.returncode}"
         raise SkillsError(f"`claude mcp add` failed: {problem}")
     return [f"registered with Claude Code: {shown}"]
+
+
+def _check_sdk() -> None:
+    """A server registered without the extra exits at once, each time Claude Code starts it."""
+    if not sdk_installed():
+        raise SkillsError(f"{INSTALL_HINT}, then run this again; nothing was installed or registered")
 
 
 def shipped(retrod: str) -> dict[str, str]:
@@ -84,6 +93,8 @@ def shipped(retrod: str) -> dict[str, str]:
 def install(target: Path, force: bool = False, mcp: bool = False) -> list[str]:
     """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`.
     Then the line that registers `retrod mcp`, run when `mcp`; the last line names this retrod."""
+    if mcp:
+        _check_sdk()  # before anything is written: all or nothing
     retrod = command()
     skills = {target / name / "SKILL.md": text for name, text in sorted(shipped(retrod).items())}
     current = {path: path.read_text(encoding="utf-8") if path.exists() else None for path in skills}

@@ -13,7 +13,7 @@ from typing import TypeVar
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .resolve import project_slugs
+from .resolve import project_of, project_slugs
 from .store.members import member_of
 from .store.queries import one, q
 from .verdicts import VERDICTS
@@ -169,13 +169,19 @@ def _outside_span(span: dict, user_session: dict, start: datetime, end: datetime
 
 
 def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int,
-                    sort: str = "start") -> list[dict]:
+                    sort: str = "start", roots: list[Path] | None = None) -> list[dict]:
     """`retrod sessions`, by `sort`: "start" newest first, "tokens" most first, "efficiency" least
     efficient tool use first (sessions without calls last); from the files' fold state and the rollups
-    (no scan of events, requests or calls, so it stays instant with thousands of sessions)."""
+    (no scan of events, requests or calls, so it stays instant with thousands of sessions).
+
+    `project`: a path (it has a `/`, or starts with `.` or `~`; a Claude Code folder name has
+    neither), or part of a Claude Code folder name. A path means the project it is in, found
+    under `roots` as a command run there finds its session (resolve.project_of); when no folder
+    from it up is one on disk (its transcripts deleted since), the path itself."""
     slugs = None
-    if project and project.startswith(("/", ".", "~")):
-        slugs = project_slugs(Path(project).expanduser().resolve())  # as Claude Code sees it: no `..`, no links
+    if project and (project.startswith(("/", ".", "~")) or "/" in project):
+        folder = Path(project).expanduser().resolve()  # as Claude Code sees it: no `..`, no links
+        slugs = project_slugs(project_of(folder, roots or []) or folder)
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(q("recent_sessions"), {
             "slugs": slugs, "pattern": None if slugs or not project else f"%{project}%",
@@ -183,13 +189,16 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
 
 
 def list_phases(conn: Connection, session: str, member: str | None = None) -> list[dict]:
-    """The session's phases; `member`: a team's member whose session it is (member_of)."""
+    """The session's phases in start order, each with its `number` (1, 2, ...): the number the
+    listings show and the errors name ("overlaps phase 2"), which the database's `id` is not.
+    `member`: a team's member whose session it is (member_of)."""
     member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
         user_session = cur.execute(q("get_user_session"), {"session": session, "member": member}).fetchone()
         if user_session is None:
             return []
-        return cur.execute(q("list_phases"), {"session_id": user_session["id"]}).fetchall()
+        rows = cur.execute(q("list_phases"), {"session_id": user_session["id"]}).fetchall()
+    return [{"number": number, **row} for number, row in enumerate(rows, 1)]  # the order overlapping_phase counts in
 
 
 def _check_notes(notes: PhaseNotes) -> None:

@@ -34,13 +34,14 @@ if TYPE_CHECKING:
 SOCKET_NAME = "report-v4.sock"
 TIMEOUT_S = 60.0
 FLAGS = {"--no-save": "no_save", "--close": "close"}
-OPTIONS = {"--format": "format", "--output": "output", "--member": "member"}
+OPTIONS = {"--format": "format", "--output": "output", "--session": "session", "--member": "member"}
 FORMATS = ("markdown", "json")
 
 
 def parse(argv: list[str]) -> dict[str, str | bool | None] | None:
-    """`retrod report`'s arguments (cli.py declares them for argparse) in their plain forms;
-    None for anything else (help, a mistake, an abbreviation), left to the full command line."""
+    """`retrod report`'s arguments (arguments.py declares them for argparse) in their plain forms;
+    None for anything else (help, a mistake, an abbreviation, the session given twice), left to
+    the full command line."""
     args: dict[str, str | bool | None] = {"session": None, "format": "markdown", "output": None,
                                           "no_save": False, "close": False, "member": None}
     rest = iter(argv)
@@ -49,10 +50,15 @@ def parse(argv: list[str]) -> dict[str, str | bool | None] | None:
         if arg in FLAGS:
             args[FLAGS[arg]] = True
         elif name in OPTIONS:
+            key = OPTIONS[name]
             given = value if has_value else next(rest, None)
-            if not given:
+            # argparse takes no value starting with "-" after a space ("expected one argument"); an
+            # empty session is not given, as the positional "" is.
+            if given is None or not (given or key == "session") or (not has_value and given.startswith("-")):
                 return None
-            args[OPTIONS[name]] = given
+            if key == "session" and args["session"] is not None:
+                return None  # given twice: argparse says whether that is a mistake
+            args[key] = given
         elif arg.startswith("-") or args["session"] is not None:
             return None
         else:

@@ -40,9 +40,16 @@ def file_name(report: dict, extension: str = "md") -> str:
 
 
 def check_output(output: Path | None) -> None:
-    """Refuse an `--output` that cannot be a file before any work is done."""
-    if output is not None and output.is_dir():
+    """Refuse an `--output` that cannot be a file before any work is done. Its folder must exist:
+    a mistyped path would otherwise leave a trail of new folders (RETROD_REPORTS_DIR, retrod's own
+    setting, is created when needed)."""
+    if output is None:
+        return
+    if output.is_dir():
         raise OutputError(f"--output {output} is a folder; name a file in it, e.g. {output / 'report.md'}")
+    if not output.parent.exists():
+        raise OutputError(f"--output {output}: the folder {output.parent} does not exist; create it first,"
+                          " or name a file in a folder that exists")
 
 
 def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
@@ -50,9 +57,14 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
             away_after_s: float = model.AWAY_AFTER_S, prices: Prices = DEFAULT,
             member: str | None = None) -> tuple[dict, str]:
     """Build the report and save it to `output`, else into `reports_dir` (None for both: not saved).
-    `prices`: what its estimated costs use; `member`: a team's member whose session it is.
+    `prices`: what its estimated costs use; `member`: a team's member whose session it is. The
+    report says where it was saved (`saved_to`), or why it could not be saved into `reports_dir`
+    (`not_saved`).
 
-    One transaction: a failure anywhere, writing the file included, leaves the database untouched.
+    One transaction: a failure anywhere, writing an `output` included, leaves the database
+    untouched. A report that cannot be saved into `reports_dir` (RETROD_REPORTS_DIR, a setting)
+    is still answered, so as not to lose it: the caller shows it and says why it was not saved,
+    and what it shows (its session closed, the totals filled) is kept.
     """
     check_output(output)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
@@ -75,19 +87,24 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
         text = json.dumps(report, indent=2) + "\n" if as_json else markdown.render(report)
         path = output or (reports_dir / file_name(report, "json" if as_json else "md") if reports_dir else None)
         if path is not None:
-            _save(path, text, given=output is not None)
-            report["saved_to"] = str(path)  # for the caller; the file itself does not say
+            not_saved = _save(path, text, given=output is not None)
+            # For the caller (after the text is made: the saved file itself does not say)
+            report["not_saved" if not_saved else "saved_to"] = not_saved or str(path)
     return report, text
 
 
-def _save(path: Path, text: str, given: bool) -> None:
+def _save(path: Path, text: str, given: bool) -> str | None:
+    """Write the report to `path`. An `--output` that cannot be written is refused (OutputError);
+    for RETROD_REPORTS_DIR, the reason it could not be written is returned instead."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not given:  # an --output's folder is checked, never created (check_output)
+            path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        where = "--output" if given else "RETROD_REPORTS_DIR:"
-        error = OutputError if given else OSError
-        raise error(f"cannot save the report ({where} {path}): {exc.strerror or exc}") from None
+        if given:
+            raise OutputError(f"cannot save the report (--output {path}): {exc.strerror or exc}") from None
+        return f"the report was not saved in RETROD_REPORTS_DIR ({path}): {exc.strerror or exc}"
+    return None
 
 
 def close_idle_sessions(conn: Connection, idle_s: float, away_after_s: float) -> list[str]:

@@ -94,6 +94,8 @@ class ReportServer:
             known = isinstance(exc, (psycopg.Error, OSError, RuntimeError))  # as cli.main words them
             prefix = "" if known else f"internal error ({type(exc).__name__}): "
             return "1", f"retrod: error: {prefix}{_one_line(exc)}\n", ""
+        if "not_saved" in report:  # as the command says it: the report answered, the setting wrong
+            return "2", f"{found.said}retrod: error: {report['not_saved']}\n", text
         saved = f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else ""
         return "0", found.said + saved, text
 

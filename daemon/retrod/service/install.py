@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from ..redact import mask_password
+
 UNIT = "retrod.service"
 AGENT = "dev.retrod.daemon"
 
@@ -119,8 +121,6 @@ def plan(platform: str = sys.platform, home: Path | None = None) -> Plan:
 def install(dry_run: bool) -> list[str]:
     p = plan()
     if dry_run:
-        from ..health import mask_password
-
         env = [f"# {p.env_path} (owner-only)", mask_password(p.env_content.decode())] if p.env_path else []
         return [f"# {p.path}", mask_password(p.content.decode()), *env,
                 *(f"# then: {' '.join(c)}" for c in p.commands)]
@@ -165,10 +165,15 @@ def uninstall(dry_run: bool) -> list[str]:
     return done
 
 
+def not_installed(path: Path) -> str:
+    """How `service status` and `doctor` say it."""
+    return f"not installed ({path} does not exist)"
+
+
 def status() -> str:
     p = plan()
     if not p.path.exists():
-        return f"not installed ({p.path} does not exist)"
+        return not_installed(p.path)
     command = (["launchctl", "print", f"gui/{os.getuid()}/{AGENT}"] if p.path.suffix == ".plist"
                else ["systemctl", "--user", "is-active", UNIT])
     result = _run(command)

@@ -1,21 +1,16 @@
-"""`retrod mcp`: a stdio MCP server that speaks retrod's own verbs, so that Claude tracks its own
-session, logs phases and reads its figures mid-session without a shell command per step.
-
-Every tool does what the command of the same purpose does, through the same functions: the
-session is resolved by resolve.py (the server is started by Claude Code, so the rule of the
-Claude Code process above applies), phases are written by tracking.py, figures come from
-report/model.py and the retrospective is produced and saved by report/retrospective.py, each
-after the session's files are brought up to date (Ingester.refresh), as `retrod report` does.
-
-The MCP SDK is an optional extra (`pip install 'retrod[mcp]'`): this module imports it only in
-`serve`, and nothing else in retrod imports this module but the `mcp` command.
+"""The work of `retrod mcp`'s tools, without the MCP SDK: each tool does what the command of the
+same purpose does, through the same functions. The session is resolved by resolve.py (the server
+is started by Claude Code, so the rule of the Claude Code process above applies), phases are
+written by tracking.py, figures come from report/model.py and the retrospective is produced and
+saved by report/retrospective.py, each after the session's files are brought up to date
+(Ingester.refresh), as `retrod report` does. `server.py` binds this to the SDK.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -23,29 +18,22 @@ import psycopg
 import structlog
 from psycopg.pq import TransactionStatus
 
-from . import resolve, tracking
-from .ingest import Ingester
-from .report import model, retrospective
-from .report.prices import PricesError
-from .report.prices import load as load_prices
-from .service.cluster import ClusterError
-from .settings import Settings
-from .store.db import cluster_for, configure
-from .store.migrate import migrate
-from .store.store import Store
+from .. import resolve, tracking
+from ..ingest import Ingester
+from ..report import model, retrospective
+from ..report.prices import PricesError
+from ..report.prices import load as load_prices
+from ..service.cluster import ClusterError
+from ..settings import Settings
+from ..store.db import configure
+from ..store.members import MemberError
+from ..store.migrate import migrate
+from ..store.store import Store
+from ..verdicts import VERDICTS
 
 log = structlog.get_logger(__name__)
 
-INSTALL_HINT = "`retrod mcp` needs the MCP SDK, an optional extra: pip install 'retrod[mcp]'"
 CONNECT_TIMEOUT_S = 5
-
-
-def sdk_installed() -> bool:
-    try:
-        import mcp.server.mcpserver  # noqa: F401 - only whether it imports
-    except ImportError:
-        return False
-    return True
 
 
 class OneConnection:
@@ -110,8 +98,8 @@ def _rule(found: resolve.Resolved) -> str:
     return "the session argument" if found.explicit else found.rule
 
 
-def _phase_row(number: int, row: dict) -> dict:
-    return {"number": number, "task": row["task"], "phase": row["phase"], "verdict": row["verdict"],
+def _phase_row(row: dict) -> dict:
+    return {"number": row["number"], "task": row["task"], "phase": row["phase"], "verdict": row["verdict"],
             "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]),
             "actions_summary": row["actions_summary"], "subagents": row["subagents"],
             "useful_info": row["useful_info"], "lessons_learned": row["lessons_learned"], "notes": row["notes"]}
@@ -122,7 +110,7 @@ Result = tuple[dict[str, Any], str]  # (structured content, the short text besid
 
 class Tools:
     """What each tool does, without the protocol: (structured content, short text), or an
-    exception that `serve` turns into a tool error of one sentence."""
+    exception that server.py turns into a tool error of one sentence (`one_sentence`)."""
 
     def __init__(self, settings: Settings, db: OneConnection) -> None:
         self.settings = settings
@@ -176,23 +164,24 @@ class Tools:
                 f"phase {task!r} / {phase!r} logged, {_iso(start)} → {_iso(end)}: {verdict}"
                 + "".join(f"; {w}" for w in row["warnings"]))
 
-    def list_phases(self, session: str | None) -> Result:
+    def list_phases(self, session: str | None, member: str | None = None) -> Result:
         with self.db.connection() as conn:
             found = self._resolve(conn, session)
-            rows = tracking.list_phases(conn, found.uuid)
-        phases = [_phase_row(n, row) for n, row in enumerate(rows, 1)]
+            rows = tracking.list_phases(conn, found.uuid, member)
+        phases = [_phase_row(row) for row in rows]
         lines = [f"{p['number']}. {p['started_at']} → {p['ended_at'] or 'open'}  {p['verdict']}  "
                  f"{p['task']} / {p['phase']}" for p in phases]
         return ({"session": found.uuid, "found_by": _rule(found), "phases": phases},
                 "\n".join(lines) or f"no phases logged for {found.uuid}")
 
-    def session_stats(self, session: str | None) -> Result:
+    def session_stats(self, session: str | None, member: str | None = None) -> Result:
         """The report's own figures (model.stats: the queries `retrod report` runs for them)."""
         with self.db.connection() as conn:
             found = self._resolve(conn, session)
         self._refresh(found.uuid)
         with self.db.connection() as conn:
-            figures = model.stats(conn, found.uuid, self.settings.away_after_s, load_prices(self.settings.prices))
+            figures = model.stats(conn, found.uuid, self.settings.away_after_s, load_prices(self.settings.prices),
+                                  member)
         open_phase = figures["open_phase"]
         stats = {"session": found.uuid, "found_by": _rule(found), **figures,
                  "open_phase": open_phase and {k: open_phase[k] for k in (
@@ -209,7 +198,7 @@ class Tools:
                      f" {open_phase['tokens']['output']:,} output tokens, {open_phase['requests']} requests")
         return stats, text
 
-    def retrospective(self, session: str | None, close: bool) -> Result:
+    def retrospective(self, session: str | None, close: bool, member: str | None = None) -> Result:
         prices = load_prices(self.settings.prices)  # a bad price file is refused before any work
         with self.db.connection() as conn:
             found = self._resolve(conn, session)
@@ -217,13 +206,16 @@ class Tools:
         with self.db.connection() as conn:
             report, text = retrospective.produce(conn, found.uuid, close=close,
                                                  reports_dir=self.settings.reports_dir.absolute(),
-                                                 away_after_s=self.settings.away_after_s, prices=prices)
+                                                 away_after_s=self.settings.away_after_s, prices=prices,
+                                                 member=member)
+        warnings = [report["not_saved"]] if "not_saved" in report else []
         return ({"session": found.uuid, "found_by": _rule(found), "saved_to": report.get("saved_to"),
-                 "markdown": text}, text)
+                 "warnings": warnings, "markdown": text}, "".join(f"warning: {w}\n\n" for w in warnings) + text)
 
     def sessions(self, project: str | None, limit: int) -> Result:
         with self.db.connection() as conn:
-            rows = tracking.recent_sessions(conn, project=project, since=None, limit=limit)
+            rows = tracking.recent_sessions(conn, project=project, since=None, limit=limit,
+                                            roots=self.settings.projects_roots())
         listed = [{**row, "started_at": _iso(row["started_at"])} for row in rows]
         lines = [f"{r['uuid']}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens  {r['requests']} requests"
                  f"  {r['project_slug']}" + (f"  {r['description']}" if r["description"] else "") for r in listed]
@@ -239,6 +231,42 @@ _IN_TOOL_TERMS = (("`retrod phase start --task T --phase P`", "start_phase"),
                   ("--subagents", "subagents"), ("--notes", "notes"))
 
 
+# What a refused input needs beyond its name: the valid values, the form of a time.
+_INPUT_HINTS = {"verdict": f"use one of: {', '.join(VERDICTS)}",
+                "started_at": "use ISO 8601, e.g. 2026-11-29T14:05:00+01:00",
+                "ended_at": "use ISO 8601, e.g. 2026-11-29T14:05:00+01:00"}
+
+
+_LIMITS = {"ge": "at least", "gt": "more than", "le": "at most", "lt": "less than"}
+
+
+def invalid_input(errors: Iterable[Mapping[str, Any]]) -> str:
+    """Inputs that fail a tool's schema (pydantic's errors, as the SDK reports them: several lines
+    and a URL) as one sentence naming each input, like every other refusal; never the values
+    given (they are the caller's)."""
+    parts = []
+    for error in errors:
+        name = ".".join(str(part) for part in error.get("loc", ())) or "the input"
+        kind, limits = str(error.get("type", "")), error.get("ctx") or {}
+        limit = next((key for key in _LIMITS if key in limits), None)
+        if kind == "missing":
+            text = f"{name} is required"
+        elif limit is not None:
+            text = f"{name} must be {_LIMITS[limit]} {limits[limit]}"
+        elif kind.startswith("int_"):
+            text = f"{name} must be a whole number"
+        elif kind.startswith("bool_"):
+            text = f"{name} must be true or false"
+        elif kind.startswith("string_"):
+            text = f"{name} must be a string"
+        else:  # pydantic's own words, "Input should be ...", with the input named
+            words = " ".join(str(error.get("msg", "is not valid")).split())
+            text = f"{name} {words.removeprefix('Input ')}" if words.startswith("Input ") else f"{name}: {words}"
+        hint = _INPUT_HINTS.get(name)
+        parts.append(f"{text}; {hint}" if hint else text)
+    return "; ".join(dict.fromkeys(parts)) or "the inputs are not valid"
+
+
 def one_sentence(exc: BaseException) -> str:
     """A tool error's text: one line, never a traceback."""
     message = " ".join(str(exc).split())
@@ -247,27 +275,10 @@ def one_sentence(exc: BaseException) -> str:
     if isinstance(exc, psycopg.OperationalError):
         return (f"the database is not reachable ({message or type(exc).__name__}); "
                 "this call did nothing, try again once it is back")
-    if isinstance(exc, (tracking.TrackingError, resolve.SessionError, retrospective.OutputError)):
-        return message
+    if isinstance(exc, (tracking.TrackingError, resolve.SessionError, retrospective.OutputError, MemberError)):
+        return message.replace("--member ROLE", "`member`")
     if isinstance(exc, PricesError):
         return f"configuration: {message}"
     if isinstance(exc, (psycopg.Error, ClusterError, OSError, RuntimeError)):
         return message or type(exc).__name__
     return f"internal error ({type(exc).__name__}): {message}"
-
-
-def serve(settings: Settings) -> int:
-    """Run the server on stdin/stdout until the client closes them."""
-    from . import mcp_tools  # the SDK: only now
-
-    with ExitStack() as stack:
-        if settings.database_url is not None:
-            url = settings.database_url
-        else:  # the private cluster, kept running while the server runs (as by any user of it)
-            cluster = cluster_for(settings)
-            stack.enter_context(cluster.in_use())
-            url = cluster.url()
-        db = OneConnection(url, prepare=None if settings.database_url is not None else cluster.keep_running)
-        stack.callback(db.close)
-        mcp_tools.server(Tools(settings, db), one_sentence).run("stdio")
-    return 0

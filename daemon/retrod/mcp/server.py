@@ -1,21 +1,26 @@
-"""The MCP side of `retrod mcp`: each tool's typed, documented inputs and outputs, registered on
-the SDK's MCPServer. The work is mcp_server.Tools'; this module imports the SDK (the `mcp` extra)
-and is imported only by mcp_server.serve."""
+"""The SDK side of `retrod mcp`: each tool's typed, documented inputs and outputs, registered on
+the SDK's MCPServer, and the server run on stdio. The work is tools.Tools'. This module imports
+the SDK (the `mcp` extra): only the `mcp` command imports it, once it knows the extra is there."""
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations to make their schemas.
 
 from collections.abc import Callable
+from contextlib import ExitStack
+from importlib.metadata import version
 from typing import Annotated, Any
 
 import structlog
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
 
-from . import tracking
-from .mcp_server import Result, Tools
-from .verdicts import VERDICTS
+from .. import tracking
+from ..settings import Settings
+from ..store.db import cluster_for
+from ..verdicts import VERDICTS
+from .tools import OneConnection, Result, Tools, invalid_input, one_sentence
 
 log = structlog.get_logger(__name__)
 
@@ -25,6 +30,9 @@ Session = Annotated[str | None, Field(description=(
     "A session uuid or a unique prefix of one. Default: the session this server runs in, found as"
     " the `retrod` command finds it (CLAUDE_CODE_SESSION_ID, else the Claude Code process that started"
     " this server, else the newest transcript of the working folder's project); `found_by` says which"))]
+Member = Annotated[str | None, Field(description=(
+    "On a team's database, for a reader: the member (database role) whose session it is, when"
+    " several members hold its id"))]
 Verdict = Annotated[str, Field(description=f"The phase's outcome, one of: {', '.join(VERDICTS)}",
                                json_schema_extra={"enum": list(VERDICTS)})]
 Task = Annotated[str, Field(description="The task the phase belongs to, e.g. 'flaky test'")]
@@ -100,9 +108,10 @@ class ToolUse(BaseModel):
 
 
 class Cost(BaseModel):
-    usd: float | None = Field(description="Estimated at API list prices; null when nothing could be priced")
-    prices_date: str | None
-    unknown_models: list[str] = Field(description="Models with tokens the price table lacks (left out of usd)")
+    usd: float | None = Field(description="Estimated at API list prices (genai-prices, each request part at its"
+                                          " day, size and speed); null when nothing could be priced")
+    unknown_models: list[str | None] = Field(description="Models with tokens no price knows (left out of usd);"
+                                                         " null: a line that named none")
     complete: bool
 
 
@@ -137,17 +146,21 @@ class Stats(Found):
     tool_calls: int
     tool_use: ToolUse
     cost: Cost
+    split_requests: int = Field(description="Requests of several parts (a refused attempt and its fallback)")
+    member: str = Field(description="The database role whose session this is (a team's member)")
     phases: int = Field(description="Phases logged")
     open_phase: OpenPhase | None = Field(description="The open phase's figures so far; null when none is open")
 
 
 class Retrospective(Found):
     saved_to: str | None = Field(description="Where the Markdown was saved (RETROD_REPORTS_DIR)")
+    warnings: list[str] = Field(description="E.g. why it could not be saved (the Markdown is still answered)")
     markdown: str
 
 
 class SessionRow(BaseModel):
     uuid: str
+    member: str = Field(description="The database role whose session it is (a team's reader sees several)")
     project_slug: str | None
     started_at: str | None = Field(description="null: undated (only subagent transcripts)")
     wall_s: float
@@ -175,8 +188,24 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
-def server(tools: Tools, one_sentence: Callable[[BaseException], str]) -> MCPServer:
-    app: MCPServer = MCPServer("retrod", instructions=INSTRUCTIONS, log_level="WARNING")
+class _MCPServer(MCPServer[Any]):
+    """Inputs that fail a tool's schema are refused in one sentence naming the input, as every
+    other refusal: the SDK answers pydantic's report, several lines and a URL."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            message = invalid_input(exc.__cause__.errors(include_url=False))
+            log.warning("tool call refused", tool=name, error=message)
+            raise ToolError(f"Error executing tool {name}: {message}") from exc.__cause__
+
+
+def server(tools: Tools) -> MCPServer:
+    app: MCPServer = _MCPServer("retrod", instructions=INSTRUCTIONS, log_level="WARNING", version=version("retrod"))
 
     def answer(work: Callable[[], Result]) -> CallToolResult:
         try:
@@ -217,25 +246,25 @@ def server(tools: Tools, one_sentence: Callable[[BaseException], str]) -> MCPSer
         return answer(lambda: tools.log_phase(task, phase, started_at, ended_at, verdict, phase_notes, session))
 
     @app.tool(annotations=READ_ONLY)
-    def list_phases(session: Session = None) -> Annotated[CallToolResult, Phases]:
+    def list_phases(session: Session = None, member: Member = None) -> Annotated[CallToolResult, Phases]:
         """The session's phases, numbered in start order (times in UTC)."""
-        return answer(lambda: tools.list_phases(session))
+        return answer(lambda: tools.list_phases(session, member))
 
     @app.tool(annotations=READ_ONLY)
-    def session_stats(session: Session = None) -> Annotated[CallToolResult, Stats]:
+    def session_stats(session: Session = None, member: Member = None) -> Annotated[CallToolResult, Stats]:
         """The session's figures so far, fresh (its transcripts are read up to now first): tokens by bucket,
         Claude / tool / human / away time, requests, tool-use efficiency, estimated cost, and the open
         phase's figures so far. The same figures as `retrod report`."""
-        return answer(lambda: tools.session_stats(session))
+        return answer(lambda: tools.session_stats(session, member))
 
     @app.tool(annotations=WRITES)
     def retrospective(session: Session = None,
                       close: Annotated[bool, Field(strict=True, description=(
                           "End open phases (keeping their verdict 'pending') and the session now"))] = False,
-                      ) -> Annotated[CallToolResult, Retrospective]:
+                      member: Member = None) -> Annotated[CallToolResult, Retrospective]:
         """The session's retrospective in Markdown, saved as `retrod report` saves it; it also fills the
         session's totals into cc_sessions."""
-        return answer(lambda: tools.retrospective(session, close))
+        return answer(lambda: tools.retrospective(session, close, member))
 
     @app.tool(annotations=READ_ONLY)
     def sessions(project: Annotated[str | None, Field(description=(
@@ -246,3 +275,18 @@ def server(tools: Tools, one_sentence: Callable[[BaseException], str]) -> MCPSer
         return answer(lambda: tools.sessions(project, limit))
 
     return app
+
+
+def serve(settings: Settings) -> int:
+    """Run the server on stdin/stdout until the client closes them."""
+    with ExitStack() as stack:
+        if settings.database_url is not None:
+            url = settings.database_url
+        else:  # the private cluster, kept running while the server runs (as by any user of it)
+            cluster = cluster_for(settings)
+            stack.enter_context(cluster.in_use())
+            url = cluster.url()
+        db = OneConnection(url, prepare=None if settings.database_url is not None else cluster.keep_running)
+        stack.callback(db.close)
+        server(Tools(settings, db)).run("stdio")
+    return 0
