@@ -76,11 +76,12 @@ _SNAPSHOT = {
     "session_tool_calls": "SELECT session_uuid, tool_calls FROM retrod.session_tool_calls ORDER BY 1",
     "tool_uses": "SELECT f.path, t.tool_use_id, t.session_uuid, t.agent, t.file_path, t.\"offset\", t.block, t.name,"
                  " t.input_hash, t.path, t.detail, t.ts, t.counted, t.signal, t.has_result, t.failed, t.sibling,"
+                 " t.rejected,"
                  " t.result_bytes, t.result_ts, t.result_us"
                  " FROM retrod.tool_uses t JOIN retrod.files f ON f.id = t.file_id ORDER BY 1, 2",
     "call_minutes": f"SELECT session_uuid, minute::text, {_SIGNAL_COLUMNS} FROM retrod.call_minutes ORDER BY 1, minute",
     "call_agents": f"SELECT session_uuid, agent, {_SIGNAL_COLUMNS} FROM retrod.call_agents ORDER BY 1, 2",
-    "call_tools": "SELECT session_uuid, name, calls, failed, results, result_bytes, timed, result_us"
+    "call_tools": "SELECT session_uuid, name, calls, failed, rejected, results, result_bytes, timed, result_us"
                   " FROM retrod.call_tools ORDER BY 1, 2",
 }
 
@@ -112,7 +113,8 @@ ROLLUPS_FROM_RAW = {
                     " WHERE counted GROUP BY 1, retrod.minute_of(ts) ORDER BY 1, retrod.minute_of(ts)",
     "call_agents": f"SELECT session_uuid, agent, {_SIGNAL_COUNTS} FROM retrod.tool_uses WHERE counted"
                    " GROUP BY 1, 2 ORDER BY 1, 2",
-    "call_tools": "SELECT session_uuid, name, count(*), count(*) FILTER (WHERE failed),"
+    "call_tools": "SELECT session_uuid, name, count(*), count(*) FILTER (WHERE failed AND NOT rejected),"
+                  " count(*) FILTER (WHERE rejected),"
                   " count(*) FILTER (WHERE has_result), coalesce(sum(result_bytes), 0), count(result_us),"
                   " coalesce(sum(result_us), 0)"
                   " FROM retrod.tool_uses WHERE counted GROUP BY 1, 2 ORDER BY 1, 2",

@@ -15,7 +15,7 @@ tool_use(projects_dir, session, windows=None) -> dict
                                                #   (acompact* included) and every listed subagent
                                                #   (2.4), zeros included
       "phases":  [FIGURES per window],         # in the order given; [] without windows
-      "tools":   [{"name", "calls", "failed", "result_bytes", "median_result_bytes",
+      "tools":   [{"name", "calls", "failed", "rejected", "result_bytes", "median_result_bytes",
                    "result_s", "median_result_s"}, ...]   # sorted by name (code-point order)
       "calls":   [CALL, ...]                   # per agent (sorted by id), in the agent's order
     }
@@ -93,6 +93,11 @@ C18 `agents`: "" when the session has a main transcript; the id of every subagen
     (an agent_progress-only agent then shows zero calls).  Inline sidechain threads and unnamed
     agents add no calls and have no entry.
 
+C19 A refusal by the person (issue 20): a failed call whose result's text (C12) contains "The user
+    doesn't want to proceed with this tool use", which Claude Code writes when the user declines a
+    permission prompt.  It is still failed (no write, C9-C11 unchanged) but is no tool error: never
+    an `error_retry` (rule 2), and per tool it counts in `rejected`, not in `failed`.
+
 Ambiguities noticed in 2.6
 --------------------------
 A1  `duplicate` says "no write between the two" while `re_read` says "no write of P".  Read literally
@@ -138,6 +143,7 @@ SIGNALS = (
 )
 WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 SIBLING_TEXT = "Sibling tool call errored"
+REJECTED_TEXT = "The user doesn't want to proceed with this tool use"  # C19
 PERSISTED_DIR = "/tool-results/"
 
 
@@ -282,6 +288,7 @@ def session_calls(session_files: list[dict]) -> list[dict]:
             "file": path_key(file),
             "has_result": found is not None,
             "failed": False,
+            "rejected": False,
             "result_bytes": None,
             "result_text": [],
             "result_ts_us": None,
@@ -294,6 +301,7 @@ def session_calls(session_files: list[dict]) -> list[dict]:
             call["failed"] = result_block.get("is_error") is True
             call["result_bytes"] = tool_result_size(result_block)
             call["result_text"] = result_texts(result_block)
+            call["rejected"] = call["failed"] and any(REJECTED_TEXT in text for text in call["result_text"])  # C19
             call["result_ts_us"] = parse_timestamp(result_line.get("timestamp"))
             if ts_us is not None and call["result_ts_us"] is not None:
                 call["result_us"] = max(0, call["result_ts_us"] - ts_us)  # C14
@@ -326,8 +334,10 @@ def signal_of(agent_calls: list[dict], i: int) -> str | None:
     if call["failed"] and any(SIBLING_TEXT in text for text in call["result_text"]):
         return "sibling_error"
 
-    # 2. error_retry: failed, and the agent's next call has the same tool name.
-    if call["failed"] and i + 1 < len(agent_calls) and agent_calls[i + 1]["name"] == call["name"]:
+    # 2. error_retry: failed, and the agent's next call has the same tool name; a refusal by the
+    #    person is no tool error (C19).
+    if call["failed"] and not call["rejected"] and i + 1 < len(agent_calls) \
+            and agent_calls[i + 1]["name"] == call["name"]:
         return "error_retry"
 
     # 3. persisted_output_read: a Read whose path contains /tool-results/.
@@ -400,7 +410,8 @@ def tool_rows(calls: list[dict]) -> list[dict]:
             {
                 "name": name,
                 "calls": len(named),
-                "failed": sum(1 for call in named if call["failed"]),
+                "failed": sum(1 for call in named if call["failed"] and not call["rejected"]),
+                "rejected": sum(1 for call in named if call["rejected"]),
                 "result_bytes": sum(sizes),
                 "median_result_bytes": median(sizes),
                 "result_s": seconds(sum(times)),

@@ -284,3 +284,45 @@ def test_idle_tracked_sessions_are_closed_at_their_last_activity(env: dict, db_u
     assert ended == utc("2026-02-11T21:46:25.781")  # the last event of the transcript
     assert output == 38908
     assert open_phases == 1  # a phase's verdict is the user's to give
+
+
+def test_the_saved_report_reads_as_a_person_wants_it(db_url: str, projects: Path) -> None:
+    """Issue 20, 11: only the verdicts given, a row for what no phase holds (its figures the
+    reference's for the time between the phases), times to result as durations, no citation of a
+    document the reader does not have, and the project as the folder Claude Code ran in."""
+    from retrod.report import markdown, model
+
+    ingest(db_url, [projects])
+    phases = [(utc("2026-02-11T20:40:00"), utc("2026-02-11T21:00:00"), "high_impact"),
+              (utc("2026-02-11T21:10:00"), utc("2026-02-11T21:30:00"), "small_impact")]
+    with psycopg.connect(db_url) as conn:
+        conn.execute("INSERT INTO cc_sessions (session_uuid, project_slug, started_at) VALUES (%s, 'p', now())",
+                     (SPOTTER,))
+        for start, end, verdict in phases:
+            conn.execute("INSERT INTO cc_session_phases (session_id, task, phase, started_at, ended_at, verdict)"
+                         " SELECT id, 't', %s, %s, %s, %s FROM cc_sessions", (verdict, start, end, verdict))
+        conn.commit()
+        report = model.build(conn, SPOTTER)
+    text = markdown.render(report)
+    assert f"Session `{SPOTTER}` in `/home/USER/projects/spotter-worktrees/spotter-gqc`" in text
+    assert report["session"]["project_path"] == "/home/USER/projects/spotter-worktrees/spotter-gqc"
+    breakdown = text.split("## Verdict Breakdown")[1].split("\n## ")[0]
+    rows = [line.split(" | ")[0].lstrip("| ") for line in breakdown.splitlines() if line.startswith("| ")][2:]
+    assert rows == ["high_impact", "small_impact", "*outside every phase*"]
+    assert "DESIGN" not in text
+    # What no phase holds: the reference's figures for the session before, between and after them.
+    far = timedelta(days=365)
+    gaps = [(phases[0][0] - far, phases[0][0]), (phases[0][1], phases[1][0]), (phases[1][1], phases[1][1] + far)]
+    between = reference.compute_phases(projects, SPOTTER, gaps)
+    outside = report["outside_phases"]
+    for field in ("input", "output", "cache_read", "cache_create"):
+        assert outside["tokens"][field] == sum(w["tokens"][field] for w in between), field
+    assert outside["requests"] == sum(w["requests"] for w in between)
+    assert outside["claude_s"] == pytest.approx(sum(w["claude_s"] for w in between), abs=0.002)
+    tool_rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in
+                 text.split("## Tool Use")[1].split("\n## ")[0].splitlines() if line.startswith("| ")}
+    for tool in report["tools"]:
+        shown = tool_rows[tool["name"]][6]  # Time to result
+        seconds = tool["result_s"]
+        assert shown == (markdown.duration(seconds) if seconds >= 60 else f"{seconds:,.1f} s")
+    assert any(tool["result_s"] >= 60 for tool in report["tools"])  # e.g. "23m 04s", not "1,384.1 s"

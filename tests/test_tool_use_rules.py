@@ -286,7 +286,7 @@ def test_a_result_that_arrives_in_a_later_chunk(tmp_path, tool_use):
     c1 = first["calls"][0]
     assert (c1["id"], c1["has_result"], c1["failed"], c1["result_bytes"], c1["result_us"]) == \
         ("c1", False, False, None, None)
-    assert first["tools"][0] == {"name": "Bash", "calls": 1, "failed": 0, "result_bytes": 0,
+    assert first["tools"][0] == {"name": "Bash", "calls": 1, "failed": 0, "rejected": 0, "result_bytes": 0,
                                  "median_result_bytes": None, "result_s": 0.0, "median_result_s": None}
     # Chunk 2 completes the line: c1 failed, 5 bytes, 5 s after its call (10 -> 15).
     with path.open("ab") as f:
@@ -295,7 +295,7 @@ def test_a_result_that_arrives_in_a_later_chunk(tmp_path, tool_use):
     c1 = second["calls"][0]
     assert (c1["has_result"], c1["failed"], c1["result_bytes"], c1["result_ts_us"], c1["result_us"]) == \
         (True, True, 5, us(15), 5_000_000)
-    assert second["tools"][0] == {"name": "Bash", "calls": 1, "failed": 1, "result_bytes": 5,
+    assert second["tools"][0] == {"name": "Bash", "calls": 1, "failed": 1, "rejected": 0, "result_bytes": 5,
                                   "median_result_bytes": 5, "result_s": 5.0, "median_result_s": 5.0}
     # c1 failed but the next call is a Grep: no ERR.
     assert second["summary"] == fig(2, 2)
@@ -580,19 +580,52 @@ def test_per_tool_figures_and_medians(tmp_path, tool_use):
     ])
     result = tool_use(tmp_path, A)
     assert result["tools"] == [
-        {"name": "", "calls": 1, "failed": 0, "result_bytes": 2, "median_result_bytes": 2,
+        {"name": "", "calls": 1, "failed": 0, "rejected": 0, "result_bytes": 2, "median_result_bytes": 2,
          "result_s": 0.5, "median_result_s": 0.5},
-        {"name": "Bash", "calls": 3, "failed": 1, "result_bytes": 106, "median_result_bytes": 5,
+        {"name": "Bash", "calls": 3, "failed": 1, "rejected": 0, "result_bytes": 106, "median_result_bytes": 5,
          "result_s": 13.0, "median_result_s": 2.0},
-        {"name": "Grep", "calls": 2, "failed": 0, "result_bytes": 3, "median_result_bytes": 1.5,
+        {"name": "Grep", "calls": 2, "failed": 0, "rejected": 0, "result_bytes": 3, "median_result_bytes": 1.5,
          "result_s": 0.0, "median_result_s": 0.0},
-        {"name": "Read", "calls": 5, "failed": 0, "result_bytes": 112, "median_result_bytes": 5,
+        {"name": "Read", "calls": 5, "failed": 0, "rejected": 0, "result_bytes": 112, "median_result_bytes": 5,
          "result_s": 10.0, "median_result_s": 2.5},
-        {"name": "Task", "calls": 1, "failed": 0, "result_bytes": 0, "median_result_bytes": None,
+        {"name": "Task", "calls": 1, "failed": 0, "rejected": 0, "result_bytes": 0, "median_result_bytes": None,
          "result_s": 0.0, "median_result_s": None},
     ]
     # b2 fails and the next call (b3) is a Bash: ERR.  Nothing else repeats.  12 calls.
     assert result["summary"] == fig(12, 11, error_retry=1)
+
+
+REFUSED = ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file"
+           " edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell"
+           " you how to proceed.")
+
+
+def test_a_call_the_person_declined_is_no_error_retried(tmp_path, tool_use):
+    """Issue 20: declining a permission prompt (`git push`) is a refusal, not a tool error: no
+    error_retry when Claude asks again, and a `rejected` count per tool, not `failed`."""
+    write(main_file(tmp_path), [
+        # p1 declined; p2 the same push again (next call, same tool): not ERR. Still failed in
+        # §2.6's sense: p2 is no duplicate of a call that "did not fail".
+        asst(10, tu("p1", "Bash", {"command": "git push"})), usr(11, tr("p1", REFUSED, True)),
+        asst(20, tu("p2", "Bash", {"command": "git push"})), usr(21, tr("p2", "pushed")),
+        # e1 a real error, retried by e2: ERR.
+        asst(30, tu("e1", "Bash", {"command": "make"})), usr(31, tr("e1", "make: *** Error 2", True)),
+        asst(40, tu("e2", "Bash", {"command": "make -k"})), usr(41, tr("e2", "ok")),
+        # w1 a declined Write with what the person said after the marker; w2 writes it: no
+        # write happened before, so the Read r1 after w2 is post_write_read of w2 alone.
+        asst(50, tu("w1", "Write", {"file_path": "/a.py", "content": "x"})),
+        usr(51, tr("w1", [{"type": "text", "text": REFUSED.split(" STOP")[0] + " To tell you how to proceed, the"
+                                                  " user said:\nuse tabs"}], True)),
+        asst(60, tu("w2", "Write", {"file_path": "/a.py", "content": "\tx"})), usr(61, tr("w2", "ok")),
+        asst(70, tu("r1", "Read", {"file_path": "/a.py"})), usr(71, tr("r1", "\tx")),
+        # a declined call that is not followed by the same tool: nothing either way
+        asst(80, tu("g1", "Grep", {"pattern": "x"})), usr(81, tr("g1", REFUSED, True)),
+    ])
+    result = tool_use(tmp_path, A)
+    assert signals_of(result) == [None, None, "error_retry", None, None, None, "post_write_read", None]
+    assert result["summary"] == fig(8, 6, error_retry=1, post_write_read=1)
+    assert {t["name"]: (t["calls"], t["failed"], t["rejected"]) for t in result["tools"]} == {
+        "Bash": (4, 1, 1), "Grep": (1, 0, 1), "Read": (1, 0, 0), "Write": (2, 0, 1)}
 
 
 # ---------------------------------------------------------------------------

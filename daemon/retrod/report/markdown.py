@@ -53,7 +53,10 @@ def _size(n: float | None) -> str:
 
 
 def _secs(s: float | None) -> str:
-    return "—" if s is None else f"{s:,.1f} s"
+    """A time to result: seconds below a minute, else minutes or hours."""
+    if s is None:
+        return "—"
+    return f"{s:,.1f} s" if s < 60 else duration(s)
 
 
 def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ...] = (0,)) -> list[str]:
@@ -67,13 +70,13 @@ def render(report: dict) -> str:
     date = (session["started_at"] or "")[:10] or "undated"
     title = cell(session["description"]) or session["uuid"]
     out = [f"# Session Retrospective: {date} — {title}", "",
-           f"Session `{session['uuid']}` in `{session['project_slug']}`"
+           f"Session `{session['uuid']}` in `{cell(session['project_path'] or session['project_slug'])}`"
            + (f", {session['started_at'][:16].replace('T', ' ')} → {session['ended_at'][:16].replace('T', ' ')} UTC."
               if session["started_at"] and session["ended_at"] else "."), ""]
     out += _summary(summary)
     out += _tokens_by_model(summary, report["prices"])
     if report["phases"]:
-        out += _timeline(report["phases"]) + _verdicts(report["verdicts"])
+        out += _timeline(report["phases"]) + _verdicts(report["verdicts"], report["outside_phases"])
     else:
         out += ["", NO_PHASES]
     out += _tool_use(report["tools"]) + _waste(report["waste"], summary["tool_use"])
@@ -186,10 +189,14 @@ def _timeline(phases: list[dict]) -> list[str]:
 def _tool_use(tools: list[dict]) -> list[str]:
     if not tools:
         return ["", "## Tool Use", "", "No tool calls."]
-    rows = [[cell(t["name"]) or "(unnamed)", _n(t["calls"]), _n(t["failed"]), _size(t["result_bytes"]),
-             _size(t["median_result_bytes"]), _secs(t["result_s"]), _secs(t["median_result_s"])] for t in tools]
+    rows = [[cell(t["name"]) or "(unnamed)", _n(t["calls"]), _n(t["failed"]), _n(t["rejected"]),
+             _size(t["result_bytes"]), _size(t["median_result_bytes"]), _secs(t["result_s"]),
+             _secs(t["median_result_s"])] for t in tools]
+    note = ("Failed: the tool's errors. Declined: calls the person refused at its permission prompt (no error,"
+            " and never an error retried).")
     return ["", "## Tool Use", ""] + _table(
-        ["Tool", "Calls", "Failed", "Results", "Median result", "Time to result", "Median time"], rows)
+        ["Tool", "Calls", "Failed", "Declined", "Results", "Median result", "Time to result", "Median time"],
+        rows) + ["", note]
 
 
 def _waste(waste: dict, tool_use: dict) -> list[str]:
@@ -197,7 +204,7 @@ def _waste(waste: dict, tool_use: dict) -> list[str]:
         return []
     out = ["", "## Waste Signals", "",
            (f"{_n(tool_use['productive'])} of {_n(tool_use['calls'])} tool calls productive "
-            f"({efficiency(tool_use)}); each call counts under the first signal that applies (DESIGN §2.6).")]
+            f"({efficiency(tool_use)}); each call counts under the first signal that applies, in the order below.")]
     rows = []
     for signal in SIGNALS:
         kind = waste[signal]
@@ -213,14 +220,18 @@ def _when(iso: str | None) -> str:
     return f"{iso[5:10]} {iso[11:19]}" if iso else "untimed"
 
 
-def _verdicts(verdicts: dict) -> list[str]:
-    rows = [[v, _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
-             duration(f["claude_s"]), f"{f['output_share'] * 100:.1f}%", cost_cell(f["cost"]),
-             efficiency(f["tool_use"])]
-            for v, f in verdicts.items()]
-    return ["", "## Verdict Breakdown", ""] + _table(
+def _verdicts(verdicts: dict, outside: dict | None) -> list[str]:
+    def row(title: str, phases: str, f: dict) -> list[str]:
+        return [title, phases, *(_n(f["tokens"][t]) for t in SHOWN), duration(f["claude_s"]),
+                f"{f['output_share'] * 100:.1f}%", cost_cell(f["cost"]), efficiency(f["tool_use"])]
+
+    rows = [row(v, _n(f["phases"]), f) for v, f in verdicts.items() if f["phases"]]  # the verdicts given
+    if outside is not None:
+        rows.append(row("*outside every phase*", "—", outside))
+    out = ["", "## Verdict Breakdown", ""] + _table(
         ["Verdict", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "% of output",
          "Est. cost", "Efficiency"], rows)
+    return out if outside is not None else out + ["", "(Phases overlap: what lies outside them is not shown.)"]
 
 
 def _subagents(agents: list[dict]) -> list[str]:

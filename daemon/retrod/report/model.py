@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta
 
 from psycopg import Connection
@@ -70,6 +71,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "uuid": session,
             "member": member,
             "project_slug": files["project_slug"],
+            "project_path": files["project_path"],
             "description": user_row["description"] if user_row else None,
             "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
             "ended_at": _iso(times["last_ts"] or times["last_request_ts"]),
@@ -95,6 +97,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         "tools": tools,
         "waste": _waste(tool_use, examples),
         "verdicts": _by_verdict(phases, total_output),
+        "outside_phases": _outside(summary, phases) if phases else None,
         "tasks": _by_task(phases),
         "phases": phases,
         "subagents": subagents,
@@ -210,7 +213,7 @@ def tool_use_figures(calls_by_signal: dict[str, int]) -> dict:
 
 
 def _tool(row: dict) -> dict:
-    return {"name": row["name"], "calls": row["calls"], "failed": row["failed"],
+    return {"name": row["name"], "calls": row["calls"], "failed": row["failed"], "rejected": row["rejected"],
             "result_bytes": row["result_bytes"], "median_result_bytes": _whole(row["median_result_bytes"]),
             "result_s": _seconds(row["result_us"]),
             "median_result_s": None if row["median_result_us"] is None else _seconds(row["median_result_us"])}
@@ -254,6 +257,29 @@ def _sum_costs(a: dict, b: dict) -> dict:
 def _empty() -> dict:
     return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0, "tool_use": tool_use_figures({}),
             "cost": {"usd": None, "unknown_models": [], "complete": True}}
+
+
+def _outside(summary: dict, phases: list[dict]) -> dict | None:
+    """What no phase holds: the session's figures less its phases' (None when phases overlap, as
+    other tools may write them: then their sum counts some twice)."""
+    windows = sorted((p["started_at"], p["ended_at"]) for p in phases)
+    if any(end is None or end > nxt for (_, end), (nxt, _) in itertools.pairwise(windows)):
+        return None
+    tokens = {f: summary["tokens"]["total"][f] - sum(p["tokens"][f] for p in phases) for f in TOKEN_FIELDS}
+    calls = {signal: summary["tool_use"]["signals"][signal] - sum(p["tool_use"]["signals"][signal] for p in phases)
+             for signal in SIGNALS}
+    calls[PRODUCTIVE] = summary["tool_use"]["productive"] - sum(p["tool_use"]["productive"] for p in phases)
+    usd = summary["cost"]["usd"]
+    return {
+        "tokens": tokens,
+        "requests": summary["requests"] - sum(p["requests"] for p in phases),
+        **{k: round(summary[k] - sum(p[k] for p in phases), 3) for k in ("claude_s", "tool_s", "human_s", "away_s")},
+        "output_share": round(tokens["output"] / summary["tokens"]["total"]["output"], 4)
+        if summary["tokens"]["total"]["output"] else 0.0,
+        "tool_use": tool_use_figures(calls),
+        "cost": {**summary["cost"], "usd": None if usd is None else round(
+            usd - sum(p["cost"]["usd"] or 0 for p in phases), 6)},
+    }
 
 
 def _by_verdict(phases: list[dict], total_output: int) -> dict:

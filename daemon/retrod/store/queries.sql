@@ -230,18 +230,19 @@ SET agent_type = excluded.agent_type, description = excluded.description;
 -- A call fills its row, unless the file's first block with that id did already; with its result
 -- when the same batch holds that (most do: one insert, no update), unless the row has one
 -- already (a result written before its call, in an earlier batch). A repeated call line brings
--- the first result of a call read before: that fills the result alone.
+-- the first result of a call read before: that fills the result alone. (A result stored before
+-- migration 0016 learns there whether it was a refusal, when its file is read again.)
 -- name: upsert_tool_use_calls
 INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, agent, file_path, "offset", block,
                                    name, input_hash, path, detail, ts, counted,
-                                   has_result, failed, sibling, result_bytes, result_ts)
+                                   has_result, failed, sibling, rejected, result_bytes, result_ts)
 SELECT f.file_id, c.id, f.session_uuid, c.agent, f.file_path, c."offset", c.block, c.name,
        c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true,
-       c.has_result, c.failed, c.sibling, c.result_bytes, retrod.us_to_ts(c.result_ts_us)
+       c.has_result, c.failed, c.sibling, c.rejected, c.result_bytes, retrod.us_to_ts(c.result_ts_us)
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, file_path TEXT, rows JSON),
      json_to_recordset(f.rows) AS c(id TEXT, agent TEXT, "offset" BIGINT, block INT, name TEXT, input_hash TEXT,
                                     path TEXT, detail TEXT, ts_us BIGINT, has_result BOOL, failed BOOL,
-                                    sibling BOOL, result_bytes BIGINT, result_ts_us BIGINT)
+                                    sibling BOOL, rejected BOOL, result_bytes BIGINT, result_ts_us BIGINT)
 ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
 SET (agent, file_path, "offset", block, name, input_hash, path, detail, ts, counted) = (
         SELECT excluded.agent, excluded.file_path, excluded."offset", excluded.block, excluded.name,
@@ -249,12 +250,16 @@ SET (agent, file_path, "offset", block, name, input_hash, path, detail, ts, coun
         UNION ALL
         SELECT t.agent, t.file_path, t."offset", t.block, t.name, t.input_hash, t.path, t.detail, t.ts, t.counted
         WHERE t.agent IS NOT NULL),
-    (has_result, failed, sibling, result_bytes, result_ts) = (
-        SELECT excluded.has_result, excluded.failed, excluded.sibling, excluded.result_bytes, excluded.result_ts
+    (has_result, failed, sibling, rejected, result_bytes, result_ts) = (
+        SELECT excluded.has_result, excluded.failed, excluded.sibling, excluded.rejected, excluded.result_bytes,
+               excluded.result_ts
         WHERE NOT t.has_result
         UNION ALL
-        SELECT t.has_result, t.failed, t.sibling, t.result_bytes, t.result_ts WHERE t.has_result)
+        SELECT t.has_result, t.failed, t.sibling, t.rejected OR (excluded.has_result AND excluded.rejected),
+               t.result_bytes, t.result_ts
+        WHERE t.has_result)
 WHERE t.agent IS NULL OR (NOT t.has_result AND excluded.has_result)
+   OR (t.has_result AND excluded.rejected AND NOT t.rejected)
 RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block;
 
 -- A result whose call is not in the batch fills its row, unless the file's first tool_result for
@@ -262,15 +267,21 @@ RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.blo
 -- and maybe the later calls'.
 -- name: upsert_tool_use_results
 WITH filled AS (
-    INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, has_result, failed, sibling,
+    INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, has_result, failed, sibling, rejected,
                                        result_bytes, result_ts)
-    SELECT f.file_id, r.tool_use_id, f.session_uuid, true, r.failed, r.sibling, r.bytes, retrod.us_to_ts(r.ts_us)
+    SELECT f.file_id, r.tool_use_id, f.session_uuid, true, r.failed, r.sibling, r.rejected, r.bytes,
+           retrod.us_to_ts(r.ts_us)
     FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-         json_to_recordset(f.rows) AS r(tool_use_id TEXT, ts_us BIGINT, bytes BIGINT, failed BOOL, sibling BOOL)
+         json_to_recordset(f.rows)
+         AS r(tool_use_id TEXT, ts_us BIGINT, bytes BIGINT, failed BOOL, sibling BOOL, rejected BOOL)
     ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
-    SET has_result = true, failed = excluded.failed, sibling = excluded.sibling,
-        result_bytes = excluded.result_bytes, result_ts = excluded.result_ts
-    WHERE NOT t.has_result
+    SET (has_result, failed, sibling, rejected, result_bytes, result_ts) = (
+            SELECT true, excluded.failed, excluded.sibling, excluded.rejected, excluded.result_bytes,
+                   excluded.result_ts
+            WHERE NOT t.has_result
+            UNION ALL  -- read again: only whether it was a refusal (migration 0016)
+            SELECT true, t.failed, t.sibling, true, t.result_bytes, t.result_ts WHERE t.has_result)
+    WHERE NOT t.has_result OR (excluded.rejected AND NOT t.rejected)
     RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block, t.counted, t.failed
 )
 SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted AND failed;
@@ -307,7 +318,7 @@ WITH dirty AS (  -- per agent, the first call a change touched
     SELECT y.session_uuid, y.tool_use_id, y.file_id, y.signal AS was,
            CASE
                WHEN y.failed AND y.sibling THEN 'sibling_error'
-               WHEN y.failed AND next_call.name = y.name THEN 'error_retry'
+               WHEN y.failed AND NOT y.rejected AND next_call.name = y.name THEN 'error_retry'
                WHEN y.name = 'Read' AND strpos(y.path, '/tool-results/') > 0 THEN 'persisted_output_read'
                WHEN naming.is_write THEN 'post_write_read'
                WHEN same.file_path IS NOT NULL AND write_between.found IS NULL THEN 'duplicate'

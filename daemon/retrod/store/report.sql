@@ -29,6 +29,8 @@ ORDER BY session_uuid LIMIT 2;
 -- name: session_files
 SELECT
     coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+    (array_agg(state ->> 'cwd' ORDER BY slug, path) FILTER (WHERE kind = 'main' AND state ? 'cwd'))[1]
+        AS project_path,  -- the folder Claude Code ran in (the slug is its name, with / and . as -)
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root')) AS transcripts,
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root') AND missing) AS transcripts_deleted,
     coalesce(sum((state ->> 'bad_lines')::bigint)::bigint, 0) AS bad_lines,
@@ -290,7 +292,7 @@ FROM retrod.call_agents WHERE session_uuid = %(session)s AND db_role = %(member)
 -- call to result (of those with both times), from the rollup. A median is the middle value, or
 -- the mean of the two middle ones, read in order from an index: half the tool's calls at most.
 -- name: session_tools
-SELECT t.name, t.calls, t.failed, t.result_bytes, t.result_us,
+SELECT t.name, t.calls, t.failed, t.rejected, t.result_bytes, t.result_us,
        (SELECT avg(v)::float FROM (
             SELECT result_bytes AS v FROM retrod.tool_uses
             WHERE session_uuid = t.session_uuid AND name = t.name AND db_role = t.db_role AND counted AND has_result

@@ -51,6 +51,7 @@ class FoldState:
 
     high_water_us: int | None = None  # the latest event time so far: the next gap starts there
     first_event_us: int | None = None  # the earliest (lines are not always in time order)
+    cwd: str | None = None  # the first own line's working folder: the project's path, as the report names it
     bad_lines: int = 0
     lines: int = 0
     rules: int = RULES  # the RULES this state was folded under
@@ -311,6 +312,8 @@ def _add_result(out: FoldResult, result: ToolResult) -> None:
 
 def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
     msg = entry.msg
+    if state.cwd is None and entry.cwd is not None:
+        state.cwd = entry.cwd
     if msg.type == "system":
         if entry.subtype == "compact_boundary":
             out.events.append(Event(offset, None, None, None, 0, 0, entry.uuid, None, compaction=True))

@@ -81,6 +81,7 @@ class _Line(Struct):
     timestamp: str | None = None
     uuid: str | None = None
     requestId: str | None = None
+    cwd: str | None = None
     parentToolUseID: str | None = None
     message: _Message | None = None
     data: _Progress | None = None
@@ -269,6 +270,9 @@ class ToolUse:
 
 
 SIBLING_ERROR_TEXT = "Sibling tool call errored"
+# What Claude Code answers a call the person declined at its permission prompt (optionally
+# followed by what they said): a refusal, not a tool error (issue 20).
+REJECTED_TEXT = "The user doesn't want to proceed with this tool use"
 
 
 @dataclass(slots=True, frozen=True)
@@ -278,6 +282,7 @@ class ToolResult:
     failed: bool = False  # is_error is true
     sibling: bool = False  # a text of it says SIBLING_ERROR_TEXT (DESIGN §2.6 sibling_error)
     ts_us: int | None = None  # its line's timestamp
+    rejected: bool = False  # failed, saying REJECTED_TEXT: the person declined the call
 
 
 @dataclass(slots=True)
@@ -304,6 +309,7 @@ class Entry:
 
     msg: Message
     uuid: str | None = None  # the line's own uuid: a line counts once per session timeline (§2.3)
+    cwd: str | None = None  # the working folder Claude Code ran in: the project's real path
     subtype: str | None = None
     is_sidechain: bool = False
     is_compact_summary: bool = False
@@ -365,7 +371,8 @@ def _tool_result(block: _Block, ts_us: int | None) -> ToolResult:
     texts = _result_texts(block.content)
     failed = block.is_error is True
     return ToolResult(storable_id(block.tool_use_id), sum(map(_utf8_len, texts)), failed,
-                      failed and any(SIBLING_ERROR_TEXT in text for text in texts), ts_us)
+                      failed and any(SIBLING_ERROR_TEXT in text for text in texts), ts_us,
+                      failed and any(REJECTED_TEXT in text for text in texts))
 
 
 def _task_text(tool_input: Any, key: str) -> str | None:
@@ -438,6 +445,7 @@ def _entry(line: _Line) -> Entry:
     entry = Entry(
         msg=_message(kind, line.sessionId, line.timestamp, line.uuid, line.requestId, line.message),
         uuid=storable_key(line.uuid),  # exact, as a request key: two lines are one only when equal
+        cwd=storable_text(line.cwd),
         subtype=storable_text(line.subtype),
         is_sidechain=line.isSidechain is True,
         is_compact_summary=line.isCompactSummary is True,
