@@ -26,8 +26,8 @@ What it covers, in short:
 
 Decisions the oracle takes where DESIGN leaves a choice (they are the project's decisions
 or the reference's own; a daemon that differs must say why):
-  - Chosen record: DESIGN's usage tuple, then the larger 5m, then 1h split (README), then a
-    record naming a model before one naming none, the smallest model first (README), then
+  - Chosen record: DESIGN's usage tuple, then the larger 5m, then 1h split (docs/decisions.md), then a
+    record naming a model before one naming none, the smallest model first (decisions), then
     the smaller canonical JSON of (iterations, fast) -- never the order files are read in.
   - Iterations: elements of usage.iterations that are not objects are skipped; each object
     is sanitised like a top-level usage (cache create = its flat field when an integer,
@@ -591,7 +591,7 @@ def usage_winner(records: list[dict]) -> dict:
     """The record whose usage counts ("the chosen record"); its model is the message's model.
 
     Issue 11: the model of a request is the message.model of its usage-winning record.
-    README decisions: records that tie on DESIGN's usage tuple are told apart by the larger
+    Decisions (docs/decisions.md): records that tie on DESIGN's usage tuple are told apart by the larger
     5-minute, then 1-hour cache-write split; records that still tie but name different models
     give the request the model of one that names a model, the smallest in code-point order.
     Reference decision (DESIGN says nothing of it): records that still tie on all that but

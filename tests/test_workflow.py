@@ -428,7 +428,8 @@ def test_output_mistakes_are_one_line_and_exit_2(project: dict, db_url: str) -> 
     blocker = project["tmp"] / "a-file"
     blocker.write_text("")
     refused(retrod(env, "report", A, "--output", str(blocker / "report.md")), "cannot save the report (--output")
-    # Issue 20: the folders of the path were created, though the README says such an output is refused.
+    # Issue 20: the folders of the path were created, though the README (now docs/reference.md) says
+    # such an output is refused.
     missing = project["tmp"] / "nonexistent" / "dir"
     refused(retrod(env, "report", A, "--output", str(missing / "x.md")), f"the folder {missing} does not exist")
     assert not (project["tmp"] / "nonexistent").exists()

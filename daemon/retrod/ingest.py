@@ -25,7 +25,7 @@ log = structlog.get_logger(__name__)
 
 META_MAX_BYTES = 1 << 20
 # The bulk path's connections committing at once: PostgreSQL does most of a backfill's work
-# (the README's step table: more CPU than the parse and fold), and a second connection puts it
+# (docs/performance.md's step table: more CPU than the parse and fold), and a second connection puts it
 # on a second core.
 BULK_LANES = 2
 # A scan with this much to read takes the bulk path (the daemon's catch-up over a long history);

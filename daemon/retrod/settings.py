@@ -1,4 +1,4 @@
-"""Configuration: `RETROD_*` environment variables (see the README's table)."""
+"""Configuration: `RETROD_*` environment variables (see the table in docs/reference.md)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def track_start(conn: Connection, session: str, description: str | None) -> dict
 
 
 def may_write(conn: Connection) -> bool:
-    """False for a team's reader role (README, "A team on one database")."""
+    """False for a team's reader role (docs/team.md)."""
     return bool(one(conn.execute(q("may_write_sessions")))[0])
 
 
