@@ -145,3 +145,41 @@ def _line(session: str, n: int) -> str:
     else:
         line["message"] = {"role": "user", "content": f"step {n}"}
     return json.dumps(line) + "\n"
+
+
+def test_a_folder_moved_under_a_running_daemon_keeps_one_timeline(db_url: str, tmp_path: Path) -> None:
+    """`mv` of a project folder while `retrod run` follows it (issue 19, as a new user tried it):
+    the old file goes (its figures kept), the new one is read by the watcher; nothing doubles."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = spotter_tree(tmp_path / "projects")
+    want = figures(reference.compute(root)[SPOTTER]["summary"])
+    env = dict(os.environ, RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(root),
+               RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_SCAN_INTERVAL_S="3600")
+    daemon = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+
+    def read_up(path: Path) -> bool:
+        with psycopg.connect(db_url) as conn:
+            row = conn.execute('SELECT "offset" FROM retrod.files WHERE path = %s', (str(path),)).fetchone()
+        return row is not None and row[0] == path.stat().st_size
+
+    def wait_for(done, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.1)
+
+    try:
+        wait_for(lambda: read_up(root / SPOTTER_DIR / f"{SPOTTER}.jsonl"))
+        (root / SPOTTER_DIR).rename(root / "-home-user-code-spotter")
+        wait_for(lambda: read_up(root / "-home-user-code-spotter" / f"{SPOTTER}.jsonl"))
+        wait_for(lambda: reports(db_url)[SPOTTER]["session"]["transcripts_deleted"] >= 1)
+        assert figures(reports(db_url)[SPOTTER]["summary"]) == want
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0, daemon.stderr.read()

@@ -60,6 +60,10 @@ UPDATE retrod.files SET missing = true, updated_at = now()
 WHERE host_id = %(host_id)s AND retrod.index_text(path) = retrod.index_text(%(path)s) AND path = %(path)s
   AND NOT missing AND db_role = current_user;
 
+-- name: mark_missing_under
+UPDATE retrod.files SET missing = true, updated_at = now()
+WHERE host_id = %(host_id)s AND starts_with(path, %(folder)s || '/') AND NOT missing AND db_role = current_user;
+
 -- A file read again from its start: its time, tool and compaction figures follow its new
 -- content; requests stay counted (their global key makes the re-read idempotent).
 -- name: forget_file_events

@@ -144,6 +144,11 @@ class Store:
         with self.pool.connection() as conn:
             conn.execute(q("mark_missing"), {"host_id": self.host_id, "path": path})
 
+    def mark_missing_under(self, folder: str) -> int:
+        """The files of a folder that is gone; how many."""
+        with self.pool.connection() as conn:
+            return conn.execute(q("mark_missing_under"), {"host_id": self.host_id, "folder": folder}).rowcount
+
     def reset(self, file: FileRow, stat: Stat) -> None:
         """Read the file again from its start (truncated or replaced)."""
         session = None if file.kind == "agent_root" else file.session_uuid  # named by its content
