@@ -183,3 +183,24 @@ def test_a_folder_moved_under_a_running_daemon_keeps_one_timeline(db_url: str, t
     finally:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=30) == 0, daemon.stderr.read()
+
+
+def test_a_uuid_repeated_in_one_file_leaves_later_batches_right(db_url: str, tmp_path: Path) -> None:
+    """Found in review: the file's own high-water mark holds the repeated line's time; the lines
+    read in later batches must still be timed from the timeline's mark."""
+    session = "dddddddd-2222-4000-8000-00000000000d"
+    root = tmp_path / "projects"
+    path = root / "-p" / f"{session}.jsonl"
+    path.parent.mkdir(parents=True)
+    first = {"type": "user", "sessionId": session, "uuid": "u-a", "timestamp": "2026-05-01T10:00:00.000Z",
+             "message": {"role": "user", "content": "go"}}
+    again = dict(first, timestamp="2026-05-01T10:30:00.000Z")  # the same line, written again later
+    path.write_text(json.dumps(first) + "\n" + json.dumps(again) + "\n")
+    ingest(db_url, [root])
+    later = dict(first, uuid="u-c", timestamp="2026-05-01T10:20:00.000Z")
+    with path.open("a") as f:
+        f.write(json.dumps(later) + "\n")
+    ingest(db_url, [root])
+    got = reports(db_url)[session]["summary"]
+    assert (got["human_s"], got["wall_s"]) == (1200.0, 1200.0)  # 10:00 → 10:20; the copy at 10:30 counts not
+    assert figures(got) == figures(reference.compute(root)[session]["summary"])

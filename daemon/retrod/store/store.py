@@ -13,7 +13,8 @@ from psycopg.rows import dict_row
 
 from ..transcript.discovery import FileRef
 from ..transcript.fold import Call, FoldResult, FoldState, Request
-from ..transcript.parser import PATH_INDEX_BYTES, ToolResult, indexable
+from ..transcript.keys import PATH_INDEX_BYTES, indexable
+from ..transcript.parser import ToolResult
 from .queries import one, q
 
 
