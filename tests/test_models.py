@@ -685,3 +685,24 @@ def test_changed_price_tiers_sum_the_rollup_again(db_url: str, tmp_path: Path) -
         assert tiers.ensure(conn, [300_000], "99.0") and not pricing.store_tiers(conn)
         conn.commit()
     rollups_match_raw(db_url)
+
+
+def test_a_commands_settings_go_with_it_to_the_daemon(priced: dict, db_url: str, monkeypatch) -> None:
+    """Issue 19: a setting that changes figures is the command's, whoever answers; unset is the
+    default, never the daemon's own setting (the daemon here runs with a 60 s away threshold)."""
+    for name in [k for k in os.environ if k.startswith("RETROD_")]:
+        monkeypatch.delenv(name)
+    for name, value in priced.items():
+        if name.startswith("RETROD_"):
+            monkeypatch.setenv(name, value)
+    with ConnectionPool(db_url, min_size=1, max_size=2, open=True) as pool:
+        server = ReportServer(pool, Settings(away_after_s=60))
+
+        def away_after(**extra: str) -> float:
+            code, stderr, stdout = server.answer({"session": A, "format": "json", "pid": str(os.getpid()),
+                                                  "database_url": db_url, **extra})
+            assert code == "0", stderr
+            return json.loads(stdout)["summary"]["away_after_s"]
+
+        assert away_after() == 1800.0  # the default, not the daemon's 60
+        assert away_after(RETROD_AWAY_AFTER_S="90") == 90.0  # the command's own
