@@ -28,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     from .arguments import parser
 
     args = parser().parse_args(argv)  # a mistyped command exits 2 here, before anything starts
+    if args.command == "statusline" and args.action is None:  # `retrod --debug statusline`: still exit 0
+        from .statusline import client as statusline
+
+        return statusline.main()
     env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("RETROD_")}  # as Settings reads it
     if args.command in DATABASE_COMMANDS and "RETROD_DATABASE_URL" not in env:
         _start_cluster_ahead(args.debug, env)
