@@ -65,18 +65,25 @@ def loads(text: str) -> object:
     try:
         from _json import make_scanner
     except ImportError:  # an interpreter without the C accelerator: the module, slower to load
-        import json
-
-        return json.loads(text)
+        return _module_loads(text)
     start = len(text) - len(text.lstrip(" \t\n\r"))
     try:
         # (typeshed types the context as a scanner: any object with json.JSONDecoder's attributes works)
         value, end = make_scanner(_Decoding())(text, start)  # type: ignore[arg-type]
     except StopIteration:
         raise ValueError("not JSON") from None
+    except Exception:  # noqa: BLE001 - malformed: the scanner raises json.decoder's error class, which
+        # Python 3.11's looks up only once that module is loaded (else a SystemError): the module says why
+        return _module_loads(text)
     if text[end:].strip(" \t\n\r"):
         raise ValueError("extra data after the JSON value")
     return value
+
+
+def _module_loads(text: str) -> object:
+    import json
+
+    return json.loads(text)
 
 
 # ---- Claude Code's JSON -----------------------------------------------------------------------

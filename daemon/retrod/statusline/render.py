@@ -44,8 +44,8 @@ class Segment:
 # form of another). A segment no step takes away stays whatever the width: this session's cost,
 # today's cost, the efficiency and waste, the open phase (else the line is cut).
 MONEY_STEPS = ("split", "eff", "cc", "cost", "-split", "eff", "-cc", "today", "eff")
-WORK_STEPS = ("phase", "7d", "5h", "ctx", "model", "cache", "-lines", "7d", "-cache", "5h", "phase", "-7d",
-              "model", "-model", "phase", "-5h", "phase", "-ctx")
+WORK_STEPS = ("phase", "7d", "5h", "ctx", "model", "cache", "-lines", "7d", "-cache", "5h", "-7d", "model",
+              "-model", "phase", "-5h", "-ctx", "phase")
 ALONE_STEPS = ("mark", "cc", "-elapsed", "mark", "today", "-cc", "mark")  # no figures of retrod's
 
 
@@ -55,7 +55,11 @@ def number(value: object) -> float | None:
     """A JSON number (not a bool), finite; else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if value - value == 0 else None  # NaN and infinities are not
+    try:
+        number = float(value)  # an integer JSON may hold, past a float's range: none
+    except OverflowError:
+        return None
+    return number if number - number == 0 else None  # NaN and infinities are not
 
 
 def get(obj: object, *keys: str) -> object:
@@ -223,7 +227,7 @@ def render(payload: dict | None, answer: dict | None, mark: tuple[str, ...] | No
                  Segment("mark", mark or ("retrod",), "yellow")]
         steps = ALONE_STEPS
     lines = [fit(money, steps, columns, colour), fit(work, WORK_STEPS, columns, colour)]
-    return [line for line in lines if line] or ["retrod"]
+    return [line for line in lines if line] or [cut("retrod", columns)]
 
 
 def _today(answer: dict | None) -> Segment:
