@@ -1,13 +1,13 @@
 """The status line's text: Claude Code's JSON and the daemon's figures laid out in at most two
 lines of `columns` cells. Standard library only, and only its lightest parts (no dataclasses,
-typing or re: each costs a status line that runs after every message milliseconds).
+typing or re: each would cost milliseconds of a command that runs after every message).
 
 Line 1 is the session's money and waste: retrod's cost (the report's), Claude Code's own
 estimate beside it, today's cost, tool-use efficiency and wasted calls, the time split. Line 2 is
-where the work stands: the open phase (or a nudge to log one), the model, context used,
-rate-limit use with the time to its reset, the prompt cache. What is unknown is left out, never
-shown as a zero. Too wide, every segment of a line takes its next shorter form together; still
-too wide, the least needed go, then the line is cut.
+where the work stands: the open phase (or a nudge to log one), context used, rate-limit use with
+the time to its reset, the model, the prompt cache, lines changed. What is unknown is left out,
+never shown as a zero. Too wide, figures take shorter forms and the least needed go, in an order
+each line sets (the steps below); what must stay is cut only when it alone does not fit.
 """
 
 from __future__ import annotations
