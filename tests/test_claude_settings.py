@@ -53,3 +53,19 @@ def test_a_file_that_cannot_be_used_is_one_line_and_left_alone(tmp_path: Path, c
         claude_settings.change(path, lambda data: True)
     assert str(path) in str(refused.value) and "\n" not in str(refused.value)
     assert path.read_bytes() == (content if isinstance(content, bytes) else content.encode())
+
+
+def test_an_entry_an_install_replaced_is_kept_beside_the_file_until_forgotten(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    old = {"type": "command", "command": "~/.claude/statusline.sh", "padding": 1}
+    assert claude_settings.recall(path, "statusLine") == (False, None)
+    kept = claude_settings.remember(path, "statusLine", old)
+    assert kept == tmp_path / claude_settings.REPLACED_NAME and not path.exists()  # the settings untouched
+    claude_settings.remember(path, "hooks", None)  # nothing was there: that is kept too
+    assert claude_settings.recall(path, "statusLine") == (True, old)
+    assert claude_settings.recall(path, "hooks") == (True, None)
+    claude_settings.forget(path, "statusLine")
+    assert claude_settings.recall(path, "statusLine") == (False, None) and kept.exists()
+    claude_settings.forget(path, "hooks")
+    assert not kept.exists()  # empty: gone
+    claude_settings.forget(path, "hooks")  # forgetting what is not kept does nothing

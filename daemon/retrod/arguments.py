@@ -93,6 +93,17 @@ def parser() -> argparse.ArgumentParser:
         if action != "status":
             one.add_argument("--dry-run", action="store_true", help="print what would be done, do nothing")
 
+    statusline = sub.add_parser(
+        "statusline", help="Claude Code's status line: the session's cost, phase, efficiency and today's cost",
+        description=("Reads the JSON Claude Code hands its status line on stdin and prints at most two lines "
+                     "(COLUMNS wide). `install` puts it into Claude Code's settings."))
+    statusline_actions = statusline.add_subparsers(dest="action", metavar="ACTION")
+    statusline_install = statusline_actions.add_parser(
+        "install", help="run it as Claude Code's status line (~/.claude/settings.json, or CLAUDE_CONFIG_DIR's)")
+    statusline_install.add_argument("--force", action="store_true",
+                                    help="replace a status line that is not retrod's (uninstall puts it back)")
+    statusline_actions.add_parser("uninstall", help="take it out, putting back the status line it replaced")
+
     skills = sub.add_parser("skills", help="the Claude Code skills that log phases and present reports")
     skills_install = skills.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
         "install", help="copy the skills into ~/.claude/skills")

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 BACKUP_SUFFIX = ".retrod-backup"  # settings.json.retrod-backup-<time>: one per change
+# Beside the settings file: the entries retrod's installs replaced, by key, for their uninstall
+# to put back (backups are of whole files, and other tools may have changed other keys since).
+REPLACED_NAME = "retrod-replaced.json"
 
 
 class SettingsError(ValueError):
@@ -72,6 +75,45 @@ def change(path: Path, edit: Callable[[dict[str, Any]], bool]) -> Path | None:
             raise SettingsError(f"{path}: cannot back it up to {backup}: {exc.strerror or exc}") from None
     _write(path, data)
     return backup
+
+
+def replaced_file(path: Path) -> Path:
+    return path.with_name(REPLACED_NAME)
+
+
+def remember(path: Path, key: str, value: Any) -> Path:
+    """Keep `value`, the entry an install replaces at `key` of the settings file `path`, for
+    its uninstall (recall); returns where it is kept."""
+    kept = replaced_file(path)
+    entries = read(kept)
+    entries[key] = {"entry": value, "replaced_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    _write(kept, entries)
+    return kept
+
+
+def recall(path: Path, key: str) -> tuple[bool, Any]:
+    """(whether an entry is kept for `key`, the entry): what an install replaced there."""
+    entries = read(replaced_file(path))
+    kept = entries.get(key)
+    return (True, kept["entry"]) if isinstance(kept, dict) and "entry" in kept else (False, None)
+
+
+def forget(path: Path, key: str) -> None:
+    """The entry kept for `key` is put back or stale: drop it (and the file, once empty)."""
+    kept = replaced_file(path)
+    entries = read(kept)
+    if key not in entries:
+        return
+    del entries[key]
+    if entries:
+        _write(kept, entries)
+    else:
+        try:
+            kept.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise SettingsError(f"{kept}: cannot remove it: {exc.strerror or exc}") from None
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

@@ -13,11 +13,13 @@ import structlog
 
 from . import arguments, resolve, skills, tracking
 from . import log as logging_setup
+from .claude_settings import SettingsError
 from .report import markdown, model, retrospective
 from .report.prices import PricesError
 from .report.prices import load as load_prices
 from .service.cluster import ClusterError
 from .settings import Settings
+from .statusline import install as statusline_install
 from .store.db import open_pool
 from .store.members import MemberError
 from .team import TeamError
@@ -211,6 +213,14 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_statusline(_settings: Settings, args: argparse.Namespace) -> int:
+    """install and uninstall (entry.py runs the status line itself, with any options)."""
+    done = statusline_install.install(args.force) if args.action == "install" else statusline_install.uninstall()
+    for line in done:
+        print(line)
+    return EXIT_OK
+
+
 def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
     from . import mcp  # stdout is the protocol's from here on: nothing else may print to it
 
@@ -224,7 +234,8 @@ def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
             "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "skills": _cmd_skills,
-            "team": _cmd_team, "mcp": _cmd_mcp, "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
+            "team": _cmd_team, "mcp": _cmd_mcp, "statusline": _cmd_statusline, "service": _cmd_service,
+            "status": _cmd_status, "doctor": _cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,8 +250,8 @@ def execute(args: argparse.Namespace) -> int:
         level = settings.log_level if args.command == "run" or args.debug else "WARNING"
         logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
-    except (tracking.TrackingError, skills.SkillsError, resolve.SessionError,
-            retrospective.OutputError, TeamError, MemberError) as exc:
+    except (tracking.TrackingError, skills.SkillsError, resolve.SessionError, retrospective.OutputError,
+            TeamError, MemberError, SettingsError, statusline_install.StatuslineError) as exc:
         return _fail(args, exc, EXIT_USAGE)
     except pydantic.ValidationError as exc:
         problems = "; ".join(

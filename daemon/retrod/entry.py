@@ -1,6 +1,7 @@
 """The `retrod` command's entry point: `retrod report` is first offered to the running daemon
-(report/client.py, standard library only); everything else, and a report no daemon answers,
-is parsed (arguments.py, standard library only) and goes to the full command line in cli.py."""
+(report/client.py, standard library only), and `retrod statusline` only ever asks it
+(statusline/client.py, the same); everything else, and a report no daemon answers, is parsed
+(arguments.py, standard library only) and goes to the full command line in cli.py."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ DATABASE_COMMANDS = frozenset({"report", "track", "phase", "phases", "sessions",
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv == ["statusline"]:  # after every message of Claude's: nothing more is loaded
+        from .statusline import client as statusline
+
+        return statusline.main()
     if argv[:1] == ["report"]:
         from .report import client
 
@@ -23,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     from .arguments import parser
 
     args = parser().parse_args(argv)  # a mistyped command exits 2 here, before anything starts
+    if args.command == "statusline" and args.action is None:  # `retrod --debug statusline`: still exit 0
+        from .statusline import client as statusline
+
+        return statusline.main()
     env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("RETROD_")}  # as Settings reads it
     if args.command in DATABASE_COMMANDS and "RETROD_DATABASE_URL" not in env:
         _start_cluster_ahead(args.debug, env)

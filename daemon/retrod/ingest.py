@@ -107,6 +107,14 @@ def _to_read(ref: FileRef, file: FileRow | None, st: os.stat_result | None) -> i
     return st.st_size - file.offset
 
 
+def _project_folder(path: Path) -> Path | None:
+    """A folder as the roots are written (resolved: links followed, no `..`), to compare with them."""
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return None
+
+
 def _new(ref: FileRef, known: dict[str, FileRow]) -> bool:
     """A file whose row a scan creates up front (with the others, in one statement). A name
     that is not UTF-8 cannot be stored: it is left to fail, and be logged, on its own."""
@@ -210,24 +218,34 @@ class Ingester:
                     self._guarded(ref, stats)
         return self._after_races(stats)
 
-    def refresh(self, session: str) -> ScanStats:
+    def refresh(self, session: str, folders: Iterable[Path] | None = None) -> ScanStats:
         """Bring one session's files up to date now, whatever else is waiting: a report includes
         every complete line written before it was asked for, also during a long backfill.
-        Its files: those stored for it, and any new ones at its paths (a new subagent file).
-        Like a scan, unchanged files cost a stat, not a statement."""
+        Its files: those stored for it, and any new ones at its paths (a new subagent file), in
+        every project folder under the roots; or, given `folders` (the status line names its
+        transcript's), in those and the folders of its stored main transcripts only, which spares
+        a long history's hundreds of project folders a look each time. Like a scan, unchanged files
+        cost a stat, not a statement; when none changed, nothing more."""
         known = self.store.session_files(session)
         paths = {Path(p) for p in known}
-        for root in self.roots:
-            paths.update(root.glob(f"*/{session}.jsonl"))
-            paths.update(p for p in root.glob(f"*/{session}") if p.is_dir())
+        if folders is None:
+            for root in self.roots:
+                paths.update(root.glob(f"*/{session}.jsonl"))
+                paths.update(p for p in root.glob(f"*/{session}") if p.is_dir())
+        else:
+            look = {Path(p).parent for p, file in known.items() if file.kind == "main"}
+            look.update(f for f in map(_project_folder, folders) if f is not None and f.parent in self.roots)
+            for folder in look:
+                paths.update(p for p in (folder / f"{session}.jsonl", folder / session) if p.exists())
         refs = list({str(ref.path): ref for path in sorted(paths) for ref in self._refs(path)}.values())
         known.update(self.store.files([ref for ref in refs if _new(ref, known)]))
+        changed = [ref for ref in refs if not self._unchanged(ref, known.get(str(ref.path)))]
+        if not changed:
+            return ScanStats(files=len(refs))
         with self._round() as stats:
-            for ref in refs:
-                stats.files += 1
-                file = known.get(str(ref.path))
-                if not self._unchanged(ref, file):
-                    self._guarded(ref, stats, file)
+            stats.files = len(refs)
+            for ref in changed:
+                self._guarded(ref, stats, known.get(str(ref.path)))
         return self._after_races(stats)
 
     def _after_races(self, stats: ScanStats) -> ScanStats:

@@ -92,7 +92,8 @@ def shipped(retrod: str) -> dict[str, str]:
 
 def install(target: Path, force: bool = False, mcp: bool = False) -> list[str]:
     """Copy each skill to `target/<name>/SKILL.md`; a copy the user changed is kept unless `force`.
-    Then the line that registers `retrod mcp`, run when `mcp`; the last line names this retrod."""
+    Then the line that registers `retrod mcp`, run when `mcp`, and the one that installs the
+    status line (the phases the skills log show there); the last line names this retrod."""
     if mcp:
         _check_sdk()  # before anything is written: all or nothing
     retrod = command()
@@ -107,4 +108,6 @@ def install(target: Path, force: bool = False, mcp: bool = False) -> list[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         done.append(f"{'unchanged' if current[path] == text else 'installed'}: {path}")
-    return done + register_mcp(run=mcp) + [f"the skills run {retrod}"]
+    statusline = ["to see the session's cost, open phase, efficiency and today's cost under Claude's prompt, run:",
+                  f"  {retrod} statusline install"]
+    return done + register_mcp(run=mcp) + statusline + [f"the skills run {retrod}"]

@@ -3,6 +3,7 @@
     python tests/bench/run.py            # the full run: about 6 minutes, a few GB of /tmp
     python tests/bench/run.py --smoke    # seconds-long, for CI: checks that it all still works
     python tests/bench/run.py --only soak --soak   # the nightly soak alone: an hour
+    python tests/bench/run.py --only statusline    # the status line against python and ccusage: ~10 minutes
 
 Prints Markdown tables and writes them as JSON (--json, default bench-results.json). Ratios are
 measured in one run on one machine, so they hold on a noisy machine where absolute times do not.
@@ -33,6 +34,7 @@ import mcp_stats
 import newest_first
 import report_latency
 import soak
+import statusline
 from peers import find_ccusage
 
 
@@ -90,6 +92,10 @@ TARGETS: list[Target] = [
     (("newest session's report, asked 0.5 s after `retrod run` on ~500 MB of older history not yet "
       "ingested: correct after (s)"),  # never correct: missed, not "not measured"
      lambda r: r["newest"]["correct_s"] if r["newest"]["correct_s"] is not None else float("inf"), "<", 2),
+    ("statusline p95 ÷ `python -c pass` p95, after a message, daemon on a ~600 MB history",
+     lambda r: r["statusline"]["ratios"]["p95_after_message_vs_python"], "<=", 3),
+    ("ccusage statusline ÷ retrod statusline, medians, the same stdin, after a message",
+     lambda r: r["statusline"]["ratios"].get("ccusage_vs_retrod_after_message"), ">=", 10),
     ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
     ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
     ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),
@@ -98,7 +104,7 @@ TARGETS: list[Target] = [
     ("soak: bytes written but not ingested", lambda r: r["soak"]["bytes_not_ingested"], "<=", 0),
     ("soak: errors logged", lambda r: r["soak"]["errors_logged"], "<=", 0),
 ]
-BENCHMARKS = ("backfill", "newest", "report", "commands", "mcp", "live", "idle", "soak")
+BENCHMARKS = ("backfill", "newest", "report", "commands", "mcp", "statusline", "live", "idle", "soak")
 NIGHTLY_SOAK_S = 3600
 
 
@@ -128,6 +134,8 @@ def main() -> None:
     parser.add_argument("--only", help=f"benchmarks to run, comma-separated, of: {', '.join(BENCHMARKS)}")
     parser.add_argument("--soak", action="store_true", help=f"the nightly soak: {NIGHTLY_SOAK_S} s")
     parser.add_argument("--soak-seconds", type=float, help="how long the soak writes (default 5 with --smoke, else 60)")
+    parser.add_argument("--statusline-mb", type=float,
+                        help="the status line benchmark's history in MB (default 2 with --smoke, else 600)")
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only else set(BENCHMARKS)
     if only - set(BENCHMARKS):
@@ -138,7 +146,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="retrod-bench-", dir="/tmp") as tmp:
         scratch = Path(tmp)
         os.chmod(scratch, 0o711)  # as root, the private clusters run as postgres and must reach their folders
-        if args.no_ccusage or not only & {"backfill", "report"}:
+        if args.no_ccusage or not only & {"backfill", "report", "statusline"}:
             ccusage, why = None, "skipped (--no-ccusage)" if args.no_ccusage else "not needed"
         else:
             ccusage, why = find_ccusage(scratch)
@@ -150,6 +158,7 @@ def main() -> None:
             ("report", lambda: report_latency.run(scratch, args.smoke, ccusage)),
             ("commands", lambda: commands.run(scratch, args.smoke)),
             ("mcp", lambda: mcp_stats.run(scratch, args.smoke)),
+            ("statusline", lambda: statusline.run(scratch, args.smoke, ccusage, args.statusline_mb)),
             ("live", lambda: live_latency.run(scratch, 20 if args.smoke else 300)),
             ("idle", lambda: idle_cost.run(scratch, 200 if args.smoke else 10_000, 5 if args.smoke else 60)),
             ("soak", lambda: soak.run(scratch, soak_s)),
@@ -170,6 +179,7 @@ def main() -> None:
             ("report", "Report latency:", report_latency.table),
             ("commands", "Commands without a daemon (embedded default):", commands.table),
             ("mcp", "MCP session_stats:", mcp_stats.table),
+            ("statusline", "Status line:", statusline.table),
             ("live", "Live latency:", live_latency.table), ("idle", "Idle cost:", idle_cost.table),
             ("soak", "Soak:", soak.table)):
         if name in results:

@@ -9,7 +9,8 @@ plain forms of the arguments goes to the full command line, with its usual messa
 
 Wire format (both ends are retrod's, same version): the request is NUL-separated key, value
 pairs, ended by closing the write side; the reply is `<exit code or "declined">\\0<stderr>\\0<stdout>`
-(report text holds no NUL: PostgreSQL text cannot).
+(report text holds no NUL: PostgreSQL text cannot). A request with `kind` = `statusline` asks for
+the status line's figures instead (statusline/client.py), answered as JSON on the reply's stdout.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
 # from before an upgrade), it does the work itself instead. v3: the request carries the command's
 # RETROD_PRICES, and the report its tokens by model and cost, which a v2 daemon knows nothing of.
 # v4: the member (--member), and a request without RETROD_AWAY_AFTER_S means the default, where a
-# v3 daemon used its own setting.
-SOCKET_NAME = "report-v4.sock"
+# v3 daemon used its own setting. v5: a request of kind `statusline` (`retrod statusline`, issue
+# 21), which a v4 daemon would have taken for a report and answered with one.
+SOCKET_NAME = "report-v5.sock"
+STATUSLINE = "statusline"  # the `kind` of the status line's request; a report's has none
 TIMEOUT_S = 60.0
 FLAGS = {"--no-save": "no_save", "--close": "close"}
 OPTIONS = {"--format": "format", "--output": "output", "--session": "session", "--member": "member"}

@@ -75,6 +75,7 @@ def render(report: dict) -> str:
               if session["started_at"] and session["ended_at"] else "."), ""]
     out += _summary(summary)
     out += _tokens_by_model(summary, report["prices"])
+    out += _claude_code(report.get("claude_code"), summary["cost"])
     if report["phases"]:
         out += _timeline(report["phases"]) + _verdicts(report["verdicts"], report["outside_phases"])
     else:
@@ -155,6 +156,33 @@ def _tokens_by_model(summary: dict, prices: dict) -> list[str]:
     return ["", "## Tokens by Model", ""] + _table(
         ["Model", "Requests", "Output", "Input", "Cache read", "Cache create", "of which 1h", "Est. cost"],
         table) + ["", note]
+
+
+WINDOWS = {"five_hour": "5-hour window", "seven_day": "7-day window"}
+
+
+def _claude_code(figures: dict | None, cost: dict) -> list[str]:
+    """What Claude Code's status line reported (`retrod statusline` keeps it): its own cost
+    estimate beside retrod's, and the rate-limit use reached while the session ran."""
+    if not figures:
+        return []
+    lines = []
+    if figures["cost_usd"] is not None:
+        lines.append(f"- **Estimated cost:** Claude Code {usd(figures['cost_usd'])}, retrod {cost_cell(cost)}")
+    reached = [f"{WINDOWS[w]} {r['max_used_pct']:.0f}%"
+               + (f" (of the window that resets {_utc(r['max_resets_at'])})" if r["max_resets_at"] else "")
+               for w, r in figures["rate_limits"].items() if r]
+    if reached:
+        lines.append(f"- **Rate limits reached during the session:** {'; '.join(reached)}")
+    if not lines:
+        return []
+    return ["", "## Claude Code's Own Figures", "",
+            f"As Claude Code's status line last reported them ({_utc(figures['updated_at'])}), beside retrod's:",
+            "", *lines]
+
+
+def _utc(iso: str) -> str:
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 _GANTT_KEYWORDS = re.compile(r"^(title|section|dateFormat|axisFormat|tickInterval|excludes|includes|todayMarker"

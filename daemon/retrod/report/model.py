@@ -57,6 +57,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         wasted = sorted({signal for calls in by_agent.values() for signal, n in calls.items() if n and signal})
         examples = cur.execute(q("session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
+        status = cur.execute(q("session_status"), args).fetchone()
 
     times = summary.pop("times")
     tokens = summary["tokens"]
@@ -93,6 +94,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "tool_use_by_agent": {agent: tool_use_figures(calls) for agent, calls in sorted(by_agent.items())},
         },
         "prices": prices.describe(),
+        "claude_code": _claude_code(status),
         "tools": tools,
         "waste": _waste(tool_use, examples),
         "verdicts": _by_verdict(phases, total_output),
@@ -137,10 +139,12 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
 
 
 def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
-          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None) -> dict:
-    """The figures of a look mid-session (`retrod mcp`'s session_stats), the same as `build`'s:
-    the summary's totals, the number of phases and the open phase's figures so far (its window
-    up to now), without the per-tool, subagent, waste-example and closed-phase queries."""
+          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True) -> dict:
+    """The figures of a look mid-session (`retrod mcp`'s session_stats, `retrod statusline`), the
+    same as `build`'s: the summary's totals, the number of phases and the open phase's figures so
+    far (its window up to now), without the per-tool, subagent, waste-example and closed-phase
+    queries. Without `phase_figures` the open phase is only named, with its start: its window's
+    query is the costliest of these (the status line, which shows its name and minutes, skips it)."""
     pricing.store_tiers(conn)
     member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
@@ -149,12 +153,44 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         args = {"session": session, "away_us": int(away_after_s * 1_000_000),
                 "phase": open_row["id"] if open_row else None, "member": member}
         summary = _summary(cur, args, prices)
-        fig = one(cur.execute(q("phase_figures"), args)) if open_row else None
+        fig = one(cur.execute(q("phase_figures"), args)) if open_row and phase_figures else None
     times = summary.pop("times")
     del summary["by_agent"]
+    if open_row is None:
+        open_phase = None
+    elif fig is None:
+        open_phase = {"task": open_row["task"], "phase": open_row["phase"], "verdict": open_row["verdict"],
+                      "started_at": _iso(open_row["started_at"])}
+    else:
+        open_phase = _phase(open_row, fig, prices)
     return {**summary, "member": member, "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
             "ended_at": _iso(times["last_ts"] or times["last_request_ts"]), "phases": len(phase_rows),
-            "open_phase": _phase(open_row, fig, prices) if open_row and fig else None}
+            "open_phase": open_phase}
+
+
+def _claude_code(row: dict | None) -> dict | None:
+    """What Claude Code's status line last reported of the session (`retrod statusline` keeps it:
+    no transcript holds it): its own cost estimate, and each rate-limit window's latest use and
+    the most of it used while the session ran. None when no status line of retrod's ran in it."""
+    if row is None:
+        return None
+
+    def seconds(ms: int | None) -> float | None:
+        return None if ms is None else round(ms / 1000, 3)
+
+    return {
+        "version": row["cc_version"],
+        "cost_usd": row["cc_cost_usd"],
+        "duration_s": seconds(row["cc_duration_ms"]),
+        "api_duration_s": seconds(row["cc_api_duration_ms"]),
+        "rate_limits": {
+            window: None if row[f"{window}_pct"] is None else {
+                "used_pct": row[f"{window}_pct"], "resets_at": _iso(row[f"{window}_resets_at"]),
+                "max_used_pct": row[f"{window}_max_pct"], "max_resets_at": _iso(row[f"{window}_max_resets_at"])}
+            for window in ("five_hour", "seven_day")},
+        "first_seen": _iso(row["first_seen"]),
+        "updated_at": _iso(row["updated_at"]),
+    }
 
 
 def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:

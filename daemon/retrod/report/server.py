@@ -1,7 +1,9 @@
-"""The daemon's side of the report fast path (see client.py): one request per connection."""
+"""The daemon's side of the report fast path (see client.py): one request per connection, a
+report's or (kind `statusline`) the status line's figures."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import socketserver
@@ -17,12 +19,14 @@ from ..ingest import Ingester
 from ..settings import Settings
 from ..store.members import MemberError
 from ..store.store import Store
-from . import model, retrospective
-from .client import SOCKET_NAME, decode_request
+from . import model, retrospective, statusline
+from .client import SOCKET_NAME, STATUSLINE, decode_request
 from .prices import PricesError
 from .prices import load as load_prices
 
 log = structlog.get_logger(__name__)
+
+KEPT_STATUS_MAX = 1000  # sessions whose last status is remembered: a few bytes each
 
 
 class ReportServer:
@@ -33,6 +37,9 @@ class ReportServer:
         self.settings = settings
         self.path = settings.data_dir / SOCKET_NAME
         self._server: socketserver.ThreadingUnixStreamServer | None = None
+        # What each session's status line last reported, as kept: most renders bring nothing new
+        # (a timed refresh, the same message's figures), and then cost no statement.
+        self._kept_status: dict[str, dict] = {}
 
     def __enter__(self) -> ReportServer:
         try:
@@ -60,11 +67,10 @@ class ReportServer:
         work itself: the same session resolved, its files brought up to date first."""
         if request.get("database_url") != self.settings.database_url:
             return "declined", "", ""  # this daemon serves another database
-        try:  # the command's setting, whoever answers: unset is the default, never the daemon's own
-            away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or model.AWAY_AFTER_S)
-        except ValueError:
-            away_after_s = math.nan
-        if not (math.isfinite(away_after_s) and away_after_s > 0):
+        away_after_s = _away_after_s(request)
+        if request.get("kind") == STATUSLINE:
+            return self.statusline(request, away_after_s)
+        if away_after_s is None:
             return "declined", "", ""  # the command's own settings check words the mistake
         try:
             output = Path(request["output"]) if request.get("output") else None
@@ -98,6 +104,48 @@ class ReportServer:
             return "2", f"{found.said}retrod: error: {report['not_saved']}\n", text
         saved = f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else ""
         return "0", found.said + saved, text
+
+    def statusline(self, request: dict[str, str], away_after_s: float | None) -> tuple[str, str, str]:
+        """`retrod statusline`'s figures as JSON (report/statusline.py), after the session's files
+        are brought up to date; what the status line reported is kept. Errors are one line, as
+        the report's: the command shows what its input alone gives, with a mark."""
+        if away_after_s is None:
+            return "2", "retrod: error: configuration: RETROD_AWAY_AFTER_S is not a positive number\n", ""
+        session = statusline.session_id(request.get("session"))
+        try:
+            prices = load_prices(request.get("RETROD_PRICES"))
+            if session is not None:
+                # Its files: those stored, and new ones beside its transcript (Claude Code says where)
+                near = [Path(request["transcript_path"]).parent] if request.get("transcript_path") else []
+                roots = self.settings.projects_roots()
+                Ingester(Store(self.pool, self.settings.host_id), roots, self.settings.batch_bytes).refresh(
+                    session, near)
+            with self.pool.connection() as conn:
+                status = statusline.status_fields(request)
+                if (session is not None and self._kept_status.get(session) != status
+                        and statusline.save_status(conn, session, status)):
+                    if len(self._kept_status) >= KEPT_STATUS_MAX:
+                        self._kept_status.clear()
+                    self._kept_status[session] = status
+                figures = statusline.figures(conn, session, statusline.day_bounds(request), away_after_s, prices)
+        except MemberError as exc:
+            return "2", f"retrod: error: {_one_line(exc)}\n", ""
+        except PricesError as exc:
+            return "2", f"retrod: error: configuration: {_one_line(exc)}\n", ""
+        except Exception as exc:  # noqa: BLE001 - one line for the command; the daemon goes on
+            log.warning("status line request failed", error=f"{type(exc).__name__}: {exc}")
+            return "1", f"retrod: error: {_one_line(exc)}\n", ""
+        return "0", "", json.dumps(figures)
+
+
+def _away_after_s(request: dict[str, str]) -> float | None:
+    """The command's setting, whoever answers: unset is the default, never the daemon's own;
+    None: not a positive number."""
+    try:
+        away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or model.AWAY_AFTER_S)
+    except ValueError:
+        return None
+    return away_after_s if math.isfinite(away_after_s) and away_after_s > 0 else None
 
 
 def _one_line(exc: Exception) -> str:

@@ -1,0 +1,121 @@
+"""The figures `retrod statusline` shows, as the daemon works them out (issue 21).
+
+The command itself stays light (statusline/client.py: the standard library only, no pricing):
+the daemon, which has the database open and the prices loaded, answers with figures and the
+command lays them out. What it answers:
+
+- the session's figures, by `model.stats` — the same queries and prices as `retrod report`
+  (its summary) and `retrod mcp`'s session_stats, so the cost is the report's to the micro-dollar;
+- today's cost across all of the member's sessions, the day's bounds given by the command (the
+  user's local day, which the daemon's time zone need not share);
+- and it keeps what only the status line sees (Claude Code's own cost estimate, the rate-limit
+  use) in retrod.session_status, one row per session and member, for the report to show.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+
+import psycopg
+import structlog
+from psycopg import Connection
+from psycopg.rows import dict_row
+
+from ..store.queries import one, q
+from . import model
+from . import prices as pricing
+
+log = structlog.get_logger(__name__)
+
+# Claude Code's session ids are uuids; anything else names no session (and never reaches a glob).
+SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_LATEST_EPOCH_S = 253402300799  # 9999-12-31: later is no time PostgreSQL or Python keeps
+
+
+def session_id(text: str | None) -> str | None:
+    return text.lower() if text and SESSION_ID.fullmatch(text) else None
+
+
+def _number(text: str | None, low: float, high: float) -> float | None:
+    """A figure from the request, when it is a finite number in [low, high]; None otherwise
+    (Claude Code's JSON may hold anything: a bad field is dropped, never stored)."""
+    try:
+        value = float(text) if text is not None else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and low <= value <= high else None
+
+
+def status_fields(request: dict[str, str]) -> dict:
+    """What the status line reported, checked: the parameters of save_session_status."""
+    def whole(name: str) -> int | None:
+        value = _number(request.get(name), 0, 2**53)
+        return None if value is None else int(value)
+
+    version = request.get("cc_version")
+    return {
+        "cc_version": version[:100] if version else None,
+        "cc_cost_usd": _number(request.get("cc_cost_usd"), 0, 1e9),
+        "cc_duration_ms": whole("cc_duration_ms"),
+        "cc_api_duration_ms": whole("cc_api_duration_ms"),
+        **{f"{w}_{k}": _number(request.get(f"{w}_{k}"), *bounds)
+           for w in ("five_hour", "seven_day")
+           for k, bounds in (("pct", (0, 1000)), ("resets_at", (1, _LATEST_EPOCH_S)))},
+    }
+
+
+def day_bounds(request: dict[str, str]) -> tuple[datetime, datetime] | None:
+    """The command's local day, [start, end), as it sent it (seconds since the epoch)."""
+    start = _number(request.get("day_start"), 0, _LATEST_EPOCH_S)
+    end = _number(request.get("day_end"), 0, _LATEST_EPOCH_S)
+    if start is None or end is None or not 0 < end - start <= 2 * 86400:  # a day, DST included
+        return None
+    return datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC)
+
+
+def save_status(conn: Connection, session: str, fields: dict) -> bool:
+    """Keep what the status line reported; False when it could not be (logged: the figures are
+    still answered; a team's reader role may not write, a database may be read-only)."""
+    if all(value is None for value in fields.values()):
+        return True
+    try:
+        with conn.transaction():
+            conn.execute(q("save_session_status"), {"session": session, **fields})
+    except psycopg.Error as exc:
+        log.warning("status line figures not kept", session=session, error=" ".join(str(exc).split()))
+        return False
+    return True
+
+
+def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime] | None,
+            away_after_s: float = model.AWAY_AFTER_S, prices: pricing.Prices = pricing.DEFAULT) -> dict:
+    """The status line's figures: `session` (None: the database knows nothing of it) and `today`
+    (None: no day given). Times are seconds since the epoch, for a command that has no datetime."""
+    out: dict = {"session": None, "today": None}
+    member = None
+    if session is not None:
+        stats = model.stats(conn, session, away_after_s, prices, phase_figures=False)
+        member = stats["member"]
+        if stats["started_at"] is not None or stats["phases"]:  # else: nothing of it stored yet
+            use, open_phase = stats["tool_use"], stats["open_phase"]
+            out["session"] = {
+                "cost_usd": stats["cost"]["usd"], "cost_complete": stats["cost"]["complete"],
+                "requests": stats["requests"],
+                **{k: stats[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")},
+                "tool_calls": use["calls"], "productive": use["productive"], "efficiency": use["efficiency"],
+                "phases": stats["phases"],
+                "open_phase": None if open_phase is None else {
+                    "task": open_phase["task"], "phase": open_phase["phase"],
+                    "started_at": datetime.fromisoformat(open_phase["started_at"]).timestamp()},
+            }
+    if day is not None:
+        with conn.cursor(row_factory=dict_row) as cur:
+            member = member or one(cur.execute(q("current_member")))["member"]
+            rows = cur.execute(q("member_tokens_by_model_between"),
+                               {"member": member, "start": day[0], "end": day[1]}).fetchall()
+        _, cost = pricing.by_model(rows, prices)
+        out["today"] = {"cost_usd": cost["usd"], "cost_complete": cost["complete"],
+                        "requests": sum(int(row["requests"]) for row in rows)}
+    return out

@@ -1,0 +1,73 @@
+-- `retrod statusline` (issue 21): what only Claude Code's status line sees, kept per session and
+-- member (migration 0017), and today's cost across all of a member's sessions.
+
+-- One row per session and member, updated in place. A field Claude Code did not send (an older
+-- version, a window not reported yet) keeps what was stored; a window's most-used share only
+-- grows, and remembers the reset of the window it was reached in. A render that brings nothing
+-- new (the same message's figures again, a timed refresh) writes nothing: the WHERE below.
+-- name: save_session_status
+INSERT INTO retrod.session_status AS s (
+    session_uuid, cc_version, cc_cost_usd, cc_duration_ms, cc_api_duration_ms,
+    five_hour_pct, five_hour_resets_at, five_hour_max_pct, five_hour_max_resets_at,
+    seven_day_pct, seven_day_resets_at, seven_day_max_pct, seven_day_max_resets_at)
+SELECT session, cc_version, cc_cost_usd, cc_duration_ms, cc_api_duration_ms,
+       five_hour_pct, CASE WHEN five_hour_pct IS NOT NULL THEN five_hour_resets_at END,
+       five_hour_pct, CASE WHEN five_hour_pct IS NOT NULL THEN five_hour_resets_at END,
+       seven_day_pct, CASE WHEN seven_day_pct IS NOT NULL THEN seven_day_resets_at END,
+       seven_day_pct, CASE WHEN seven_day_pct IS NOT NULL THEN seven_day_resets_at END
+FROM (SELECT %(session)s::text AS session, %(cc_version)s::text AS cc_version,
+             %(cc_cost_usd)s::float8 AS cc_cost_usd, %(cc_duration_ms)s::bigint AS cc_duration_ms,
+             %(cc_api_duration_ms)s::bigint AS cc_api_duration_ms,
+             %(five_hour_pct)s::float8 AS five_hour_pct,
+             to_timestamp(%(five_hour_resets_at)s::float8) AS five_hour_resets_at,
+             %(seven_day_pct)s::float8 AS seven_day_pct,
+             to_timestamp(%(seven_day_resets_at)s::float8) AS seven_day_resets_at) given
+ON CONFLICT (session_uuid, db_role) DO UPDATE SET
+    updated_at = now(),
+    cc_version = coalesce(excluded.cc_version, s.cc_version),
+    cc_cost_usd = coalesce(excluded.cc_cost_usd, s.cc_cost_usd),
+    cc_duration_ms = coalesce(excluded.cc_duration_ms, s.cc_duration_ms),
+    cc_api_duration_ms = coalesce(excluded.cc_api_duration_ms, s.cc_api_duration_ms),
+    five_hour_pct = coalesce(excluded.five_hour_pct, s.five_hour_pct),
+    five_hour_resets_at = CASE WHEN excluded.five_hour_pct IS NULL THEN s.five_hour_resets_at
+                               ELSE excluded.five_hour_resets_at END,
+    five_hour_max_pct = greatest(s.five_hour_max_pct, excluded.five_hour_pct),
+    five_hour_max_resets_at = CASE WHEN excluded.five_hour_pct > coalesce(s.five_hour_max_pct, '-infinity')
+                                   THEN excluded.five_hour_resets_at ELSE s.five_hour_max_resets_at END,
+    seven_day_pct = coalesce(excluded.seven_day_pct, s.seven_day_pct),
+    seven_day_resets_at = CASE WHEN excluded.seven_day_pct IS NULL THEN s.seven_day_resets_at
+                               ELSE excluded.seven_day_resets_at END,
+    seven_day_max_pct = greatest(s.seven_day_max_pct, excluded.seven_day_pct),
+    seven_day_max_resets_at = CASE WHEN excluded.seven_day_pct > coalesce(s.seven_day_max_pct, '-infinity')
+                                   THEN excluded.seven_day_resets_at ELSE s.seven_day_max_resets_at END
+WHERE (excluded.cc_version IS NOT NULL AND excluded.cc_version IS DISTINCT FROM s.cc_version)
+   OR (excluded.cc_cost_usd IS NOT NULL AND excluded.cc_cost_usd IS DISTINCT FROM s.cc_cost_usd)
+   OR (excluded.cc_duration_ms IS NOT NULL AND excluded.cc_duration_ms IS DISTINCT FROM s.cc_duration_ms)
+   OR (excluded.cc_api_duration_ms IS NOT NULL AND excluded.cc_api_duration_ms IS DISTINCT FROM s.cc_api_duration_ms)
+   OR (excluded.five_hour_pct IS NOT NULL AND (excluded.five_hour_pct, excluded.five_hour_resets_at)
+                                              IS DISTINCT FROM (s.five_hour_pct, s.five_hour_resets_at))
+   OR (excluded.seven_day_pct IS NOT NULL AND (excluded.seven_day_pct, excluded.seven_day_resets_at)
+                                              IS DISTINCT FROM (s.seven_day_pct, s.seven_day_resets_at));
+
+-- name: session_status
+SELECT first_seen, updated_at, cc_version, cc_cost_usd, cc_duration_ms, cc_api_duration_ms,
+       five_hour_pct, five_hour_resets_at, five_hour_max_pct, five_hour_max_resets_at,
+       seven_day_pct, seven_day_resets_at, seven_day_max_pct, seven_day_max_resets_at
+FROM retrod.session_status WHERE session_uuid = %(session)s AND db_role = %(member)s;
+
+-- The database role whose rows a status line with no session reads: one's own.
+-- name: current_member
+SELECT current_user AS member;
+
+-- A member's tokens in [start, end) across all sessions, by what their price depends on (as
+-- session_tokens_by_model): the status line's "today". Whole minutes, through
+-- request_minutes_member_minute (a local day's bounds fall on whole minutes in every time zone in use today).
+-- name: member_tokens_by_model_between
+SELECT model, (minute AT TIME ZONE 'UTC')::date AS day, fast, tier_floor, sum(parts)::bigint AS parts,
+       sum(requests)::bigint AS requests,
+       sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
+       sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
+       sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h
+FROM retrod.request_minutes
+WHERE db_role = %(member)s AND minute >= %(start)s AND minute < %(end)s
+GROUP BY 1, 2, 3, 4;
