@@ -11,7 +11,7 @@ import psycopg
 import pydantic
 import structlog
 
-from . import arguments, resolve, skills, tracking
+from . import arguments, resolve, skills, tracking, trends
 from . import log as logging_setup
 from .report import markdown, model, retrospective
 from .report.prices import PricesError
@@ -158,6 +158,24 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
+    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+
+    zone = trends.check_zone(args.tz) if args.tz else trends.local_zone()
+    since = trends.parse_since(args.since, zone) if args.since else None
+    prices = load_prices(settings.prices)  # a bad price file is refused before any work
+    split = "project" if args.by_project else "model" if args.by_model else None
+    with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
+        note = catchup.catch_up(settings, pool)
+        with pool.connection() as conn:
+            data = trends.trends(conn, by=args.by, project=args.project, since=since, split=split, prices=prices,
+                                 tz=zone, member=args.member, roots=settings.projects_roots(),
+                                 away_after_s=settings.away_after_s)
+    _warn([note] if note else [])
+    print(json.dumps(data, indent=2) if args.json else trends.render(data), end="\n" if args.json else "")
+    return EXIT_OK
+
+
 def _json(rows: list[dict]) -> str:
     """Times as the report's JSON writes them (ISO 8601, UTC)."""
     return json.dumps(rows, indent=2, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
@@ -223,7 +241,8 @@ def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
-            "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "skills": _cmd_skills,
+            "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "trends": _cmd_trends,
+            "skills": _cmd_skills,
             "team": _cmd_team, "mcp": _cmd_mcp, "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
 
 
@@ -240,7 +259,7 @@ def execute(args: argparse.Namespace) -> int:
         logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
     except (tracking.TrackingError, skills.SkillsError, resolve.SessionError,
-            retrospective.OutputError, TeamError, MemberError) as exc:
+            retrospective.OutputError, TeamError, MemberError, trends.TrendsError) as exc:
         return _fail(args, exc, EXIT_USAGE)
     except pydantic.ValidationError as exc:
         problems = "; ".join(
