@@ -50,6 +50,11 @@ CREATE TABLE retrod.session_times (
     PRIMARY KEY (session_uuid, db_role)
 );
 
+-- A member's sessions and their project folders, read without the files' fold state (trends: an
+-- index-only scan in session order instead of reading every file's row).
+CREATE INDEX files_member_sessions ON retrod.files (db_role, session_uuid) INCLUDE (kind, slug)
+    WHERE session_uuid IS NOT NULL AND kind IN ('main', 'subagent', 'agent_root');
+
 CREATE FUNCTION retrod.bucket_of(agent TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN agent = '' THEN 'main' WHEN starts_with(agent, 'acompact') THEN 'compaction'
                 ELSE 'subagents' END

@@ -15,9 +15,11 @@ dashboard's `/api/trends` serve it as it is.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -33,7 +35,7 @@ from .store import tiers
 from .store.queries import q
 
 PERIODS = ("day", "week", "month")
-SPLITS = ("project", "model")
+SPLITS = ("project", "model", "session")  # session: for the brief, not offered on the command line
 TOP_WASTE = 3
 
 
@@ -90,27 +92,31 @@ def project_filter(project: str | None, roots: list[Path]) -> tuple[list[str] | 
     return None, f"%{project}%"
 
 
+TIMES = ("wall", "claude", "tool", "human", "away")  # microseconds, as trend_figures sums them
+MODEL_SUMS = ("sessions", "requests", "parts", "fast_parts", "cache_create_5m", "cache_create_1h")
+
+
 @dataclass
 class _Sums:
     """Unrounded sums of per-session figures (a period, a project in it, or everything)."""
 
     sessions: int = 0
-    us: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("wall", "claude", "tool", "human", "away"), 0))
+    us: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIMES, 0))
     tool_result_bytes: int = 0
     calls: dict[str, int] = field(default_factory=dict)  # by signal, '' = productive
-    groups: list[dict] = field(default_factory=list)  # price groups, by bucket
+    models: dict[str, dict] = field(default_factory=dict)  # by model: MODEL_SUMS, tokens by bucket, cost
     verdicts: dict[str, int] = field(default_factory=dict)
-    model_sessions: dict[str, int] = field(default_factory=dict)
-    project_path: str | None = None
 
     @classmethod
     def of(cls, row: dict) -> _Sums:
-        return cls(sessions=row["sessions"],
-                   us={k: row[f"{k}_us"] for k in ("wall", "claude", "tool", "human", "away")},
+        return cls(sessions=row["sessions"], us={k: row[f"{k}_us"] for k in TIMES},
                    tool_result_bytes=row["tool_result_bytes"],
                    calls={PRODUCTIVE: row["productive"], **{s: row[s] for s in SIGNALS}},
-                   groups=row["price_groups"], verdicts=row["verdicts"], model_sessions=row["model_sessions"],
-                   project_path=row["project_path"])
+                   models={m["model"]: {**{k: m[k] for k in MODEL_SUMS},
+                                        **{b: dict(zip(TOKEN_FIELDS, m[b], strict=True)) for b in BUCKETS[:-1]},
+                                        "cost": Decimal(m["cost"]), "unpriced": m["unpriced"]}
+                           for m in row["models"]},
+                   verdicts=row["verdicts"])
 
     def add(self, other: _Sums) -> None:
         self.sessions += other.sessions
@@ -119,31 +125,40 @@ class _Sums:
         self.tool_result_bytes += other.tool_result_bytes
         for k, v in other.calls.items():
             self.calls[k] = self.calls.get(k, 0) + v
-        self.groups = self.groups + other.groups
-        for d, o in ((self.verdicts, other.verdicts), (self.model_sessions, other.model_sessions)):
-            for k, v in o.items():
-                d[k] = d.get(k, 0) + v
+        for model, theirs in other.models.items():
+            mine = self.models.get(model)
+            if mine is None:
+                self.models[model] = {**theirs, **{b: dict(theirs[b]) for b in BUCKETS[:-1]}}
+                continue
+            for k in (*MODEL_SUMS, "cost"):
+                mine[k] += theirs[k]
+            for b in BUCKETS[:-1]:
+                for f in TOKEN_FIELDS:
+                    mine[b][f] += theirs[b][f]
+            mine["unpriced"] = mine["unpriced"] or theirs["unpriced"]
+        for k, v in other.verdicts.items():
+            self.verdicts[k] = self.verdicts.get(k, 0) + v
 
 
 def _s(us: int) -> float:
     return round(us / 1_000_000, 3)
 
 
-def figures(sums: _Sums, prices: pricing.Prices) -> dict:
+def figures(sums: _Sums) -> dict:
     """What a period (or a project in it) shows: the sums of its sessions' report figures."""
-    tokens = {b: dict.fromkeys(TOKEN_FIELDS, 0) for b in BUCKETS}
-    requests = 0
-    for g in sums.groups:
-        requests += g["requests"]
-        for f in TOKEN_FIELDS:
-            tokens[g["bucket"]][f] += g[f]
-            tokens["total"][f] += g[f]
-    by_model, cost = pricing.by_model(sums.groups, prices)
+    tokens = {b: {f: sum(m[b][f] for m in sums.models.values()) for f in TOKEN_FIELDS} for b in BUCKETS[:-1]}
+    tokens["total"] = {f: sum(tokens[b][f] for b in BUCKETS[:-1]) for f in TOKEN_FIELDS}
+    by_model, cost = pricing.summarize(
+        {"model": model or None, "requests": m["parts"],
+         **{f: sum(m[b][f] for b in BUCKETS[:-1]) for f in TOKEN_FIELDS},
+         "cache_create_5m": m["cache_create_5m"], "cache_create_1h": m["cache_create_1h"],
+         "fast_requests": m["fast_parts"], "cost": m["cost"], "unpriced": m["unpriced"]}
+        for model, m in sums.models.items())
     tool_use = tool_use_figures(sums.calls)
     ranked = sorted(((n, s) for s, n in tool_use["signals"].items() if n), key=lambda x: (-x[0], SIGNALS.index(x[1])))
     return {
         "sessions": sums.sessions,
-        "requests": requests,
+        "requests": sum(m["requests"] for m in sums.models.values()),
         "tokens": tokens,
         "cost": cost,
         "cost_per_session": round(cost["usd"] / sums.sessions, 6) if cost["usd"] is not None and sums.sessions
@@ -154,8 +169,29 @@ def figures(sums: _Sums, prices: pricing.Prices) -> dict:
         "tool_use": tool_use,
         "top_waste": [{"signal": s, "count": n} for n, s in ranked[:TOP_WASTE]],
         "verdicts": dict(sorted(sums.verdicts.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "tokens_by_model": [{**m, "sessions": sums.model_sessions.get(m["model"] or "", 0)} for m in by_model],
+        "tokens_by_model": [{**m, "sessions": sums.models[m["model"] or ""]["sessions"]} for m in by_model],
     }
+
+
+def price_table(conn: Connection, member: str, prices: pricing.Prices) -> str:
+    """The prices of every price group the member's sessions have (model, day, fast, tier), as
+    trend_figures reads them: USD per million tokens of each kind and per part, for runs of days
+    (in the days the data holds) whose prices are the same, so that the table stays a few rows
+    (JSON; a price group not in it is not priced)."""
+    keys = sorted(conn.execute(q("price_keys"), {"member": member}).fetchall(),
+                  key=lambda k: (k[0], k[2], k[3], k[1] == "infinity", k[1]))
+    table: list[dict] = []
+    last: tuple | None = None
+    for model, day, fast, tier_floor in keys:
+        found = pricing.rates(prices, model, None if day == "infinity" else date.fromisoformat(day), fast, tier_floor)
+        run = (model, fast, tier_floor, found, day == "infinity")
+        if run == last:
+            table[-1]["day_to"] = day
+        elif found is not None:
+            table.append({"model": model, "fast": fast, "tier_floor": tier_floor, "day_from": day, "day_to": day,
+                          **{k: str(v) for k, v in vars(found).items()}})
+        last = run if found is not None else None
+    return json.dumps(table)
 
 
 def change(now: dict, before: dict | None) -> dict | None:
@@ -213,14 +249,20 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
             rows = cur.execute(q("trend_figures"), {
                 "member": member, "slugs": slugs, "pattern": pattern, "since": since, "by": by, "tz": tz,
                 "away_us": int(away_after_s * 1_000_000), "by_project": split == "project",
-                "by_model": split == "model", "sessions": sessions}).fetchall()
+                "by_session": split == "session", "sessions": sessions,
+                "rates": price_table(conn, member, prices)},
+                prepare=False).fetchall()  # planned for its arguments each time: a generic plan is far slower
         except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
             raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None
-    whole = {row["period"]: _Sums.of(row) for row in rows if row["whole"]}
+        paths = {} if split != "project" else {r["slug"]: r["path"] for r in cur.execute(
+            q("project_paths"), {"member": member, "slugs": sorted({row["grp"] for row in rows})})}
+    whole: dict[date | None, _Sums] = {}
     parts: dict[date | None, list[tuple[str, _Sums]]] = {}
-    for row in rows:
-        if not row["whole"]:
-            parts.setdefault(row["period"], []).append((row["grp"], _Sums.of(row)))
+    for row in rows:  # a period's rows (one per project or session in it) add up to the period
+        sums = _Sums.of(row)
+        whole.setdefault(row["period"], _Sums()).add(sums)
+        if split is not None and split != "model":
+            parts.setdefault(row["period"], []).append((row["grp"], sums))
     dated = sorted(p for p in whole if p is not None)
     keys: list[date | None] = []
     period = dated[0] if dated else None
@@ -235,13 +277,15 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
     for key in keys:
         sums = whole.get(key, _Sums())
         total.add(sums)
-        entry = figures(sums, prices)
+        entry = figures(sums)
         start, end = _bounds(key, by, tz) if key is not None else (None, None)
         entry = {"period": key.isoformat() if key else None, "start": start, "end": end, **entry,
                  "change": change(entry, before) if key is not None else None}
         if split == "project":
-            entry["projects"] = [{"project_slug": slug, "project_path": s.project_path, **figures(s, prices)}
+            entry["projects"] = [{"project_slug": slug, "project_path": paths.get(slug), **figures(s)}
                                  for slug, s in parts.get(key, [])]
+        elif split == "session":
+            entry["per_session"] = [{"session": uuid, **figures(s)} for uuid, s in parts.get(key, [])]
         out.append(entry)
         before = entry if key is not None else before
     return {
@@ -250,7 +294,7 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         "attribution": "each session wholly in the period its first line falls in",
         "prices": prices.describe(),
         "periods": out,
-        "total": figures(total, prices),
+        "total": figures(total),
     }
 
 
