@@ -63,10 +63,11 @@ def _clean(text: _Text, what: str) -> _Text:
     return text
 
 
-def track_start(conn: Connection, session: str, description: str | None) -> dict:
-    """Create (or describe again) the user's row for the session."""
+def track_start(conn: Connection, session: str, description: str | None, project_slug: str | None = None) -> dict:
+    """Create (or describe again) the user's row for the session. `project_slug`: its project
+    folder's name when no transcript of it says yet (a session just starting: `brief --hook`)."""
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        return ensure_session(cur, session, _clean(description, "--description"))
+        return ensure_session(cur, session, _clean(description, "--description"), project_slug)
 
 
 def may_write(conn: Connection) -> bool:
@@ -74,8 +75,9 @@ def may_write(conn: Connection) -> bool:
     return bool(one(conn.execute(q("may_write_sessions")))[0])
 
 
-def ensure_session(cur, session: str, description: str | None = None) -> dict:
-    """The user's cc_sessions row for the session, created from what the transcripts say."""
+def ensure_session(cur, session: str, description: str | None = None, project_slug: str | None = None) -> dict:
+    """The user's cc_sessions row for the session, created from what the transcripts say (else
+    `project_slug`, and now)."""
     args = {"session": session, "description": description}
     for _attempt in range(2):  # (a command inserting it at the same moment: then it is there)
         row = cur.execute(q("describe_user_session"), args).fetchone()
@@ -83,7 +85,8 @@ def ensure_session(cur, session: str, description: str | None = None) -> dict:
             return row
         seen = one(cur.execute(q("session_first_seen"), {"session": session}))
         row = cur.execute(q("insert_user_session"), {
-            **args, "project_slug": seen["project_slug"] or "", "started_at": seen["started_at"] or datetime.now(UTC),
+            **args, "project_slug": seen["project_slug"] or project_slug or "",
+            "started_at": seen["started_at"] or datetime.now(UTC),
         }).fetchone()
         if row is not None:
             return row

@@ -173,12 +173,12 @@ def figures(sums: _Sums) -> dict:
     }
 
 
-def price_table(conn: Connection, member: str, prices: pricing.Prices) -> str:
+def price_table(conn: Connection, member: str, prices: pricing.Prices, sessions: list[str] | None = None) -> str:
     """The prices of every price group the member's sessions have (model, day, fast, tier), as
     trend_figures reads them: USD per million tokens of each kind and per part, for runs of days
     (in the days the data holds) whose prices are the same, so that the table stays a few rows
     (JSON; a price group not in it is not priced)."""
-    keys = sorted(conn.execute(q("price_keys"), {"member": member}).fetchall(),
+    keys = sorted(conn.execute(q("price_keys"), {"member": member, "sessions": sessions}).fetchall(),
                   key=lambda k: (k[0], k[2], k[3], k[1] == "infinity", k[1]))
     table: list[dict] = []
     last: tuple | None = None
@@ -250,7 +250,7 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
                 "member": member, "slugs": slugs, "pattern": pattern, "since": since, "by": by, "tz": tz,
                 "away_us": int(away_after_s * 1_000_000), "by_project": split == "project",
                 "by_session": split == "session", "sessions": sessions,
-                "rates": price_table(conn, member, prices)},
+                "rates": price_table(conn, member, prices, sessions)},
                 prepare=False).fetchall()  # planned for its arguments each time: a generic plan is far slower
         except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
             raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None

@@ -1,4 +1,6 @@
-"""The daemon's side of the report fast path (see client.py): one request per connection."""
+"""The daemon's side of the fast path (see client.py): one request per connection. It answers
+`retrod report` itself; another command's requests go to the function the daemon registered for
+it (`retrod brief --hook`: brief.answer, which this room may not import)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import math
 import os
 import socketserver
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import psycopg
@@ -25,12 +28,18 @@ from .prices import load as load_prices
 log = structlog.get_logger(__name__)
 
 
-class ReportServer:
-    """Serves `retrod report` on `<data_dir>/<SOCKET_NAME>` (owner-only) while the daemon runs."""
+Answer = tuple[str, str, str]  # (exit code or "declined", stderr, stdout)
 
-    def __init__(self, pool: ConnectionPool, settings: Settings) -> None:
+
+class ReportServer:
+    """Serves `retrod report` on `<data_dir>/<SOCKET_NAME>` (owner-only) while the daemon runs,
+    and the commands of `others` (command name → what answers its request)."""
+
+    def __init__(self, pool: ConnectionPool, settings: Settings,
+                 others: Mapping[str, Callable[[dict[str, str]], Answer]] | None = None) -> None:
         self.pool = pool
         self.settings = settings
+        self.others = dict(others or {})
         self.path = settings.data_dir / SOCKET_NAME
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
@@ -55,11 +64,19 @@ class ReportServer:
             self._server.server_close()
             self.path.unlink(missing_ok=True)
 
-    def answer(self, request: dict[str, str]) -> tuple[str, str, str]:
-        """(exit code or "declined", stderr, stdout) of `retrod report`, as if it had done the
-        work itself: the same session resolved, its files brought up to date first."""
+    def answer(self, request: dict[str, str]) -> Answer:
+        """(exit code or "declined", stderr, stdout) of the command asked, as if it had done the
+        work itself: for `retrod report`, the same session resolved, its files brought up to date
+        first."""
         if request.get("database_url") != self.settings.database_url:
             return "declined", "", ""  # this daemon serves another database
+        command = request.get("command", "report")
+        if command != "report":
+            other = self.others.get(command)
+            return other(request) if other is not None else ("declined", "", "")
+        return self._report(request)
+
+    def _report(self, request: dict[str, str]) -> Answer:
         try:  # the command's setting, whoever answers: unset is the default, never the daemon's own
             away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or model.AWAY_AFTER_S)
         except ValueError:

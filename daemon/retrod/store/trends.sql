@@ -7,7 +7,8 @@
 -- (report/prices.py) and hands them to trend_figures, which prices the groups where they are.
 -- name: price_keys
 SELECT DISTINCT model, day::text AS day, fast, tier_floor  -- (day 'infinity': no timestamp)
-FROM retrod.session_requests WHERE db_role = %(member)s;
+FROM retrod.session_requests
+WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]));
 
 -- One row per period and `grp` (trends.py adds a period's rows up): the sums of the figures of
 -- the sessions that started in it. A session belongs wholly to the period its first counted event
@@ -149,3 +150,51 @@ SELECT DISTINCT ON (slug) slug, state ->> 'cwd' AS path
 FROM retrod.files
 WHERE db_role = %(member)s AND kind = 'main' AND slug = ANY(%(slugs)s::text[]) AND state ? 'cwd'
 ORDER BY slug, path;
+
+-- `retrod brief`: the member's sessions of these project folders (`slugs`, or folder names like
+-- `pattern`), newest first by the report's started_at, leaving out `exclude` (the session asking)
+-- and sessions that never did anything (no timestamp at all).
+-- name: brief_sessions
+SELECT s.session_uuid, s.project_slug,
+       coalesce(t.first_ts, (SELECT min(minute) FROM retrod.request_minutes m
+                             WHERE m.session_uuid = s.session_uuid AND m.db_role = %(member)s
+                               AND m.minute < 'infinity')) AS started_at,
+       u.description
+FROM (
+    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+    FROM retrod.files
+    WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
+      AND session_uuid IN (SELECT session_uuid FROM retrod.files
+                           WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
+                             AND (%(slugs)s::text[] IS NULL OR slug = ANY(%(slugs)s::text[]))
+                             AND (%(pattern)s::text IS NULL OR slug ILIKE %(pattern)s::text))
+    GROUP BY session_uuid
+) s
+LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
+LEFT JOIN public.cc_sessions u ON u.session_uuid = s.session_uuid
+                              AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
+  AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+  AND s.session_uuid IS DISTINCT FROM %(exclude)s::text
+ORDER BY 3 DESC NULLS LAST, 1;
+
+-- The phases of these sessions, newest first, with what was written about them.
+-- name: brief_phases
+SELECT u.session_uuid, p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at, p.actions_summary,
+       p.useful_info, p.lessons_learned, p.notes
+FROM public.cc_session_phases p
+JOIN public.cc_sessions u ON u.id = p.session_id
+WHERE u.session_uuid = ANY(%(sessions)s::text[]) AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+ORDER BY p.started_at DESC, p.id DESC;
+
+-- Per waste signal (DESIGN §2.6), over these sessions: the path (or short input) it hit most often,
+-- and how often, as the example the brief names.
+-- name: brief_waste_examples
+SELECT signal, detail, n FROM (
+    SELECT signal, coalesce(path, detail) AS detail, count(*) AS n,
+           row_number() OVER (PARTITION BY signal ORDER BY count(*) DESC, coalesce(path, detail)) AS rank
+    FROM retrod.tool_uses
+    WHERE session_uuid = ANY(%(sessions)s::text[]) AND db_role = %(member)s AND counted AND signal IS NOT NULL
+    GROUP BY 1, 2
+) x
+WHERE rank = 1;
