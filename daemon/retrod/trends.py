@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from functools import lru_cache
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -93,7 +94,40 @@ def project_filter(project: str | None, roots: list[Path]) -> tuple[list[str] | 
 
 
 TIMES = ("wall", "claude", "tool", "human", "away")  # microseconds, as trend_figures sums them
-MODEL_SUMS = ("sessions", "requests", "parts", "fast_parts", "cache_create_5m", "cache_create_1h")
+SPLIT_BUCKETS = BUCKETS[:-1]  # main, subagents, compaction: `total` is their sum
+
+
+@dataclass(slots=True)
+class _Model:
+    """One model's sums (trend_figures' `models`): tokens by bucket, each as TOKEN_FIELDS in order.
+    (Plain fields and lists: a year by day is hundreds of periods, each added up in Python.)"""
+
+    sessions: int
+    requests: int
+    parts: int
+    fast_parts: int
+    cache_create_5m: int
+    cache_create_1h: int
+    cost: Decimal
+    unpriced: bool
+    tokens: list[list[int]]
+
+    @classmethod
+    def of(cls, m: dict) -> _Model:
+        return cls(m["sessions"], m["requests"], m["parts"], m["fast_parts"], m["cache_create_5m"],
+                   m["cache_create_1h"], Decimal(m["cost"]), m["unpriced"], [m[b] for b in SPLIT_BUCKETS])
+
+    def add(self, other: _Model) -> None:
+        self.sessions += other.sessions
+        self.requests += other.requests
+        self.parts += other.parts
+        self.fast_parts += other.fast_parts
+        self.cache_create_5m += other.cache_create_5m
+        self.cache_create_1h += other.cache_create_1h
+        self.cost += other.cost
+        self.unpriced = self.unpriced or other.unpriced
+        self.tokens = [[a + b for a, b in zip(mine, theirs, strict=True)]
+                       for mine, theirs in zip(self.tokens, other.tokens, strict=True)]
 
 
 @dataclass
@@ -101,41 +135,30 @@ class _Sums:
     """Unrounded sums of per-session figures (a period, a project in it, or everything)."""
 
     sessions: int = 0
-    us: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIMES, 0))
+    us: list[int] = field(default_factory=lambda: [0] * len(TIMES))
     tool_result_bytes: int = 0
-    calls: dict[str, int] = field(default_factory=dict)  # by signal, '' = productive
-    models: dict[str, dict] = field(default_factory=dict)  # by model: MODEL_SUMS, tokens by bucket, cost
+    calls: list[int] = field(default_factory=lambda: [0] * (1 + len(SIGNALS)))  # productive, then SIGNALS
+    models: dict[str, _Model] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, row: dict) -> _Sums:
-        return cls(sessions=row["sessions"], us={k: row[f"{k}_us"] for k in TIMES},
-                   tool_result_bytes=row["tool_result_bytes"],
-                   calls={PRODUCTIVE: row["productive"], **{s: row[s] for s in SIGNALS}},
-                   models={m["model"]: {**{k: m[k] for k in MODEL_SUMS},
-                                        **{b: dict(zip(TOKEN_FIELDS, m[b], strict=True)) for b in BUCKETS[:-1]},
-                                        "cost": Decimal(m["cost"]), "unpriced": m["unpriced"]}
-                           for m in row["models"]},
-                   verdicts=row["verdicts"])
+        return cls(row["sessions"], [row[f"{k}_us"] for k in TIMES], row["tool_result_bytes"],
+                   [row["productive"], *(row[s] for s in SIGNALS)],
+                   {m["model"]: _Model.of(m) for m in row["models"]}, row["verdicts"])
 
     def add(self, other: _Sums) -> None:
         self.sessions += other.sessions
-        for k, v in other.us.items():
-            self.us[k] += v
+        self.us = [a + b for a, b in zip(self.us, other.us, strict=True)]
         self.tool_result_bytes += other.tool_result_bytes
-        for k, v in other.calls.items():
-            self.calls[k] = self.calls.get(k, 0) + v
+        self.calls = [a + b for a, b in zip(self.calls, other.calls, strict=True)]
         for model, theirs in other.models.items():
             mine = self.models.get(model)
             if mine is None:
-                self.models[model] = {**theirs, **{b: dict(theirs[b]) for b in BUCKETS[:-1]}}
-                continue
-            for k in (*MODEL_SUMS, "cost"):
-                mine[k] += theirs[k]
-            for b in BUCKETS[:-1]:
-                for f in TOKEN_FIELDS:
-                    mine[b][f] += theirs[b][f]
-            mine["unpriced"] = mine["unpriced"] or theirs["unpriced"]
+                self.models[model] = _Model(**{f: getattr(theirs, f) for f in _Model.__slots__})
+                self.models[model].tokens = [list(t) for t in theirs.tokens]
+            else:
+                mine.add(theirs)
         for k, v in other.verdicts.items():
             self.verdicts[k] = self.verdicts.get(k, 0) + v
 
@@ -146,30 +169,37 @@ def _s(us: int) -> float:
 
 def figures(sums: _Sums) -> dict:
     """What a period (or a project in it) shows: the sums of its sessions' report figures."""
-    tokens = {b: {f: sum(m[b][f] for m in sums.models.values()) for f in TOKEN_FIELDS} for b in BUCKETS[:-1]}
-    tokens["total"] = {f: sum(tokens[b][f] for b in BUCKETS[:-1]) for f in TOKEN_FIELDS}
-    by_model, cost = pricing.summarize(
-        {"model": model or None, "requests": m["parts"],
-         **{f: sum(m[b][f] for b in BUCKETS[:-1]) for f in TOKEN_FIELDS},
-         "cache_create_5m": m["cache_create_5m"], "cache_create_1h": m["cache_create_1h"],
-         "fast_requests": m["fast_parts"], "cost": m["cost"], "unpriced": m["unpriced"]}
-        for model, m in sums.models.items())
-    tool_use = tool_use_figures(sums.calls)
+    by_bucket = [[0] * len(TOKEN_FIELDS) for _ in SPLIT_BUCKETS]
+    rows = []
+    for model, m in sums.models.items():
+        totals = [0] * len(TOKEN_FIELDS)
+        for i, in_bucket in enumerate(m.tokens):
+            for j, n in enumerate(in_bucket):
+                by_bucket[i][j] += n
+                totals[j] += n
+        rows.append({"model": model or None, "requests": m.parts, **dict(zip(TOKEN_FIELDS, totals, strict=True)),
+                     "cache_create_5m": m.cache_create_5m, "cache_create_1h": m.cache_create_1h,
+                     "fast_requests": m.fast_parts, "cost": m.cost, "unpriced": m.unpriced})
+    by_model, cost = pricing.summarize(rows)
+    tokens = {b: dict(zip(TOKEN_FIELDS, by_bucket[i], strict=True)) for i, b in enumerate(SPLIT_BUCKETS)}
+    tokens["total"] = {f: sum(t[j] for t in by_bucket) for j, f in enumerate(TOKEN_FIELDS)}
+    tool_use = tool_use_figures(dict(zip((PRODUCTIVE, *SIGNALS), sums.calls, strict=True)))
     ranked = sorted(((n, s) for s, n in tool_use["signals"].items() if n), key=lambda x: (-x[0], SIGNALS.index(x[1])))
+    wall, claude, tool, human, away = sums.us
     return {
         "sessions": sums.sessions,
-        "requests": sum(m["requests"] for m in sums.models.values()),
+        "requests": sum(m.requests for m in sums.models.values()),
         "tokens": tokens,
         "cost": cost,
         "cost_per_session": round(cost["usd"] / sums.sessions, 6) if cost["usd"] is not None and sums.sessions
         else None,
-        "wall_s": _s(sums.us["wall"]), "claude_s": _s(sums.us["claude"]), "tool_s": _s(sums.us["tool"]),
-        "human_s": _s(sums.us["human"] - sums.us["away"]), "away_s": _s(sums.us["away"]),
+        "wall_s": _s(wall), "claude_s": _s(claude), "tool_s": _s(tool), "human_s": _s(human - away),
+        "away_s": _s(away),
         "tool_result_bytes": sums.tool_result_bytes,
         "tool_use": tool_use,
         "top_waste": [{"signal": s, "count": n} for n, s in ranked[:TOP_WASTE]],
         "verdicts": dict(sorted(sums.verdicts.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "tokens_by_model": [{**m, "sessions": sums.models[m["model"] or ""]["sessions"]} for m in by_model],
+        "tokens_by_model": [{**m, "sessions": sums.models[m["model"] or ""].sessions} for m in by_model],
     }
 
 
@@ -178,8 +208,19 @@ def price_table(conn: Connection, member: str, prices: pricing.Prices, sessions:
     trend_figures reads them: USD per million tokens of each kind and per part, for runs of days
     (in the days the data holds) whose prices are the same, so that the table stays a few rows
     (JSON; a price group not in it is not priced)."""
-    keys = sorted(conn.execute(q("price_keys"), {"member": member, "sessions": sessions}).fetchall(),
-                  key=lambda k: (k[0], k[2], k[3], k[1] == "infinity", k[1]))
+    keys = tuple(sorted(conn.execute(q("price_keys"), {"member": member, "sessions": sessions}).fetchall(),
+                        key=lambda k: (k[0], k[2], k[3], k[1] == "infinity", k[1])))
+    if prices is pricing.DEFAULT:  # (the package's prices never change while retrod runs)
+        return _default_price_table(keys)
+    return _price_table(keys, prices)
+
+
+@lru_cache(maxsize=4)
+def _default_price_table(keys: tuple) -> str:
+    return _price_table(keys, pricing.DEFAULT)
+
+
+def _price_table(keys: tuple, prices: pricing.Prices) -> str:
     table: list[dict] = []
     last: tuple | None = None
     for model, day, fast, tier_floor in keys:
@@ -260,9 +301,11 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
     parts: dict[date | None, list[tuple[str, _Sums]]] = {}
     for row in rows:  # a period's rows (one per project or session in it) add up to the period
         sums = _Sums.of(row)
+        if row["grp"] is None:  # (no split: the one row is the period)
+            whole[row["period"]] = sums
+            continue
         whole.setdefault(row["period"], _Sums()).add(sums)
-        if split is not None and split != "model":
-            parts.setdefault(row["period"], []).append((row["grp"], sums))
+        parts.setdefault(row["period"], []).append((row["grp"], sums))
     dated = sorted(p for p in whole if p is not None)
     keys: list[date | None] = []
     period = dated[0] if dated else None

@@ -33,6 +33,7 @@ import mcp_stats
 import newest_first
 import report_latency
 import soak
+import trends_brief
 from peers import find_ccusage
 
 
@@ -90,6 +91,9 @@ TARGETS: list[Target] = [
     (("newest session's report, asked 0.5 s after `retrod run` on ~500 MB of older history not yet "
       "ingested: correct after (s)"),  # never correct: missed, not "not measured"
      lambda r: r["newest"]["correct_s"] if r["newest"]["correct_s"] is not None else float("inf"), "<", 2),
+    ("retrod trends over 10,000 sessions, by week, in-process (ms)", lambda r: r["trends"]["by_week_ms"], "<=", 100),
+    ("retrod brief --hook with the daemon running, whole process, p95 (ms)",
+     lambda r: r["trends"]["hook_daemon"]["p95_ms"], "<=", 300),
     ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
     ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
     ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),
@@ -98,7 +102,7 @@ TARGETS: list[Target] = [
     ("soak: bytes written but not ingested", lambda r: r["soak"]["bytes_not_ingested"], "<=", 0),
     ("soak: errors logged", lambda r: r["soak"]["errors_logged"], "<=", 0),
 ]
-BENCHMARKS = ("backfill", "newest", "report", "commands", "mcp", "live", "idle", "soak")
+BENCHMARKS = ("backfill", "newest", "report", "commands", "mcp", "trends", "live", "idle", "soak")
 NIGHTLY_SOAK_S = 3600
 
 
@@ -150,6 +154,7 @@ def main() -> None:
             ("report", lambda: report_latency.run(scratch, args.smoke, ccusage)),
             ("commands", lambda: commands.run(scratch, args.smoke)),
             ("mcp", lambda: mcp_stats.run(scratch, args.smoke)),
+            ("trends", lambda: trends_brief.run(scratch, args.smoke)),
             ("live", lambda: live_latency.run(scratch, 20 if args.smoke else 300)),
             ("idle", lambda: idle_cost.run(scratch, 200 if args.smoke else 10_000, 5 if args.smoke else 60)),
             ("soak", lambda: soak.run(scratch, soak_s)),
@@ -170,6 +175,7 @@ def main() -> None:
             ("report", "Report latency:", report_latency.table),
             ("commands", "Commands without a daemon (embedded default):", commands.table),
             ("mcp", "MCP session_stats:", mcp_stats.table),
+            ("trends", "Trends and the brief's hook:", trends_brief.table),
             ("live", "Live latency:", live_latency.table), ("idle", "Idle cost:", idle_cost.table),
             ("soak", "Soak:", soak.table)):
         if name in results:

@@ -31,12 +31,14 @@ WITH rates AS (
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
       AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
     GROUP BY session_uuid
-), p AS MATERIALIZED (
-    SELECT d.*, date_trunc(%(by)s, d.started_at AT TIME ZONE %(tz)s)::date AS period,
-           CASE WHEN %(by_project)s THEN d.project_slug WHEN %(by_session)s THEN d.session_uuid END AS grp
+), p AS MATERIALIZED (  -- each session's period and group (k_: NULL as a value a join can match)
+    SELECT d.session_uuid, coalesce(date_trunc(%(by)s, d.started_at AT TIME ZONE %(tz)s)::date, 'infinity') AS k_period,
+           coalesce(CASE WHEN %(by_project)s THEN d.project_slug WHEN %(by_session)s THEN d.session_uuid END, '')
+               AS k_grp,
+           d.claude_us, d.tool_us, d.human_us, d.tool_result_bytes, d.wall
     FROM (
         SELECT s.session_uuid, s.project_slug, t.claude_us, t.tool_us, t.human_us, t.tool_result_bytes,
-               retrod.interval_us(t.last_ts - t.first_ts) AS wall_us,
+               t.last_ts - t.first_ts AS wall,
                coalesce(t.first_ts, CASE WHEN r.session_uuid IS NOT NULL THEN (  -- (it has requests)
                    SELECT min(minute) FROM retrod.request_minutes m
                    WHERE m.session_uuid = s.session_uuid AND m.db_role = %(member)s AND m.minute < 'infinity') END)
@@ -50,87 +52,69 @@ WITH rates AS (
         OFFSET 0  -- (evaluated once per session: the start is used twice below)
     ) d
     WHERE %(since)s::timestamptz IS NULL OR d.started_at >= %(since)s::timestamptz
+), figures AS (  -- each group's sums, straight to its period and group (no per-session step)
+    SELECT k_period, k_grp, count(*) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
+           coalesce(sum(claude_us), 0)::bigint AS claude_us, coalesce(sum(tool_us), 0)::bigint AS tool_us,
+           coalesce(sum(human_us), 0)::bigint AS human_us,
+           coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes
+    FROM p GROUP BY 1, 2
 ), calls AS (
-    SELECT session_uuid, sum(productive)::bigint AS productive, sum(sibling_error)::bigint AS sibling_error,
-           sum(error_retry)::bigint AS error_retry, sum(persisted_output_read)::bigint AS persisted_output_read,
-           sum(post_write_read)::bigint AS post_write_read, sum(duplicate)::bigint AS duplicate,
-           sum(re_read)::bigint AS re_read
-    FROM retrod.call_agents WHERE db_role = %(member)s AND session_uuid IN (SELECT session_uuid FROM p)
-    GROUP BY 1
-), away AS (  -- human gaps longer than the away threshold (report.sql session_away)
-    SELECT session_uuid, sum(gap_us)::bigint AS away_us
-    FROM retrod.events
-    WHERE kind = 'human' AND gap_us > %(away_us)s AND db_role = %(member)s
-      AND session_uuid IN (SELECT session_uuid FROM p)
-    GROUP BY 1
-), figures AS (
-    SELECT p.period, p.grp, count(*) AS sessions,
-           coalesce(sum(p.wall_us), 0)::bigint AS wall_us, coalesce(sum(p.claude_us), 0)::bigint AS claude_us,
-           coalesce(sum(p.tool_us), 0)::bigint AS tool_us, coalesce(sum(p.human_us), 0)::bigint AS human_us,
-           coalesce(sum(a.away_us), 0)::bigint AS away_us,
-           coalesce(sum(p.tool_result_bytes), 0)::bigint AS tool_result_bytes,
-           coalesce(sum(c.productive), 0)::bigint AS productive,
-           coalesce(sum(c.sibling_error), 0)::bigint AS sibling_error,
-           coalesce(sum(c.error_retry), 0)::bigint AS error_retry,
-           coalesce(sum(c.persisted_output_read), 0)::bigint AS persisted_output_read,
-           coalesce(sum(c.post_write_read), 0)::bigint AS post_write_read,
-           coalesce(sum(c.duplicate), 0)::bigint AS duplicate, coalesce(sum(c.re_read), 0)::bigint AS re_read
-    FROM p LEFT JOIN calls c USING (session_uuid) LEFT JOIN away a USING (session_uuid)
+    SELECT p.k_period, p.k_grp, sum(c.productive)::bigint AS productive,
+           sum(c.sibling_error)::bigint AS sibling_error, sum(c.error_retry)::bigint AS error_retry,
+           sum(c.persisted_output_read)::bigint AS persisted_output_read,
+           sum(c.post_write_read)::bigint AS post_write_read, sum(c.duplicate)::bigint AS duplicate,
+           sum(c.re_read)::bigint AS re_read
+    FROM p JOIN retrod.call_agents c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
     GROUP BY 1, 2
-), priced AS (  -- each per-session price group with its cost (NULL: not priced)
-    SELECT p.period, p.grp, q.session_uuid, q.bucket, q.model, q.fast, q.requests, q.parts, q.input_tokens,
-           q.output_tokens, q.cache_read_tokens, q.cache_create_tokens, q.cache_create_5m_tokens,
-           q.cache_create_1h_tokens,
-           (q.input_tokens * r.input + q.output_tokens * r.output + q.cache_read_tokens * r.cache_read
-            + least(q.cache_create_1h_tokens, q.cache_create_tokens) * r.cache_create_1h
-            + (q.cache_create_tokens - least(q.cache_create_1h_tokens, q.cache_create_tokens)) * r.cache_create_5m)
-           / 1000000 + q.parts * r.per_part AS cost
-    FROM p
-    JOIN retrod.session_requests q ON q.session_uuid = p.session_uuid AND q.db_role = %(member)s
-    LEFT JOIN rates r ON r.model = q.model AND r.fast = q.fast AND r.tier_floor = q.tier_floor
-                     AND q.day BETWEEN r.day_from AND r.day_to
-), models AS (
-    SELECT coalesce(period, 'infinity') AS k_period, coalesce(grp, '') AS k_grp,
+), away AS (  -- human gaps longer than the away threshold (report.sql session_away)
+    SELECT p.k_period, p.k_grp, sum(e.gap_us)::bigint AS away_us
+    FROM p JOIN retrod.events e ON e.session_uuid = p.session_uuid AND e.kind = 'human' AND e.gap_us > %(away_us)s
+                               AND e.db_role = %(member)s
+    GROUP BY 1, 2
+), models AS (  -- per model: its sessions, requests (parts), tokens by bucket, and cost
+    SELECT k_period, k_grp,
            json_agg(json_build_object(
                'model', model, 'sessions', sessions, 'requests', requests, 'parts', parts, 'fast_parts', fast_parts,
                'main', json_build_array(mi, mo, mr, mc), 'subagents', json_build_array(si, so, sr, sc),
                'compaction', json_build_array(ci, co, cr, cc), 'cache_create_5m', c5, 'cache_create_1h', c1,
                'cost', cost::text, 'unpriced', unpriced)) AS models
-    FROM (  -- per model: summed per session first, so that its sessions are counted by a hash
-        SELECT period, grp, model, count(*) AS sessions, sum(requests) AS requests, sum(parts) AS parts,
-               sum(fast_parts) AS fast_parts, sum(mi) AS mi, sum(mo) AS mo, sum(mr) AS mr, sum(mc) AS mc,
-               sum(si) AS si, sum(so) AS so, sum(sr) AS sr, sum(sc) AS sc, sum(ci) AS ci, sum(co) AS co,
-               sum(cr) AS cr, sum(cc) AS cc, sum(c5) AS c5, sum(c1) AS c1, sum(cost) AS cost,
-               bool_or(unpriced) AS unpriced
-        FROM (
-            SELECT period, grp, session_uuid, model, sum(requests) AS requests, sum(parts) AS parts,
-                   coalesce(sum(parts) FILTER (WHERE fast), 0) AS fast_parts,
-                   coalesce(sum(input_tokens) FILTER (WHERE bucket = 'main'), 0) AS mi,
-                   coalesce(sum(output_tokens) FILTER (WHERE bucket = 'main'), 0) AS mo,
-                   coalesce(sum(cache_read_tokens) FILTER (WHERE bucket = 'main'), 0) AS mr,
-                   coalesce(sum(cache_create_tokens) FILTER (WHERE bucket = 'main'), 0) AS mc,
-                   coalesce(sum(input_tokens) FILTER (WHERE bucket = 'subagents'), 0) AS si,
-                   coalesce(sum(output_tokens) FILTER (WHERE bucket = 'subagents'), 0) AS so,
-                   coalesce(sum(cache_read_tokens) FILTER (WHERE bucket = 'subagents'), 0) AS sr,
-                   coalesce(sum(cache_create_tokens) FILTER (WHERE bucket = 'subagents'), 0) AS sc,
-                   coalesce(sum(input_tokens) FILTER (WHERE bucket = 'compaction'), 0) AS ci,
-                   coalesce(sum(output_tokens) FILTER (WHERE bucket = 'compaction'), 0) AS co,
-                   coalesce(sum(cache_read_tokens) FILTER (WHERE bucket = 'compaction'), 0) AS cr,
-                   coalesce(sum(cache_create_tokens) FILTER (WHERE bucket = 'compaction'), 0) AS cc,
-                   sum(cache_create_5m_tokens) AS c5, sum(cache_create_1h_tokens) AS c1,
-                   coalesce(sum(cost), 0) AS cost,
-                   bool_or(cost IS NULL AND (input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-                                             cache_create_5m_tokens, cache_create_1h_tokens) <> (0, 0, 0, 0, 0, 0))
-                       AS unpriced
-            FROM priced GROUP BY 1, 2, 3, 4
-        ) per_session
+    FROM (
+        SELECT p.k_period, p.k_grp, q.model, count(DISTINCT q.session_uuid) AS sessions,
+               sum(q.requests) AS requests, sum(q.parts) AS parts,
+               coalesce(sum(q.parts) FILTER (WHERE q.fast), 0) AS fast_parts,
+               coalesce(sum(q.input_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mi,
+               coalesce(sum(q.output_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mo,
+               coalesce(sum(q.cache_read_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mr,
+               coalesce(sum(q.cache_create_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mc,
+               coalesce(sum(q.input_tokens) FILTER (WHERE q.bucket = 'subagents'), 0) AS si,
+               coalesce(sum(q.output_tokens) FILTER (WHERE q.bucket = 'subagents'), 0) AS so,
+               coalesce(sum(q.cache_read_tokens) FILTER (WHERE q.bucket = 'subagents'), 0) AS sr,
+               coalesce(sum(q.cache_create_tokens) FILTER (WHERE q.bucket = 'subagents'), 0) AS sc,
+               coalesce(sum(q.input_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS ci,
+               coalesce(sum(q.output_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS co,
+               coalesce(sum(q.cache_read_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS cr,
+               coalesce(sum(q.cache_create_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS cc,
+               sum(q.cache_create_5m_tokens) AS c5, sum(q.cache_create_1h_tokens) AS c1,
+               -- each per-session price group as a report prices it (prices.py _cost)
+               coalesce(sum((q.input_tokens * r.input + q.output_tokens * r.output
+                             + q.cache_read_tokens * r.cache_read
+                             + least(q.cache_create_1h_tokens, q.cache_create_tokens) * r.cache_create_1h
+                             + (q.cache_create_tokens - least(q.cache_create_1h_tokens, q.cache_create_tokens))
+                               * r.cache_create_5m) / 1000000 + q.parts * r.per_part), 0) AS cost,
+               coalesce(bool_or(r.model IS NULL AND (q.input_tokens, q.output_tokens, q.cache_read_tokens,
+                                                     q.cache_create_tokens, q.cache_create_5m_tokens,
+                                                     q.cache_create_1h_tokens) <> (0, 0, 0, 0, 0, 0)), false)
+                   AS unpriced
+        FROM p
+        JOIN retrod.session_requests q ON q.session_uuid = p.session_uuid AND q.db_role = %(member)s
+        LEFT JOIN rates r ON r.model = q.model AND r.fast = q.fast AND r.tier_floor = q.tier_floor
+                         AND q.day BETWEEN r.day_from AND r.day_to
         GROUP BY 1, 2, 3
     ) m
     GROUP BY 1, 2
 ), verdicts AS (  -- the phases logged in the sessions, by verdict
-    SELECT coalesce(period, 'infinity') AS k_period, coalesce(grp, '') AS k_grp,
-           json_object_agg(verdict, phases) AS verdicts
-    FROM (SELECT p.period, p.grp, ph.verdict, count(*) AS phases
+    SELECT k_period, k_grp, json_object_agg(verdict, phases) AS verdicts
+    FROM (SELECT p.k_period, p.k_grp, ph.verdict, count(*) AS phases
           FROM p
           JOIN public.cc_sessions u ON u.session_uuid = p.session_uuid
                                     AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
@@ -138,11 +122,18 @@ WITH rates AS (
           GROUP BY 1, 2, 3) v
     GROUP BY 1, 2
 )
-SELECT f.*, coalesce(m.models, '[]') AS models, coalesce(v.verdicts, '{}') AS verdicts
+SELECT nullif(f.k_period, 'infinity') AS period, nullif(f.k_grp, '') AS grp, f.sessions, f.wall_us, f.claude_us,
+       f.tool_us, f.human_us, f.tool_result_bytes, coalesce(a.away_us, 0) AS away_us,
+       coalesce(c.productive, 0) AS productive, coalesce(c.sibling_error, 0) AS sibling_error,
+       coalesce(c.error_retry, 0) AS error_retry, coalesce(c.persisted_output_read, 0) AS persisted_output_read,
+       coalesce(c.post_write_read, 0) AS post_write_read, coalesce(c.duplicate, 0) AS duplicate,
+       coalesce(c.re_read, 0) AS re_read, coalesce(m.models, '[]') AS models, coalesce(v.verdicts, '{}') AS verdicts
 FROM figures f
-LEFT JOIN models m ON m.k_period = coalesce(f.period, 'infinity') AND m.k_grp = coalesce(f.grp, '')
-LEFT JOIN verdicts v ON v.k_period = coalesce(f.period, 'infinity') AND v.k_grp = coalesce(f.grp, '')
-ORDER BY f.period NULLS LAST, f.grp;
+LEFT JOIN calls c USING (k_period, k_grp)
+LEFT JOIN away a USING (k_period, k_grp)
+LEFT JOIN models m USING (k_period, k_grp)
+LEFT JOIN verdicts v USING (k_period, k_grp)
+ORDER BY f.k_period, f.k_grp;
 
 -- The folder Claude Code ran in for each project folder name (a main transcript's first cwd).
 -- name: project_paths
