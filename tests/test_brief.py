@@ -155,7 +155,7 @@ def test_the_brief_of_a_project_with_history(history: dict) -> None:
     assert want[0][1] in lines[2] and str(history["work"]) in lines[0]
     pwr = next(w for w in data["recurring_waste"] if w["signal"] == "post_write_read")
     said = (f"{pwr['count']} reads right after Claude's own write, in {pwr['sessions']} of {len(ours)} sessions,"
-            f" e.g. `{pwr['example']}` ({pwr['example_count']}×)")
+            f" e.g. `{brief.short_path(pwr['example'], data['project'])}` ({pwr['example_count']}×)")
     assert said in text
     assert f"cost per session {d['cost_per_session']['direction']}" in text
     assert "rewrote the parser twice" in text
@@ -380,3 +380,10 @@ def test_a_first_install_creates_the_settings_and_uninstall_leaves_them_empty(tm
     ("echo 'unclosed", False)])
 def test_only_retrods_own_entry_is_retrods(command: str, ours: bool) -> None:
     assert hooks.is_ours({"type": "command", "command": command}) is ours
+
+
+def test_an_example_path_is_shown_short() -> None:
+    assert brief.short_path("/home/me/app/src/x.py", "/home/me/app") == "src/x.py"
+    assert brief.short_path("/elsewhere/a/very/long/path/to/some/deeply/nested/folder/file.py", "/home/me/app") == (
+        "…/nested/folder/file.py")
+    assert brief.short_path("pytest -x tests", "/home/me/app") == "pytest -x tests"

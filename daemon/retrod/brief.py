@@ -192,6 +192,16 @@ def _day(iso: str) -> str:
     return datetime.fromisoformat(iso).astimezone().date().isoformat()
 
 
+def short_path(detail: str, project: str | None) -> str:
+    """An example as the text shows it: a path inside the project relative to it, a long one as its
+    last three parts (the JSON keeps it whole)."""
+    root = (project or "").rstrip("/") + "/"
+    if project and detail.startswith(root):
+        return detail[len(root):]
+    parts = detail.split("/")
+    return "…/" + "/".join(parts[-3:]) if len(detail) > 60 and len(parts) > 3 else detail
+
+
 def _more(shown: int, total: int) -> list[str]:
     return [f"  (and {total - shown} more: retrod brief --format json)"] if total > shown else []
 
@@ -221,7 +231,8 @@ def render(data: dict) -> str:
     if data["recurring_waste"]:
         out.append("Waste that keeps recurring here (tool calls retrod judged unproductive):")
         for w in data["recurring_waste"][:SHOWN["recurring_waste"]]:
-            example = f", e.g. `{w['example']}` ({w['example_count']}×)" if w["example"] else ""
+            example = (f", e.g. `{short_path(w['example'], data['project'])}` ({w['example_count']}×)"
+                       if w["example"] else "")
             out.append(f"- {w['count']} {w['words']}, in {w['sessions']} of {len(sessions)} sessions{example}:"
                        f" {w['habit']}")
     out.append("Cost and tool-use efficiency per session:")

@@ -384,6 +384,12 @@ def _detail(f: dict) -> str | None:
     return " · ".join(parts) or None
 
 
+def _name(period: dict, by: str) -> str:
+    if period["period"] is None:
+        return "undated"
+    return period["period"][:7] if by == "month" else period["period"]
+
+
 def render(data: dict) -> str:
     """The text `retrod trends` prints: a row per period (and per project or model in it), its
     verdicts and top waste signals under it, and the total."""
@@ -393,12 +399,17 @@ def render(data: dict) -> str:
     if not any(p["sessions"] for p in data["periods"]):
         return "\n".join([*out, "no sessions" + (" match" if data["project"] or data["since"] else " yet"), ""])
     out.append(f"{label:<10} {HEADER}")
-    for p in data["periods"]:
-        name = p["period"] or "undated"
-        if data["by"] == "month" and p["period"]:
-            name = p["period"][:7]
-        if not p["sessions"]:
-            out.append(f"{name:<10} {'—':>5}")
+    periods = data["periods"]
+    for i, p in enumerate(periods):
+        name = _name(p, data["by"])
+        if not p["sessions"]:  # a run of empty periods is one line
+            if i and not periods[i - 1]["sessions"]:
+                continue
+            last = i
+            while last + 1 < len(periods) and not periods[last + 1]["sessions"] and periods[last + 1]["period"]:
+                last += 1
+            through = f" to {_name(periods[last], data['by'])}" if last > i else ""
+            out.append(f"{name:<10} {'—':>5}  (no sessions{through})")
             continue
         before = p["change"] if p["change"] and p["change"]["sessions"] != p["sessions"] else None
         out.append(f"{name:<10} {_row(p, before)}")  # (a change from a period with no sessions says nothing)
