@@ -112,7 +112,9 @@ def test_the_brief_of_a_project_with_history(history: dict) -> None:
     assert len(want) < sum(bool(p["lessons"]) + bool(p["notes"]) for p in phases)  # some were said twice
 
     # waste phases, newest first, at the cost the report gives the same phase
-    wasted = [p for p in phases if p["verdict"] in ("avoidable_waste", "exploratory_waste")][:brief.WASTE_PHASES]
+    wasted = [p for p in phases if p["verdict"] in ("avoidable_waste", "exploratory_waste")]
+    assert data["waste_phases_total"] == len(wasted) > brief.WASTE_PHASES
+    wasted = wasted[:brief.WASTE_PHASES]
     assert [(w["session"], w["phase"]) for w in data["waste_phases"]] == [(p["session"], p["phase"]) for p in wasted]
     for w in data["waste_phases"]:
         report_phase = next(p for p in by_session[w["session"]]["phases"] if p["phase"] == w["phase"])

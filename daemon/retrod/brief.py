@@ -40,7 +40,7 @@ MAX_LINES = 40  # the text's whole length: it goes into Claude's context at ever
 LINE_CHARS = 220
 WASTE_VERDICTS = ("avoidable_waste", "exploratory_waste")
 SHOWN = {"lessons": 12, "waste_phases": 5, "recurring_waste": 3, "sessions": 8}  # in the text
-WASTE_PHASES = 10  # in the data: each is one window of the report's queries
+WASTE_PHASES = 5  # in the data too: each is a phase window of the report's queries, at every session start
 # A signal as a person says it, and the habit that avoids it.
 SIGNAL_WORDS = {
     "post_write_read": ("reads right after Claude's own write", "trust a write that succeeded"),
@@ -90,7 +90,8 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
     where, rows = find_sessions(conn, member, folder=folder, project=project, roots=roots or [], exclude=exclude)
     rows = rows[:sessions]
     out: dict[str, Any] = {"project": where, "sessions_asked": sessions, "sessions": [], "lessons": [],
-                           "waste_phases": [], "recurring_waste": [], "direction": None, "prices": prices.describe()}
+                           "waste_phases": [], "waste_phases_total": 0, "recurring_waste": [], "direction": None,
+                           "prices": prices.describe()}
     if not rows:
         return out
     uuids = [r["session_uuid"] for r in rows]
@@ -108,8 +109,9 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
         examples = {r["signal"]: r for r in cur.execute(q("brief_waste_examples"),
                                                          {"sessions": uuids, "member": member})}
     out["lessons"] = _lessons(phases)
-    out["waste_phases"] = [_waste_phase(conn, p, away_after_s, prices, member)
-                           for p in [p for p in phases if p["verdict"] in WASTE_VERDICTS][:WASTE_PHASES]]
+    wasted = [p for p in phases if p["verdict"] in WASTE_VERDICTS]
+    out["waste_phases"] = [_waste_phase(conn, p, away_after_s, prices, member) for p in wasted[:WASTE_PHASES]]
+    out["waste_phases_total"] = len(wasted)
     out["recurring_waste"] = _recurring(out["sessions"], examples)
     out["direction"] = _direction(out["sessions"])
     return out
@@ -131,7 +133,7 @@ def _lessons(phases: list[dict]) -> list[dict]:
 
 
 def _waste_phase(conn: Connection, p: dict, away_after_s: float, prices: pricing.Prices, member: str) -> dict:
-    figures = model.phase(conn, p["session_uuid"], p["id"], away_after_s, prices, member) or {}
+    figures = model.phase(conn, p["session_uuid"], p, member, away_after_s, prices) or {}
     return {"task": p["task"], "phase": p["phase"], "verdict": p["verdict"], "session": p["session_uuid"],
             "started_at": p["started_at"].isoformat(), "ended_at": p["ended_at"] and p["ended_at"].isoformat(),
             "cost": figures.get("cost"), "claude_s": figures.get("claude_s"), "tool_use": figures.get("tool_use"),
@@ -202,8 +204,8 @@ def short_path(detail: str, project: str | None) -> str:
     return "…/" + "/".join(parts[-3:]) if len(detail) > 60 and len(parts) > 3 else detail
 
 
-def _more(shown: int, total: int) -> list[str]:
-    return [f"  (and {total - shown} more: retrod brief --format json)"] if total > shown else []
+def _more(shown: int, total: int, where: str = ": retrod brief --format json lists them") -> list[str]:
+    return [f"  (and {total - shown} more{where})"] if total > shown else []
 
 
 def render(data: dict) -> str:
@@ -227,7 +229,7 @@ def render(data: dict) -> str:
             what = f": {p['actions_summary']}" if p["actions_summary"] else ""
             out.append(f"- {p['verdict']}: {p['task']} / {p['phase']} ({_day(p['started_at'])}), {cost},"
                        f" Claude {claude}{what}")
-        out += _more(min(len(data["waste_phases"]), SHOWN["waste_phases"]), len(data["waste_phases"]))
+        out += _more(len(data["waste_phases"]), data["waste_phases_total"], " in these sessions")
     if data["recurring_waste"]:
         out.append("Waste that keeps recurring here (tool calls retrod judged unproductive):")
         for w in data["recurring_waste"][:SHOWN["recurring_waste"]]:

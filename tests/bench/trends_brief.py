@@ -8,9 +8,9 @@ caught up on, with three phases logged on every fifth session:
   summed from request_minutes and event_minutes, no period, no price), which is what the
   per-session rollups of migration 0018 replace;
 - `retrod trends --by week --json` as a whole process (no daemon);
-- `retrod brief --hook` as Claude Code runs it (its SessionStart JSON on stdin, for a project with
-  a hundred sessions of history), with the daemon running (it answers over its socket) and
-  without: median and p95.
+- `retrod brief --hook` as Claude Code runs it (the command `retrod hooks install` writes, its
+  SessionStart JSON on stdin, for a project with a hundred sessions of history), with the daemon
+  running (it answers over its socket) and without: median and p95.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import psycopg
 
 from corpus import write_many
 from harness import daemon, database, median_seconds, retrod_env
-from retrod import trends
+from retrod import skills, tracking, trends
 from retrod.report.client import SOCKET_NAME
 
 # Three phases on every fifth session, in its first hour: verdicts, lessons and notes to brief on.
@@ -60,8 +60,8 @@ def _hook_times(env: dict, payload: bytes, runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "retrod", "brief", "--hook"], env=env, input=payload,
-                              capture_output=True, check=True)
+        done = subprocess.run([*skills.command_argv(), "brief", "--hook"], env=env, input=payload,
+                              capture_output=True, check=True)  # the command `retrod hooks install` writes
         times.append(time.perf_counter() - start)
         if not done.stdout.startswith(b'{"hookSpecificOutput"'):
             raise RuntimeError(f"brief --hook answered no brief: {done.stderr[-300:]!r}")
@@ -91,6 +91,10 @@ def run(scratch: Path, smoke: bool) -> dict:
                                  ("by_week_per_model", {"by": "week", "split": "model"})):
                 results[f"{name}_ms"] = round(1000 * median_seconds(
                     lambda kw=kwargs: trends.trends(conn, tz="UTC", **kw), runs), 1)
+            # the same machine's speed, by a query whose code this round did not change (its history:
+            # docs/performance.md, "retrod sessions over 10,000 sessions")
+            results["sessions_query_ms"] = round(1000 * median_seconds(
+                lambda: tracking.recent_sessions(conn, project=None, since=None, limit=20), runs), 1)
             results["minute_rollups_ms"] = round(1000 * median_seconds(lambda: (
                 conn.execute("SELECT session_uuid, sum(input_tokens), sum(output_tokens), sum(cache_read_tokens),"
                              " sum(cache_create_tokens) FROM retrod.request_minutes GROUP BY 1").fetchall(),
@@ -125,7 +129,8 @@ def run(scratch: Path, smoke: bool) -> dict:
 def table(r: dict) -> list[str]:
     return [
         (f"{r['sessions']:,} sessions, {r['phases']:,} phases logged; rows: "
-         + ", ".join(f"{name} {n:,}" for name, n in r["rows"].items()) + "."),
+         + ", ".join(f"{name} {n:,}" for name, n in r["rows"].items())
+         + f". The machine's speed: `retrod sessions`' query took {r['sessions_query_ms']:.1f} ms here."),
         "",
         ("| trends in-process: by week | by day | by month, per project | by week, per model "
          "| plain per-minute sums per session | `retrod trends --by week`, whole command, no daemon |"),

@@ -185,8 +185,10 @@ class Brief(BaseModel):
         " empty when the project has no history"))
     lessons: list[dict[str, Any]] = Field(description=(
         "Lessons and notes of their phases, newest first, each once: kind, text, task, phase, verdict, session, at"))
-    waste_phases: list[dict[str, Any]] = Field(description="Phases judged avoidable_waste or exploratory_waste, with"
-                                                           " their cost, Claude time and tool use")
+    waste_phases: list[dict[str, Any]] = Field(description="The newest phases judged avoidable_waste or"
+                                                           " exploratory_waste, with their cost, Claude time and"
+                                                           " tool use")
+    waste_phases_total: int = Field(description="How many phases of these sessions were judged waste")
     recurring_waste: list[dict[str, Any]] = Field(description=(
         "Waste signals in more than one of the sessions: signal, count, sessions, words, habit, example (the path or"
         " call hit most), example_count"))

@@ -158,15 +158,14 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "open_phase": _phase(open_row, fig, prices) if open_row and fig else None}
 
 
-def phase(conn: Connection, session: str, phase_id: int, away_after_s: float = AWAY_AFTER_S,
-          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None) -> dict | None:
-    """One phase's figures, as the report's `phases[]` holds them (None: no such phase)."""
-    member = member_of(conn, session, member)
-    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": phase_id, "member": member}
+def phase(conn: Connection, session: str, row: dict, member: str, away_after_s: float = AWAY_AFTER_S,
+          prices: pricing.Prices = pricing.DEFAULT) -> dict | None:
+    """One phase's figures, as the report's `phases[]` holds them: `row` is its cc_session_phases
+    row (as session_phases reads it), `member` the role whose session it is (None: it is gone)."""
+    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": row["id"], "member": member}
     with conn.cursor(row_factory=dict_row) as cur:
-        row = next((r for r in cur.execute(q("session_phases"), args) if r["id"] == phase_id), None)
-        fig = cur.execute(q("phase_figures"), args).fetchone() if row else None
-    return _phase(row, fig, prices) if row and fig else None
+        fig = cur.execute(q("phase_figures"), args).fetchone()
+    return _phase(row, fig, prices) if fig else None
 
 
 def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:

@@ -172,7 +172,7 @@ ORDER BY 3 DESC NULLS LAST, 1;
 -- The phases of these sessions, newest first, with what was written about them.
 -- name: brief_phases
 SELECT u.session_uuid, p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at, p.actions_summary,
-       p.useful_info, p.lessons_learned, p.notes
+       p.subagents, p.useful_info, p.lessons_learned, p.notes
 FROM public.cc_session_phases p
 JOIN public.cc_sessions u ON u.id = p.session_id
 WHERE u.session_uuid = ANY(%(sessions)s::text[]) AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
