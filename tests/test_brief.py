@@ -384,6 +384,17 @@ def test_only_retrods_own_entry_is_retrods(command: str, ours: bool) -> None:
     assert hooks.is_ours({"type": "command", "command": command}) is ours
 
 
+@pytest.mark.parametrize(("argv", "parsed"), [
+    (["--hook"], {"sessions": ""}), (["--hook", "--sessions", "3"], {"sessions": "3"}),
+    (["--sessions", "07", "--hook"], {"sessions": "7"}), (["--hook", "--sessions=3"], None), ([], None),
+    (["--hook", "--hook"], None), (["--hook", "--sessions", "0"], None), (["--hook", "--format", "json"], None)])
+def test_the_hooks_fast_path_takes_only_what_the_hook_runs(argv: list[str], parsed: dict | None) -> None:
+    """Anything else is left to argparse (the full command line), which says what is wrong."""
+    from retrod.report import client
+
+    assert client.parse_brief(argv) == parsed
+
+
 def test_an_example_path_is_shown_short() -> None:
     assert brief.short_path("/home/me/app/src/x.py", "/home/me/app") == "src/x.py"
     assert brief.short_path("/elsewhere/a/very/long/path/to/some/deeply/nested/folder/file.py", "/home/me/app") == (

@@ -31,7 +31,7 @@ from . import tracking, trends
 from .report import markdown, model
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, SIGNALS
-from .resolve import ENV_VAR, UUID_RE, project_slugs
+from .resolve import ENV_VAR, UUID_RE, project_filter, project_slugs
 from .settings import Settings
 from .store.queries import q
 
@@ -68,11 +68,14 @@ def find_sessions(conn: Connection, member: str, *, folder: Path | None, project
         return [r for r in rows if r["started_at"] is not None]  # (a session that never did anything)
 
     if project:
-        slugs, pattern = trends.project_filter(project, roots)
+        slugs, pattern = project_filter(project, roots)
         return project, query(slugs, pattern)
     if folder is None:
         return None, []
-    candidates = [(f, project_slugs(f)) for f in (folder, *folder.parents)]
+    # From the folder up, but not to the home folder or the root from below them: sessions someone
+    # once ran there are no project's history.
+    above = [f for f in folder.parents if f not in (Path.home(), Path(folder.anchor))]
+    candidates = [(f, project_slugs(f)) for f in (folder, *above)]
     rows = query(sorted({slug for _, slugs in candidates for slug in slugs}), None)
     for candidate, slugs in candidates:
         found = [r for r in rows if r["project_slug"] in slugs]
@@ -99,7 +102,9 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
                          member=member, away_after_s=away_after_s)
     figures = {f["session"]: f for p in data["periods"] for f in p.get("per_session", [])}
     for r in rows:
-        f = figures[r["session_uuid"]]
+        f = figures.get(r["session_uuid"])
+        if f is None:  # (gone between the two queries: a team's member removed it)
+            continue
         out["sessions"].append({
             "session": r["session_uuid"], "started_at": r["started_at"].isoformat(), "description": r["description"],
             "cost": f["cost"], "tool_use": f["tool_use"], "output_tokens": f["tokens"]["total"]["output"],

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import threading
+from pathlib import Path
 
 import psycopg
 import pydantic
@@ -197,9 +198,7 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cwd():
-    from pathlib import Path
-
+def _cwd() -> Path:
     try:
         return Path.cwd()
     except OSError:  # the working folder was deleted
@@ -210,8 +209,6 @@ def _hook(args: argparse.Namespace) -> int:
     """`retrod brief --hook`, Claude Code's SessionStart hook, when no daemon answered it: it never
     fails the session it starts. Any problem (no database, bad settings, garbage on stdin) is
     one line on stderr, nothing on stdout, exit 0."""
-    from pathlib import Path
-
     from .report import client
 
     try:

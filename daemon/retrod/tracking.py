@@ -13,7 +13,7 @@ from typing import TypeVar
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .resolve import project_of, project_slugs
+from .resolve import project_filter
 from .store.members import member_of
 from .store.queries import one, q
 from .verdicts import VERDICTS
@@ -177,18 +177,11 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
     efficient tool use first (sessions without calls last); from the files' fold state and the rollups
     (no scan of events, requests or calls, so it stays instant with thousands of sessions).
 
-    `project`: a path (it has a `/`, or starts with `.` or `~`; a Claude Code folder name has
-    neither), or part of a Claude Code folder name. A path means the project it is in, found
-    under `roots` as a command run there finds its session (resolve.project_of); when no folder
-    from it up is one on disk (its transcripts deleted since), the path itself."""
-    slugs = None
-    if project and (project.startswith(("/", ".", "~")) or "/" in project):
-        folder = Path(project).expanduser().resolve()  # as Claude Code sees it: no `..`, no links
-        slugs = project_slugs(project_of(folder, roots or []) or folder)
+    `project`: a path, or part of a Claude Code folder name (resolve.project_filter)."""
+    slugs, pattern = project_filter(project, roots or [])
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(q("recent_sessions"), {
-            "slugs": slugs, "pattern": None if slugs or not project else f"%{project}%",
-            "since": since, "limit": limit, "sort": sort}).fetchall()
+            "slugs": slugs, "pattern": pattern, "since": since, "limit": limit, "sort": sort}).fetchall()
 
 
 def list_phases(conn: Connection, session: str, member: str | None = None) -> list[dict]:

@@ -31,7 +31,7 @@ from psycopg.rows import dict_row
 from .report import markdown
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
-from .resolve import project_of, project_slugs
+from .resolve import project_filter
 from .store import tiers
 from .store.queries import q
 
@@ -80,17 +80,6 @@ def parse_since(text: str, zone: str) -> datetime:
     except ValueError:
         raise TrendsError(f"--since {text!r} is not a date; use ISO 8601, e.g. 2026-11-01") from None
     return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(zone))
-
-
-def project_filter(project: str | None, roots: list[Path]) -> tuple[list[str] | None, str | None]:
-    """(slugs, pattern) as `retrod sessions --project` reads it: a path means the project it is
-    in (resolve.project_of, else the path itself), anything else part of a Claude Code folder name."""
-    if not project:
-        return None, None
-    if project.startswith(("/", ".", "~")) or "/" in project:
-        folder = Path(project).expanduser().resolve()
-        return project_slugs(project_of(folder, roots) or folder), None
-    return None, f"%{project}%"
 
 
 TIMES = ("wall", "claude", "tool", "human", "away")  # microseconds, as trend_figures sums them

@@ -124,10 +124,10 @@ def hook_input() -> bytes:
 def parse_brief(argv: list[str]) -> dict[str, str] | None:
     """`retrod brief --hook [--sessions N]` (what the installed hook runs); None for anything
     else, left to the full command line."""
-    if "--hook" not in argv:
+    if argv.count("--hook") != 1:
         return None
     rest = [a for a in argv if a != "--hook"]
-    if len(rest) == len(argv) - 1 and not rest:
+    if not rest:
         return {"sessions": ""}
     if len(rest) == 2 and rest[0] == "--sessions" and rest[1].isdigit() and int(rest[1]) > 0:
         return {"sessions": str(int(rest[1]))}
