@@ -180,6 +180,27 @@ def test_no_history_no_brief(history: dict) -> None:
     assert data["sessions"] == [] and brief.render(data) == ""
 
 
+def test_sessions_once_run_in_the_home_folder_are_no_projects_history(db_url: str, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    (home / "code" / "new").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    session = "55555555-0000-4000-8000-000000000005"
+    folder = tmp_path / "projects" / project_slugs(home)[0]
+    folder.mkdir(parents=True)
+    lines = [{"type": "user", "sessionId": session, "timestamp": "2026-03-02T10:00:00Z", "uuid": "u1",
+              "message": {"role": "user", "content": "hi"}},
+             {"type": "assistant", "sessionId": session, "timestamp": "2026-03-02T10:01:00Z", "uuid": "a1",
+              "message": {"id": "msg-home-1", "role": "assistant", "model": "claude-sonnet-4-20250514",
+                          "content": [{"type": "text", "text": "ok"}],
+                          "usage": {"input_tokens": 1, "output_tokens": 2}}}]
+    (folder / f"{session}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ingest(db_url, [tmp_path / "projects"])
+    with psycopg.connect(db_url) as conn:
+        assert brief.brief(conn, folder=home / "code" / "new")["sessions"] == []
+        assert [s["session"] for s in brief.brief(conn, folder=home)["sessions"]] == [session]
+
+
 def test_a_long_history_still_fits_in_40_lines(history: dict, tmp_path: Path) -> None:
     with psycopg.connect(history["url"]) as conn:
         first = datetime.fromisoformat(history["reports"][history["ours"][0]]["session"]["started_at"])
