@@ -82,6 +82,13 @@ _SNAPSHOT = {
     "call_agents": f"SELECT session_uuid, agent, {_SIGNAL_COLUMNS} FROM retrod.call_agents ORDER BY 1, 2",
     "call_tools": "SELECT session_uuid, name, calls, failed, rejected, results, result_bytes, timed, result_us"
                   " FROM retrod.call_tools ORDER BY 1, 2",
+    # day::text: 'infinity' (requests without a timestamp) does not load as a Python date
+    "session_requests": "SELECT session_uuid, bucket, model, day::text, fast, tier_floor, requests, parts,"
+                        " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"
+                        " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens"
+                        " FROM retrod.session_requests ORDER BY 1, 2, 3, day, 5, 6",
+    "session_times": "SELECT session_uuid, events, first_ts, last_ts, claude_us, tool_us, human_us, tool_result_bytes"
+                     " FROM retrod.session_times ORDER BY 1",
 }
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
@@ -112,6 +119,28 @@ ROLLUPS_FROM_RAW = {
                     " WHERE counted GROUP BY 1, retrod.minute_of(ts) ORDER BY 1, retrod.minute_of(ts)",
     "call_agents": f"SELECT session_uuid, agent, {_SIGNAL_COUNTS} FROM retrod.tool_uses WHERE counted"
                    " GROUP BY 1, 2 ORDER BY 1, 2",
+    # per session (migration 0018): the same parts by bucket and UTC day instead of minute and agent
+    "session_requests": "SELECT r.session_uuid, CASE WHEN r.agent = '' THEN 'main'"
+                        " WHEN starts_with(r.agent, 'acompact') THEN 'compaction' ELSE 'subagents' END AS bucket,"
+                        " p.model, (coalesce(r.ts, 'infinity') AT TIME ZONE 'UTC')::date::text AS day, r.fast,"
+                        " retrod.tier_floor(p.input + p.cache_read + p.cache_create,"
+                        " (SELECT thresholds FROM retrod.price_tiers t WHERE t.db_role = r.db_role)) AS tier,"
+                        " count(*) FILTER (WHERE p.first), count(*),"
+                        " count(*) FILTER (WHERE p.first AND r.parts IS NOT NULL),"
+                        " count(*) FILTER (WHERE p.first AND r.has_tool_use), sum(p.input), sum(p.output),"
+                        " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h)"
+                        " FROM retrod.requests r, retrod.request_parts(r) p"
+                        # (the day as text sorts 'infinity' last, as the date does)
+                        " GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6",
+    "session_times": "SELECT session_uuid, count(*), min(ts) FILTER (WHERE counted), max(ts) FILTER (WHERE counted),"
+                     " coalesce(sum(extract(epoch FROM ts - prev_ts) * 1000000)"
+                     " FILTER (WHERE kind = 'claude' AND ts > prev_ts), 0)::bigint,"
+                     " coalesce(sum(extract(epoch FROM ts - prev_ts) * 1000000)"
+                     " FILTER (WHERE kind = 'tool' AND ts > prev_ts), 0)::bigint,"
+                     " coalesce(sum(extract(epoch FROM ts - prev_ts) * 1000000)"
+                     " FILTER (WHERE kind = 'human' AND ts > prev_ts), 0)::bigint,"
+                     " coalesce(sum(tool_result_bytes) FILTER (WHERE counted), 0)"
+                     " FROM retrod.events GROUP BY 1 ORDER BY 1",
     "call_tools": "SELECT session_uuid, name, count(*), count(*) FILTER (WHERE failed AND NOT rejected),"
                   " count(*) FILTER (WHERE rejected),"
                   " count(*) FILTER (WHERE has_result), coalesce(sum(result_bytes), 0), count(result_us),"

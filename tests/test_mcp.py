@@ -30,7 +30,7 @@ from retrod.verdicts import VERDICTS
 SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
 GHOST = "99999999-9999-4999-8999-999999999999"
 TOOLS = {"start_tracking", "start_phase", "end_phase", "log_phase", "list_phases", "session_stats",
-         "retrospective", "sessions"}
+         "retrospective", "sessions", "brief", "trends"}
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def test_the_tools_and_their_schemas(env: dict[str, str], tmp_path: Path) -> Non
             assert required["end_phase"] == {"verdict"}
             assert required["session_stats"] == required["list_phases"] == required["sessions"] == set()
             assert listed["end_phase"].input_schema["properties"]["verdict"]["enum"] == list(VERDICTS)
-            for name in TOOLS - {"sessions"}:
+            for name in TOOLS - {"sessions", "trends"}:
                 assert "session" in listed[name].input_schema["properties"], name
             stats = listed["session_stats"].output_schema["properties"]
             assert {"tokens", "claude_s", "tool_s", "human_s", "away_s", "requests", "tool_use", "open_phase",
@@ -278,6 +278,28 @@ def test_sessions_lists_what_the_report_counts(env: dict[str, str], tmp_path: Pa
     report = json.loads(cli(env, "report", SESSION, "--format", "json", "--no-save").stdout)
     assert listed[SESSION]["requests"] == report["summary"]["requests"]
     assert listed[SESSION]["total_tokens"] == sum(report["summary"]["tokens"]["total"].values())
+
+
+def test_brief_and_trends_answer_what_the_commands_print(env: dict[str, str], tmp_path: Path) -> None:
+    cli(env, "run", "--once")
+    cli(env, "phase", "log", "--session", SESSION, "--task", "hooks", "--phase", "read the docs", "--start",
+        "2026-02-11T20:40:00Z", "--end", "2026-02-11T21:00:00Z", "--verdict", "avoidable_waste",
+        "--lessons", "read the hook docs before coding")
+
+    async def run() -> tuple[dict, dict, str]:
+        async with server(env, tmp_path / "server.log") as session:
+            brief = await call(session, "brief", project="spotter", session=GHOST)
+            trends = await call(session, "trends", by="month", tz="UTC", split="project")
+            refused = await error(session, "trends", tz="Mars/Olympus")
+            return brief, trends, refused
+
+    brief, trends, refused = anyio.run(run)
+    assert brief == json.loads(cli(env, "brief", "--project", "spotter", "--format", "json").stdout)
+    assert brief["lessons"][0]["text"] == "read the hook docs before coding"
+    assert trends == json.loads(cli(env, "trends", "--by", "month", "--tz", "UTC", "--by-project", "--json").stdout)
+    assert sum(p["sessions"] for p in trends["periods"]) == trends["total"]["sessions"] > 10
+    assert refused == ("Error executing tool trends: unknown time zone 'Mars/Olympus'; use a name such as UTC or"
+                       " Europe/Berlin")
 
 
 def without_the_sdk(env: dict[str, str], tmp_path: Path) -> dict[str, str]:

@@ -70,6 +70,33 @@ def parser() -> argparse.ArgumentParser:
                          help="newest first (default), most tokens first, or least efficient tool use first")
     listing.add_argument("--json", action="store_true")
 
+    brief = sub.add_parser("brief", help="what this project's past sessions teach: lessons, waste, cost, efficiency")
+    brief.dash_values = ("--project",)
+    brief.add_argument("--project", help=(
+        "a project folder's path, or part of its Claude Code folder name (default: this folder's project)"))
+    brief.add_argument("--sessions", type=_positive, default=5, help="how many past sessions (default 5)")
+    brief.add_argument("--format", choices=("text", "json"), default="text")
+    brief.add_argument("--hook", action="store_true", help=(
+        "as Claude Code's SessionStart hook: its JSON on stdin, its hook output on stdout; never fails"))
+
+    hooks = sub.add_parser("hooks", help="the Claude Code hook that starts each session from `retrod brief`")
+    hooks_actions = hooks.add_subparsers(dest="action", required=True, metavar="ACTION")
+    hooks_actions.add_parser("install", help="add the SessionStart hook to Claude Code's settings (backed up first)")
+    hooks_actions.add_parser("uninstall", help="remove retrod's hook from Claude Code's settings, nothing else")
+
+    trends = sub.add_parser("trends", help="sessions, cost, time and efficiency per day, week or month, and the change")
+    trends.dash_values = ("--project",)
+    trends.add_argument("--by", choices=("day", "week", "month"), default="week", help="the period (default week)")
+    trends.add_argument("--project", help=(
+        "a project folder's path (or a folder inside one), or part of its Claude Code folder name"))
+    trends.add_argument("--since", help="sessions started at or after this date or time (no offset: in --tz)")
+    split = trends.add_mutually_exclusive_group()
+    split.add_argument("--by-project", action="store_true", help="each period's figures per project too")
+    split.add_argument("--by-model", action="store_true", help="each period's tokens and cost per model too")
+    trends.add_argument("--tz", metavar="ZONE", help="the time zone periods are cut in (default: the local one)")
+    _member_option(trends)
+    trends.add_argument("--json", action="store_true")
+
     sub.add_parser("mcp", help="serve retrod's tools to Claude Code over MCP (stdio; needs retrod[mcp])")
 
     team = sub.add_parser("team", help="share one PostgreSQL among a team: print (or apply) roles and policies")

@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 import threading
+from pathlib import Path
 
 import psycopg
 import pydantic
 import structlog
 
-from . import arguments, resolve, skills, tracking
+from . import arguments, brief, hooks, resolve, skills, tracking, trends
 from . import log as logging_setup
 from .claude_settings import SettingsError
 from .report import markdown, model, retrospective
@@ -160,6 +161,87 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
+    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+
+    zone = trends.check_zone(args.tz) if args.tz else trends.local_zone()
+    since = trends.parse_since(args.since, zone) if args.since else None
+    prices = load_prices(settings.prices)  # a bad price file is refused before any work
+    split = "project" if args.by_project else "model" if args.by_model else None
+    with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
+        note = catchup.catch_up(settings, pool)
+        with pool.connection() as conn:
+            data = trends.trends(conn, by=args.by, project=args.project, since=since, split=split, prices=prices,
+                                 tz=zone, member=args.member, roots=settings.projects_roots(),
+                                 away_after_s=settings.away_after_s)
+    _warn([note] if note else [])
+    print(json.dumps(data, indent=2) if args.json else trends.render(data), end="\n" if args.json else "")
+    return EXIT_OK
+
+
+def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
+    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+
+    prices = load_prices(settings.prices)  # a bad price file is refused before any work
+    folder = None if args.project else _cwd()
+    with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
+        note = catchup.catch_up(settings, pool)
+        with pool.connection() as conn:
+            data = brief.brief(conn, folder=folder, project=args.project, roots=settings.projects_roots(),
+                               sessions=args.sessions, exclude=brief.excluded_session(), prices=prices,
+                               away_after_s=settings.away_after_s)
+    _warn([note] if note else [])
+    if args.format == "json":
+        print(json.dumps(data, indent=2))
+    elif data["sessions"]:
+        print(brief.render(data), end="")
+    else:  # nothing to brief on: nothing on stdout, as the hook prints nothing
+        print(f"retrod: no past sessions of {data['project'] or 'this folder'} (or a folder above it)", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cwd() -> Path:
+    try:
+        return Path.cwd()
+    except OSError:  # the working folder was deleted
+        raise resolve.SessionError("the working directory is gone; pass --project") from None
+
+
+def _hook(args: argparse.Namespace) -> int:
+    """`retrod brief --hook`, Claude Code's SessionStart hook, when no daemon answered it: it never
+    fails the session it starts. Any problem (no database, bad settings, garbage on stdin) is
+    one line on stderr, nothing on stdout, exit 0."""
+    from .report import client
+
+    try:
+        settings = Settings()
+        logging_setup.configure("DEBUG" if args.debug else "WARNING")
+        payload = brief.read_payload(client.hook_input())
+        prices = load_prices(settings.prices)
+        try:
+            cwd = Path.cwd()
+        except OSError:
+            cwd = None
+        with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
+            out, notes = brief.hook(conn, payload, roots=settings.projects_roots(), sessions=args.sessions,
+                                    prices=prices, away_after_s=settings.away_after_s, cwd=cwd)
+    except Exception as exc:  # noqa: BLE001 - a hook never fails the session it starts
+        if args.debug:
+            structlog.get_logger("retrod").exception("brief --hook failed")
+        print(f"retrod brief: {' '.join(str(exc).split()) or type(exc).__name__}; no brief this time", file=sys.stderr)
+        return EXIT_OK
+    for note in notes:
+        print(f"retrod brief: {note}", file=sys.stderr)
+    print(out, end="")
+    return EXIT_OK
+
+
+def _cmd_hooks(_settings: Settings, args: argparse.Namespace) -> int:
+    for line in (hooks.install() if args.action == "install" else hooks.uninstall()):
+        print(line)
+    return EXIT_OK
+
+
 def _json(rows: list[dict]) -> str:
     """Times as the report's JSON writes them (ISO 8601, UTC)."""
     return json.dumps(rows, indent=2, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
@@ -233,9 +315,9 @@ def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
-            "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "skills": _cmd_skills,
-            "team": _cmd_team, "mcp": _cmd_mcp, "statusline": _cmd_statusline, "service": _cmd_service,
-            "status": _cmd_status, "doctor": _cmd_doctor}
+            "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "trends": _cmd_trends,
+            "brief": _cmd_brief, "hooks": _cmd_hooks, "skills": _cmd_skills, "team": _cmd_team, "mcp": _cmd_mcp,
+            "statusline": _cmd_statusline, "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def execute(args: argparse.Namespace) -> int:
     """A parsed command line (entry.py parses it first, before this module loads)."""
+    if args.command == "brief" and args.hook:
+        return _hook(args)
     try:
         settings = Settings()
         # Short commands print their result; only the daemon narrates at INFO.
@@ -251,7 +335,7 @@ def execute(args: argparse.Namespace) -> int:
         logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
     except (tracking.TrackingError, skills.SkillsError, resolve.SessionError, retrospective.OutputError,
-            TeamError, MemberError, SettingsError, statusline_install.StatuslineError) as exc:
+            TeamError, MemberError, trends.TrendsError, SettingsError, statusline_install.StatuslineError) as exc:
         return _fail(args, exc, EXIT_USAGE)
     except pydantic.ValidationError as exc:
         problems = "; ".join(

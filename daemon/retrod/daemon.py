@@ -15,6 +15,7 @@ import structlog
 import watchfiles
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from .brief import answer as brief_answer
 from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester, ScanStats
 from .progress import Progress
 from .report import prices
@@ -103,7 +104,7 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
                 if once:
                     _scan(ingester, "caught up")
                 else:
-                    with ReportServer(pool, settings):
+                    with ReportServer(pool, settings, {"brief": lambda request: brief_answer(pool, settings, request)}):
                         _follow(ingester, settings, stop, systemd)
         finally:
             notify("STOPPING=1")

@@ -1,7 +1,7 @@
-"""The `retrod` command's entry point: `retrod report` is first offered to the running daemon
-(report/client.py, standard library only), and `retrod statusline` only ever asks it
-(statusline/client.py, the same); everything else, and a report no daemon answers, is parsed
-(arguments.py, standard library only) and goes to the full command line in cli.py."""
+"""The `retrod` command's entry point: `retrod report` and `retrod brief --hook` are first offered
+to the running daemon (report/client.py, standard library only), and `retrod statusline` only
+ever asks it (statusline/client.py, the same); everything else, and what no daemon answers, is
+parsed (arguments.py, standard library only) and goes to the full command line in cli.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import sys
 
 # Commands that open the database. On the embedded default, one that finds the private cluster
 # stopped starts it on a thread while the command line loads its libraries (as long, ~0.25 s).
-DATABASE_COMMANDS = frozenset({"report", "track", "phase", "phases", "sessions", "status", "migrate"})
+DATABASE_COMMANDS = frozenset({"report", "track", "phase", "phases", "sessions", "trends", "brief", "status",
+                               "migrate"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,10 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         from .statusline import client as statusline
 
         return statusline.main()
-    if argv[:1] == ["report"]:
+    if argv[:1] in (["report"], ["brief"]):  # first offered to the daemon: report/client.py
         from .report import client
 
-        code = client.main(argv[1:])
+        code = (client.main if argv[0] == "report" else client.brief_main)(argv[1:])
         if code is not None:
             return code
     from .arguments import parser

@@ -219,6 +219,20 @@ def project_of(folder: Path, roots: list[Path]) -> Path | None:
     return next((project for project, _transcripts in projects_above(folder, roots)), None)
 
 
+def project_filter(project: str | None, roots: list[Path]) -> tuple[list[str] | None, str | None]:
+    """A `--project` as `sessions`, `trends` and `brief` read it: (Claude Code folder names, or a
+    LIKE pattern). A path (it has a `/`, or starts with `.` or `~`; a Claude Code folder name has
+    neither) means the project it is in, found under `roots` as a command run there finds its
+    session (project_of); when no folder from it up is one on disk (its transcripts deleted since),
+    the path itself. Anything else is part of a Claude Code folder name."""
+    if not project:
+        return None, None
+    if project.startswith(("/", ".", "~")) or "/" in project:
+        folder = Path(project).expanduser().resolve()  # as Claude Code sees it: no `..`, no links
+        return project_slugs(project_of(folder, roots) or folder), None
+    return None, f"%{project}%"
+
+
 def _newest_in_folder(roots: list[Path], cwd: Path | None) -> Resolved:
     try:
         start = (cwd or Path.cwd()).absolute()

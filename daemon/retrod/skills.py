@@ -40,13 +40,18 @@ def command_argv() -> list[str]:
         return [sys.executable, "-m", "retrod"]
 
 
-def mcp_add_argv() -> list[str]:
-    """`claude mcp add` for `retrod mcp`: user scope, since the skills are the user's too (the
-    default scope is the current project only), with this shell's RETROD_* settings, which
-    Claude Code's environment may lack."""
+def settings_env() -> dict[str, str]:
+    """This shell's RETROD_* settings, folders made absolute: what a retrod that Claude Code
+    starts (the MCP server, a hook) needs, since Claude Code's environment may lack them."""
     from .service.install import service_environment
 
-    settings = [f"--env={k}={_absolute(k, v)}" for k, v in service_environment().items() if k.startswith("RETROD_")]
+    return {k: _absolute(k, v) for k, v in service_environment().items() if k.startswith("RETROD_")}
+
+
+def mcp_add_argv() -> list[str]:
+    """`claude mcp add` for `retrod mcp`: user scope, since the skills are the user's too (the
+    default scope is the current project only), with this shell's RETROD_* settings."""
+    settings = [f"--env={k}={v}" for k, v in settings_env().items()]
     return ["claude", "mcp", "add", "--scope", "user", *settings, "retrod", "--", *command_argv(), "mcp"]
 
 

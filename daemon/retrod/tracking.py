@@ -13,7 +13,7 @@ from typing import TypeVar
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .resolve import project_of, project_slugs
+from .resolve import project_filter
 from .store.members import member_of
 from .store.queries import one, q
 from .verdicts import VERDICTS
@@ -63,10 +63,11 @@ def _clean(text: _Text, what: str) -> _Text:
     return text
 
 
-def track_start(conn: Connection, session: str, description: str | None) -> dict:
-    """Create (or describe again) the user's row for the session."""
+def track_start(conn: Connection, session: str, description: str | None, project_slug: str | None = None) -> dict:
+    """Create (or describe again) the user's row for the session. `project_slug`: its project
+    folder's name when no transcript of it says yet (a session just starting: `brief --hook`)."""
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        return ensure_session(cur, session, _clean(description, "--description"))
+        return ensure_session(cur, session, _clean(description, "--description"), project_slug)
 
 
 def may_write(conn: Connection) -> bool:
@@ -74,8 +75,9 @@ def may_write(conn: Connection) -> bool:
     return bool(one(conn.execute(q("may_write_sessions")))[0])
 
 
-def ensure_session(cur, session: str, description: str | None = None) -> dict:
-    """The user's cc_sessions row for the session, created from what the transcripts say."""
+def ensure_session(cur, session: str, description: str | None = None, project_slug: str | None = None) -> dict:
+    """The user's cc_sessions row for the session, created from what the transcripts say (else
+    `project_slug`, and now)."""
     args = {"session": session, "description": description}
     for _attempt in range(2):  # (a command inserting it at the same moment: then it is there)
         row = cur.execute(q("describe_user_session"), args).fetchone()
@@ -83,7 +85,8 @@ def ensure_session(cur, session: str, description: str | None = None) -> dict:
             return row
         seen = one(cur.execute(q("session_first_seen"), {"session": session}))
         row = cur.execute(q("insert_user_session"), {
-            **args, "project_slug": seen["project_slug"] or "", "started_at": seen["started_at"] or datetime.now(UTC),
+            **args, "project_slug": seen["project_slug"] or project_slug or "",
+            "started_at": seen["started_at"] or datetime.now(UTC),
         }).fetchone()
         if row is not None:
             return row
@@ -177,18 +180,11 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
     efficient tool use first (sessions without calls last); from the files' fold state and the rollups
     (no scan of events, requests or calls, so it stays instant with thousands of sessions).
 
-    `project`: a path (it has a `/`, or starts with `.` or `~`; a Claude Code folder name has
-    neither), or part of a Claude Code folder name. A path means the project it is in, found
-    under `roots` as a command run there finds its session (resolve.project_of); when no folder
-    from it up is one on disk (its transcripts deleted since), the path itself."""
-    slugs = None
-    if project and (project.startswith(("/", ".", "~")) or "/" in project):
-        folder = Path(project).expanduser().resolve()  # as Claude Code sees it: no `..`, no links
-        slugs = project_slugs(project_of(folder, roots or []) or folder)
+    `project`: a path, or part of a Claude Code folder name (resolve.project_filter)."""
+    slugs, pattern = project_filter(project, roots or [])
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(q("recent_sessions"), {
-            "slugs": slugs, "pattern": None if slugs or not project else f"%{project}%",
-            "since": since, "limit": limit, "sort": sort}).fetchall()
+            "slugs": slugs, "pattern": pattern, "since": since, "limit": limit, "sort": sort}).fetchall()
 
 
 def list_phases(conn: Connection, session: str, member: str | None = None) -> list[dict]:

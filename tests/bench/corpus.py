@@ -68,9 +68,11 @@ def write_session(dest: Path, session: str, target_bytes: int, source: Path = SO
     return path
 
 
-def _copy(src: Path, relative: Path, dest: Path, copy: int, names: dict[str, str]) -> int:
+def _copy(src: Path, relative: Path, dest: Path, copy: int, names: dict[str, str],
+          shift: timedelta | None = None) -> int:
     """One fixture file as `dest/relative`, its uuids and API ids made fresh for this copy and its
-    times shifted by `copy` days; `names` keeps one new uuid per old one across a folder."""
+    times shifted by `shift` (default: `copy` days); `names` keeps one new uuid per old one across
+    a folder."""
 
     def new_uuid(m: re.Match) -> str:
         old = m.group(0)
@@ -81,7 +83,8 @@ def _copy(src: Path, relative: Path, dest: Path, copy: int, names: dict[str, str
     text = src.read_bytes().decode("utf-8", "surrogateescape")
     text = _UUID.sub(new_uuid, text)
     text = _API_IDS.sub(lambda m: f'"{m.group(1)}c{copy}"', text)
-    text = _TS.sub(lambda m: _shift(m, timedelta(days=copy)), text)
+    delta = timedelta(days=copy) if shift is None else shift
+    text = _TS.sub(lambda m: _shift(m, delta), text)
     target = dest / _UUID.sub(new_uuid, str(relative))
     target.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8", "surrogateescape")
@@ -105,13 +108,17 @@ def write_tree(dest: Path, target_bytes: int, seed: int = 1) -> int:
     return written
 
 
-def write_many(dest: Path, files: int, per_folder: int = 100, max_bytes: int = 20_000) -> int:
+def write_many(dest: Path, files: int, per_folder: int = 100, max_bytes: int = 20_000,
+               spread_days: int | None = None) -> int:
     """`files` small real transcripts (the fixture sessions under `max_bytes`, cycled, each copy
-    with fresh ids), `per_folder` to a project folder. Returns the bytes written."""
+    with fresh ids), `per_folder` to a project folder; copy n shifted by n days, or with
+    `spread_days` by n modulo that many days and a few hours (a year of a heavy user's sessions).
+    Returns the bytes written."""
     small = sorted(p for p in FIXTURES.glob("*/*.jsonl")
                    if _UUID.fullmatch(p.stem) and p.stat().st_size <= max_bytes)  # session files
     written = 0
     for n in range(files):
         src = small[n % len(small)]
-        written += _copy(src, Path(src.name), dest / f"-many-{n // per_folder}", n, {})
+        shift = timedelta(days=n % spread_days, hours=n % 24) if spread_days else None
+        written += _copy(src, Path(src.name), dest / f"-many-{n // per_folder}", n, {}, shift)
     return written

@@ -35,6 +35,7 @@ import newest_first
 import report_latency
 import soak
 import statusline
+import trends_brief
 from peers import find_ccusage
 
 
@@ -96,6 +97,9 @@ TARGETS: list[Target] = [
      lambda r: r["statusline"]["ratios"]["p95_after_message_vs_python"], "<=", 3),
     ("ccusage statusline ÷ retrod statusline, medians, the same stdin, after a message",
      lambda r: r["statusline"]["ratios"].get("ccusage_vs_retrod_after_message"), ">=", 10),
+    ("retrod trends over 10,000 sessions, by week, in-process (ms)", lambda r: r["trends"]["by_week_ms"], "<=", 100),
+    ("retrod brief --hook with the daemon running, whole process, p95 (ms)",
+     lambda r: r["trends"]["hook_daemon"]["p95_ms"], "<=", 300),
     ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
     ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
     ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),
@@ -104,7 +108,7 @@ TARGETS: list[Target] = [
     ("soak: bytes written but not ingested", lambda r: r["soak"]["bytes_not_ingested"], "<=", 0),
     ("soak: errors logged", lambda r: r["soak"]["errors_logged"], "<=", 0),
 ]
-BENCHMARKS = ("backfill", "newest", "report", "commands", "mcp", "statusline", "live", "idle", "soak")
+BENCHMARKS = ("backfill", "newest", "report", "commands", "mcp", "statusline", "trends", "live", "idle", "soak")
 NIGHTLY_SOAK_S = 3600
 
 
@@ -159,6 +163,7 @@ def main() -> None:
             ("commands", lambda: commands.run(scratch, args.smoke)),
             ("mcp", lambda: mcp_stats.run(scratch, args.smoke)),
             ("statusline", lambda: statusline.run(scratch, args.smoke, ccusage, args.statusline_mb)),
+            ("trends", lambda: trends_brief.run(scratch, args.smoke)),
             ("live", lambda: live_latency.run(scratch, 20 if args.smoke else 300)),
             ("idle", lambda: idle_cost.run(scratch, 200 if args.smoke else 10_000, 5 if args.smoke else 60)),
             ("soak", lambda: soak.run(scratch, soak_s)),
@@ -180,6 +185,7 @@ def main() -> None:
             ("commands", "Commands without a daemon (embedded default):", commands.table),
             ("mcp", "MCP session_stats:", mcp_stats.table),
             ("statusline", "Status line:", statusline.table),
+            ("trends", "Trends and the brief's hook:", trends_brief.table),
             ("live", "Live latency:", live_latency.table), ("idle", "Idle cost:", idle_cost.table),
             ("soak", "Soak:", soak.table)):
         if name in results:

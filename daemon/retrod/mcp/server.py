@@ -177,6 +177,41 @@ class SessionList(BaseModel):
     sessions: list[SessionRow] = Field(description="Newest first")
 
 
+class Brief(BaseModel):
+    project: str | None = Field(description="The project folder (or the name asked) the sessions are of")
+    sessions_asked: int
+    sessions: list[dict[str, Any]] = Field(description=(
+        "Newest first: session, started_at, description, cost, tool_use, output_tokens, wall_s, claude_s, verdicts;"
+        " empty when the project has no history"))
+    lessons: list[dict[str, Any]] = Field(description=(
+        "Lessons and notes of their phases, newest first, each once: kind, text, task, phase, verdict, session, at"))
+    waste_phases: list[dict[str, Any]] = Field(description="The newest phases judged avoidable_waste or"
+                                                           " exploratory_waste, with their cost, Claude time and"
+                                                           " tool use")
+    waste_phases_total: int = Field(description="How many phases of these sessions were judged waste")
+    recurring_waste: list[dict[str, Any]] = Field(description=(
+        "Waste signals in more than one of the sessions: signal, count, sessions, words, habit, example (the path or"
+        " call hit most), example_count"))
+    direction: dict[str, Any] | None = Field(description="Cost per session and efficiency, newer half against older")
+    prices: dict[str, Any]
+
+
+class Trends(BaseModel):
+    by: str
+    time_zone: str = Field(description="The zone periods are cut in")
+    split: str | None
+    member: str
+    project: str | None
+    since: str | None
+    attribution: str = Field(description="How a session is given to a period: wholly to the one it started in")
+    prices: dict[str, Any]
+    periods: list[dict[str, Any]] = Field(description=(
+        "Oldest first, empty ones included: period, start, end, sessions, requests, tokens (by bucket), cost,"
+        " cost_per_session, wall_s, claude_s, tool_s, human_s, away_s, tool_use, top_waste, verdicts,"
+        " tokens_by_model, change (from the period before); projects with split=project"))
+    total: dict[str, Any] = Field(description="The same figures over every period")
+
+
 # -- the server ------------------------------------------------------------------------------
 
 INSTRUCTIONS = (
@@ -273,6 +308,35 @@ def server(tools: Tools) -> MCPServer:
                  ) -> Annotated[CallToolResult, SessionList]:
         """Recent sessions across projects, newest first, with their totals."""
         return answer(lambda: tools.sessions(project, limit))
+
+    @app.tool(annotations=READ_ONLY)
+    def brief(project: Annotated[str | None, Field(description=(
+                  "A project folder's path, or part of its Claude Code folder name; default: the project of the"
+                  " folder Claude Code runs in"))] = None,
+              sessions: Annotated[int, Field(ge=1, le=100, description="How many past sessions")] = 5,
+              session: Session = None) -> Annotated[CallToolResult, Brief]:
+        """What this project's past sessions teach, newest first: their lessons and notes, the phases judged waste
+        and what they cost, the waste signals that keep recurring (with an example each), and each session's cost
+        and tool-use efficiency with their direction. The session asking is left out."""
+        return answer(lambda: tools.brief(project, sessions, session))
+
+    @app.tool(annotations=READ_ONLY)
+    def trends(by: Annotated[str, Field(description="The period: day, week or month",
+                                        json_schema_extra={"enum": ["day", "week", "month"]})] = "week",
+               project: Annotated[str | None, Field(description=(
+                   "A project folder's path, or part of its Claude Code folder name"))] = None,
+               since: Annotated[str | None, Field(description=(
+                   "Sessions started at or after this ISO 8601 date or time (no offset: in the periods' zone)"
+               ))] = None,
+               split: Annotated[str | None, Field(description="Each period per project or per model too",
+                                                  json_schema_extra={"enum": ["project", "model", None]})] = None,
+               tz: Annotated[str | None, Field(description=(
+                   "The time zone periods are cut in, e.g. Europe/Berlin; default: the server's local one"))] = None,
+               member: Member = None) -> Annotated[CallToolResult, Trends]:
+        """Per day, week or month: sessions, estimated cost, tokens, Claude/tool/human/away time, tool calls and their
+        efficiency, the verdicts of logged phases and the top waste signals, with the change from the period before.
+        Each session counts wholly in the period it started in; every figure is a sum of per-session reports."""
+        return answer(lambda: tools.trends(by, project, since, split, tz, member))
 
     return app
 

@@ -12,13 +12,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import structlog
 from psycopg.pq import TransactionStatus
 
-from .. import resolve, tracking
+from .. import brief, resolve, tracking, trends
 from ..ingest import Ingester
 from ..report import model, retrospective
 from ..report.prices import PricesError
@@ -222,6 +223,39 @@ class Tools:
         return {"sessions": listed}, "\n".join(lines) or "no sessions" + (" match" if project else " yet")
 
 
+    def brief(self, project: str | None, sessions: int, session: str | None) -> Result:
+        """`retrod brief`: the project of the server's working folder (Claude Code starts it in
+        the project's folder), or `project`; `session` (default: the one this server runs in, when
+        it can be told) is left out, as the hook leaves out the session it starts."""
+        with self.db.connection() as conn:
+            try:
+                asking: str | None = self._resolve(conn, session).uuid
+            except resolve.SessionError:
+                asking = None  # a first session in a new folder: nothing to leave out
+            data = brief.brief(conn, folder=None if project else _cwd(), project=project,
+                               roots=self.settings.projects_roots(), sessions=sessions, exclude=asking,
+                               prices=load_prices(self.settings.prices), away_after_s=self.settings.away_after_s)
+        return data, brief.render(data) or f"no past sessions of {data['project'] or 'this folder'}"
+
+    def trends(self, by: str, project: str | None, since: str | None, split: str | None, tz: str | None,
+               member: str | None = None) -> Result:
+        """`retrod trends`: the same JSON (the web dashboard's /api/trends serves it too)."""
+        zone = trends.check_zone(tz) if tz else trends.local_zone()
+        with self.db.connection() as conn:
+            data = trends.trends(conn, by=by, project=project,
+                                 since=trends.parse_since(since, zone) if since else None, split=split,
+                                 prices=load_prices(self.settings.prices), tz=zone, member=member,
+                                 roots=self.settings.projects_roots(), away_after_s=self.settings.away_after_s)
+        return data, trends.render(data)
+
+
+def _cwd() -> Path | None:
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
+
+
 # The commands' errors name their own flags; a tool's name the tool's inputs.
 _IN_TOOL_TERMS = (("`retrod phase start --task T --phase P`", "start_phase"),
                   ("`retrod phase end --verdict VERDICT`", "end_phase"),
@@ -275,7 +309,8 @@ def one_sentence(exc: BaseException) -> str:
     if isinstance(exc, psycopg.OperationalError):
         return (f"the database is not reachable ({message or type(exc).__name__}); "
                 "this call did nothing, try again once it is back")
-    if isinstance(exc, (tracking.TrackingError, resolve.SessionError, retrospective.OutputError, MemberError)):
+    if isinstance(exc, (tracking.TrackingError, resolve.SessionError, retrospective.OutputError, MemberError,
+                        trends.TrendsError)):
         return message.replace("--member ROLE", "`member`")
     if isinstance(exc, PricesError):
         return f"configuration: {message}"

@@ -1,4 +1,4 @@
-"""`retrod report` answered by the running daemon: the command's fast path.
+"""`retrod report` and `retrod brief --hook` answered by the running daemon: their fast path.
 
 Starting Python and importing psycopg and pydantic takes about 0.3 s, most of a report's
 whole-process time, while the report itself takes milliseconds. The daemon has them loaded and
@@ -8,9 +8,10 @@ work itself only when no daemon answers there. This module imports nothing it ca
 plain forms of the arguments goes to the full command line, with its usual messages.
 
 Wire format (both ends are retrod's, same version): the request is NUL-separated key, value
-pairs, ended by closing the write side; the reply is `<exit code or "declined">\\0<stderr>\\0<stdout>`
-(report text holds no NUL: PostgreSQL text cannot). A request with `kind` = `statusline` asks for
-the status line's figures instead (statusline/client.py), answered as JSON on the reply's stdout.
+pairs, ended by closing the write side, its `command` naming what is asked (report, statusline,
+brief); the reply is `<exit code or "declined">\\0<stderr>\\0<stdout>` (report text holds no NUL:
+PostgreSQL text cannot; a hook's stdin that holds one is sent as none). The status line's figures
+come as JSON on the reply's stdout (statusline/client.py).
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ if TYPE_CHECKING:
 # from before an upgrade), it does the work itself instead. v3: the request carries the command's
 # RETROD_PRICES, and the report its tokens by model and cost, which a v2 daemon knows nothing of.
 # v4: the member (--member), and a request without RETROD_AWAY_AFTER_S means the default, where a
-# v3 daemon used its own setting. v5: a request of kind `statusline` (`retrod statusline`, issue
-# 21), which a v4 daemon would have taken for a report and answered with one.
+# v3 daemon used its own setting. v5: the request names its command: `statusline` (issue 21) and
+# `brief` (`brief --hook`, issue 22) beside `report`, which a v4 daemon would take for reports.
 SOCKET_NAME = "report-v5.sock"
-STATUSLINE = "statusline"  # the `kind` of the status line's request; a report's has none
+STATUSLINE = "statusline"  # the `command` of the status line's request
 TIMEOUT_S = 60.0
+# The SessionStart hook: under Claude Code's own limit for it (10 s), so that a daemon that does
+# not answer leaves the session without a brief, never waiting on it.
+HOOK_TIMEOUT_S = 8.0
+MAX_STDIN = 1 << 20  # a hook's JSON is a few hundred bytes
 FLAGS = {"--no-save": "no_save", "--close": "close"}
 OPTIONS = {"--format": "format", "--output": "output", "--session": "session", "--member": "member"}
 FORMATS = ("markdown", "json")
@@ -73,18 +78,14 @@ def request(args: dict, env: Mapping[str, str]) -> dict[str, str]:
     """What the daemon needs to do exactly what this command would: paths made absolute here,
     where the user's working folder is, and what tells which session this command runs in
     (its working folder, its process, whose ancestors may be Claude Code, and environment)."""
-    out = {"format": args["format"], "pid": str(os.getpid())}
+    out = {"command": "report", "format": args["format"], "pid": str(os.getpid())}
     if args["session"]:
         out["session"] = args["session"]
     try:
         out["cwd"] = os.getcwd()
     except OSError:
         pass  # deleted: the daemon says so if it needs it
-    for name in ("CLAUDE_CODE_SESSION_ID", "CLAUDE_CONFIG_DIR", "RETROD_AWAY_AFTER_S"):
-        if env.get(name):
-            out[name] = env[name]
-    if env.get("RETROD_PRICES"):  # a path: relative to this command's working folder, not the daemon's
-        out["RETROD_PRICES"] = os.path.abspath(env["RETROD_PRICES"])
+    out.update(_settings(env))
     if args["close"]:
         out["close"] = "1"
     if args.get("member"):
@@ -93,9 +94,68 @@ def request(args: dict, env: Mapping[str, str]) -> dict[str, str]:
         out["output"] = os.path.abspath(args["output"])
     if not args["no_save"]:
         out["reports_dir"] = os.path.abspath(env.get("RETROD_REPORTS_DIR") or default_reports_dir())
+    return out
+
+
+def _settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The command's own settings and what tells which session it runs in, for the daemon."""
+    out = {}
+    for name in ("CLAUDE_CODE_SESSION_ID", "CLAUDE_CONFIG_DIR", "RETROD_AWAY_AFTER_S"):
+        if env.get(name):
+            out[name] = env[name]
+    if env.get("RETROD_PRICES"):  # a path: relative to this command's working folder, not the daemon's
+        out["RETROD_PRICES"] = os.path.abspath(env["RETROD_PRICES"])
     if env.get("RETROD_DATABASE_URL"):
         out["database_url"] = env["RETROD_DATABASE_URL"]
     return out
+
+
+_stdin: list[bytes] = []  # read once
+
+
+def hook_input() -> bytes:
+    """What Claude Code wrote on the hook's stdin, read once: the fast path and, when no daemon
+    answers, the full command line read the same bytes. Nothing when stdin is a terminal."""
+    if not _stdin:
+        try:
+            _stdin.append(b"" if sys.stdin is None or os.isatty(0) else sys.stdin.buffer.read(MAX_STDIN))
+        except (OSError, ValueError):  # closed, or not readable
+            _stdin.append(b"")
+    return _stdin[0]
+
+
+def parse_brief(argv: list[str]) -> dict[str, str] | None:
+    """`retrod brief --hook [--sessions N]` (what the installed hook runs); None for anything
+    else, left to the full command line."""
+    if argv.count("--hook") != 1:
+        return None
+    rest = [a for a in argv if a != "--hook"]
+    if not rest:
+        return {"sessions": ""}
+    if len(rest) == 2 and rest[0] == "--sessions" and rest[1].isdigit() and int(rest[1]) > 0:
+        return {"sessions": str(int(rest[1]))}
+    return None
+
+
+def brief_main(argv: list[str]) -> int | None:
+    """Run `retrod brief --hook` through the daemon; None when no daemon serves it here. Like the
+    command, it never fails: exit 0, at worst with nothing printed."""
+    args = parse_brief(argv)
+    if args is None:
+        return None
+    payload = hook_input()
+    fields = {"command": "brief", "pid": str(os.getpid()), "sessions": args["sessions"],
+              "stdin": "" if b"\0" in payload else payload.decode("utf-8", "surrogateescape"), **_settings(os.environ)}
+    try:
+        fields["cwd"] = os.getcwd()
+    except OSError:
+        pass
+    reply = _exchange(fields, HOOK_TIMEOUT_S)
+    if reply is TimeoutError:
+        print(f"retrod brief: the daemon did not answer within {HOOK_TIMEOUT_S:.0f} s; no brief this time",
+              file=sys.stderr)
+        return 0
+    return _print(reply) if isinstance(reply, bytes) else None
 
 
 def encode_request(fields: dict[str, str]) -> bytes:
@@ -112,31 +172,44 @@ def main(argv: list[str]) -> int | None:
     args = parse(argv)
     if args is None:
         return None
+    reply = _exchange(request(args, os.environ), TIMEOUT_S)
+    if reply is TimeoutError:
+        print(f"retrod: error: the daemon did not answer within {TIMEOUT_S:.0f} s", file=sys.stderr)
+        return 1
+    return _print(reply) if isinstance(reply, bytes) else None
+
+
+def _exchange(fields: dict[str, str], timeout_s: float) -> bytes | type[TimeoutError] | None:
+    """The daemon's reply to `fields`; TimeoutError when it did not answer in time; None when no
+    daemon answers here (the caller does the work)."""
     data_dir = os.environ.get("RETROD_DATA_DIR") or default_data_dir()
     try:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     except (OSError, AttributeError):
         return None  # no unix sockets on this system
     try:
-        conn.settimeout(TIMEOUT_S)
+        conn.settimeout(timeout_s)
         try:
             conn.connect(os.path.join(data_dir, SOCKET_NAME))
         except OSError:
             return None  # no daemon: the caller does the work
         try:
-            conn.sendall(encode_request(request(args, os.environ)))
+            conn.sendall(encode_request(fields))
             conn.shutdown(socket.SHUT_WR)
-            reply = b"".join(iter(lambda: conn.recv(1 << 16), b""))
+            return b"".join(iter(lambda: conn.recv(1 << 16), b""))
         except TimeoutError:
-            print(f"retrod: error: the daemon did not answer within {TIMEOUT_S:.0f} s", file=sys.stderr)
-            return 1
+            return TimeoutError
         except OSError:
             return None  # it was stopping: do the work here (a report is safe to produce twice)
     finally:
         conn.close()
+
+
+def _print(reply: bytes) -> int | None:
+    """Print the daemon's answer; None when it declined or closed without a whole answer."""
     parts = reply.split(b"\0", 2)
     if len(parts) != 3:
-        return None  # closed without a whole answer: the same
+        return None  # closed without a whole answer: the caller does the work
     code, stderr, stdout = parts
     if code == b"declined":
         return None  # e.g. it serves another database than this command would use

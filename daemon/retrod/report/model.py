@@ -193,6 +193,16 @@ def _claude_code(row: dict | None) -> dict | None:
     }
 
 
+def phase(conn: Connection, session: str, row: dict, member: str, away_after_s: float = AWAY_AFTER_S,
+          prices: pricing.Prices = pricing.DEFAULT) -> dict | None:
+    """One phase's figures, as the report's `phases[]` holds them: `row` is its cc_session_phases
+    row (as session_phases reads it), `member` the role whose session it is (None: it is gone)."""
+    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": row["id"], "member": member}
+    with conn.cursor(row_factory=dict_row) as cur:
+        fig = cur.execute(q("phase_figures"), args).fetchone()
+    return _phase(row, fig, prices) if fig else None
+
+
 def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
     tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)  # by price group
     requests = sum(m["requests"] for m in fig["by_model"])

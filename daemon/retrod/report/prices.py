@@ -171,7 +171,7 @@ def _in_tier(value: Any, tier_floor: int) -> Any:
 
 
 @dataclass(frozen=True)
-class _Rates:
+class Rates:
     """USD per million tokens of each kind for one group (model, day, fast, tier), and per part."""
 
     input: Decimal
@@ -183,7 +183,7 @@ class _Rates:
 
 
 @lru_cache(maxsize=8192)
-def _package_rates(model: str, day: date, fast: bool, tier_floor: int) -> _Rates | None:
+def _package_rates(model: str, day: date, fast: bool, tier_floor: int) -> Rates | None:
     """The package's prices of `model` on `day` (None: it has none), flattened to one tier."""
     from genai_prices.data_snapshot import get_snapshot
     from genai_prices.types import ModelPrice
@@ -201,7 +201,7 @@ def _package_rates(model: str, day: date, fast: bool, tier_floor: int) -> _Rates
 
 
 @lru_cache(maxsize=1024)
-def _probe(flat: tuple, model_price: type) -> _Rates:
+def _probe(flat: tuple, model_price: type) -> Rates:
     """Each kind's rate, as the package prices a million tokens of it alone (its own leaf
     arithmetic: cache reads and writes inside the input), less what a part costs by itself."""
     from genai_prices import Usage
@@ -213,7 +213,7 @@ def _probe(flat: tuple, model_price: type) -> _Rates:
 
     million = 1_000_000
     base = usd()
-    return _Rates(
+    return Rates(
         input=usd(input_tokens=million) - base,
         output=usd(output_tokens=million) - base,
         cache_read=usd(input_tokens=million, cache_read_tokens=million) - base,
@@ -223,30 +223,36 @@ def _probe(flat: tuple, model_price: type) -> _Rates:
     )
 
 
-def _cost(rates: _Rates, tokens: Mapping[str, int], parts: int) -> Decimal:
+def _cost(rate: Rates, tokens: Mapping[str, int], parts: int) -> Decimal:
     """USD for summed tokens at flat rates. Cache writes: those in the 1-hour split at the 1-hour
     price, all others — the 5-minute ones, and those a usage gave without a split — at the
     5-minute price (Claude Code's default cache lifetime)."""
     one_hour = min(tokens["cache_create_1h"], tokens["cache_create"])
-    per_million = (tokens["input"] * rates.input + tokens["output"] * rates.output
-                   + tokens["cache_read"] * rates.cache_read + one_hour * rates.cache_create_1h
-                   + (tokens["cache_create"] - one_hour) * rates.cache_create_5m)
-    return per_million / _MILLION + parts * rates.per_part
+    per_million = (tokens["input"] * rate.input + tokens["output"] * rate.output
+                   + tokens["cache_read"] * rate.cache_read + one_hour * rate.cache_create_1h
+                   + (tokens["cache_create"] - one_hour) * rate.cache_create_5m)
+    return per_million / _MILLION + parts * rate.per_part
+
+
+def rates(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: int) -> Rates | None:
+    """USD per million tokens of each kind, and per part, for one price group (None: not priced). A
+    part without a day is priced as of today (its request had no timestamp)."""
+    override = prices.override_models.get(model)
+    if override is not None:
+        return Rates(**override)  # flat: nothing per part
+    if not model:
+        return None
+    return _package_rates(model, day or datetime.now(UTC).date(), fast, tier_floor)
 
 
 def group_cost(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: int,
                tokens: Mapping[str, int], parts: int = 1) -> Decimal | None:
     """What `parts` parts of one price group cost together, summed tokens in hand; None: not
-    priced. A part without a day is priced as of today (its request had no timestamp)."""
+    priced."""
     if not any(tokens[f] for f in TOKENS):
         return Decimal(0)  # nothing used costs nothing, priced or not (<synthetic> entries)
-    override = prices.override_models.get(model)
-    if override is not None:
-        return _cost(_Rates(**override), tokens, 0)
-    if not model:
-        return None
-    rates = _package_rates(model, day or datetime.now(UTC).date(), fast, tier_floor)
-    return None if rates is None else _cost(rates, tokens, parts)
+    found = rates(prices, model, day, fast, tier_floor)
+    return None if found is None else _cost(found, tokens, parts)
 
 
 def usd(value: Decimal) -> float:
@@ -256,9 +262,7 @@ def usd(value: Decimal) -> float:
 
 def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[dict], dict]:
     """Price groups (rows of model — '' when the transcript named none —, day, fast, tier_floor,
-    parts and the token figures) summed by model, priced, sorted by output tokens then model; and
-    the cost of them all: `usd` sums what could be priced (null when nothing could),
-    `unknown_models` are those with tokens no price knows, `complete` says there are none."""
+    parts and the token figures) summed by model and priced: see `summarize`."""
     models: dict[str, dict] = {}
     for group in groups:
         model = group["model"]
@@ -275,10 +279,20 @@ def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[dict], dic
             row["unpriced"] = True
         else:
             row["cost"] += price
+    return summarize(models.values())
+
+
+def summarize(models: Iterable[dict]) -> tuple[list[dict], dict]:
+    """Rows by model (`model` None when the transcript named none, `requests` counting parts, the
+    token figures, `fast_requests`, `cost` in Decimal dollars and `unpriced`: some part with
+    tokens no price knows) sorted by output tokens then model, each with its `cost_usd`; and the
+    cost of them all: `usd` sums what could be priced (null when nothing could),
+    `unknown_models` are those with tokens no price knows, `complete` says there are none."""
     out: list[dict] = []
     unknown: list[str | None] = []
     total, priced_any = Decimal(0), False
-    for row in sorted(models.values(), key=lambda r: (-r["output"], r["model"] or "")):
+    for row in sorted(models, key=lambda r: (-r["output"], r["model"] or "")):
+        row = dict(row)
         unpriced = row.pop("unpriced")
         cost = row.pop("cost")
         if unpriced:

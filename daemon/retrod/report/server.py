@@ -1,5 +1,7 @@
-"""The daemon's side of the report fast path (see client.py): one request per connection, a
-report's or (kind `statusline`) the status line's figures."""
+"""The daemon's side of the fast path (see client.py): one request per connection. It answers
+`retrod report` and `retrod statusline` (the status line's figures) itself; another command's
+requests go to the function the daemon registered for it (`retrod brief --hook`: brief.answer,
+which this room may not import)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import math
 import os
 import socketserver
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import psycopg
@@ -29,12 +32,18 @@ log = structlog.get_logger(__name__)
 KEPT_STATUS_MAX = 1000  # sessions whose last status is remembered: a few bytes each
 
 
-class ReportServer:
-    """Serves `retrod report` on `<data_dir>/<SOCKET_NAME>` (owner-only) while the daemon runs."""
+Answer = tuple[str, str, str]  # (exit code or "declined", stderr, stdout)
 
-    def __init__(self, pool: ConnectionPool, settings: Settings) -> None:
+
+class ReportServer:
+    """Serves `retrod report` on `<data_dir>/<SOCKET_NAME>` (owner-only) while the daemon runs,
+    and the commands of `others` (command name → what answers its request)."""
+
+    def __init__(self, pool: ConnectionPool, settings: Settings,
+                 others: Mapping[str, Callable[[dict[str, str]], Answer]] | None = None) -> None:
         self.pool = pool
         self.settings = settings
+        self.others = dict(others or {})
         self.path = settings.data_dir / SOCKET_NAME
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         # What each session's status line last reported, as kept: most renders bring nothing new
@@ -62,14 +71,22 @@ class ReportServer:
             self._server.server_close()
             self.path.unlink(missing_ok=True)
 
-    def answer(self, request: dict[str, str]) -> tuple[str, str, str]:
-        """(exit code or "declined", stderr, stdout) of `retrod report`, as if it had done the
-        work itself: the same session resolved, its files brought up to date first."""
+    def answer(self, request: dict[str, str]) -> Answer:
+        """(exit code or "declined", stderr, stdout) of the command asked, as if it had done the
+        work itself: for `retrod report`, the same session resolved, its files brought up to date
+        first."""
         if request.get("database_url") != self.settings.database_url:
             return "declined", "", ""  # this daemon serves another database
+        command = request.get("command", "report")
+        if command == STATUSLINE:
+            return self.statusline(request, _away_after_s(request))
+        if command != "report":
+            other = self.others.get(command)
+            return other(request) if other is not None else ("declined", "", "")
+        return self._report(request)
+
+    def _report(self, request: dict[str, str]) -> Answer:
         away_after_s = _away_after_s(request)
-        if request.get("kind") == STATUSLINE:
-            return self.statusline(request, away_after_s)
         if away_after_s is None:
             return "declined", "", ""  # the command's own settings check words the mistake
         try:
@@ -105,7 +122,7 @@ class ReportServer:
         saved = f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else ""
         return "0", found.said + saved, text
 
-    def statusline(self, request: dict[str, str], away_after_s: float | None) -> tuple[str, str, str]:
+    def statusline(self, request: dict[str, str], away_after_s: float | None) -> Answer:
         """`retrod statusline`'s figures as JSON (report/statusline.py), after the session's files
         are brought up to date; what the status line reported is kept. Errors are one line, as
         the report's: the command shows what its input alone gives, with a mark."""

@@ -5,7 +5,7 @@ a JSON object on stdin, and shows what it prints; an update that arrives while t
 runs cancels it, so a slow command shows nothing. This one therefore starts Python and little
 else: the standard library's lightest parts (no json, socket or re module: the C parts beneath
 them), asks the running daemon for the figures over its report socket (report/client.py's wire
-format, a request of kind `statusline`), and lays them out (render.py). The daemon brings the
+format, a request whose command is `statusline`), and lays them out (render.py). The daemon brings the
 session's files up to date, works the figures out from its precomputed rows and prices them.
 
 Never blank, never a traceback, always exit 0: with no daemon (or one that does not answer in
@@ -153,7 +153,7 @@ REPORTED = {
 def request(payload: dict | None, env: Mapping[str, str], now: float) -> dict[str, str]:
     """What the daemon needs: the session, the local day, the command's own settings (as a
     report's request carries them), and what the status line reported, for it to keep."""
-    out = {"kind": STATUSLINE}
+    out = {"command": STATUSLINE}
     session = session_of(payload) if payload is not None else None
     if session:
         out["session"] = session

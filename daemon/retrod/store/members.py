@@ -13,6 +13,11 @@ class MemberError(ValueError):
     """A team's reader named no member, or one that holds nothing of the session: the user's mistake."""
 
 
+def current_role(conn: Connection) -> str:
+    """The role this connection writes rows as (its own, alone or as a member)."""
+    return str(one(conn.execute(q("current_role")))[0])
+
+
 def member_of(conn: Connection, session: str, member: str | None = None) -> str:
     """The database role whose rows a report of `session` reads (DESIGN §3: on a team's database
     every key includes the member). Alone, or as a member: one's own. A team's reader sees

@@ -5,6 +5,9 @@
 -- have a db_role column only on a team's database (`retrod team` adds it): a row without one is
 -- the solo user's, which `coalesce(to_jsonb(row) ->> 'db_role', member)` matches either way.
 
+-- name: current_role
+SELECT current_user;
+
 -- The members whose rows name a session: a report reads one of them (model.member_of).
 -- name: session_members
 SELECT current_user AS me, ARRAY(

@@ -1,0 +1,329 @@
+"""`retrod brief`: what a project's last sessions teach, for the start of the next one — and
+Claude Code's SessionStart hook that puts it into Claude's context (`retrod brief --hook`).
+
+The brief holds, newest first: the lessons and notes written on the phases of the project's last
+sessions (each once, with the phase that wrote it); the phases judged `avoidable_waste` or
+`exploratory_waste` and what they cost; the waste signals (DESIGN §2.6) that keep coming back
+there, each with the file or call it hit most; and each session's cost and tool-use efficiency,
+with their direction. Every figure is the report's own: the sessions' figures come from
+trends.trends (sums of the per-session rollups), a phase's from report/model.phase.
+
+The project is found as a session is (resolve.py, rule 4): the working folder's, or that of the
+nearest folder above it that has sessions; `--project` names one as `retrod sessions` reads it.
+The session that asks (the hook's, or CLAUDE_CODE_SESSION_ID) is left out: it is what the brief is for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import Connection
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from . import tracking, trends
+from .report import markdown, model
+from .report import prices as pricing
+from .report.model import AWAY_AFTER_S, SIGNALS
+from .resolve import ENV_VAR, UUID_RE, project_filter, project_slugs
+from .settings import Settings
+from .store.members import current_role
+from .store.queries import q
+
+DEFAULT_SESSIONS = 5
+MAX_LINES = 40  # the text's whole length: it goes into Claude's context at every session start
+LINE_CHARS = 220
+WASTE_VERDICTS = ("avoidable_waste", "exploratory_waste")
+SHOWN = {"lessons": 12, "waste_phases": 5, "recurring_waste": 3, "sessions": 8}  # in the text
+WASTE_PHASES = 5  # in the data too: each is a phase window of the report's queries, at every session start
+# A signal as a person says it, and the habit that avoids it.
+SIGNAL_WORDS = {
+    "post_write_read": ("reads right after Claude's own write", "trust a write that succeeded"),
+    "re_read": ("re-reads of a file unchanged since it was read", "keep what was read in mind"),
+    "duplicate": ("repeated identical calls", "reuse the first answer"),
+    "error_retry": ("failed calls retried with the same tool", "read the error before retrying"),
+    "sibling_error": ("parallel calls cancelled by one that failed", "run a risky call on its own"),
+    "persisted_output_read": ("reads of large tool outputs saved to a file", "ask for less output"),
+}
+HOOK_EVENT = "SessionStart"
+
+
+def find_sessions(conn: Connection, member: str, *, folder: Path | None, project: str | None, roots: list[Path],
+                  exclude: str | None) -> tuple[str | None, list[dict]]:
+    """(the project's name, its dated sessions newest first). `project`: as `retrod sessions
+    --project`; else `folder`'s project: the nearest folder from it up that has sessions."""
+    def query(slugs: list[str] | None, pattern: str | None) -> list[dict]:
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(q("brief_sessions"), {"member": member, "slugs": slugs, "pattern": pattern,
+                                                     "exclude": exclude}, prepare=False).fetchall()
+        return [r for r in rows if r["started_at"] is not None]  # (a session that never did anything)
+
+    if project:
+        slugs, pattern = project_filter(project, roots)
+        return project, query(slugs, pattern)
+    if folder is None:
+        return None, []
+    # From the folder up, but not to the home folder or the root from below them: sessions someone
+    # once ran there are no project's history.
+    above = [f for f in folder.parents if f not in (Path.home(), Path(folder.anchor))]
+    candidates = [(f, project_slugs(f)) for f in (folder, *above)]
+    rows = query(sorted({slug for _, slugs in candidates for slug in slugs}), None)
+    for candidate, slugs in candidates:
+        found = [r for r in rows if r["project_slug"] in slugs]
+        if found:
+            return str(candidate), found
+    return str(folder), []
+
+
+def brief(conn: Connection, *, folder: Path | None = None, project: str | None = None,
+          roots: list[Path] | None = None, sessions: int = DEFAULT_SESSIONS, exclude: str | None = None,
+          prices: pricing.Prices = pricing.DEFAULT, away_after_s: float = AWAY_AFTER_S,
+          member: str | None = None) -> dict:
+    """The brief as data (JSON-able): `sessions` is empty when the project has no history."""
+    member = member or current_role(conn)
+    where, rows = find_sessions(conn, member, folder=folder, project=project, roots=roots or [], exclude=exclude)
+    rows = rows[:sessions]
+    out: dict[str, Any] = {"project": where, "sessions_asked": sessions, "sessions": [], "lessons": [],
+                           "waste_phases": [], "waste_phases_total": 0, "recurring_waste": [], "direction": None,
+                           "prices": prices.describe()}
+    if not rows:
+        return out
+    uuids = [r["session_uuid"] for r in rows]
+    data = trends.trends(conn, by="month", tz="UTC", split="session", sessions=uuids, prices=prices,
+                         member=member, away_after_s=away_after_s)
+    figures = {f["session"]: f for p in data["periods"] for f in p.get("per_session", [])}
+    for r in rows:
+        f = figures.get(r["session_uuid"])
+        if f is None:  # (gone between the two queries: a team's member removed it)
+            continue
+        out["sessions"].append({
+            "session": r["session_uuid"], "started_at": r["started_at"].isoformat(), "description": r["description"],
+            "cost": f["cost"], "tool_use": f["tool_use"], "output_tokens": f["tokens"]["total"]["output"],
+            "wall_s": f["wall_s"], "claude_s": f["claude_s"], "verdicts": f["verdicts"]})
+    with conn.cursor(row_factory=dict_row) as cur:
+        phases = cur.execute(q("brief_phases"), {"sessions": uuids, "member": member}).fetchall()
+        examples = {r["signal"]: r for r in cur.execute(q("brief_waste_examples"),
+                                                         {"sessions": uuids, "member": member})}
+    out["lessons"] = _lessons(phases)
+    wasted = [p for p in phases if p["verdict"] in WASTE_VERDICTS]
+    out["waste_phases"] = [_waste_phase(conn, p, away_after_s, prices, member) for p in wasted[:WASTE_PHASES]]
+    out["waste_phases_total"] = len(wasted)
+    out["recurring_waste"] = _recurring(out["sessions"], examples)
+    out["direction"] = _direction(out["sessions"])
+    return out
+
+
+def _lessons(phases: list[dict]) -> list[dict]:
+    """Lessons and notes, newest first, each text once (the newest phase that wrote it)."""
+    seen: set[str] = set()
+    out = []
+    for p in phases:
+        for kind, text in (("lesson", p["lessons_learned"]), ("note", p["notes"])):
+            key = " ".join((text or "").lower().split())
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            out.append({"kind": kind, "text": " ".join(text.split()), "task": p["task"], "phase": p["phase"],
+                        "verdict": p["verdict"], "session": p["session_uuid"], "at": p["started_at"].isoformat()})
+    return out
+
+
+def _waste_phase(conn: Connection, p: dict, away_after_s: float, prices: pricing.Prices, member: str) -> dict:
+    figures = model.phase(conn, p["session_uuid"], p, member, away_after_s, prices) or {}
+    return {"task": p["task"], "phase": p["phase"], "verdict": p["verdict"], "session": p["session_uuid"],
+            "started_at": p["started_at"].isoformat(), "ended_at": p["ended_at"] and p["ended_at"].isoformat(),
+            "cost": figures.get("cost"), "claude_s": figures.get("claude_s"), "tool_use": figures.get("tool_use"),
+            "actions_summary": p["actions_summary"], "lessons_learned": p["lessons_learned"]}
+
+
+def _recurring(sessions: list[dict], examples: dict[str, dict]) -> list[dict]:
+    """The waste signals of these sessions: those in more than one of them (every one, when there
+    is only one session), most widespread first, each with the path or call it hit most."""
+    out = []
+    for signal in SIGNALS:
+        counts = [s["tool_use"]["signals"][signal] for s in sessions]
+        hit = sum(1 for n in counts if n)
+        if not hit or (hit < 2 and len(sessions) > 1):
+            continue
+        example = examples.get(signal)
+        words, habit = SIGNAL_WORDS[signal]
+        out.append({"signal": signal, "count": sum(counts), "sessions": hit, "words": words, "habit": habit,
+                    "example": example and example["detail"], "example_count": example and example["n"]})
+    return sorted(out, key=lambda w: (-w["sessions"], -w["count"], w["signal"]))
+
+
+def _direction(sessions: list[dict]) -> dict | None:
+    """Cost per session and tool-use efficiency, the newer half of the sessions against the
+    older half (None with fewer than two)."""
+    half = len(sessions) // 2
+    if half < 1:
+        return None
+    newer, older = sessions[:half], sessions[-half:]
+
+    def cost(group: list[dict]) -> float | None:
+        priced = [s["cost"]["usd"] for s in group if s["cost"]["usd"] is not None]
+        return sum(priced) / len(priced) if priced else None
+
+    def efficiency(group: list[dict]) -> float | None:
+        calls = sum(s["tool_use"]["calls"] for s in group)
+        return sum(s["tool_use"]["productive"] for s in group) / calls if calls else None
+
+    def way(new: float | None, old: float | None, steady: float, relative: bool) -> str | None:
+        if new is None or old is None:
+            return None
+        moved = (new - old) / old if relative and old else new - old
+        return "steady" if abs(moved) < steady or (relative and not old and not new) else "up" if moved > 0 else "down"
+
+    c_new, c_old, e_new, e_old = cost(newer), cost(older), efficiency(newer), efficiency(older)
+    return {"sessions_compared": half,
+            "cost_per_session": {"newer": c_new, "older": c_old, "direction": way(c_new, c_old, 0.1, True)},
+            "efficiency": {"newer": e_new, "older": e_old, "direction": way(e_new, e_old, 0.02, False)}}
+
+
+# -- text ------------------------------------------------------------------------------------
+
+def _cut(text: str) -> str:
+    return text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"
+
+
+def _day(iso: str) -> str:
+    return datetime.fromisoformat(iso).astimezone().date().isoformat()
+
+
+def short_path(detail: str, project: str | None) -> str:
+    """An example as the text shows it: a path inside the project relative to it, a long one as its
+    last three parts (the JSON keeps it whole)."""
+    root = (project or "").rstrip("/") + "/"
+    if project and detail.startswith(root):
+        return detail[len(root):]
+    parts = detail.split("/")
+    return "…/" + "/".join(parts[-3:]) if len(detail) > 60 and len(parts) > 3 else detail
+
+
+def _more(shown: int, total: int, where: str = ": retrod brief --format json lists them") -> list[str]:
+    return [f"  (and {total - shown} more{where})"] if total > shown else []
+
+
+def render(data: dict) -> str:
+    """The brief as Claude reads it at a session start: at most MAX_LINES lines ('' without history)."""
+    sessions = data["sessions"]
+    if not sessions:
+        return ""
+    out = [(f"retrod brief: what the last {len(sessions)} session{'s' if len(sessions) > 1 else ''} in"
+            f" {data['project']} taught (newest first; estimates from retrod's records). Act on it.")]
+    if data["lessons"]:
+        out.append("Lessons and notes from their phases:")
+        shown = data["lessons"][:SHOWN["lessons"]]
+        out += [f"- {item['text']} ({item['kind']}: {item['task']} / {item['phase']}, {item['verdict']},"
+                f" {_day(item['at'])})" for item in shown]
+        out += _more(len(shown), len(data["lessons"]))
+    if data["waste_phases"]:
+        out.append("Phases judged waste:")
+        for p in data["waste_phases"][:SHOWN["waste_phases"]]:
+            cost = markdown.cost_cell(p["cost"]) if p["cost"] else "—"
+            claude = markdown.duration(p["claude_s"]) if p["claude_s"] is not None else "—"
+            what = f": {p['actions_summary']}" if p["actions_summary"] else ""
+            out.append(f"- {p['verdict']}: {p['task']} / {p['phase']} ({_day(p['started_at'])}), {cost},"
+                       f" Claude {claude}{what}")
+        out += _more(len(data["waste_phases"]), data["waste_phases_total"], " in these sessions")
+    if data["recurring_waste"]:
+        out.append("Waste that keeps recurring here (tool calls retrod judged unproductive):")
+        for w in data["recurring_waste"][:SHOWN["recurring_waste"]]:
+            example = (f", e.g. `{short_path(w['example'], data['project'])}` ({w['example_count']}×)"
+                       if w["example"] else "")
+            out.append(f"- {w['count']} {w['words']}, in {w['sessions']} of {len(sessions)} sessions{example}:"
+                       f" {w['habit']}")
+    out.append("Cost and tool-use efficiency per session:")
+    shown_sessions = sessions[:SHOWN["sessions"]]
+    for s in shown_sessions:
+        calls = s["tool_use"]["calls"]
+        eff = f"{markdown.efficiency(s['tool_use'])} of {calls} tool calls productive" if calls else "no tool calls"
+        out.append(f"- {_day(s['started_at'])}  {markdown.cost_cell(s['cost'])}  {eff}"
+                   + (f"  {markdown.cell(s['description'])}" if s["description"] else ""))
+    out += _more(len(shown_sessions), len(sessions))
+    direction = data["direction"]
+    if direction:
+        out.append(_direction_line(direction))
+    return "\n".join(_cut(line) for line in out[:MAX_LINES]) + "\n"
+
+
+def _direction_line(d: dict) -> str:
+    parts = []
+    cost = d["cost_per_session"]
+    if cost["direction"]:
+        parts.append(f"cost per session {cost['direction']}"
+                     f" ({markdown.usd(cost['older'])} → {markdown.usd(cost['newer'])})")
+    eff = d["efficiency"]
+    if eff["direction"]:
+        parts.append(f"tool-use efficiency {eff['direction']} ({eff['older'] * 100:.0f}% → {eff['newer'] * 100:.0f}%)")
+    n = d["sessions_compared"]
+    return (f"Direction, newest {n} against oldest {n}: " + "; ".join(parts) + ".") if parts else (
+        f"Direction, newest {n} against oldest {n}: not enough figures to tell.")
+
+
+# -- the SessionStart hook -------------------------------------------------------------------
+
+def read_payload(data: bytes) -> dict:
+    """The hook's JSON (Claude Code's SessionStart input); {} for anything else."""
+    try:
+        payload = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def hook(conn: Connection, payload: dict, *, roots: list[Path], sessions: int = DEFAULT_SESSIONS,
+         prices: pricing.Prices = pricing.DEFAULT, away_after_s: float = AWAY_AFTER_S,
+         cwd: Path | None = None) -> tuple[str, list[str]]:
+    """(what the hook prints, notes for stderr). Tracks the session that starts (its cc_sessions
+    row, as `retrod track start --allow-unknown`: its transcript may not be written yet), then
+    answers the brief of its folder's project as Claude Code's hook output, or nothing when that
+    project has no history."""
+    notes = []
+    session = payload.get("session_id")
+    session = session.lower() if isinstance(session, str) and UUID_RE.fullmatch(session.lower()) else None
+    folder = payload.get("cwd")
+    folder = Path(folder) if isinstance(folder, str) and folder.startswith("/") and "\0" not in folder else cwd
+    if session is not None:
+        try:
+            if tracking.may_write(conn):  # (a team's reader writes nothing)
+                tracking.track_start(conn, session, None, project_slugs(folder)[0] if folder else None)
+        except (psycopg.Error, tracking.TrackingError) as exc:
+            notes.append(f"session {session} is not tracked ({' '.join(str(exc).split())})")
+    result = brief(conn, folder=folder, roots=roots, sessions=sessions, exclude=session, prices=prices,
+                   away_after_s=away_after_s)
+    text = render(result)
+    if not text:
+        return "", notes
+    return json.dumps({"hookSpecificOutput": {"hookEventName": HOOK_EVENT, "additionalContext": text}}) + "\n", notes
+
+
+def excluded_session(env: dict[str, str] | None = None) -> str | None:
+    """The session a `retrod brief` run inside Claude Code is asked from (left out of its brief)."""
+    value = (os.environ if env is None else env).get(ENV_VAR, "").strip().lower()
+    return value if UUID_RE.fullmatch(value) else None
+
+
+def answer(pool: ConnectionPool, settings: Settings, request: dict[str, str]) -> tuple[str, str, str]:
+    """The daemon's side of `retrod brief --hook` (report/client.py asks, report/server.py hands
+    the request here): what the command would print, with the command's own RETROD_PRICES and
+    RETROD_AWAY_AFTER_S; like the command, never an error (exit 0, a note on stderr)."""
+    try:
+        prices = pricing.load(request.get("RETROD_PRICES"))
+        away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or AWAY_AFTER_S)
+        if not (math.isfinite(away_after_s) and away_after_s > 0):
+            raise ValueError(f"RETROD_AWAY_AFTER_S={request['RETROD_AWAY_AFTER_S']!r} is not a number of seconds")
+        sessions = int(request.get("sessions") or DEFAULT_SESSIONS)
+        payload = read_payload(request.get("stdin", "").encode("utf-8", "surrogateescape"))
+        with pool.connection() as conn:
+            out, notes = hook(conn, payload, roots=settings.projects_roots(), sessions=sessions, prices=prices,
+                              away_after_s=away_after_s, cwd=Path(request["cwd"]) if request.get("cwd") else None)
+    except Exception as exc:  # noqa: BLE001 - a hook never fails the session it starts
+        return "0", f"retrod brief: {' '.join(str(exc).split()) or type(exc).__name__}; no brief this time\n", ""
+    return "0", "".join(f"retrod brief: {note}\n" for note in notes), out

@@ -1,0 +1,191 @@
+-- `retrod trends` and `retrod brief`: many sessions' figures at once, from the per-session
+-- rollups (migration 0018), the tool-call rollup by agent and the user's phases. Every figure is a
+-- sum of the per-session figures `retrod report` shows, read from rollups those are read from too.
+-- `member`: whose rows (DESIGN §3), as in report.sql.
+
+-- What the member's tokens' prices depend on (DESIGN §2.7): trends.py looks each key's prices up
+-- (report/prices.py) and hands them to trend_figures, which prices the groups where they are.
+-- name: price_keys
+SELECT DISTINCT model, day::text AS day, fast, tier_floor  -- (day 'infinity': no timestamp)
+FROM retrod.session_requests
+WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]));
+
+-- One row per period and `grp` (trends.py adds a period's rows up): the sums of the figures of
+-- the sessions that started in it. A session belongs wholly to the period its first counted event
+-- falls in (the report's started_at; a session with no main-transcript event: its first request's
+-- minute), periods cut by date_trunc(`by`) in the time zone `tz` (weeks start on Monday).
+-- period NULL: no timestamp at all. grp: the project (`by_project`), the session
+-- (`by_session`), else NULL. Filters: `slugs` (a project folder's names) or `pattern`
+-- (part of one), `since` (started at or after), `sessions` (these sessions only).
+-- models: per model, its sessions, requests (parts), tokens by bucket and kind, and cost: each
+-- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
+-- `rates`, USD per million tokens and per part), `unpriced` when one with tokens has none.
+-- name: trend_figures
+WITH rates AS (
+    SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
+        AS r(model TEXT, fast BOOLEAN, tier_floor BIGINT, day_from DATE, day_to DATE, input NUMERIC, output NUMERIC,
+             cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC)
+), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), and their project
+    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+    FROM retrod.files
+    WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
+      AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
+    GROUP BY session_uuid
+), p AS MATERIALIZED (  -- each session's period and group (k_: NULL as a value a join can match)
+    SELECT d.session_uuid, coalesce(date_trunc(%(by)s, d.started_at AT TIME ZONE %(tz)s)::date, 'infinity') AS k_period,
+           coalesce(CASE WHEN %(by_project)s THEN d.project_slug WHEN %(by_session)s THEN d.session_uuid END, '')
+               AS k_grp,
+           d.claude_us, d.tool_us, d.human_us, d.tool_result_bytes, d.wall
+    FROM (
+        SELECT s.session_uuid, s.project_slug, t.claude_us, t.tool_us, t.human_us, t.tool_result_bytes,
+               t.last_ts - t.first_ts AS wall,
+               coalesce(t.first_ts, CASE WHEN r.session_uuid IS NOT NULL THEN (  -- (it has requests)
+                   SELECT min(minute) FROM retrod.request_minutes m
+                   WHERE m.session_uuid = s.session_uuid AND m.db_role = %(member)s AND m.minute < 'infinity') END)
+                   AS started_at
+        FROM s
+        LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
+        LEFT JOIN (SELECT DISTINCT session_uuid FROM retrod.session_requests WHERE db_role = %(member)s) r
+               ON t.first_ts IS NULL AND r.session_uuid = s.session_uuid
+        WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
+          AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+        OFFSET 0  -- (evaluated once per session: the start is used twice below)
+    ) d
+    WHERE %(since)s::timestamptz IS NULL OR d.started_at >= %(since)s::timestamptz
+), figures AS (  -- each group's sums, straight to its period and group (no per-session step)
+    SELECT k_period, k_grp, count(*) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
+           coalesce(sum(claude_us), 0)::bigint AS claude_us, coalesce(sum(tool_us), 0)::bigint AS tool_us,
+           coalesce(sum(human_us), 0)::bigint AS human_us,
+           coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes
+    FROM p GROUP BY 1, 2
+), calls AS (
+    SELECT p.k_period, p.k_grp, sum(c.productive)::bigint AS productive,
+           sum(c.sibling_error)::bigint AS sibling_error, sum(c.error_retry)::bigint AS error_retry,
+           sum(c.persisted_output_read)::bigint AS persisted_output_read,
+           sum(c.post_write_read)::bigint AS post_write_read, sum(c.duplicate)::bigint AS duplicate,
+           sum(c.re_read)::bigint AS re_read
+    FROM p JOIN retrod.call_agents c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
+    GROUP BY 1, 2
+), away AS (  -- human gaps longer than the away threshold (report.sql session_away)
+    SELECT p.k_period, p.k_grp, sum(e.gap_us)::bigint AS away_us
+    FROM p JOIN retrod.events e ON e.session_uuid = p.session_uuid AND e.kind = 'human' AND e.gap_us > %(away_us)s
+                               AND e.db_role = %(member)s
+    GROUP BY 1, 2
+), models AS (  -- per model: its sessions, requests (parts), tokens by bucket, and cost
+    SELECT k_period, k_grp,
+           json_agg(json_build_object(
+               'model', model, 'sessions', sessions, 'requests', requests, 'parts', parts, 'fast_parts', fast_parts,
+               'main', json_build_array(mi, mo, mr, mc), 'subagents', json_build_array(si, so, sr, sc),
+               'compaction', json_build_array(ci, co, cr, cc), 'cache_create_5m', c5, 'cache_create_1h', c1,
+               'cost', cost::text, 'unpriced', unpriced)) AS models
+    FROM (
+        SELECT p.k_period, p.k_grp, q.model, count(DISTINCT q.session_uuid) AS sessions,
+               sum(q.requests) AS requests, sum(q.parts) AS parts,
+               coalesce(sum(q.parts) FILTER (WHERE q.fast), 0) AS fast_parts,
+               coalesce(sum(q.input_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mi,
+               coalesce(sum(q.output_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mo,
+               coalesce(sum(q.cache_read_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mr,
+               coalesce(sum(q.cache_create_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mc,
+               coalesce(sum(q.input_tokens) FILTER (WHERE q.bucket = 'subagents'), 0) AS si,
+               coalesce(sum(q.output_tokens) FILTER (WHERE q.bucket = 'subagents'), 0) AS so,
+               coalesce(sum(q.cache_read_tokens) FILTER (WHERE q.bucket = 'subagents'), 0) AS sr,
+               coalesce(sum(q.cache_create_tokens) FILTER (WHERE q.bucket = 'subagents'), 0) AS sc,
+               coalesce(sum(q.input_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS ci,
+               coalesce(sum(q.output_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS co,
+               coalesce(sum(q.cache_read_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS cr,
+               coalesce(sum(q.cache_create_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS cc,
+               sum(q.cache_create_5m_tokens) AS c5, sum(q.cache_create_1h_tokens) AS c1,
+               -- each per-session price group as a report prices it (prices.py _cost)
+               coalesce(sum((q.input_tokens * r.input + q.output_tokens * r.output
+                             + q.cache_read_tokens * r.cache_read
+                             + least(q.cache_create_1h_tokens, q.cache_create_tokens) * r.cache_create_1h
+                             + (q.cache_create_tokens - least(q.cache_create_1h_tokens, q.cache_create_tokens))
+                               * r.cache_create_5m) / 1000000 + q.parts * r.per_part), 0) AS cost,
+               coalesce(bool_or(r.model IS NULL AND (q.input_tokens, q.output_tokens, q.cache_read_tokens,
+                                                     q.cache_create_tokens, q.cache_create_5m_tokens,
+                                                     q.cache_create_1h_tokens) <> (0, 0, 0, 0, 0, 0)), false)
+                   AS unpriced
+        FROM p
+        JOIN retrod.session_requests q ON q.session_uuid = p.session_uuid AND q.db_role = %(member)s
+        LEFT JOIN rates r ON r.model = q.model AND r.fast = q.fast AND r.tier_floor = q.tier_floor
+                         AND q.day BETWEEN r.day_from AND r.day_to
+        GROUP BY 1, 2, 3
+    ) m
+    GROUP BY 1, 2
+), verdicts AS (  -- the phases logged in the sessions, by verdict
+    SELECT k_period, k_grp, json_object_agg(verdict, phases) AS verdicts
+    FROM (SELECT p.k_period, p.k_grp, ph.verdict, count(*) AS phases
+          FROM p
+          JOIN public.cc_sessions u ON u.session_uuid = p.session_uuid
+                                    AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+          JOIN public.cc_session_phases ph ON ph.session_id = u.id
+          GROUP BY 1, 2, 3) v
+    GROUP BY 1, 2
+)
+SELECT nullif(f.k_period, 'infinity') AS period, nullif(f.k_grp, '') AS grp, f.sessions, f.wall_us, f.claude_us,
+       f.tool_us, f.human_us, f.tool_result_bytes, coalesce(a.away_us, 0) AS away_us,
+       coalesce(c.productive, 0) AS productive, coalesce(c.sibling_error, 0) AS sibling_error,
+       coalesce(c.error_retry, 0) AS error_retry, coalesce(c.persisted_output_read, 0) AS persisted_output_read,
+       coalesce(c.post_write_read, 0) AS post_write_read, coalesce(c.duplicate, 0) AS duplicate,
+       coalesce(c.re_read, 0) AS re_read, coalesce(m.models, '[]') AS models, coalesce(v.verdicts, '{}') AS verdicts
+FROM figures f
+LEFT JOIN calls c USING (k_period, k_grp)
+LEFT JOIN away a USING (k_period, k_grp)
+LEFT JOIN models m USING (k_period, k_grp)
+LEFT JOIN verdicts v USING (k_period, k_grp)
+ORDER BY f.k_period, f.k_grp;
+
+-- The folder Claude Code ran in for each project folder name (a main transcript's first cwd).
+-- name: project_paths
+SELECT DISTINCT ON (slug) slug, state ->> 'cwd' AS path
+FROM retrod.files
+WHERE db_role = %(member)s AND kind = 'main' AND slug = ANY(%(slugs)s::text[]) AND state ? 'cwd'
+ORDER BY slug, path;
+
+-- `retrod brief`: the member's sessions of these project folders (`slugs`, or folder names like
+-- `pattern`), newest first by the report's started_at, leaving out `exclude` (the session asking)
+-- and sessions that never did anything (no timestamp at all).
+-- name: brief_sessions
+SELECT s.session_uuid, s.project_slug,
+       coalesce(t.first_ts, (SELECT min(minute) FROM retrod.request_minutes m
+                             WHERE m.session_uuid = s.session_uuid AND m.db_role = %(member)s
+                               AND m.minute < 'infinity')) AS started_at,
+       u.description
+FROM (
+    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+    FROM retrod.files
+    WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
+      AND session_uuid IN (SELECT session_uuid FROM retrod.files
+                           WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
+                             AND (%(slugs)s::text[] IS NULL OR slug = ANY(%(slugs)s::text[]))
+                             AND (%(pattern)s::text IS NULL OR slug ILIKE %(pattern)s::text))
+    GROUP BY session_uuid
+) s
+LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
+LEFT JOIN public.cc_sessions u ON u.session_uuid = s.session_uuid
+                              AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
+  AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+  AND s.session_uuid IS DISTINCT FROM %(exclude)s::text
+ORDER BY 3 DESC NULLS LAST, 1;
+
+-- The phases of these sessions, newest first, with what was written about them.
+-- name: brief_phases
+SELECT u.session_uuid, p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at, p.actions_summary,
+       p.subagents, p.useful_info, p.lessons_learned, p.notes
+FROM public.cc_session_phases p
+JOIN public.cc_sessions u ON u.id = p.session_id
+WHERE u.session_uuid = ANY(%(sessions)s::text[]) AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+ORDER BY p.started_at DESC, p.id DESC;
+
+-- Per waste signal (DESIGN §2.6), over these sessions: the path (or short input) it hit most often,
+-- and how often, as the example the brief names.
+-- name: brief_waste_examples
+SELECT signal, detail, n FROM (
+    SELECT signal, coalesce(path, detail) AS detail, count(*) AS n,
+           row_number() OVER (PARTITION BY signal ORDER BY count(*) DESC, coalesce(path, detail)) AS rank
+    FROM retrod.tool_uses
+    WHERE session_uuid = ANY(%(sessions)s::text[]) AND db_role = %(member)s AND counted AND signal IS NOT NULL
+    GROUP BY 1, 2
+) x
+WHERE rank = 1;

@@ -1,0 +1,417 @@
+"""`retrod trends`: is the work getting more efficient, and where does the money go — per day,
+week or month, per project and per model.
+
+Every figure is a sum of the per-session figures `retrod report` shows (tokens by bucket, cost,
+Claude / tool / human / away time, tool calls and their waste signals, the phases' verdicts), read
+from per-session rollups (migration 0018), so that a period of 10,000 sessions costs what a few
+indexed reads do. A session counts wholly in the period it started in (its first line: the
+report's `started_at`), however long it ran: its figures are never split across periods, so each
+period's figures are exactly the sum of its sessions' reports. Periods are cut in a time zone
+(the local one unless told), weeks start on Monday.
+
+`trends()` answers JSON-able data: the command prints it (`render`), `retrod mcp` and the web
+dashboard's `/api/trends` serve it as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from functools import lru_cache
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import psycopg
+from psycopg import Connection
+from psycopg.rows import dict_row
+
+from .report import markdown
+from .report import prices as pricing
+from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
+from .resolve import project_filter
+from .store.members import current_role
+from .store.queries import q
+
+PERIODS = ("day", "week", "month")
+SPLITS = ("project", "model", "session")  # session: for the brief, not offered on the command line
+TOP_WASTE = 3
+
+
+class TrendsError(ValueError):
+    """A period, split, time zone or date that is not one: the user's mistake."""
+
+
+def local_zone(env: dict[str, str] | None = None) -> str:
+    """The name of this machine's time zone: `TZ` when it names one, else the zone /etc/localtime
+    links to, else UTC (a name, not an offset: periods cut across a daylight-saving change)."""
+    env = dict(os.environ) if env is None else env
+    candidates = [env.get("TZ", "").removeprefix(":")]
+    try:
+        candidates.append(str(Path("/etc/localtime").resolve()).partition("/zoneinfo/")[2])
+    except OSError:
+        pass
+    for name in candidates:
+        if name and _known_zone(name):
+            return name
+    return "UTC"
+
+
+def _known_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def check_zone(name: str) -> str:
+    if not _known_zone(name):
+        raise TrendsError(f"unknown time zone {name!r}; use a name such as UTC or Europe/Berlin")
+    return name
+
+
+def parse_since(text: str, zone: str) -> datetime:
+    """ISO 8601 date or time; without an offset, in the periods' time zone."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise TrendsError(f"--since {text!r} is not a date; use ISO 8601, e.g. 2026-11-01") from None
+    return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(zone))
+
+
+TIMES = ("wall", "claude", "tool", "human", "away")  # microseconds, as trend_figures sums them
+SPLIT_BUCKETS = BUCKETS[:-1]  # main, subagents, compaction: `total` is their sum
+
+
+@dataclass(slots=True)
+class _Model:
+    """One model's sums (trend_figures' `models`): tokens by bucket, each as TOKEN_FIELDS in order.
+    (Plain fields and lists: a year by day is hundreds of periods, each added up in Python.)"""
+
+    sessions: int
+    requests: int
+    parts: int
+    fast_parts: int
+    cache_create_5m: int
+    cache_create_1h: int
+    cost: Decimal
+    unpriced: bool
+    tokens: list[list[int]]
+
+    @classmethod
+    def of(cls, m: dict) -> _Model:
+        return cls(m["sessions"], m["requests"], m["parts"], m["fast_parts"], m["cache_create_5m"],
+                   m["cache_create_1h"], Decimal(m["cost"]), m["unpriced"], [m[b] for b in SPLIT_BUCKETS])
+
+    def add(self, other: _Model) -> None:
+        self.sessions += other.sessions
+        self.requests += other.requests
+        self.parts += other.parts
+        self.fast_parts += other.fast_parts
+        self.cache_create_5m += other.cache_create_5m
+        self.cache_create_1h += other.cache_create_1h
+        self.cost += other.cost
+        self.unpriced = self.unpriced or other.unpriced
+        self.tokens = [[a + b for a, b in zip(mine, theirs, strict=True)]
+                       for mine, theirs in zip(self.tokens, other.tokens, strict=True)]
+
+
+@dataclass
+class _Sums:
+    """Unrounded sums of per-session figures (a period, a project in it, or everything)."""
+
+    sessions: int = 0
+    us: list[int] = field(default_factory=lambda: [0] * len(TIMES))
+    tool_result_bytes: int = 0
+    calls: list[int] = field(default_factory=lambda: [0] * (1 + len(SIGNALS)))  # productive, then SIGNALS
+    models: dict[str, _Model] = field(default_factory=dict)
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, row: dict) -> _Sums:
+        return cls(row["sessions"], [row[f"{k}_us"] for k in TIMES], row["tool_result_bytes"],
+                   [row["productive"], *(row[s] for s in SIGNALS)],
+                   {m["model"]: _Model.of(m) for m in row["models"]}, row["verdicts"])
+
+    def add(self, other: _Sums) -> None:
+        self.sessions += other.sessions
+        self.us = [a + b for a, b in zip(self.us, other.us, strict=True)]
+        self.tool_result_bytes += other.tool_result_bytes
+        self.calls = [a + b for a, b in zip(self.calls, other.calls, strict=True)]
+        for model, theirs in other.models.items():
+            mine = self.models.get(model)
+            if mine is None:
+                self.models[model] = _Model(**{f: getattr(theirs, f) for f in _Model.__slots__})
+                self.models[model].tokens = [list(t) for t in theirs.tokens]
+            else:
+                mine.add(theirs)
+        for k, v in other.verdicts.items():
+            self.verdicts[k] = self.verdicts.get(k, 0) + v
+
+
+def _s(us: int) -> float:
+    return round(us / 1_000_000, 3)
+
+
+def figures(sums: _Sums) -> dict:
+    """What a period (or a project in it) shows: the sums of its sessions' report figures."""
+    by_bucket = [[0] * len(TOKEN_FIELDS) for _ in SPLIT_BUCKETS]
+    rows = []
+    for model, m in sums.models.items():
+        totals = [0] * len(TOKEN_FIELDS)
+        for i, in_bucket in enumerate(m.tokens):
+            for j, n in enumerate(in_bucket):
+                by_bucket[i][j] += n
+                totals[j] += n
+        rows.append({"model": model or None, "requests": m.parts, **dict(zip(TOKEN_FIELDS, totals, strict=True)),
+                     "cache_create_5m": m.cache_create_5m, "cache_create_1h": m.cache_create_1h,
+                     "fast_requests": m.fast_parts, "cost": m.cost, "unpriced": m.unpriced})
+    by_model, cost = pricing.summarize(rows)
+    tokens = {b: dict(zip(TOKEN_FIELDS, by_bucket[i], strict=True)) for i, b in enumerate(SPLIT_BUCKETS)}
+    tokens["total"] = {f: sum(t[j] for t in by_bucket) for j, f in enumerate(TOKEN_FIELDS)}
+    tool_use = tool_use_figures(dict(zip((PRODUCTIVE, *SIGNALS), sums.calls, strict=True)))
+    ranked = sorted(((n, s) for s, n in tool_use["signals"].items() if n), key=lambda x: (-x[0], SIGNALS.index(x[1])))
+    wall, claude, tool, human, away = sums.us
+    return {
+        "sessions": sums.sessions,
+        "requests": sum(m.requests for m in sums.models.values()),
+        "tokens": tokens,
+        "cost": cost,
+        "cost_per_session": round(cost["usd"] / sums.sessions, 6) if cost["usd"] is not None and sums.sessions
+        else None,
+        "wall_s": _s(wall), "claude_s": _s(claude), "tool_s": _s(tool), "human_s": _s(human - away),
+        "away_s": _s(away),
+        "tool_result_bytes": sums.tool_result_bytes,
+        "tool_use": tool_use,
+        "top_waste": [{"signal": s, "count": n} for n, s in ranked[:TOP_WASTE]],
+        "verdicts": dict(sorted(sums.verdicts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "tokens_by_model": [{**m, "sessions": sums.models[m["model"] or ""].sessions} for m in by_model],
+    }
+
+
+def price_table(conn: Connection, member: str, prices: pricing.Prices, sessions: list[str] | None = None) -> str:
+    """The prices of every price group the member's sessions have (model, day, fast, tier), as
+    trend_figures reads them: USD per million tokens of each kind and per part, for runs of days
+    (in the days the data holds) whose prices are the same, so that the table stays a few rows
+    (JSON; a price group not in it is not priced)."""
+    keys = tuple(sorted(conn.execute(q("price_keys"), {"member": member, "sessions": sessions}).fetchall(),
+                        key=lambda k: (k[0], k[2], k[3], k[1] == "infinity", k[1])))
+    if prices is pricing.DEFAULT:  # (the package's prices never change while retrod runs)
+        return _default_price_table(keys)
+    return _price_table(keys, prices)
+
+
+@lru_cache(maxsize=4)
+def _default_price_table(keys: tuple) -> str:
+    return _price_table(keys, pricing.DEFAULT)
+
+
+def _price_table(keys: tuple, prices: pricing.Prices) -> str:
+    table: list[dict] = []
+    last: tuple | None = None
+    for model, day, fast, tier_floor in keys:
+        found = pricing.rates(prices, model, None if day == "infinity" else date.fromisoformat(day), fast, tier_floor)
+        run = (model, fast, tier_floor, found, day == "infinity")
+        if run == last:
+            table[-1]["day_to"] = day
+        elif found is not None:
+            table.append({"model": model, "fast": fast, "tier_floor": tier_floor, "day_from": day, "day_to": day,
+                          **{k: str(v) for k, v in vars(found).items()}})
+        last = run if found is not None else None
+    return json.dumps(table)
+
+
+def change(now: dict, before: dict | None) -> dict | None:
+    """What moved since the period before (None: there is none to compare with)."""
+    if before is None:
+        return None
+
+    def delta(a: float | None, b: float | None, digits: int) -> float | None:
+        return None if a is None or b is None else round(a - b, digits)
+
+    return {
+        "sessions": now["sessions"] - before["sessions"],
+        "cost_usd": delta(now["cost"]["usd"] or 0.0, before["cost"]["usd"] or 0.0, 6),
+        "cost_per_session": delta(now["cost_per_session"], before["cost_per_session"], 6),
+        "output_tokens": now["tokens"]["total"]["output"] - before["tokens"]["total"]["output"],
+        "claude_s": delta(now["claude_s"], before["claude_s"], 3),
+        "efficiency": delta(now["tool_use"]["efficiency"], before["tool_use"]["efficiency"], 4),
+    }
+
+
+def _next(period: date, by: str) -> date:
+    if by == "day":
+        return period + timedelta(days=1)
+    if by == "week":
+        return period + timedelta(days=7)
+    return date(period.year + period.month // 12, period.month % 12 + 1, 1)
+
+
+def _bounds(period: date, by: str, zone: str) -> tuple[str, str]:
+    tz = ZoneInfo(zone)
+    return (datetime.combine(period, time(), tz).isoformat(),
+            datetime.combine(_next(period, by), time(), tz).isoformat())
+
+
+def trends(conn: Connection, *, by: str = "week", project: str | None = None, since: datetime | None = None,
+           split: str | None = None, prices: pricing.Prices = pricing.DEFAULT, tz: str = "UTC",
+           member: str | None = None, roots: list[Path] | None = None, away_after_s: float = AWAY_AFTER_S,
+           sessions: list[str] | None = None) -> dict:
+    """Per period of `by` (day, week, month), oldest first, every period between the first and
+    the last that has a session (empty ones included, so that each period's `change` is from the
+    one right before it); with `split` ("project" or "model"), each period's figures per project
+    or per model too. `project`: as `retrod sessions --project` (a path needs `roots`); `since`:
+    sessions that started at or after it; `member`: whose rows (default: one's own);
+    `sessions`: only these (the brief's). Sessions without any timestamp come last, undated."""
+    if by not in PERIODS:
+        raise TrendsError(f"--by {by!r}: use one of {', '.join(PERIODS)}")
+    if split not in (None, *SPLITS):
+        raise TrendsError(f"split {split!r}: use one of {', '.join(SPLITS)}")
+    check_zone(tz)
+    pricing.store_tiers(conn)  # the tiers the rollups are summed by are the ones priced
+    slugs, pattern = project_filter(project, roots or [])
+    member = member or current_role(conn)
+    with conn.cursor(row_factory=dict_row) as cur:
+        try:
+            rows = cur.execute(q("trend_figures"), {
+                "member": member, "slugs": slugs, "pattern": pattern, "since": since, "by": by, "tz": tz,
+                "away_us": int(away_after_s * 1_000_000), "by_project": split == "project",
+                "by_session": split == "session", "sessions": sessions,
+                "rates": price_table(conn, member, prices, sessions)},
+                prepare=False).fetchall()  # planned for its arguments each time: a generic plan is far slower
+        except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
+            raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None
+        paths = {} if split != "project" else {r["slug"]: r["path"] for r in cur.execute(
+            q("project_paths"), {"member": member, "slugs": sorted({row["grp"] for row in rows})})}
+    whole: dict[date | None, _Sums] = {}
+    parts: dict[date | None, list[tuple[str, _Sums]]] = {}
+    for row in rows:  # a period's rows (one per project or session in it) add up to the period
+        sums = _Sums.of(row)
+        if row["grp"] is None:  # (no split: the one row is the period)
+            whole[row["period"]] = sums
+            continue
+        whole.setdefault(row["period"], _Sums()).add(sums)
+        parts.setdefault(row["period"], []).append((row["grp"], sums))
+    dated = sorted(p for p in whole if p is not None)
+    keys: list[date | None] = []
+    period = dated[0] if dated else None
+    while period is not None and period <= dated[-1]:
+        keys.append(period)
+        period = _next(period, by)
+    if None in whole:
+        keys.append(None)
+
+    total = _Sums()
+    out, before = [], None
+    for key in keys:
+        sums = whole.get(key, _Sums())
+        total.add(sums)
+        entry = figures(sums)
+        start, end = _bounds(key, by, tz) if key is not None else (None, None)
+        entry = {"period": key.isoformat() if key else None, "start": start, "end": end, **entry,
+                 "change": change(entry, before) if key is not None else None}
+        if split == "project":
+            entry["projects"] = [{"project_slug": slug, "project_path": paths.get(slug), **figures(s)}
+                                 for slug, s in parts.get(key, [])]
+        elif split == "session":
+            entry["per_session"] = [{"session": uuid, **figures(s)} for uuid, s in parts.get(key, [])]
+        out.append(entry)
+        before = entry if key is not None else before
+    return {
+        "by": by, "time_zone": tz, "split": split, "member": member,
+        "project": project, "since": since.isoformat() if since else None,
+        "attribution": "each session wholly in the period its first line falls in",
+        "prices": prices.describe(),
+        "periods": out,
+        "total": figures(total),
+    }
+
+
+# -- text ------------------------------------------------------------------------------------
+
+HEADER = (f"{'sess':>5} {'cost':>10} {'$/sess':>8} {'Δ$/sess':>8} {'eff':>4} {'Δeff':>5} {'calls':>6}"
+          f" {'output':>7} {'Claude':>7} {'tool':>7} {'human':>7} {'away':>7}")
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.0f}%"
+
+
+def _signed_usd(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{'+' if value >= 0 else '−'}${abs(value):,.2f}"
+
+
+def _tokens(n: int) -> str:
+    return f"{n / 1e6:,.1f}M" if n >= 100_000 else f"{n:,}"
+
+
+def _per_session(f: dict) -> str:
+    return "—" if f["cost_per_session"] is None else markdown.usd(f["cost_per_session"])
+
+
+def _row(f: dict, ch: dict | None) -> str:
+    """A period's (or a project's) figures under HEADER; `ch`: the change from the period before."""
+    eff_change = "—" if ch is None or ch["efficiency"] is None else f"{ch['efficiency'] * 100:+.0f}"
+    return (f"{f['sessions']:>5} {markdown.cost_cell(f['cost']):>10} {_per_session(f):>8}"
+            f" {_signed_usd(ch['cost_per_session']) if ch else '—':>8} {_pct(f['tool_use']['efficiency']):>4}"
+            f" {eff_change:>5} {f['tool_use']['calls']:>6,} {_tokens(f['tokens']['total']['output']):>7}"
+            f" {markdown.duration(f['claude_s']):>7} {markdown.duration(f['tool_s']):>7}"
+            f" {markdown.duration(f['human_s']):>7} {markdown.duration(f['away_s']):>7}")
+
+
+def _detail(f: dict) -> str | None:
+    parts = []
+    if f["verdicts"]:
+        parts.append("verdicts: " + ", ".join(f"{v} {n}" for v, n in f["verdicts"].items()))
+    if f["top_waste"]:
+        parts.append("waste: " + ", ".join(f"{w['signal']} {w['count']}" for w in f["top_waste"]))
+    return " · ".join(parts) or None
+
+
+def _name(period: dict, by: str) -> str:
+    if period["period"] is None:
+        return "undated"
+    return period["period"][:7] if by == "month" else period["period"]
+
+
+def render(data: dict) -> str:
+    """The text `retrod trends` prints: a row per period (and per project or model in it), its
+    verdicts and top waste signals under it, and the total."""
+    label = {"day": "day", "week": "week of", "month": "month"}[data["by"]]
+    out = [(f"retrod trends by {data['by']} (cut in {data['time_zone']}; each session counts wholly in the"
+            f" {data['by']} it started; Δ: change from the {data['by']} before)")]
+    if not any(p["sessions"] for p in data["periods"]):
+        return "\n".join([*out, "no sessions" + (" match" if data["project"] or data["since"] else " yet"), ""])
+    out.append(f"{label:<10} {HEADER}")
+    periods = data["periods"]
+    for i, p in enumerate(periods):
+        name = _name(p, data["by"])
+        if not p["sessions"]:  # a run of empty periods is one line
+            if i and not periods[i - 1]["sessions"]:
+                continue
+            last = i
+            while last + 1 < len(periods) and not periods[last + 1]["sessions"] and periods[last + 1]["period"]:
+                last += 1
+            through = f" to {_name(periods[last], data['by'])}" if last > i else ""
+            out.append(f"{name:<10} {'—':>5}  (no sessions{through})")
+            continue
+        before = p["change"] if p["change"] and p["change"]["sessions"] != p["sessions"] else None
+        out.append(f"{name:<10} {_row(p, before)}")  # (a change from a period with no sessions says nothing)
+        detail = _detail(p)
+        if detail:
+            out.append(f"{'':<10}   {detail}")
+        for row in p.get("projects", []):
+            out.append(f"{'':<10} {_row(row, None)}  {row['project_path'] or row['project_slug']}")
+        if data["split"] == "model":
+            for m in p["tokens_by_model"]:
+                out.append(f"{'':<10} {m['sessions']:>5} {markdown.usd(m['cost_usd']):>10} {'':>8} {'':>8} {'':>4}"
+                           f" {'':>5} {'':>6} {_tokens(m['output']):>7}  {m['model'] or 'unknown model'}")
+    out.append(f"{'total':<10} {_row(data['total'], None)}")
+    prices = data["prices"]
+    out.append(f"Costs are estimates at API list prices ({prices['source']} {prices['version']}), not a bill.")
+    return "\n".join(out) + "\n"

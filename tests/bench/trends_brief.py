@@ -1,0 +1,146 @@
+"""`retrod trends` and `retrod brief --hook` over a heavy user's year (issue 22).
+
+On 10,000 small real sessions spread over a year (corpus.write_many, 100 to a project folder),
+caught up on, with three phases logged on every fifth session:
+- trends in-process (the function the command, the MCP tool and the dashboard call), median of N
+  runs after a first: by week, by day, by month per project, by week per model; beside it, the
+  least a plain aggregation over the per-minute rollups costs (each session's tokens and times
+  summed from request_minutes and event_minutes, no period, no price), which is what the
+  per-session rollups of migration 0018 replace;
+- `retrod trends --by week --json` as a whole process (no daemon);
+- `retrod brief --hook` as Claude Code runs it (the command `retrod hooks install` writes, its
+  SessionStart JSON on stdin, for a project with a hundred sessions of history), with the daemon
+  running (it answers over its socket) and without: median and p95.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+
+from corpus import write_many
+from harness import daemon, database, median_seconds, retrod_env
+from retrod import skills, tracking, trends
+from retrod.report.client import SOCKET_NAME
+
+# Three phases on every fifth session, in its first hour: verdicts, lessons and notes to brief on.
+LOG_PHASES = """
+WITH s AS (
+    SELECT t.session_uuid, t.first_ts, row_number() OVER (ORDER BY t.session_uuid) AS n
+    FROM retrod.session_times t WHERE t.first_ts IS NOT NULL
+), tracked AS (
+    INSERT INTO public.cc_sessions (session_uuid, project_slug, started_at, description)
+    SELECT session_uuid, '', first_ts, 'bench session ' || n FROM s WHERE n % 5 = 0
+    RETURNING id, session_uuid, started_at
+)
+INSERT INTO public.cc_session_phases (session_id, task, phase, started_at, ended_at, verdict, actions_summary,
+                                      lessons_learned, notes)
+SELECT id, 'task', 'phase ' || k, started_at + k * interval '20 minutes', started_at + (k + 1) * interval '20 minutes',
+       (ARRAY['high_impact', 'avoidable_waste', 'exploratory_waste', 'moderate_impact'])[1 + (k + id) % 4],
+       'did step ' || k, 'lesson ' || (id % 7) || ': check the output before the next step', 'note ' || k
+FROM tracked, generate_series(0, 2) k
+"""
+
+
+def _ms(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    return {"median_ms": round(1000 * statistics.median(ordered), 1),
+            "p95_ms": round(1000 * ordered[max(0, round(0.95 * len(ordered)) - 1)], 1),
+            "max_ms": round(1000 * ordered[-1], 1)}
+
+
+def _hook_times(env: dict, payload: bytes, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run([*skills.command_argv(), "brief", "--hook"], env=env, input=payload,
+                              capture_output=True, check=True)  # the command `retrod hooks install` writes
+        times.append(time.perf_counter() - start)
+        if not done.stdout.startswith(b'{"hookSpecificOutput"'):
+            raise RuntimeError(f"brief --hook answered no brief: {done.stderr[-300:]!r}")
+    return times
+
+
+def run(scratch: Path, smoke: bool) -> dict:
+    files, runs, hook_runs = (200, 3, 5) if smoke else (10_000, 15, 30)
+    projects = scratch / "trends" / "projects"
+    write_many(projects, files, spread_days=365)
+    data = scratch / "trends" / "d"
+    results: dict = {"sessions": files}
+    with database(scratch, "trends") as url:
+        env = retrod_env(projects, data, url)
+        done = subprocess.run([sys.executable, "-m", "retrod", "run", "--once"], env=env, capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"retrod run --once failed: {done.stderr[-500:]}")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(LOG_PHASES)
+            conn.execute("VACUUM ANALYZE")
+            results["phases"] = conn.execute("SELECT count(*) FROM cc_session_phases").fetchone()[0]
+            first = trends.trends(conn, by="week", tz="UTC")  # prices loaded, the rates looked up once
+            results["periods_by_week"] = len(first["periods"])
+            for name, kwargs in (("by_week", {"by": "week"}), ("by_day", {"by": "day"}),
+                                 ("by_month_per_project", {"by": "month", "split": "project"}),
+                                 ("by_week_per_model", {"by": "week", "split": "model"})):
+                results[f"{name}_ms"] = round(1000 * median_seconds(
+                    lambda kw=kwargs: trends.trends(conn, tz="UTC", **kw), runs), 1)
+            # the same machine's speed, by a query whose code this round did not change (its history:
+            # docs/performance.md, "retrod sessions over 10,000 sessions")
+            results["sessions_query_ms"] = round(1000 * median_seconds(
+                lambda: tracking.recent_sessions(conn, project=None, since=None, limit=20), runs), 1)
+            results["minute_rollups_ms"] = round(1000 * median_seconds(lambda: (
+                conn.execute("SELECT session_uuid, sum(input_tokens), sum(output_tokens), sum(cache_read_tokens),"
+                             " sum(cache_create_tokens) FROM retrod.request_minutes GROUP BY 1").fetchall(),
+                conn.execute("SELECT session_uuid, sum(claude_us), sum(tool_us), sum(human_us)"
+                             " FROM retrod.event_minutes GROUP BY 1").fetchall()), runs), 1)
+            results["rows"] = dict(zip(("request_minutes", "event_minutes", "session_requests", "session_times"),
+                                       conn.execute("SELECT (SELECT count(*) FROM retrod.request_minutes),"
+                                                    " (SELECT count(*) FROM retrod.event_minutes),"
+                                                    " (SELECT count(*) FROM retrod.session_requests),"
+                                                    " (SELECT count(*) FROM retrod.session_times)").fetchone(),
+                                       strict=True))
+        results["command_ms"] = round(1000 * median_seconds(lambda: subprocess.run(
+            [sys.executable, "-m", "retrod", "trends", "--by", "week", "--tz", "UTC", "--json"], env=env, check=True,
+            capture_output=True), max(3, runs // 3)), 1)
+
+        # a hundred sessions of one project folder: -many-0 is the folder Claude Code names for /many/0
+        payload = json.dumps({"session_id": str(uuid.uuid4()), "prompt_id": None, "transcript_path": "/nowhere.jsonl",
+                              "cwd": "/many/0", "permission_mode": "default", "hook_event_name": "SessionStart",
+                              "source": "startup", "model": "claude-opus-4-8"}).encode()
+        results["hook_no_daemon"] = _ms(_hook_times(env, payload, max(3, hook_runs // 3)))
+        with daemon(url, projects, data):
+            deadline = time.monotonic() + 600
+            while not (data / SOCKET_NAME).exists():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the daemon did not open its socket")
+                time.sleep(0.1)
+            _hook_times(env, payload, 1)  # the daemon's first answer loads the price data
+            results["hook_daemon"] = _ms(_hook_times(env, payload, hook_runs))
+    return results
+
+
+def table(r: dict) -> list[str]:
+    return [
+        (f"{r['sessions']:,} sessions, {r['phases']:,} phases logged; rows: "
+         + ", ".join(f"{name} {n:,}" for name, n in r["rows"].items())
+         + f". The machine's speed: `retrod sessions`' query took {r['sessions_query_ms']:.1f} ms here."),
+        "",
+        ("| trends in-process: by week | by day | by month, per project | by week, per model "
+         "| plain per-minute sums per session | `retrod trends --by week`, whole command, no daemon |"),
+        "|---:|---:|---:|---:|---:|---:|",
+        (f"| {r['by_week_ms']:.1f} ms ({r['periods_by_week']} weeks) | {r['by_day_ms']:.1f} ms "
+         f"| {r['by_month_per_project_ms']:.1f} ms | {r['by_week_per_model_ms']:.1f} ms "
+         f"| {r['minute_rollups_ms']:.1f} ms | {r['command_ms']:.0f} ms |"),
+        "",
+        "| `retrod brief --hook`, whole process | median | p95 | max |",
+        "|---|---:|---:|---:|",
+        *(f"| {label} | {r[key]['median_ms']:.0f} ms | {r[key]['p95_ms']:.0f} ms | {r[key]['max_ms']:.0f} ms |"
+          for label, key in (("daemon running", "hook_daemon"), ("no daemon", "hook_no_daemon"))),
+    ]

@@ -1,0 +1,118 @@
+"""Migration 0018's per-session rollups equal the per-minute ones they stand beside: per session,
+the same tokens by model, day, fast mode and tier, the same classified time and tool output, and
+the span the report shows. They are kept by the same trigger functions, so every ingest path that
+keeps the minutes keeps them too (tests/helpers.py holds both to the raw rows after each path);
+here, on the fixture corpus, against the minutes and the reports themselves, and on a database
+that had rows before the migration."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import psycopg
+
+from conftest import FIXTURES
+from helpers import ingest, reports, rollups_match_raw
+from retrod.store.migrate import load, migrate
+
+# The per-minute rollups summed per session, by what the per-session ones are keyed by.
+MINUTES_BY_SESSION = """
+SELECT session_uuid, CASE WHEN agent = '' THEN 'main' WHEN starts_with(agent, 'acompact') THEN 'compaction'
+                          ELSE 'subagents' END AS bucket,
+       model, (minute AT TIME ZONE 'UTC')::date::text AS day, fast, tier_floor,
+       sum(requests), sum(parts), sum(split_requests), sum(tool_turns), sum(input_tokens), sum(output_tokens),
+       sum(cache_read_tokens), sum(cache_create_tokens), sum(cache_create_5m_tokens), sum(cache_create_1h_tokens)
+FROM retrod.request_minutes GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+"""
+SESSION_REQUESTS = """
+SELECT session_uuid, bucket, model, day::text, fast, tier_floor, requests, parts, split_requests, tool_turns,
+       input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,
+       cache_create_1h_tokens
+FROM retrod.session_requests ORDER BY 1, 2, 3, 4, 5, 6
+"""
+# event_minutes holds a gap's first and last minutes, gap_spans the whole minutes between.
+TIMES_FROM_MINUTES = """
+SELECT m.session_uuid, m.claude + coalesce(s.claude, 0), m.tool + coalesce(s.tool, 0),
+       m.human + coalesce(s.human, 0), m.bytes
+FROM (SELECT session_uuid, sum(claude_us) AS claude, sum(tool_us) AS tool, sum(human_us) AS human,
+             sum(tool_result_bytes) AS bytes FROM retrod.event_minutes GROUP BY 1) m
+LEFT JOIN (SELECT session_uuid, sum(retrod.interval_us(span_end - span_start)) FILTER (WHERE kind = 'claude') AS claude,
+                  sum(retrod.interval_us(span_end - span_start)) FILTER (WHERE kind = 'tool') AS tool,
+                  sum(retrod.interval_us(span_end - span_start)) FILTER (WHERE kind = 'human') AS human
+           FROM retrod.gap_spans GROUP BY 1) s USING (session_uuid)
+WHERE (m.claude, m.tool, m.human, m.bytes) <> (0, 0, 0, 0) OR s.session_uuid IS NOT NULL
+ORDER BY 1
+"""
+SESSION_TIMES = """
+SELECT session_uuid, claude_us, tool_us, human_us, tool_result_bytes FROM retrod.session_times
+WHERE (claude_us, tool_us, human_us, tool_result_bytes) <> (0, 0, 0, 0) ORDER BY 1
+"""
+
+
+def _equal_to_the_minutes(db_url: str) -> None:
+    with psycopg.connect(db_url) as conn:
+        by_minutes = conn.execute(MINUTES_BY_SESSION).fetchall()
+        assert conn.execute(SESSION_REQUESTS).fetchall() == by_minutes
+        assert len(by_minutes) > 40
+        from_minutes = conn.execute(TIMES_FROM_MINUTES).fetchall()
+        assert [tuple(map(int, row[1:])) for row in conn.execute(SESSION_TIMES)] == [
+            tuple(map(int, row[1:])) for row in from_minutes]
+        assert [row[0] for row in conn.execute(SESSION_TIMES)] == [row[0] for row in from_minutes]
+
+
+def test_per_session_rollups_equal_the_minutes_and_the_reports(db_url: str, projects: Path) -> None:
+    ingest(db_url, [projects])
+    rollups_match_raw(db_url)
+    _equal_to_the_minutes(db_url)
+    with psycopg.connect(db_url) as conn:
+        spans = {row[0]: row[1:] for row in conn.execute(
+            "SELECT session_uuid, first_ts, last_ts, claude_us, tool_us, human_us, tool_result_bytes"
+            " FROM retrod.session_times")}
+    checked = 0
+    for session, report in reports(db_url).items():
+        if session not in spans:  # no line of its main transcript: no events, no times
+            assert report["summary"]["claude_s"] == report["summary"]["tool_s"] == 0
+            continue
+        first, last, claude_us, tool_us, human_us, tool_bytes = spans[session]
+        summary = report["summary"]
+        if first is not None:
+            assert first.isoformat() == report["session"]["started_at"]
+            assert last.isoformat() == report["session"]["ended_at"]
+            assert round((last - first).total_seconds(), 3) == summary["wall_s"]
+        assert round(claude_us / 1e6, 3) == summary["claude_s"]
+        assert round(tool_us / 1e6, 3) == summary["tool_s"]
+        assert round(human_us / 1e6, 3) == round(summary["human_s"] + summary["away_s"], 3)
+        assert tool_bytes == summary["tool_result_bytes"]
+        checked += 1
+    assert checked > 20
+
+
+def test_a_database_with_rows_from_before_the_migration_gets_them_summed(pg_cluster, tmp_path: Path) -> None:
+    """The rows an older retrod stored, every member's with its own role: the migration sums
+    them from the minutes and the events, and from then on the triggers keep them."""
+    from conftest import fresh_database
+
+    before = tmp_path / "before"
+    before.mkdir()
+    for migration in load():
+        if migration.version < 18:
+            (before / f"{migration.version:04d}_{migration.name}.sql").write_text(migration.sql)
+    projects = tmp_path / "projects"
+    shutil.copytree(FIXTURES, projects)
+    with fresh_database(pg_cluster) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA retrod CASCADE")
+            conn.execute("DROP TABLE cc_session_phases, cc_sessions")
+            migrate(conn, before)
+            assert conn.execute("SELECT to_regclass('retrod.session_times')").fetchone()[0] is None
+        ingest(url, [projects])
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert migrate(conn)[0] == 18
+        rollups_match_raw(url)
+        _equal_to_the_minutes(url)
+        with psycopg.connect(url, autocommit=True) as conn:  # from then on, the triggers: a file read again
+            conn.execute("DELETE FROM retrod.events WHERE file_id = (SELECT min(id) FROM retrod.files"
+                         " WHERE kind = 'main')")
+        rollups_match_raw(url)
+        _equal_to_the_minutes(url)
