@@ -227,18 +227,25 @@ def _cost(rates: _Rates, tokens: Mapping[str, int], parts: int) -> Decimal:
     return per_million / _MILLION + parts * rates.per_part
 
 
+def group_rates(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: int) -> _Rates | None:
+    """The rates of one price group: USD per million tokens of each kind, and per part; None: not
+    priced. A part without a day is priced as of today (its request had no timestamp). The web
+    UI's session list sums groups with these in the database (store/ui.sql), as `_cost` does."""
+    override = prices.override_models.get(model)
+    if override is not None:
+        return _Rates(**override)  # per_part 0: flat prices
+    if not model:
+        return None
+    return _package_rates(model, day or datetime.now(UTC).date(), fast, tier_floor)
+
+
 def group_cost(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: int,
                tokens: Mapping[str, int], parts: int = 1) -> Decimal | None:
     """What `parts` parts of one price group cost together, summed tokens in hand; None: not
-    priced. A part without a day is priced as of today (its request had no timestamp)."""
+    priced."""
     if not any(tokens[f] for f in TOKENS):
         return Decimal(0)  # nothing used costs nothing, priced or not (<synthetic> entries)
-    override = prices.override_models.get(model)
-    if override is not None:
-        return _cost(_Rates(**override), tokens, 0)
-    if not model:
-        return None
-    rates = _package_rates(model, day or datetime.now(UTC).date(), fast, tier_floor)
+    rates = group_rates(prices, model, day, fast, tier_floor)
     return None if rates is None else _cost(rates, tokens, parts)
 
 
