@@ -6,6 +6,7 @@ import math
 import os
 import socketserver
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -28,9 +29,11 @@ log = structlog.get_logger(__name__)
 class ReportServer:
     """Serves `retrod report` on `<data_dir>/<SOCKET_NAME>` (owner-only) while the daemon runs."""
 
-    def __init__(self, pool: ConnectionPool, settings: Settings) -> None:
+    def __init__(self, pool: ConnectionPool, settings: Settings,
+                 on_commit: Callable[[set[str]], None] | None = None) -> None:
         self.pool = pool
         self.settings = settings
+        self.on_commit = on_commit  # the lines a report reads first reach the live page too
         self.path = settings.data_dir / SOCKET_NAME
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
@@ -78,7 +81,8 @@ class ReportServer:
                     request.get("session"), roots=roots, known=lambda p: model.known_sessions(conn, p),
                     cwd=Path(request["cwd"]) if request.get("cwd") else None, pid=int(request["pid"]),
                     env={k: request[k] for k in (resolve.ENV_VAR, "CLAUDE_CONFIG_DIR") if k in request})
-            Ingester(Store(self.pool, self.settings.host_id), roots, self.settings.batch_bytes).refresh(found.uuid)
+            Ingester(Store(self.pool, self.settings.host_id), roots, self.settings.batch_bytes,
+                     on_commit=self.on_commit).refresh(found.uuid)
             with self.pool.connection() as conn:
                 report, text = retrospective.produce(
                     conn, found.uuid, close=bool(request.get("close")), output=output,

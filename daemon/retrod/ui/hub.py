@@ -25,13 +25,14 @@ QUEUE_MAX = 64  # a page that stops reading loses old answers, never holds the o
 
 
 class Hub:
-    def __init__(self, figures: Callable[[set[str]], list[dict]]) -> None:
-        self._figures = figures  # the sessions' live rows (blocking: run on a worker thread)
+    def __init__(self, figures: Callable[[set[str]], str]) -> None:
+        # The sessions' figures as the text every page is sent (blocking: run on a worker thread).
+        self._figures = figures
         self._pending: set[str] = set()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._subscribers: set[asyncio.Queue[dict | None]] = set()
+        self._subscribers: set[asyncio.Queue[str | None]] = set()
         self._task: asyncio.Task | None = None
 
     def publish(self, sessions: set[str]) -> None:
@@ -51,10 +52,23 @@ class Hub:
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._run(self._wake), name="live hub")
 
-    async def stop(self) -> None:
-        """Ends every subscriber's stream (a None), then the task."""
+    def close_streams(self) -> None:
+        """On the loop: every subscriber's stream ends (a None), so the server need not wait for them."""
         for queue in list(self._subscribers):
             _offer(queue, None)
+
+    def close_streams_soon(self) -> None:
+        """From any thread: close_streams on the loop."""
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self.close_streams)
+            except RuntimeError:
+                pass  # the loop closed already
+
+    async def stop(self) -> None:
+        """At the server's end: the streams, then the task."""
+        self.close_streams()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -63,12 +77,12 @@ class Hub:
                 pass
         self._loop = None
 
-    def subscribe(self) -> asyncio.Queue[dict | None]:
-        queue: asyncio.Queue[dict | None] = asyncio.Queue(QUEUE_MAX)
+    def subscribe(self) -> asyncio.Queue[str | None]:
+        queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_MAX)
         self._subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[dict | None]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[str | None]) -> None:
         self._subscribers.discard(queue)
 
     async def _run(self, wake: asyncio.Event) -> None:
@@ -81,15 +95,15 @@ class Hub:
             if not sessions or not self._subscribers:
                 continue
             try:
-                rows = await asyncio.to_thread(self._figures, sessions)
+                text = await asyncio.to_thread(self._figures, sessions)
             except Exception as exc:  # noqa: BLE001 - a failed look (database away) skips one update
                 log.warning("live figures failed", error=f"{type(exc).__name__}: {exc}")
                 continue
             for queue in list(self._subscribers):
-                _offer(queue, {"sessions": rows})
+                _offer(queue, text)
 
 
-def _offer(queue: asyncio.Queue[dict | None], item: dict | None) -> None:
+def _offer(queue: asyncio.Queue[str | None], item: str | None) -> None:
     if queue.full():
         try:
             queue.get_nowait()  # the oldest answer goes: the newest figures matter
