@@ -77,7 +77,13 @@ WITH rates AS (
     FROM public.cc_sessions u
     WHERE %(sessions)s::text[] IS NULL OR u.session_uuid = ANY(%(sessions)s::text[])
 ), rows AS (
-    SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, s.project_path, s.first_us, s.last_us,
+    SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, s.project_path,
+           -- a session without a main transcript (its subagents' files only): its requests' span, as
+           -- the report dates it; two index lookups, for those few sessions only
+           coalesce(s.first_us, (SELECT retrod.ts_to_us(min(r.ts)) FROM retrod.requests r
+                                 WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role)) AS first_us,
+           coalesce(s.last_us, (SELECT retrod.ts_to_us(max(r.ts)) FROM retrod.requests r
+                                WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role)) AS last_us,
            round(coalesce(s.last_us - s.first_us, 0) / 1e6, 3)::float AS wall_s,
            coalesce(p.requests, 0) AS requests, coalesce(p.input, 0) AS input, coalesce(p.output, 0) AS output,
            coalesce(p.cache_read, 0) AS cache_read, coalesce(p.cache_create, 0) AS cache_create,
@@ -94,8 +100,7 @@ WITH rates AS (
     LEFT JOIN c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
     LEFT JOIN u ON u.session_uuid = s.session_uuid AND u.db_role = s.db_role
     WHERE (%(project)s::text IS NULL OR s.project_slug = %(project)s::text)
-      AND (%(since)s::timestamptz IS NULL OR s.first_us >= retrod.ts_to_us(%(since)s::timestamptz))
-      AND (%(until)s::timestamptz IS NULL OR s.first_us < retrod.ts_to_us(%(until)s::timestamptz))
+
       AND (%(model)s::text IS NULL OR %(model)s::text = ANY(p.models))
       AND (%(search)s::text IS NULL OR u.description ILIKE %(search)s::text
            OR s.session_uuid LIKE %(prefix)s::text OR s.project_slug ILIKE %(search)s::text)
@@ -103,6 +108,8 @@ WITH rates AS (
 SELECT rows.*, retrod.us_to_ts(first_us) AS started_at, retrod.us_to_ts(last_us) AS ended_at,
        count(*) OVER () AS total
 FROM rows
+WHERE (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
+  AND (%(until)s::timestamptz IS NULL OR first_us < retrod.ts_to_us(%(until)s::timestamptz))
 ORDER BY CASE WHEN %(desc)s THEN CASE %(sort)s WHEN 'start' THEN first_us::numeric WHEN 'cost' THEN usd
                                                WHEN 'tokens' THEN total_tokens WHEN 'wall' THEN wall_s::numeric
                                                WHEN 'efficiency' THEN efficiency::numeric END END DESC NULLS LAST,

@@ -9,11 +9,14 @@ can ask whether the extra is there without loading it. `data` (the figures), `pa
 
 from __future__ import annotations
 
-from importlib.util import find_spec
-
 EXTRA = "pip install 'retrod[ui]'"
 INSTALL_HINT = f"the web UI needs Starlette and uvicorn, an optional extra: {EXTRA}"
 
 
 def installed() -> bool:
-    return find_spec("starlette") is not None and find_spec("uvicorn") is not None
+    try:
+        import starlette.applications  # noqa: F401 - only whether they import
+        import uvicorn  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -59,6 +59,15 @@ def short(tokens: int) -> str:
     return str(tokens)
 
 
+def project(row: Mapping) -> str:
+    """A project as a cell shows it: the end of the folder Claude Code ran in, else its folder name."""
+    path = row.get("project_path")
+    if not path:
+        return str(row["project_slug"])
+    parts = [part for part in str(path).split("/") if part]
+    return "/".join(parts[-2:]) if len(parts) > 2 else str(path)
+
+
 def verdict_chip(verdict: str | None) -> str:
     v = verdict or "pending"
     css = v if v in VERDICT_TITLES else "other"
@@ -81,6 +90,7 @@ def _document(title: str, body: str, active: str = "", standalone: bool = False)
         nav = f'<a class="brand" href="/">retrod</a><nav>{links}</nav>'
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<link rel="icon" href="data:,">'
             f"<title>{e(title)} · retrod</title>{head}</head>"
             f'<body><header class="top">{nav}</header><main>{body}</main>{scripts}</body></html>')
 
@@ -130,7 +140,7 @@ def _session_row(row: Mapping) -> str:
     link = f"/sessions/{quote(row['uuid'])}"
     described = e(row["description"]) if row["description"] else f'<span class="muted">{e(row["uuid"][:8])}</span>'
     return (f'<tr data-uuid="{e(row["uuid"])}"><td><a href="{link}">{e(when(row["started_at"]))}</a></td>'
-            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">{e(row["project_slug"])}</td>'
+            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">{e(project(row))}</td>'
             f'<td><a href="{link}">{described}</a></td>'
             f'<td class="num" data-field="wall">{e(duration(row["wall_s"]))}</td>'
             f'<td class="num" data-field="tokens" title="{count(row["total_tokens"])}">'
@@ -269,7 +279,7 @@ def _phases(report: dict) -> str:
             f'<td class="num" data-field="efficiency">{percent(p["tool_use"]["efficiency"])}</td>'
             f'<td class="signals">{e(signals)}</td><td>{e(p["lessons_learned"] or "")}</td></tr>')
     outside = report.get("outside_phases")
-    if outside:
+    if outside and (outside["requests"] or outside["tool_use"]["calls"]):
         rows.append(f'<tr class="muted"><td></td><td>outside any phase</td><td></td><td></td>'
                     f'<td class="num">{count(outside["tokens"]["output"])}</td>'
                     f'<td class="num">{e(money(outside["cost"]["usd"], outside["cost"]["complete"]))}</td>'
@@ -382,7 +392,8 @@ def live_row(row: Mapping) -> str:
     link = f"/sessions/{quote(row['uuid'])}"
     name = e(row["description"]) if row["description"] else e(row["uuid"][:8])
     return (f'<tr data-uuid="{e(row["uuid"])}"><td><a href="{link}">{name}</a></td>'
-            f'<td class="project">{e(row["project_slug"])}</td>'
+            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">'
+            f'{e(project(row))}</td>'
             f'<td class="num" data-field="cost">{e(money(row["cost"]["usd"], row["cost"]["complete"]))}</td>'
             f'<td class="num" data-field="output">{count(row["tokens"]["output"])}</td>'
             f'<td class="num" data-field="tokens">{count(row["total_tokens"])}</td>'

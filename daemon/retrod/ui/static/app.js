@@ -20,6 +20,25 @@
     return String(n);
   }
 
+  // Times as the rest of the page shows them: UTC, 24-hour; the date where it changes.
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function utcTicks(u, vals) {
+    var lastDay = null;
+    return vals.map(function (v) {
+      var d = new Date(v * 1000);
+      var day = d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate());
+      var time = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
+      var label = day !== lastDay ? time + "\n" + day : time;
+      lastDay = day;
+      return label;
+    });
+  }
+  function utcValue(u, v) {
+    if (v == null) return "—";
+    var d = new Date(v * 1000);
+    return d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+  }
+
   function withAlpha(hex, alpha) {
     var v = parseInt(hex.slice(1), 16);
     return "rgba(" + (v >> 16) + "," + ((v >> 8) & 255) + "," + (v & 255) + "," + alpha + ")";
@@ -101,7 +120,7 @@
       height: 320,
       scales: { x: { time: true }, tokens: {}, usd: {} },
       series: [
-        { value: "{YYYY}-{MM}-{DD} {HH}:{mm} UTC" },
+        { label: "Minute", value: function (u, v) { return utcValue(u, v == null ? null : v - 30); } },
         { label: "Output tokens", scale: "tokens", stroke: "#3b6fc4", fill: "rgba(59,111,196,0.55)", width: 1,
           paths: uPlot.paths.bars({ size: [0.9, 12] }), points: { show: false },
           value: function (u, v) { return v == null ? "—" : v.toLocaleString(); } },
@@ -109,7 +128,7 @@
           value: function (u, v) { return v == null ? "—" : "$" + v.toFixed(4); } }
       ],
       axes: [
-        {},
+        { values: utcTicks, size: 44 },
         { scale: "tokens", values: function (u, vals) { return vals.map(short); }, size: 50 },
         { scale: "usd", side: 1, grid: { show: false }, size: 60,
           values: function (u, vals) { return vals.map(function (v) { return "$" + v.toFixed(2); }); } }
@@ -119,7 +138,6 @@
         draw: [function (u) { drawMarks(u, data); }]
       }
     };
-    opts.tzDate = function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); };
     var chart = new uPlot(opts, [xs, t.output, t.cost_usd], el);
     window.addEventListener("resize", function () {
       chart.setSize({ width: Math.max(el.clientWidth, 320), height: 320 });
