@@ -179,6 +179,8 @@ def test_the_timeline_adds_up_to_the_report(fixture_db: str, reports: dict[str, 
     assert len(timeline["compactions"]) == report["summary"]["compactions"] == 1
     assert report["session"]["started_at"] <= timeline["compactions"][0] <= report["session"]["ended_at"]
     assert sum(timeline["compaction_output"]) == report["summary"]["tokens"]["compaction"]["output"] > 0
+    use = report["summary"]["tool_use"]
+    assert sum(timeline["flagged"]) == use["calls"] - use["productive"] > 0  # every call of it has a time
     # phases: a window holds the output of the minutes wholly inside it, and at most that of the
     # minutes it touches (equal for the first phase, whose edges are whole minutes)
     for phase in report["phases"]:

@@ -151,3 +151,14 @@ SELECT (SELECT n.ts FROM retrod.events n
 FROM retrod.events e
 WHERE e.session_uuid = %(session)s AND e.db_role = %(member)s AND e.ts IS NULL AND e.compaction AND e.counted
 ORDER BY 1 NULLS LAST;
+
+-- A session's tool calls flagged by a waste signal (DESIGN §2.6), per minute: the timeline marks
+-- where waste happened.
+-- name: ui_timeline_waste
+SELECT minute, sum(sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
+                   + re_read)::bigint AS flagged
+FROM retrod.call_minutes
+WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute <> 'infinity'
+GROUP BY minute HAVING sum(sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
+                           + re_read) > 0
+ORDER BY minute;

@@ -250,10 +250,13 @@ def _timeline(report: dict) -> str:
                      for v in (*VERDICTS, "pending") if any(p["verdict"] == v for p in report["phases"]))
     return ('<section><h2>Timeline</h2>'
             f'<p class="hint">Output tokens (bars) and estimated cost (line) per minute; '
-            'phases as bands coloured by their verdict; ◆ compactions; subagents as spans along the bottom.</p>'
+            'phases as bands coloured by their verdict; red dots: minutes with tool calls a waste signal flagged '
+            '(below, by kind); ◆ compactions; subagents as spans along the bottom. Point at a minute for its '
+            'figures.</p>'
             f'<div id="timeline" class="chart"></div><div class="legend">{legend}'
             '<span class="key"><i class="mark compaction"></i>Compaction</span>'
-            '<span class="key"><i class="mark subagent"></i>Subagent</span></div></section>')
+            '<span class="key"><i class="mark subagent"></i>Subagent</span>'
+            '<span class="key"><i class="mark flagged"></i>Flagged calls</span></div></section>')
 
 
 def _phases(report: dict) -> str:

@@ -118,14 +118,18 @@
     var opts = {
       width: Math.max(el.clientWidth, 320),
       height: 320,
-      scales: { x: { time: true }, tokens: {}, usd: {} },
+      scales: { x: { time: true }, tokens: {}, usd: {}, flagged: { range: [0, 1] } },
       series: [
         { label: "Minute", value: function (u, v) { return utcValue(u, v == null ? null : v - 30); } },
         { label: "Output tokens", scale: "tokens", stroke: "#3b6fc4", fill: "rgba(59,111,196,0.55)", width: 1,
           paths: uPlot.paths.bars({ size: [0.9, 12] }), points: { show: false },
           value: function (u, v) { return v == null ? "—" : v.toLocaleString(); } },
         { label: "Est. cost", scale: "usd", stroke: "#c0392b", width: 1.5, points: { show: false }, spanGaps: false,
-          value: function (u, v) { return v == null ? "—" : "$" + v.toFixed(4); } }
+          value: function (u, v) { return v == null ? "—" : "$" + v.toFixed(4); } },
+        // Minutes with calls a waste signal flagged: dots along the top (their own scale, no axis).
+        { label: "Flagged calls", scale: "flagged", stroke: "#d9534f", fill: "#d9534f", width: 0,
+          paths: function () { return null; }, points: { show: true, size: 7, fill: "#d9534f", stroke: "#fff" },
+          value: function (u, v, si, idx) { return idx == null ? "—" : String(t.flagged[idx]); } }
       ],
       axes: [
         { values: utcTicks, size: 44 },
@@ -138,7 +142,9 @@
         draw: [function (u) { drawMarks(u, data); }]
       }
     };
-    var chart = new uPlot(opts, [xs, t.output, t.cost_usd], el);
+    // a flagged minute's dot sits near the top; its value (the count) shows in the legend
+    var flaggedAt = t.flagged.map(function (n) { return n > 0 ? 0.93 : null; });
+    var chart = new uPlot(opts, [xs, t.output, t.cost_usd, flaggedAt], el);
     window.addEventListener("resize", function () {
       chart.setSize({ width: Math.max(el.clientWidth, 320), height: 320 });
     });
