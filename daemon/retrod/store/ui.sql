@@ -1,123 +1,119 @@
 -- `retrod ui`, the web dashboard (issue 23): its session list, a session's timeline, the live
 -- page. Read-only, from the rollups: no statement here scans requests, events or calls.
 
--- The price groups the stored sessions hold (session_prices, migration 0019): the list prices
--- each one once (report/prices.py), then sums them per session below.
+-- The price groups the stored sessions hold (session_prices, migration 0019), in the order of
+-- their days: the list prices each once (report/prices.py), then sums them per session below.
+-- (The day as text: 'infinity', requests without a timestamp, is no Python date.)
 -- name: ui_price_keys
--- (day as text: 'infinity', requests without a timestamp, is no Python date)
-SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_prices;
+SELECT model, fast, tier_floor, day::text AS day
+FROM (SELECT DISTINCT model, fast, tier_floor, day FROM retrod.session_prices) g
+ORDER BY model, fast, tier_floor, g.day;
 
 -- The list's choices: the projects and models there are.
 -- name: ui_projects
-SELECT DISTINCT coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
-FROM retrod.files WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
-GROUP BY session_uuid, db_role ORDER BY 1;
+SELECT DISTINCT slug FROM retrod.files
+WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
 
 -- name: ui_models
-SELECT DISTINCT model FROM retrod.session_prices WHERE parts > 0 ORDER BY 1;
+SELECT DISTINCT model FROM retrod.session_prices WHERE model <> '' AND parts > 0 ORDER BY 1;
 
 -- Every session (one per member, §3) with its figures, filtered, sorted and paged, with how many
--- match (`total`). Start and end from the main transcripts' fold state, as `retrod sessions`;
--- tokens, requests and cost from session_prices, each group priced at the rates given
--- (%(rate_*)s: USD per token of each kind, by model, day, fast and tier, as report/prices.py
--- prices a group; `priced` false: no price known). A group with no tokens costs nothing, priced
--- or not, as in the report. `sessions`: only these (the live page), else every one.
+-- match (`total`): one row each from session_figures (migration 0019). Start and end are its main
+-- transcripts' first event and high-water mark, as `retrod sessions` reads them (for a session
+-- with requests and no such event, its requests' span, as the report dates it: two index lookups,
+-- for those few). Sorted by cost, each session's price groups (session_prices) are summed at the rates
+-- given (%(rates)s, JSON: USD per token of each kind and per part, by model, fast, tier and a span
+-- of days with one price, as report/prices.py prices a group; null: no price known; ui/data.py),
+-- in doubles: the page's own rows are priced again exactly, as the report prices them (ui/data.py,
+-- from ui_session_groups). A group with no tokens costs nothing, priced or not, as in the report;
+-- a session's cost is null only when something could not be priced and nothing could.
+-- `sessions`: only these (the live page), else every one. What only the page's rows show (the
+-- project's folder, the description, the number of phases) is looked up for them alone.
 -- name: ui_sessions
-WITH rates AS (
-    SELECT * FROM unnest(%(rate_model)s::text[], %(rate_day)s::text[]::date[], %(rate_fast)s::bool[],
-                         %(rate_tier)s::bigint[], %(rate_priced)s::bool[], %(rate_input)s::numeric[],
-                         %(rate_output)s::numeric[], %(rate_cache_read)s::numeric[],
-                         %(rate_cache_5m)s::numeric[], %(rate_cache_1h)s::numeric[], %(rate_part)s::numeric[])
-        AS r(model, day, fast, tier_floor, priced, input, output, cache_read, cache_5m, cache_1h, part)
-), s AS (
-    SELECT session_uuid, db_role,
-           coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-           (array_agg(state ->> 'cwd' ORDER BY slug, path) FILTER (WHERE kind = 'main' AND state ? 'cwd'))[1]
-               AS project_path,
-           min((state ->> 'first_event_us')::bigint) FILTER (WHERE kind = 'main') AS first_us,
-           max((state ->> 'high_water_us')::bigint) FILTER (WHERE kind = 'main') AS last_us
-    FROM retrod.files
-    WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
-      AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
-    GROUP BY session_uuid, db_role
-), p AS (
-    SELECT g.session_uuid, g.db_role, sum(g.requests)::bigint AS requests,
-           sum(g.input_tokens)::bigint AS input, sum(g.output_tokens)::bigint AS output,
-           sum(g.cache_read_tokens)::bigint AS cache_read, sum(g.cache_create_tokens)::bigint AS cache_create,
-           sum(CASE WHEN r.priced THEN
-                   g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
-                   + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
-                   + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
-                   + g.parts * r.part END)
-               FILTER (WHERE g.input_tokens + g.output_tokens + g.cache_read_tokens + g.cache_create_tokens > 0)
-               AS usd,
-           bool_or(r.priced) FILTER (WHERE g.input_tokens + g.output_tokens + g.cache_read_tokens
-                                          + g.cache_create_tokens > 0) AS priced_any,
-           -- the models with tokens no price knows (NULL: the transcript named none)
-           array_agg(DISTINCT nullif(g.model, '')) FILTER (
-               WHERE NOT coalesce(r.priced, false)
-                 AND g.input_tokens + g.output_tokens + g.cache_read_tokens + g.cache_create_tokens > 0)
-               AS unknown_models,
-           array_agg(DISTINCT g.model ORDER BY g.model) FILTER (WHERE g.model <> '' AND g.parts > 0) AS models
-    FROM retrod.session_prices g
-    LEFT JOIN rates r ON (r.model, r.day, r.fast, r.tier_floor) = (g.model, g.day, g.fast, g.tier_floor)
-    WHERE %(sessions)s::text[] IS NULL OR g.session_uuid = ANY(%(sessions)s::text[])
+WITH rates AS MATERIALIZED (  -- read once, typed
+    SELECT m AS model, f AS fast, t AS tier_floor, d0 AS first_day, d1 AS last_day, i AS input, o AS output,
+           cr AS cache_read, c5 AS cache_5m, c1 AS cache_1h, p AS part
+    FROM json_to_recordset(%(rates)s::json) AS r(m text, f bool, t bigint, d0 date, d1 date, i float8, o float8,
+                                                cr float8, c5 float8, c1 float8, p float8)
+), cost AS (  -- only when sorting by it
+    SELECT g.session_uuid, g.db_role,
+           sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
+               + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
+               + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
+               + g.parts * r.part) FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
+           coalesce(bool_or(r.input IS NOT NULL) FILTER (WHERE used), false) AS priced_any,
+           coalesce(bool_or(r.input IS NULL) FILTER (WHERE used), false) AS unpriced_any,
+           bool_or(r.model IS NULL) AS unrated  -- a group the rates given do not cover
+    FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens > 0 AS used
+          FROM retrod.session_prices
+          WHERE %(sort)s = 'cost' AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))) g
+    LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
+                     AND g.day BETWEEN r.first_day AND r.last_day
     GROUP BY g.session_uuid, g.db_role
-), c AS (
-    SELECT session_uuid, db_role,
-           sum(productive + sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
-               + re_read)::bigint AS calls,
-           sum(productive)::bigint AS productive
-    FROM retrod.call_agents
-    WHERE %(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[])
-    GROUP BY session_uuid, db_role
 ), u AS (
-    SELECT u.session_uuid, coalesce(to_jsonb(u) ->> 'db_role', current_user) AS db_role, u.description,
-           (SELECT count(*) FROM public.cc_session_phases ph WHERE ph.session_id = u.id) AS phases
+    SELECT u.id, u.session_uuid, coalesce(to_jsonb(u) ->> 'db_role', current_user) AS db_role, u.description
     FROM public.cc_sessions u
     WHERE %(sessions)s::text[] IS NULL OR u.session_uuid = ANY(%(sessions)s::text[])
 ), rows AS (
-    SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, s.project_path,
-           -- a session without a main transcript (its subagents' files only): its requests' span, as
-           -- the report dates it; two index lookups, for those few sessions only
-           coalesce(s.first_us, (SELECT retrod.ts_to_us(min(r.ts)) FROM retrod.requests r
-                                 WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role)) AS first_us,
-           coalesce(s.last_us, (SELECT retrod.ts_to_us(max(r.ts)) FROM retrod.requests r
-                                WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role)) AS last_us,
+    SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug,
+           CASE WHEN s.first_us IS NOT NULL OR s.parts = 0 THEN s.first_us
+                ELSE (SELECT retrod.ts_to_us(min(r.ts)) FROM retrod.requests r
+                      WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END AS first_us,
+           CASE WHEN s.last_us IS NOT NULL OR s.parts = 0 THEN s.last_us
+                ELSE (SELECT retrod.ts_to_us(max(r.ts)) FROM retrod.requests r
+                      WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END AS last_us,
            round(coalesce(s.last_us - s.first_us, 0) / 1e6, 3)::float AS wall_s,
-           coalesce(p.requests, 0) AS requests, coalesce(p.input, 0) AS input, coalesce(p.output, 0) AS output,
-           coalesce(p.cache_read, 0) AS cache_read, coalesce(p.cache_create, 0) AS cache_create,
-           coalesce(p.input + p.output + p.cache_read + p.cache_create, 0) AS total_tokens,
-           -- as the report: null only when something could not be priced and nothing could
-           CASE WHEN p.unknown_models IS NOT NULL AND NOT coalesce(p.priced_any, false) THEN NULL
-                ELSE coalesce(p.usd, 0) END AS usd,  -- rounded as the report rounds (prices.usd)
-           p.unknown_models,
-           coalesce(p.models, '{}') AS models,
-           coalesce(c.calls, 0) AS tool_calls, c.productive::float / nullif(c.calls, 0) AS efficiency,
-           u.description, coalesce(u.phases, 0) AS phases, u.session_uuid IS NOT NULL AS tracked
-    FROM s
-    LEFT JOIN p ON p.session_uuid = s.session_uuid AND p.db_role = s.db_role
-    LEFT JOIN c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
+           s.requests, s.input_tokens AS input, s.output_tokens AS output, s.cache_read_tokens AS cache_read,
+           s.cache_create_tokens AS cache_create,
+           s.input_tokens + s.output_tokens + s.cache_read_tokens + s.cache_create_tokens AS total_tokens,
+           s.calls AS tool_calls, s.productive::float / nullif(s.calls, 0) AS efficiency,
+           CASE WHEN c.unpriced_any AND NOT c.priced_any THEN NULL ELSE coalesce(c.usd, 0) END AS usd,
+           coalesce(c.unrated, false) AS unrated, u.id AS user_session_id, u.description
+    FROM retrod.session_figures s
+    LEFT JOIN cost c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
     LEFT JOIN u ON u.session_uuid = s.session_uuid AND u.db_role = s.db_role
-    WHERE (%(project)s::text IS NULL OR s.project_slug = %(project)s::text)
-
-      AND (%(model)s::text IS NULL OR %(model)s::text = ANY(p.models))
+    WHERE s.transcripts > 0
+      AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
+      AND (%(project)s::text IS NULL OR s.project_slug = %(project)s::text)
+      AND (%(model)s::text IS NULL OR EXISTS (
+          SELECT FROM retrod.session_prices g
+          WHERE g.session_uuid = s.session_uuid AND g.db_role = s.db_role AND g.model = %(model)s::text
+            AND g.parts > 0))
       AND (%(search)s::text IS NULL OR u.description ILIKE %(search)s::text
            OR s.session_uuid LIKE %(prefix)s::text OR s.project_slug ILIKE %(search)s::text)
+), sorted AS (  -- the chosen figure, as the one column the list is ordered by
+    SELECT rows.*, CASE %(sort)s WHEN 'start' THEN first_us::float8 WHEN 'cost' THEN usd
+                                 WHEN 'tokens' THEN total_tokens::float8 WHEN 'wall' THEN wall_s
+                                 WHEN 'efficiency' THEN efficiency END AS sort_key
+    FROM rows
+    WHERE (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
+      AND (%(until)s::timestamptz IS NULL OR first_us < retrod.ts_to_us(%(until)s::timestamptz))
+), page AS (
+    -- `stale_rates`: a group stored since the rates were read (a new day, a new model): read again
+    SELECT sorted.*, count(*) OVER () AS total, bool_or(unrated) OVER () AS stale_rates
+    FROM sorted
+    ORDER BY CASE WHEN %(desc)s THEN sort_key END DESC NULLS LAST,
+             CASE WHEN NOT %(desc)s THEN sort_key END ASC NULLS LAST, first_us DESC NULLS LAST, uuid, member
+    LIMIT %(limit)s OFFSET %(offset)s
 )
-SELECT rows.*, retrod.us_to_ts(first_us) AS started_at, retrod.us_to_ts(last_us) AS ended_at,
-       count(*) OVER () AS total
-FROM rows
-WHERE (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
-  AND (%(until)s::timestamptz IS NULL OR first_us < retrod.ts_to_us(%(until)s::timestamptz))
-ORDER BY CASE WHEN %(desc)s THEN CASE %(sort)s WHEN 'start' THEN first_us::numeric WHEN 'cost' THEN usd
-                                               WHEN 'tokens' THEN total_tokens WHEN 'wall' THEN wall_s::numeric
-                                               WHEN 'efficiency' THEN efficiency::numeric END END DESC NULLS LAST,
-         CASE WHEN NOT %(desc)s THEN CASE %(sort)s WHEN 'start' THEN first_us::numeric WHEN 'cost' THEN usd
-                                                   WHEN 'tokens' THEN total_tokens WHEN 'wall' THEN wall_s::numeric
-                                                   WHEN 'efficiency' THEN efficiency::numeric END END ASC NULLS LAST,
-         first_us DESC NULLS LAST, uuid, member
-LIMIT %(limit)s OFFSET %(offset)s;
+SELECT page.*, retrod.us_to_ts(first_us) AS started_at, retrod.us_to_ts(last_us) AS ended_at,
+       (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
+                FILTER (WHERE f.kind = 'main' AND f.state ? 'cwd'))[1]
+        FROM retrod.files f WHERE f.session_uuid = page.uuid AND f.db_role = page.member) AS project_path,
+       (SELECT count(*) FROM public.cc_session_phases ph WHERE ph.session_id = page.user_session_id) AS phases
+FROM page
+ORDER BY CASE WHEN %(desc)s THEN sort_key END DESC NULLS LAST,
+         CASE WHEN NOT %(desc)s THEN sort_key END ASC NULLS LAST, first_us DESC NULLS LAST, uuid, member;
+
+-- The price groups of the list's page (`sessions`, `members`: pairs), priced by report/prices.py
+-- as a report prices its session's (session_tokens_by_model).
+-- name: ui_session_groups
+SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NULL ELSE g.day END AS day, g.fast,
+       g.tier_floor, g.parts, g.input_tokens AS input, g.output_tokens AS output, g.cache_read_tokens AS cache_read,
+       g.cache_create_tokens AS cache_create, g.cache_create_5m_tokens AS cache_create_5m,
+       g.cache_create_1h_tokens AS cache_create_1h
+FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
+JOIN retrod.session_prices g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 
 -- Sessions with transcript time in the last hour (as `retrod status` counts them): the live
 -- page's first rows.
@@ -128,19 +124,34 @@ UNION
 SELECT DISTINCT session_uuid FROM retrod.request_minutes
 WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute <> 'infinity';
 
--- A session's timeline: per minute, its request parts by price group (all agents; the report's
--- tokens by model, by minute), and the compaction agents' output apart. Priced per group by
--- report/timeline.py as the report prices a group.
+-- A session's timeline: per minute, its requests and tokens (all agents; the compaction agents'
+-- output apart), and their cost: each price group at the rates given (%(rates)s, as ui_sessions
+-- reads them; report/rates.py), in doubles. `unpriced`: tokens no price knows; `unrated`: a group
+-- the rates given do not cover (read them again).
 -- name: ui_timeline_minutes
-SELECT minute, model, fast, tier_floor, sum(requests)::bigint AS requests, sum(parts)::bigint AS parts,
-       sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
-       sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
-       sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h,
-       sum(output_tokens) FILTER (WHERE starts_with(agent, 'acompact'))::bigint AS compaction_output
-FROM retrod.request_minutes
-WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute <> 'infinity'
-GROUP BY minute, model, fast, tier_floor
-ORDER BY minute;
+WITH rates AS MATERIALIZED (
+    SELECT m AS model, f AS fast, t AS tier_floor, d0 AS first_day, d1 AS last_day, i AS input, o AS output,
+           cr AS cache_read, c5 AS cache_5m, c1 AS cache_1h, p AS part
+    FROM json_to_recordset(%(rates)s::json) AS r(m text, f bool, t bigint, d0 date, d1 date, i float8, o float8,
+                                                cr float8, c5 float8, c1 float8, p float8)
+)
+SELECT g.minute, sum(g.requests)::bigint AS requests, sum(g.input_tokens)::bigint AS input,
+       sum(g.output_tokens)::bigint AS output, sum(g.cache_read_tokens)::bigint AS cache_read,
+       sum(g.cache_create_tokens)::bigint AS cache_create,
+       coalesce(sum(g.output_tokens) FILTER (WHERE starts_with(g.agent, 'acompact')), 0)::bigint AS compaction_output,
+       coalesce(sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
+                    + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
+                    + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
+                    + g.parts * r.part) FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
+       coalesce(bool_or(g.used AND r.input IS NULL), false) AS unpriced,
+       coalesce(bool_or(r.model IS NULL), false) AS unrated
+FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens > 0 AS used
+      FROM retrod.request_minutes
+      WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute <> 'infinity') g
+LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
+                 AND retrod.day_of(g.minute) BETWEEN r.first_day AND r.last_day
+GROUP BY g.minute
+ORDER BY g.minute;
 
 -- When each counted compaction happened: a compact_boundary line has no timestamp of its own
 -- (migration 0014), so the first timestamped line after it in its file tells.

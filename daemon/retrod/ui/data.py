@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from ..report import model, timeline
+from ..report import model, rates, timeline
 from ..report import prices as pricing
 from ..store.queries import q
 
@@ -24,7 +23,6 @@ SORTS = ("start", "cost", "tokens", "efficiency", "wall")
 # list is for finding where calls were wasted, as `retrod sessions --sort efficiency`).
 FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc"}
 PER_PAGE, PER_PAGE_MAX = 50, 500
-_MILLION = Decimal(1_000_000)
 
 
 class QueryError(ValueError):
@@ -130,9 +128,8 @@ def find(conn: Connection, prefix: str) -> list[str]:
 
 def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = SessionQuery(),
           uuids: list[str] | None = None) -> tuple[list[dict], int]:
-    rates = _rates(conn, prices)
     args = {
-        **rates, "sessions": uuids, "project": query.project,
+        "sessions": uuids, "project": query.project,
         "since": _midnight(query.since), "until": _midnight(query.until + timedelta(days=1) if query.until else None),
         "model": query.model, "search": f"%{_like(query.search)}%" if query.search else None,
         "prefix": f"{_like(query.search.lower())}%" if query.search else None,
@@ -141,44 +138,31 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
         "offset": (query.page - 1) * query.per_page if uuids is None else 0,
     }
     with conn.cursor(row_factory=dict_row) as cur:
-        found = cur.execute(q("ui_sessions"), args).fetchall()
+        for fresh in (False, True):
+            found = cur.execute(q("ui_sessions"), {**args, "rates": rates.spans(conn, prices, fresh)}).fetchall()
+            if not (found and found[0]["stale_rates"]):
+                break  # else: groups stored since the rates were read; once more, with theirs
+        # The page's own rows, priced exactly as their reports price them (the sort used doubles)
+        groups: dict[tuple[str, str], list[dict]] = {}
+        if found:
+            for group in cur.execute(q("ui_session_groups"), {"sessions": [r["uuid"] for r in found],
+                                                              "members": [r["member"] for r in found]}):
+                groups.setdefault((group["session_uuid"], group["db_role"]), []).append(group)
     total = int(found[0]["total"]) if found else 0
-    return [_row(row) for row in found], total
+    return [_row(row, *pricing.by_model(groups.get((row["uuid"], row["member"]), []), prices)) for row in found], total
 
 
-def _row(row: dict) -> dict:
-    unknown = sorted(row["unknown_models"] or [], key=lambda m: (m is not None, m or ""))
+def _row(row: dict, by_model: list[dict], cost: dict) -> dict:
     return {
         "uuid": row["uuid"], "member": row["member"], "project_slug": row["project_slug"],
         "project_path": row["project_path"], "description": row["description"],
         "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]), "wall_s": row["wall_s"],
         "tokens": {f: int(row[f]) for f in model.TOKEN_FIELDS}, "total_tokens": int(row["total_tokens"]),
-        "requests": int(row["requests"]), "models": list(row["models"]),
-        "cost": {"usd": None if row["usd"] is None else pricing.usd(row["usd"]), "unknown_models": unknown,
-                 "complete": not unknown},
+        "requests": int(row["requests"]),
+        "models": sorted(m["model"] for m in by_model if m["model"] and m["requests"]), "cost": cost,
         "tool_calls": int(row["tool_calls"]), "efficiency": row["efficiency"],
-        "tracked": row["tracked"], "phases": int(row["phases"]),
+        "tracked": row["user_session_id"] is not None, "phases": int(row["phases"]),
     }
-
-
-def _rates(conn: Connection, prices: pricing.Prices) -> dict[str, list]:
-    """Every stored price group's rates, USD per token, as the arrays store/ui.sql unnests."""
-    out: dict[str, list] = {k: [] for k in ("rate_model", "rate_day", "rate_fast", "rate_tier", "rate_priced",
-                                            "rate_input", "rate_output", "rate_cache_read", "rate_cache_5m",
-                                            "rate_cache_1h", "rate_part")}
-    for model_name, day, fast, tier in conn.execute(q("ui_price_keys")):
-        rates = pricing.group_rates(prices, model_name, None if day == "infinity" else date.fromisoformat(day),
-                                    fast, int(tier))
-        out["rate_model"].append(model_name)
-        out["rate_day"].append(day)
-        out["rate_fast"].append(fast)
-        out["rate_tier"].append(tier)
-        out["rate_priced"].append(rates is not None)
-        for column, field in (("rate_input", "input"), ("rate_output", "output"), ("rate_cache_read", "cache_read"),
-                              ("rate_cache_5m", "cache_create_5m"), ("rate_cache_1h", "cache_create_1h")):
-            out[column].append(None if rates is None else getattr(rates, field) / _MILLION)
-        out["rate_part"].append(None if rates is None else rates.per_part)
-    return out
 
 
 def _like(text: str) -> str:
