@@ -62,8 +62,10 @@ def page(browser) -> Iterator[object]:
 
 def screenshot(page, name: str) -> None:
     folder = os.environ.get("RETROD_SCREENSHOTS")
-    if folder:
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=name == "session")
+    if folder:  # the page down to its content's end, no blank below
+        bottom = page.eval_on_selector("main", "m => m.getBoundingClientRect().bottom + window.scrollY")
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True,
+                        clip={"x": 0, "y": 0, "width": 1280, "height": bottom + 8})
 
 
 def money(usd: float | None) -> str:
@@ -101,7 +103,6 @@ def test_the_sessions_page_lists_the_reports_figures_and_finds_the_costliest(
         assert row["tool_calls"] == f"{summary['tool_use']['calls']:,}"
         efficiency = summary["tool_use"]["efficiency"]
         assert row["efficiency"] == ("—" if efficiency is None else f"{efficiency * 100:.0f}%")
-    screenshot(page, "sessions")
 
     # the costliest session of a week, without reading any docs: dates, then the cost column
     page.fill("input[name=since]", "2026-02-09")
@@ -115,6 +116,7 @@ def test_the_sessions_page_lists_the_reports_figures_and_finds_the_costliest(
     assert next(row["uuid"] for row in shown) == max(in_week, key=lambda u: in_week[u]["summary"]["cost"]["usd"] or 0)
     assert len(shown) == len(in_week) and shown[0]["uuid"] == SPOTTER
     assert page.text_content("#count").startswith(f"{len(in_week)} sessions")
+    screenshot(page, "sessions")
     page.click(f'#sessions tr[data-uuid="{SPOTTER}"] td:nth-child(3) a')
     assert page.url == f"{base}/sessions/{SPOTTER}"
 
