@@ -411,3 +411,13 @@ def test_the_ui_modules_that_need_no_framework_import_none() -> None:
             " retrod.ui.client; print(sorted(m for m in ('starlette', 'uvicorn') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
+
+
+def test_no_sql_comment_holds_a_placeholder() -> None:
+    """A comment above `-- name: x` belongs to the statement before it: a placeholder written in
+    one makes that statement ask for a parameter it is never given."""
+    store = Path(__file__).parents[1] / "daemon" / "retrod" / "store"
+    found = [f"{path.name}:{n}" for path in sorted(store.glob("*.sql"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if line.lstrip().startswith("--") and "%(" in line]
+    assert found == []

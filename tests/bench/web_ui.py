@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from importlib.util import find_spec
 from pathlib import Path
 
 from corpus import fresh_lines, write_many, write_session, write_tree
@@ -59,7 +60,7 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 def run(scratch: Path, smoke: bool) -> dict:
-    sessions, tree_mb, large_mb, runs, appends = (200, 2, 2, 5, 5) if smoke else (10_000, 800, 200, 30, 30)
+    sessions, tree_mb, large_mb, runs, appends = (200, 2, 2, 3, 3) if smoke else (10_000, 800, 200, 30, 30)
     root = scratch / "ui"
     projects, data = root / "projects", root / "data"
     written = write_many(projects, sessions) + write_tree(projects, tree_mb * 1_000_000, seed=23)
@@ -80,11 +81,13 @@ def run(scratch: Path, smoke: bool) -> dict:
             token = (data / "ui-token").read_text().strip()
             small = next(projects.glob("-many-0/*.jsonl")).stem
             results["api"] = _api(port, token, runs, small)
-            if CHROMIUM.exists():
-                results.update(_browser(port, token, runs=3 if smoke else 7, appends=appends, live_path=live_path,
-                                        live_lines=live_lines, small=small))
-            else:
+            if not CHROMIUM.exists():
                 results["browser"] = f"not measured: no {CHROMIUM} (apt-get install chromium)"
+            elif find_spec("playwright") is None:
+                results["browser"] = "not measured: no Playwright (pip install -e '.[test]')"
+            else:
+                results.update(_browser(port, token, runs=1 if smoke else 7, appends=appends, live_path=live_path,
+                                        live_lines=live_lines, small=small))
     results["api_p95_ms_max"] = max(a["server_p95_ms"] for a in results["api"].values())
     return results
 

@@ -22,13 +22,14 @@ SELECT DISTINCT model FROM retrod.session_prices WHERE model <> '' AND parts > 0
 -- transcripts' first event and high-water mark, as `retrod sessions` reads them (for a session
 -- with requests and no such event, its requests' span, as the report dates it: two index lookups,
 -- for those few). Sorted by cost, each session's price groups (session_prices) are summed at the rates
--- given (%(rates)s, JSON: USD per token of each kind and per part, by model, fast, tier and a span
+-- given (`rates`, JSON: USD per token of each kind and per part, by model, fast, tier and a span
 -- of days with one price, as report/prices.py prices a group; null: no price known; ui/data.py),
 -- in doubles: the page's own rows are priced again exactly, as the report prices them (ui/data.py,
 -- from ui_session_groups). A group with no tokens costs nothing, priced or not, as in the report;
 -- a session's cost is null only when something could not be priced and nothing could.
--- `sessions`: only these (the live page), else every one. What only the page's rows show (the
--- project's folder, the description, the number of phases) is looked up for them alone.
+-- `sessions`: only these (the live page), else every one. The sort handles narrow rows (a
+-- session's key and the figure it is ordered by); what the page shows is looked up for its rows
+-- alone, after the limit.
 -- name: ui_sessions
 WITH rates AS MATERIALIZED (  -- read once, typed
     SELECT m AS model, f AS fast, t AS tier_floor, d0 AS first_day, d1 AS last_day, i AS input, o AS output,
@@ -54,24 +55,23 @@ WITH rates AS MATERIALIZED (  -- read once, typed
     SELECT u.id, u.session_uuid, coalesce(to_jsonb(u) ->> 'db_role', current_user) AS db_role, u.description
     FROM public.cc_sessions u
     WHERE %(sessions)s::text[] IS NULL OR u.session_uuid = ANY(%(sessions)s::text[])
-), rows AS (
-    SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug,
-           CASE WHEN s.first_us IS NOT NULL OR s.parts = 0 THEN s.first_us
-                ELSE (SELECT retrod.ts_to_us(min(r.ts)) FROM retrod.requests r
-                      WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END AS first_us,
-           CASE WHEN s.last_us IS NOT NULL OR s.parts = 0 THEN s.last_us
-                ELSE (SELECT retrod.ts_to_us(max(r.ts)) FROM retrod.requests r
-                      WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END AS last_us,
-           round(coalesce(s.last_us - s.first_us, 0) / 1e6, 3)::float AS wall_s,
-           s.requests, s.input_tokens AS input, s.output_tokens AS output, s.cache_read_tokens AS cache_read,
-           s.cache_create_tokens AS cache_create,
-           s.input_tokens + s.output_tokens + s.cache_read_tokens + s.cache_create_tokens AS total_tokens,
-           s.calls AS tool_calls, s.productive::float / nullif(s.calls, 0) AS efficiency,
-           CASE WHEN c.unpriced_any AND NOT c.priced_any THEN NULL ELSE coalesce(c.usd, 0) END AS usd,
-           coalesce(c.unrated, false) AS unrated, u.id AS user_session_id, u.description
+), matching AS (  -- narrow rows: what filters and orders, no more (they go through the sort)
+    SELECT s.session_uuid, s.db_role, t.first_us,
+           CASE %(sort)s WHEN 'start' THEN t.first_us::float8
+                         WHEN 'cost' THEN CASE WHEN c.session_uuid IS NULL THEN 0 ELSE c.usd END  -- (no tokens: 0)
+                         WHEN 'tokens' THEN (s.input_tokens + s.output_tokens + s.cache_read_tokens
+                                             + s.cache_create_tokens)::float8
+                         WHEN 'wall' THEN coalesce(s.last_us - s.first_us, 0)::float8
+                         WHEN 'efficiency' THEN s.productive::float8 / nullif(s.calls, 0) END AS sort_key,
+           coalesce(c.unrated, false) AS unrated
     FROM retrod.session_figures s
-    LEFT JOIN cost c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
-    LEFT JOIN u ON u.session_uuid = s.session_uuid AND u.db_role = s.db_role
+    CROSS JOIN LATERAL (SELECT
+        CASE WHEN s.first_us IS NOT NULL OR s.parts = 0 THEN s.first_us
+             ELSE (SELECT retrod.ts_to_us(min(r.ts)) FROM retrod.requests r
+                   WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END AS first_us) t
+    LEFT JOIN (SELECT session_uuid, db_role, unrated,
+                      CASE WHEN unpriced_any AND NOT priced_any THEN NULL ELSE coalesce(usd, 0) END AS usd
+               FROM cost) c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
     WHERE s.transcripts > 0
       AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
       AND (%(project)s::text IS NULL OR s.project_slug = %(project)s::text)
@@ -79,31 +79,41 @@ WITH rates AS MATERIALIZED (  -- read once, typed
           SELECT FROM retrod.session_prices g
           WHERE g.session_uuid = s.session_uuid AND g.db_role = s.db_role AND g.model = %(model)s::text
             AND g.parts > 0))
-      AND (%(search)s::text IS NULL OR u.description ILIKE %(search)s::text
-           OR s.session_uuid LIKE %(prefix)s::text OR s.project_slug ILIKE %(search)s::text)
-), sorted AS (  -- the chosen figure, as the one column the list is ordered by
-    SELECT rows.*, CASE %(sort)s WHEN 'start' THEN first_us::float8 WHEN 'cost' THEN usd
-                                 WHEN 'tokens' THEN total_tokens::float8 WHEN 'wall' THEN wall_s
-                                 WHEN 'efficiency' THEN efficiency END AS sort_key
-    FROM rows
-    WHERE (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
-      AND (%(until)s::timestamptz IS NULL OR first_us < retrod.ts_to_us(%(until)s::timestamptz))
+      AND (%(search)s::text IS NULL OR s.session_uuid LIKE %(prefix)s::text OR s.project_slug ILIKE %(search)s::text
+           OR EXISTS (SELECT FROM u WHERE u.session_uuid = s.session_uuid AND u.db_role = s.db_role
+                                      AND u.description ILIKE %(search)s::text))
+      AND (%(since)s::timestamptz IS NULL OR t.first_us >= retrod.ts_to_us(%(since)s::timestamptz))
+      AND (%(until)s::timestamptz IS NULL OR t.first_us < retrod.ts_to_us(%(until)s::timestamptz))
 ), page AS (
     -- `stale_rates`: a group stored since the rates were read (a new day, a new model): read again
-    SELECT sorted.*, count(*) OVER () AS total, bool_or(unrated) OVER () AS stale_rates
-    FROM sorted
+    SELECT matching.*, count(*) OVER () AS total, bool_or(unrated) OVER () AS stale_rates
+    FROM matching
     ORDER BY CASE WHEN %(desc)s THEN sort_key END DESC NULLS LAST,
-             CASE WHEN NOT %(desc)s THEN sort_key END ASC NULLS LAST, first_us DESC NULLS LAST, uuid, member
+             CASE WHEN NOT %(desc)s THEN sort_key END ASC NULLS LAST, first_us DESC NULLS LAST,
+             session_uuid, db_role
     LIMIT %(limit)s OFFSET %(offset)s
 )
-SELECT page.*, retrod.us_to_ts(first_us) AS started_at, retrod.us_to_ts(last_us) AS ended_at,
+SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, page.total, page.stale_rates,
+       retrod.us_to_ts(page.first_us) AS started_at,
+       retrod.us_to_ts(CASE WHEN s.last_us IS NOT NULL OR s.parts = 0 THEN s.last_us
+                            ELSE (SELECT retrod.ts_to_us(max(r.ts)) FROM retrod.requests r
+                                  WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END) AS ended_at,
+       round(coalesce(s.last_us - s.first_us, 0) / 1e6, 3)::float AS wall_s,
+       s.requests, s.input_tokens AS input, s.output_tokens AS output, s.cache_read_tokens AS cache_read,
+       s.cache_create_tokens AS cache_create,
+       s.input_tokens + s.output_tokens + s.cache_read_tokens + s.cache_create_tokens AS total_tokens,
+       s.calls AS tool_calls, s.productive::float / nullif(s.calls, 0) AS efficiency,
+       u.id AS user_session_id, u.description,
        (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
                 FILTER (WHERE f.kind = 'main' AND f.state ? 'cwd'))[1]
-        FROM retrod.files f WHERE f.session_uuid = page.uuid AND f.db_role = page.member) AS project_path,
-       (SELECT count(*) FROM public.cc_session_phases ph WHERE ph.session_id = page.user_session_id) AS phases
+        FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role) AS project_path,
+       (SELECT count(*) FROM public.cc_session_phases ph WHERE ph.session_id = u.id) AS phases
 FROM page
-ORDER BY CASE WHEN %(desc)s THEN sort_key END DESC NULLS LAST,
-         CASE WHEN NOT %(desc)s THEN sort_key END ASC NULLS LAST, first_us DESC NULLS LAST, uuid, member;
+JOIN retrod.session_figures s ON s.session_uuid = page.session_uuid AND s.db_role = page.db_role
+LEFT JOIN u ON u.session_uuid = s.session_uuid AND u.db_role = s.db_role
+ORDER BY CASE WHEN %(desc)s THEN page.sort_key END DESC NULLS LAST,
+         CASE WHEN NOT %(desc)s THEN page.sort_key END ASC NULLS LAST, page.first_us DESC NULLS LAST,
+         page.session_uuid, page.db_role;
 
 -- The price groups of the list's page (`sessions`, `members`: pairs), priced by report/prices.py
 -- as a report prices its session's (session_tokens_by_model).
@@ -115,17 +125,21 @@ SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NUL
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
 JOIN retrod.session_prices g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 
--- Sessions with transcript time in the last hour (as `retrod status` counts them): the live
--- page's first rows.
+-- Sessions with transcript time in the last hour (as `retrod status` counts them), the most
+-- recent first, at most `limit`: the live page's first rows. Not later than a few minutes from
+-- now: a line stamped in the future is a wrong clock, not activity.
 -- name: ui_active_sessions
-SELECT DISTINCT session_uuid FROM retrod.event_minutes
-WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute <> 'infinity'
-UNION
-SELECT DISTINCT session_uuid FROM retrod.request_minutes
-WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute <> 'infinity';
+SELECT session_uuid FROM (
+    SELECT session_uuid, minute FROM retrod.event_minutes
+    WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute < now() + interval '5 minutes'
+    UNION ALL
+    SELECT session_uuid, minute FROM retrod.request_minutes
+    WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute < now() + interval '5 minutes'
+) m
+GROUP BY session_uuid ORDER BY max(minute) DESC, session_uuid LIMIT %(limit)s;
 
 -- A session's timeline: per minute, its requests and tokens (all agents; the compaction agents'
--- output apart), and their cost: each price group at the rates given (%(rates)s, as ui_sessions
+-- output apart), and their cost: each price group at the rates given (`rates`, as ui_sessions
 -- reads them; report/rates.py), in doubles. `unpriced`: tokens no price knows; `unrated`: a group
 -- the rates given do not cover (read them again).
 -- name: ui_timeline_minutes

@@ -23,6 +23,7 @@ SORTS = ("start", "cost", "tokens", "efficiency", "wall")
 # list is for finding where calls were wasted, as `retrod sessions --sort efficiency`).
 FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc"}
 PER_PAGE, PER_PAGE_MAX = 50, 500
+LIVE_MAX = 100  # the live page's first rows: the sessions with the newest lines
 
 
 class QueryError(ValueError):
@@ -105,9 +106,10 @@ def choices(conn: Connection) -> dict:
 
 
 def live(conn: Connection, uuids: set[str] | None = None, prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
-    """The live page's rows: these sessions, or (None) those with transcript time in the last hour."""
+    """The live page's rows: these sessions, or (None) those with transcript time in the last hour
+    (the LIVE_MAX with the newest lines), in the order of the list (newest first)."""
     if uuids is None:
-        uuids = {row[0] for row in conn.execute(q("ui_active_sessions"))}
+        uuids = {row[0] for row in conn.execute(q("ui_active_sessions"), {"limit": LIVE_MAX})}
     if not uuids:
         return []
     rows, _total = _rows(conn, prices, uuids=sorted(uuids))
