@@ -40,7 +40,8 @@ $$;
 -- request_minutes when they change).
 CREATE TABLE retrod.price_tiers (
     db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user PRIMARY KEY,
-    thresholds BIGINT[] NOT NULL  -- ascending
+    thresholds BIGINT[] NOT NULL,  -- ascending
+    source_version TEXT NOT NULL  -- the price data's (genai-prices'): an older one does not undo a newer's
 );
 
 CREATE FUNCTION retrod.tier_floor(input_total BIGINT, thresholds BIGINT[]) RETURNS BIGINT

@@ -19,6 +19,9 @@ ALTER TABLE retrod.events
     ADD COLUMN compaction BOOLEAN NOT NULL DEFAULT false,
     ADD COLUMN counted BOOLEAN NOT NULL DEFAULT true;
 CREATE INDEX events_line_uuid ON retrod.events (session_uuid, line_uuid) WHERE line_uuid IS NOT NULL;
+-- A session with a line that does not count (a copy met before) is worked out again after each
+-- batch: its file's own high-water mark may hold the copy's time.
+CREATE INDEX events_uncounted ON retrod.events (session_uuid) WHERE NOT counted;
 
 -- Rows from before: their class where they closed a gap. Each transcript still on disk is read
 -- again from its start (fold.RULES 2), which gives its rows their uuid and class. Those of

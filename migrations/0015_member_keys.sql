@@ -114,3 +114,11 @@ BEGIN
         WHERE (t.session_uuid, t.name, t.db_role) = (c.session_uuid, c.name, current_user) AND t.calls = 0;
     END IF;
 END $$;
+
+-- Request keys stored before this release longer than a key is now kept whole (parser.indexable):
+-- in their new form, so that their transcripts, read again now (fold.RULES 2), count them once.
+-- (A record's own place, for a record with no id, is kept whole up to 2,000 bytes: keys.py.)
+-- Other ids of 201 to ~2,700 bytes stored before (tool, agent, model, session ids read from lines)
+-- are left as they are: no real Claude Code id is that long (docs/decisions.md).
+UPDATE retrod.requests SET key = '\h' || encode(sha256(convert_to(key, 'UTF8')), 'hex')
+WHERE octet_length(key) > CASE WHEN key ~ '^@.*@[0-9]+$' THEN 2000 ELSE 200 END;

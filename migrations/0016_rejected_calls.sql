@@ -7,6 +7,14 @@
 -- Rows from before learn it when their file is read again (fold.RULES 2, the same release); a
 -- deleted transcript's refusals stay counted as failures.
 ALTER TABLE retrod.tool_uses ADD COLUMN rejected BOOLEAN NOT NULL DEFAULT false;
+
+-- A stored result and one read again are the same result (the file's first for the call): only
+-- then does the one read again say whether the stored one was a refusal.
+CREATE FUNCTION retrod.same_result(stored retrod.tool_uses, again retrod.tool_uses) RETURNS BOOLEAN
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT stored.failed AND again.failed AND stored.result_ts IS NOT DISTINCT FROM again.result_ts
+           AND stored.result_bytes IS NOT DISTINCT FROM again.result_bytes
+$$;
 ALTER TABLE retrod.call_tools ADD COLUMN rejected BIGINT NOT NULL DEFAULT 0;
 
 CREATE OR REPLACE FUNCTION retrod.add_tool_uses(changed retrod.tool_uses[], direction INT)

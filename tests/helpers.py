@@ -11,7 +11,6 @@ from psycopg_pool import ConnectionPool
 
 from retrod.ingest import Ingester
 from retrod.report import model, prices
-from retrod.store import tiers
 from retrod.store.store import Store
 
 HOST = "test-host"
@@ -22,7 +21,7 @@ def ingest(db_url: str, roots: Iterable[Path], batch_bytes: int = 4 << 20) -> No
     price tiers are stored, as the daemon does at its start."""
     with ConnectionPool(db_url, min_size=1, max_size=2, open=True) as pool:
         with pool.connection() as conn:
-            tiers.ensure(conn, prices.thresholds())
+            prices.store_tiers(conn)
         Ingester(Store(pool, HOST), roots, batch_bytes).scan()
 
 

@@ -163,6 +163,7 @@ def test_a_trigger_enabled_again_the_usual_way_keeps_the_bulk_path_off_replica_m
     rollups_match_raw(db_url)
 
 
+@pytest.mark.slow
 def test_a_role_that_may_not_skip_the_checks_takes_the_bulk_path_with_them(db_url: str, tmp_path: Path) -> None:
     """A team member (no superuser) cannot set session_replication_role: its bulk path keeps the
     checks, and counts the same. A superuser reading the same tree on that database afterwards

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from conftest import FIXTURES
 from helpers import ingest, snapshot
@@ -39,6 +40,7 @@ def _ingested_bytes(db_url: str) -> int:
         return conn.execute("SELECT coalesce(sum(\"offset\"), 0) FROM retrod.files").fetchone()[0]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_ingest_then_restart_equals_uninterrupted(tmp_path: Path, db_url: str, pg_cluster) -> None:
     from conftest import fresh_database
 

@@ -173,6 +173,7 @@ def _append(path: Path, lines: Iterator[str], count: int) -> None:
             f.write(next(lines))
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_an_outage_waited_out_with_no_line_lost(pg_cluster: Cluster, small_disk: Path,
                                                                  tmp_path: Path) -> None:
     """PostgreSQL answers DiskFull (53100) when a table cannot grow: the daemon must keep running,

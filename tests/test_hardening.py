@@ -242,6 +242,7 @@ def test_a_subagent_file_truncated_or_refilled_with_a_partial_line_stays_listed(
     assert [a["agent_id"] for a in reports(db_url)[S]["subagents"]] == ["a1"]
 
 
+@pytest.mark.slow
 def test_a_database_refusing_writes_is_an_outage_waited_out_and_caught_up(db_url: str, tmp_path: Path) -> None:
     """As a failover to a read-only standby, or a full disk: the lines written meanwhile must be
     in soon after writes are allowed again, not at the next scan."""

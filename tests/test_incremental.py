@@ -22,7 +22,6 @@ from conftest import FIXTURES, fresh_database
 from helpers import HOST, ingest, snapshot
 from retrod.ingest import Ingester
 from retrod.report import prices
-from retrod.store import tiers
 from retrod.store.store import Store
 
 SPOTTER = "-home-USER-projects-spotter-worktrees-spotter-gqc/258c7280-ae70-4798-800f-63464d01a85d"
@@ -150,7 +149,7 @@ def test_random_chunks_end_like_one_pass(pg_cluster, final_tree, batch_snapshot,
         pool = ConnectionPool(url, min_size=2, max_size=2, open=False)
         pool.open(wait=True)
         with pool.connection() as conn:  # as the daemon, at its start (and as helpers.ingest)
-            tiers.ensure(conn, prices.thresholds())
+            prices.store_tiers(conn)
         try:
             ingester = None
 

@@ -30,7 +30,8 @@ import reference
 from helpers import HOST, reports, rollups_match_raw
 from retrod.ingest import Ingester
 from retrod.store.store import Store
-from retrod.transcript.parser import indexable, storable_id
+from retrod.transcript.keys import indexable
+from retrod.transcript.parser import storable_id
 
 LONG = "11111111-2222-4000-8000-00000000000a"
 EXAMPLES = int(os.environ.get("RETROD_HYPOTHESIS_EXAMPLES", "12"))

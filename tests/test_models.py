@@ -668,7 +668,9 @@ def test_changed_price_tiers_sum_the_rollup_again(db_url: str, tmp_path: Path) -
     write(root / "-p" / f"{C}.jsonl", FALLBACK)
     ingest(db_url, [root])
     with psycopg.connect(db_url) as conn:
-        assert tiers.ensure(conn, [300_000])  # as an older price table would have had it
+        # As an older price table, stored by an older retrod, would have left them:
+        conn.execute("UPDATE retrod.price_tiers SET thresholds = '{300000}', source_version = '0.1.0'")
+        conn.execute("SELECT retrod.rebuild_request_minutes()")
         conn.commit()
         assert conn.execute("SELECT DISTINCT tier_floor FROM retrod.request_minutes").fetchall() == [(0,)]
     rollups_match_raw(db_url)
@@ -678,5 +680,29 @@ def test_changed_price_tiers_sum_the_rollup_again(db_url: str, tmp_path: Path) -
         tier_rows = conn.execute("SELECT tier_floor, sum(parts) FROM retrod.request_minutes GROUP BY 1 ORDER BY 1")
         # r3 and r4 above 200,000; r5's two parts above 100,000 (a tier of another model's)
         assert tier_rows.fetchall() == [(0, 3), (100_000, 2), (200_000, 2)]
-        assert not tiers.ensure(conn, pricing.thresholds())  # nothing to do now
+        assert not pricing.store_tiers(conn)  # nothing to do now
+        # A newer price data's thresholds are not undone by an older retrod's command.
+        assert tiers.ensure(conn, [300_000], "99.0") and not pricing.store_tiers(conn)
+        conn.commit()
     rollups_match_raw(db_url)
+
+
+def test_a_commands_settings_go_with_it_to_the_daemon(priced: dict, db_url: str, monkeypatch) -> None:
+    """Issue 19: a setting that changes figures is the command's, whoever answers; unset is the
+    default, never the daemon's own setting (the daemon here runs with a 60 s away threshold)."""
+    for name in [k for k in os.environ if k.startswith("RETROD_")]:
+        monkeypatch.delenv(name)
+    for name, value in priced.items():
+        if name.startswith("RETROD_"):
+            monkeypatch.setenv(name, value)
+    with ConnectionPool(db_url, min_size=1, max_size=2, open=True) as pool:
+        server = ReportServer(pool, Settings(away_after_s=60))
+
+        def away_after(**extra: str) -> float:
+            code, stderr, stdout = server.answer({"session": A, "format": "json", "pid": str(os.getpid()),
+                                                  "database_url": db_url, **extra})
+            assert code == "0", stderr
+            return json.loads(stdout)["summary"]["away_after_s"]
+
+        assert away_after() == 1800.0  # the default, not the daemon's 60
+        assert away_after(RETROD_AWAY_AFTER_S="90") == 90.0  # the command's own

@@ -22,7 +22,6 @@ import reference
 from helpers import HOST, reports
 from retrod.ingest import Ingester
 from retrod.report import prices
-from retrod.store import tiers
 from retrod.store.store import Store
 from retrod.transcript.parser import storable_id
 
@@ -47,7 +46,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_real_session_equals_the_reference(db_url: str, corpus: Path, path: str) -> None:
     with ConnectionPool(db_url, min_size=1, max_size=4, open=True) as pool:
         with pool.connection() as conn:
-            tiers.ensure(conn, prices.thresholds())
+            prices.store_tiers(conn)
         if path == "bulk":
             Ingester(Store(pool, HOST), [corpus], bulk_from=0).scan()
         else:  # small batches: each large file in many chunks

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from conftest import FIXTURES
 from helpers import output_tokens
@@ -111,6 +112,7 @@ def _ingested(cluster: Cluster) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_database_outage_mid_ingest_ends_with_the_uninterrupted_numbers(pg_cluster, db_url: str,
                                                                         tmp_path: Path) -> None:
     from conftest import fresh_database

@@ -145,3 +145,62 @@ def _line(session: str, n: int) -> str:
     else:
         line["message"] = {"role": "user", "content": f"step {n}"}
     return json.dumps(line) + "\n"
+
+
+def test_a_folder_moved_under_a_running_daemon_keeps_one_timeline(db_url: str, tmp_path: Path) -> None:
+    """`mv` of a project folder while `retrod run` follows it (issue 19, as a new user tried it):
+    the old file goes (its figures kept), the new one is read by the watcher; nothing doubles."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = spotter_tree(tmp_path / "projects")
+    want = figures(reference.compute(root)[SPOTTER]["summary"])
+    env = dict(os.environ, RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(root),
+               RETROD_DATA_DIR=str(tmp_path / "data"), RETROD_SCAN_INTERVAL_S="3600")
+    daemon = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+
+    def read_up(path: Path) -> bool:
+        with psycopg.connect(db_url) as conn:
+            row = conn.execute('SELECT "offset" FROM retrod.files WHERE path = %s', (str(path),)).fetchone()
+        return row is not None and row[0] == path.stat().st_size
+
+    def wait_for(done, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.1)
+
+    try:
+        wait_for(lambda: read_up(root / SPOTTER_DIR / f"{SPOTTER}.jsonl"))
+        (root / SPOTTER_DIR).rename(root / "-home-user-code-spotter")
+        wait_for(lambda: read_up(root / "-home-user-code-spotter" / f"{SPOTTER}.jsonl"))
+        wait_for(lambda: reports(db_url)[SPOTTER]["session"]["transcripts_deleted"] >= 1)
+        assert figures(reports(db_url)[SPOTTER]["summary"]) == want
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0, daemon.stderr.read()
+
+
+def test_a_uuid_repeated_in_one_file_leaves_later_batches_right(db_url: str, tmp_path: Path) -> None:
+    """Found in review: the file's own high-water mark holds the repeated line's time; the lines
+    read in later batches must still be timed from the timeline's mark."""
+    session = "dddddddd-2222-4000-8000-00000000000d"
+    root = tmp_path / "projects"
+    path = root / "-p" / f"{session}.jsonl"
+    path.parent.mkdir(parents=True)
+    first = {"type": "user", "sessionId": session, "uuid": "u-a", "timestamp": "2026-05-01T10:00:00.000Z",
+             "message": {"role": "user", "content": "go"}}
+    again = dict(first, timestamp="2026-05-01T10:30:00.000Z")  # the same line, written again later
+    path.write_text(json.dumps(first) + "\n" + json.dumps(again) + "\n")
+    ingest(db_url, [root])
+    later = dict(first, uuid="u-c", timestamp="2026-05-01T10:20:00.000Z")
+    with path.open("a") as f:
+        f.write(json.dumps(later) + "\n")
+    ingest(db_url, [root])
+    got = reports(db_url)[session]["summary"]
+    assert (got["human_s"], got["wall_s"]) == (1200.0, 1200.0)  # 10:00 → 10:20; the copy at 10:30 counts not
+    assert figures(got) == figures(reference.compute(root)[session]["summary"])

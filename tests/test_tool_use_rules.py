@@ -628,6 +628,21 @@ def test_a_call_the_person_declined_is_no_error_retried(tmp_path, tool_use):
         "Bash": (4, 1, 1), "Grep": (1, 0, 1), "Read": (1, 0, 0), "Write": (2, 0, 1)}
 
 
+def test_a_later_refusal_of_a_call_already_answered_changes_nothing(tmp_path, tool_use):
+    """Found in review: a second tool_result of a call, a refusal, read in a later chunk must not
+    mark the call declined (its result is the file's first, C4), whatever the chunking."""
+    write(main_file(tmp_path), [
+        asst(10, tu("q1", "Bash", {"command": "make"})), usr(11, tr("q1", "done")),
+        usr(12, tr("q1", REFUSED, True)),  # a second result: not the call's
+        asst(20, tu("q2", "Bash", {"command": "make test"})), usr(21, tr("q2", "boom", True)),
+        usr(22, tr("q2", REFUSED, True)),  # q2 failed first: a tool error, retried by q3
+        asst(30, tu("q3", "Bash", {"command": "make test"})), usr(31, tr("q3", "ok")),
+    ])
+    result = tool_use(tmp_path, A)
+    assert signals_of(result) == [None, "error_retry", None]
+    assert {t["name"]: (t["failed"], t["rejected"]) for t in result["tools"]} == {"Bash": (1, 0)}
+
+
 # ---------------------------------------------------------------------------
 # The real fixtures
 # ---------------------------------------------------------------------------

@@ -202,6 +202,7 @@ def test_with_the_daemon_a_report_asked_right_after_a_write_includes_it(project:
 
 # -- many commands at once --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_twenty_mixed_commands_at_once_without_a_daemon(project: dict) -> None:
     """On the embedded default, where each command once started and stopped the server itself."""
     data = Path(tempfile.mkdtemp(prefix="retrod-mix-", dir="/tmp"))  # short: the socket path

@@ -25,7 +25,6 @@ from .report.server import ReportServer
 from .service.daemon_lock import daemon_lock
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
-from .store import tiers
 from .store.db import open_pool
 from .store.store import OUTAGE, Store
 
@@ -94,7 +93,7 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
             # The bulk path's lanes, the scan's own statements, the report server's requests, the web UI
             with open_pool(settings, owner=True, max_size=BULK_LANES + 3 + UI_CONNECTIONS) as pool:
                 with pool.connection() as conn:  # before the catch-up sums requests by price tier
-                    tiers.ensure(conn, prices.thresholds())
+                    prices.store_tiers(conn)
 
                 def interrupted() -> bool:
                     systemd.alive()

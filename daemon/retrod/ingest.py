@@ -199,11 +199,15 @@ class Ingester:
 
     def ingest_paths(self, paths: Iterable[Path]) -> ScanStats:
         """Paths named by the watcher; paths retrod does not read are ignored. A new folder is
-        read whole: files written into it before the watcher saw it would be missed otherwise."""
+        read whole: files written into it before the watcher saw it would be missed otherwise. A
+        folder gone (moved or deleted: the watcher names the folder, not its files) leaves its
+        files' rows as deleted transcripts, their figures kept."""
         with self._round() as stats:
             for path in paths:
                 if self.interrupted():
                     break
+                if not path.exists() and any(path.is_relative_to(root) for root in self.roots):
+                    stats.missing += self.store.mark_missing_under(str(path))
                 for ref in self._refs(path):
                     self._guarded(ref, stats)
         return self._after_races(stats)

@@ -87,7 +87,10 @@ def ensure_session(cur, session: str, description: str | None = None) -> dict:
         }).fetchone()
         if row is not None:
             return row
-    raise RuntimeError(f"session {session}: its row could be neither created nor found")
+    # Created by no one and found by no one: a unique session id kept across a team (a foreign
+    # key of the user's own rests on it: store/team.sql) and taken by another member.
+    raise TrackingError(f"session {session} cannot be tracked: another member tracks a session with this id,"
+                        " and cc_sessions keeps session ids unique across the team")
 
 
 def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from ..store import tiers
 from ..store.members import member_of
 from ..store.queries import one, q
 from ..verdicts import VERDICTS
@@ -42,7 +41,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
           prices: pricing.Prices = pricing.DEFAULT, member: str | None = None) -> dict:
     """`away_after_s`: a human gap longer than this is `away` (decided here, at read time);
     `prices`: what the estimated costs use; `member`: whose rows (member_of)."""
-    tiers.ensure(conn, pricing.thresholds())  # the tiers the store sums by are the ones priced here
+    pricing.store_tiers(conn)  # the tiers the store sums by are the ones priced here
     member = member_of(conn, session, member)
     args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": None, "member": member}
     with conn.cursor(row_factory=dict_row) as cur:
@@ -142,7 +141,7 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     """The figures of a look mid-session (`retrod mcp`'s session_stats), the same as `build`'s:
     the summary's totals, the number of phases and the open phase's figures so far (its window
     up to now), without the per-tool, subagent, waste-example and closed-phase queries."""
-    tiers.ensure(conn, pricing.thresholds())
+    pricing.store_tiers(conn)
     member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
         phase_rows = cur.execute(q("session_phases"), {"session": session, "member": member}).fetchall()

@@ -149,6 +149,13 @@ def thresholds() -> tuple[int, ...]:
     return tuple(sorted(starts))
 
 
+def store_tiers(conn: Any) -> bool:
+    """The store sums request parts by these thresholds from now on (store/tiers.ensure)."""
+    from ..store import tiers
+
+    return tiers.ensure(conn, thresholds(), package_version())
+
+
 def _in_tier(value: Any, tier_floor: int) -> Any:
     """A price for a part in the tier above `tier_floor`: the package's rule (the highest tier
     whose start the part's input is above), for an input just above the floor."""

@@ -60,6 +60,10 @@ UPDATE retrod.files SET missing = true, updated_at = now()
 WHERE host_id = %(host_id)s AND retrod.index_text(path) = retrod.index_text(%(path)s) AND path = %(path)s
   AND NOT missing AND db_role = current_user;
 
+-- name: mark_missing_under
+UPDATE retrod.files SET missing = true, updated_at = now()
+WHERE host_id = %(host_id)s AND starts_with(path, %(folder)s || '/') AND NOT missing AND db_role = current_user;
+
 -- A file read again from its start: its time, tool and compaction figures follow its new
 -- content; requests stay counted (their global key makes the re-read idempotent).
 -- name: forget_file_events
@@ -140,8 +144,9 @@ ON CONFLICT (file_id, "offset") DO UPDATE SET line_uuid = excluded.line_uuid, ga
 WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
 
 -- DESIGN §2.3: the sessions whose timeline is not just each file's own, among those whose events
--- a batch wrote: several main transcripts (a project folder copied or moved), or a line uuid
--- met before. Their timelines are worked out again (retime_sessions).
+-- a batch wrote: several main transcripts (a project folder copied or moved), a line uuid met
+-- before, or a line already found not to count (a file's fold goes on from its own high-water
+-- mark, which may hold that line's time). Their timelines are worked out again (retime_sessions).
 -- name: sessions_to_retime
 WITH batch AS (
     SELECT f.file_id, f.session_uuid, e."offset", e.line_uuid
@@ -151,6 +156,8 @@ WITH batch AS (
 SELECT s.session_uuid FROM (SELECT DISTINCT session_uuid, file_id FROM batch) s
 WHERE EXISTS (SELECT FROM retrod.files o WHERE o.session_uuid = s.session_uuid AND o.kind = 'main'
               AND o.db_role = current_user AND o.id <> s.file_id)
+   OR EXISTS (SELECT FROM retrod.events e WHERE e.session_uuid = s.session_uuid AND NOT e.counted
+              AND e.db_role = current_user)
 UNION
 SELECT b.session_uuid FROM batch b
 WHERE b.line_uuid IS NOT NULL AND EXISTS (
@@ -181,7 +188,9 @@ WITH lines AS (
     SELECT file_id, "offset", counts,
            CASE WHEN counts AND ts IS NOT NULL THEN high END AS prev_ts,
            CASE WHEN counts AND ts > high THEN gap_class END AS kind,
-           CASE WHEN counts AND ts > high THEN retrod.ts_to_us(ts) - retrod.ts_to_us(high) ELSE 0 END AS gap_us
+           -- (a row stored before 0014 that closed no gap has no class: its new gap is not known)
+           CASE WHEN counts AND ts > high AND gap_class IS NOT NULL
+                THEN retrod.ts_to_us(ts) - retrod.ts_to_us(high) ELSE 0 END AS gap_us
     FROM timeline
 )
 UPDATE retrod.events e SET counted = p.counts, prev_ts = p.prev_ts, kind = p.kind, gap_us = p.gap_us
@@ -255,11 +264,11 @@ SET (agent, file_path, "offset", block, name, input_hash, path, detail, ts, coun
                excluded.result_ts
         WHERE NOT t.has_result
         UNION ALL
-        SELECT t.has_result, t.failed, t.sibling, t.rejected OR (excluded.has_result AND excluded.rejected),
-               t.result_bytes, t.result_ts
+        SELECT t.has_result, t.failed, t.sibling,
+               t.rejected OR (excluded.rejected AND retrod.same_result(t, excluded)), t.result_bytes, t.result_ts
         WHERE t.has_result)
 WHERE t.agent IS NULL OR (NOT t.has_result AND excluded.has_result)
-   OR (t.has_result AND excluded.rejected AND NOT t.rejected)
+   OR (t.has_result AND excluded.rejected AND NOT t.rejected AND retrod.same_result(t, excluded))
 RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block;
 
 -- A result whose call is not in the batch fills its row, unless the file's first tool_result for
@@ -281,7 +290,7 @@ WITH filled AS (
             WHERE NOT t.has_result
             UNION ALL  -- read again: only whether it was a refusal (migration 0016)
             SELECT true, t.failed, t.sibling, true, t.result_bytes, t.result_ts WHERE t.has_result)
-    WHERE NOT t.has_result OR (excluded.rejected AND NOT t.rejected)
+    WHERE NOT t.has_result OR (excluded.rejected AND NOT t.rejected AND retrod.same_result(t, excluded))
     RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block, t.counted, t.failed
 )
 SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted AND failed;
@@ -392,8 +401,8 @@ SELECT * FROM gone WHERE agent IS NOT NULL;
 
 -- Price tiers (migration 0013): the thresholds this role's request rollup is summed by.
 -- name: stored_price_tiers
-SELECT thresholds, has_table_privilege('retrod.price_tiers', 'INSERT') AS may_store
-FROM (SELECT retrod.price_thresholds() AS thresholds) t;
+SELECT t.thresholds, t.source_version, has_table_privilege('retrod.price_tiers', 'INSERT') AS may_store
+FROM (SELECT 1) one LEFT JOIN retrod.price_tiers t ON t.db_role = current_user;
 
 -- Changed price data: new thresholds, and the rollup summed by them again, in one transaction
 -- that first locks the requests: concurrent ingest waits (its triggers then read the new
@@ -402,8 +411,8 @@ FROM (SELECT retrod.price_thresholds() AS thresholds) t;
 LOCK TABLE retrod.requests IN SHARE ROW EXCLUSIVE MODE;
 
 -- name: store_price_tiers
-INSERT INTO retrod.price_tiers (thresholds) VALUES (%(thresholds)s)
-ON CONFLICT (db_role) DO UPDATE SET thresholds = excluded.thresholds;
+INSERT INTO retrod.price_tiers (thresholds, source_version) VALUES (%(thresholds)s, %(version)s)
+ON CONFLICT (db_role) DO UPDATE SET thresholds = excluded.thresholds, source_version = excluded.source_version;
 
 -- name: rebuild_request_minutes
 SELECT retrod.rebuild_request_minutes();

@@ -29,7 +29,7 @@ ORDER BY session_uuid LIMIT 2;
 -- name: session_files
 SELECT
     coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-    (array_agg(state ->> 'cwd' ORDER BY slug, path) FILTER (WHERE kind = 'main' AND state ? 'cwd'))[1]
+    (array_agg(state ->> 'cwd' ORDER BY slug, path) FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1]
         AS project_path,  -- the folder Claude Code ran in (the slug is its name, with / and . as -)
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root')) AS transcripts,
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root') AND missing) AS transcripts_deleted,

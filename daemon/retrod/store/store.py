@@ -13,7 +13,8 @@ from psycopg.rows import dict_row
 
 from ..transcript.discovery import FileRef
 from ..transcript.fold import Call, FoldResult, FoldState, Request
-from ..transcript.parser import PATH_INDEX_BYTES, ToolResult, indexable
+from ..transcript.keys import PATH_INDEX_BYTES, indexable
+from ..transcript.parser import ToolResult
 from .queries import one, q
 
 
@@ -143,6 +144,11 @@ class Store:
     def mark_missing(self, path: str) -> None:
         with self.pool.connection() as conn:
             conn.execute(q("mark_missing"), {"host_id": self.host_id, "path": path})
+
+    def mark_missing_under(self, folder: str) -> int:
+        """The files of a folder that is gone; how many."""
+        with self.pool.connection() as conn:
+            return conn.execute(q("mark_missing_under"), {"host_id": self.host_id, "folder": folder}).rowcount
 
     def reset(self, file: FileRow, stat: Stat) -> None:
         """Read the file again from its start (truncated or replaced)."""

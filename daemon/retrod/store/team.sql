@@ -24,7 +24,8 @@ DO $$
 DECLARE
     t regclass;
     s regclass;
-    c name;
+    idx regclass;
+    con name;
 BEGIN
     -- The user's own tables get the column here, for a team only (a default, last: other
     -- tools' statements work as before). Their rows so far belong to the role running this.
@@ -32,12 +33,24 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS db_role TEXT NOT NULL DEFAULT current_user', t);
     END LOOP;
     -- A session id is unique per member, not across the team (DESIGN §3): a member tracking a
-    -- session under a colleague's id takes nothing of the colleague's.
-    FOR c IN SELECT conname FROM pg_constraint
-             WHERE conrelid = 'public.cc_sessions'::regclass AND contype = 'u'
-               AND conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE attrelid = 'public.cc_sessions'::regclass
-                                   AND attname = 'session_uuid')]::int2[] LOOP
-        EXECUTE format('ALTER TABLE public.cc_sessions DROP CONSTRAINT %I', c);
+    -- session under a colleague's id takes nothing of the colleague's. The designed table's
+    -- unique session_uuid (a constraint, or an index another tool made) gives way to one per
+    -- member, unless a foreign key of the user's own rests on it: then it stays, and says so.
+    FOR idx, con IN
+        SELECT i.indexrelid::regclass,
+               (SELECT conname FROM pg_constraint WHERE conindid = i.indexrelid AND contype IN ('u', 'p'))
+        FROM pg_index i
+        WHERE i.indrelid = 'public.cc_sessions'::regclass AND i.indisunique AND i.indnkeyatts = 1
+          AND i.indkey[0] = (SELECT attnum FROM pg_attribute
+                             WHERE attrelid = 'public.cc_sessions'::regclass AND attname = 'session_uuid')
+    LOOP
+        IF EXISTS (SELECT FROM pg_constraint WHERE contype = 'f' AND conindid = idx) THEN
+            RAISE WARNING 'public.cc_sessions: a foreign key rests on % (session_uuid unique): kept, so a session id stays one member''s', idx;
+        ELSIF con IS NOT NULL THEN
+            EXECUTE format('ALTER TABLE public.cc_sessions DROP CONSTRAINT %I', con);
+        ELSE
+            EXECUTE format('DROP INDEX %s', idx);
+        END IF;
     END LOOP;
     CREATE UNIQUE INDEX IF NOT EXISTS cc_sessions_session_member ON public.cc_sessions (session_uuid, db_role);
     GRANT USAGE ON SCHEMA retrod TO retrod_member, retrod_reader;

@@ -11,15 +11,29 @@ import psycopg
 from .queries import one, q
 
 
-def ensure(conn: psycopg.Connection, thresholds: Sequence[int]) -> bool:
-    """Store `thresholds` for this role and sum its rollup by them again if they changed; False
-    when nothing changed or this role may not write (a team's reader reads what members summed)."""
+def ensure(conn: psycopg.Connection, thresholds: Sequence[int], version: str) -> bool:
+    """Store `thresholds` (those of price data `version`) for this role and sum its rollup by
+    them again if they changed; False when nothing changed, when this role may not write (a
+    team's reader reads what members summed), or when a newer price data's are stored (a command
+    of an older retrod beside an upgraded daemon must not undo them: each would sum again)."""
     wanted = list(thresholds)
-    stored, may_store = one(conn.execute(q("stored_price_tiers")))
-    if stored == wanted or not may_store:
-        return False
     with conn.transaction():
+        stored, stored_version, may_store = one(conn.execute(q("stored_price_tiers")))
+        if stored == wanted or not may_store or _older(version, stored_version):
+            return False
         conn.execute(q("lock_requests"))
-        conn.execute(q("store_price_tiers"), {"thresholds": wanted})
+        stored, stored_version, _ = one(conn.execute(q("stored_price_tiers")))  # (another may have, meanwhile)
+        if stored == wanted or _older(version, stored_version):
+            return False
+        conn.execute(q("store_price_tiers"), {"thresholds": wanted, "version": version})
         conn.execute(q("rebuild_request_minutes"))
     return True
+
+
+def _older(version: str, than: str | None) -> bool:
+    return than is not None and _numbers(version) < _numbers(than)
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    """"0.2.10" → (0, 2, 10); a part that is not a number counts 0."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))

@@ -21,11 +21,13 @@ WHERE session_uuid = %(session)s
   AND coalesce(to_jsonb(s) ->> 'db_role', coalesce(%(member)s, current_user)) = coalesce(%(member)s, current_user);
 
 -- When the transcripts say the session started (else the caller uses now()).
+-- (One's own rows: a role that row-level security does not bind, the owner, sees a team's.)
 -- name: session_first_seen
-SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s),
-             (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s)) AS started_at,
+SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s AND db_role = current_user),
+             (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s AND db_role = current_user))
+           AS started_at,
        (SELECT coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug))
-        FROM retrod.files WHERE session_uuid = %(session)s) AS project_slug;
+        FROM retrod.files WHERE session_uuid = %(session)s AND db_role = current_user) AS project_slug;
 
 -- name: open_phases
 SELECT id, task, phase, started_at FROM public.cc_session_phases
@@ -45,8 +47,9 @@ ORDER BY started_at LIMIT 1;
 
 -- When the session's transcripts start, and the database's now (the clock phases are cut by).
 -- name: session_span
-SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s),
-             (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s)) AS first_ts,
+SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s AND db_role = current_user),
+             (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s AND db_role = current_user))
+           AS first_ts,
        now() AS now;
 
 -- name: insert_phase
@@ -92,17 +95,21 @@ SET total_output_tokens = %(output)s, total_input_tokens = %(input)s,
     total_cache_read_tokens = %(cache_read)s, total_cache_create_tokens = %(cache_create)s,
     claude_time_seconds = %(claude_s)s, tool_time_seconds = %(tool_s)s, human_time_seconds = %(human_s)s,
     ended_at = CASE WHEN %(close)s THEN coalesce(ended_at, now()) ELSE ended_at END
-WHERE session_uuid = %(session)s;
+WHERE session_uuid = %(session)s AND coalesce(to_jsonb(cc_sessions) ->> 'db_role', current_user) = current_user;
 
 -- Tracked sessions still open whose transcripts have been quiet for longer than the idle time.
 -- name: idle_open_sessions
 SELECT u.session_uuid, last.ts AS last_activity
 FROM public.cc_sessions u
-CROSS JOIN LATERAL (SELECT max(ts) AS ts FROM retrod.events e WHERE e.session_uuid = u.session_uuid) last
-WHERE u.ended_at IS NULL AND last.ts < now() - %(idle)s * interval '1 second';
+CROSS JOIN LATERAL (SELECT max(ts) AS ts FROM retrod.events e
+                    WHERE e.session_uuid = u.session_uuid AND e.db_role = current_user) last
+WHERE u.ended_at IS NULL AND last.ts < now() - %(idle)s * interval '1 second'
+  AND coalesce(to_jsonb(u) ->> 'db_role', current_user) = current_user;
 
 -- name: end_session_at
-UPDATE public.cc_sessions SET ended_at = %(ended_at)s WHERE session_uuid = %(session)s AND ended_at IS NULL;
+UPDATE public.cc_sessions s SET ended_at = %(ended_at)s
+WHERE session_uuid = %(session)s AND ended_at IS NULL
+  AND coalesce(to_jsonb(s) ->> 'db_role', current_user) = current_user;
 
 -- `retrod sessions`: the newest sessions first, or those with the most tokens, or the least
 -- efficient tool use (DESIGN §2.6) first. Start and end come from the main transcripts' fold

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from .keys import indexable
+
 if TYPE_CHECKING:  # the fold (and msgspec) only when a file is read: `retrod phase` needs UUID_RE alone
     from .fold import Source
 
@@ -56,18 +58,19 @@ def classify(root: Path, path: Path) -> FileRef | None:
         if stem != name and UUID_RE.fullmatch(stem):
             return FileRef(path, "main", slug, stem)
         m = _AGENT_RE.fullmatch(name)
-        return FileRef(path, "agent_root", slug, None, m.group(1)) if m else None
+        return FileRef(path, "agent_root", slug, None, indexable(m.group(1))) if m else None
     session = parts[1]
     if not UUID_RE.fullmatch(session) or len(parts) < 4:
         return None
     area = parts[2]
     if area == "subagents":
+        # (agent ids as every id: whole up to 200 bytes, as the same id read from a line is)
         m = _AGENT_RE.fullmatch(name)
         if m:
-            return FileRef(path, "subagent", slug, session, m.group(1))
+            return FileRef(path, "subagent", slug, session, indexable(m.group(1)))
         m = _META_RE.fullmatch(name)
         if m:
-            return FileRef(path, "meta", slug, session, m.group(1))
+            return FileRef(path, "meta", slug, session, indexable(m.group(1)))
         return None
     if area == "tool-results" and len(parts) == 4:
         return FileRef(path, "tool_result", slug, session)

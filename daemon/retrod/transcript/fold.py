@@ -14,6 +14,7 @@ from typing import Literal
 
 import msgspec
 
+from .keys import PLACE_KEY_BYTES, indexable
 from .parser import Entry, Message, Part, ToolResult, Usage
 from .tool_input import fingerprint, input_detail, input_path
 
@@ -270,7 +271,7 @@ def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: En
 
 def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usage: Usage, ts: int | None,
                 sidechain: bool, foreign: bool, agent: str) -> None:
-    key = msg.key or f"@{source.name}@{offset}"
+    key = msg.key or indexable(f"@{source.name}@{offset}", PLACE_KEY_BYTES, keep_start=False)
     record = Request(
         key=key,
         session_uuid=source.session_uuid,

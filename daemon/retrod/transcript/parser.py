@@ -9,7 +9,6 @@ so that one odd field makes that field absent rather than the whole line.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import msgspec
 from msgspec import Struct
+
+from .keys import indexable
 
 TASK_TOOL_NAMES = frozenset({"Task", "Agent"})
 
@@ -133,32 +134,6 @@ def storable_text(value: Any) -> str | None:
         except UnicodeEncodeError:
             value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return value.replace("\x00", "\ufffd") if "\x00" in value else value
-
-
-# A string an index holds whole is at most this long (in UTF-8); a longer one is stored as its
-# start and a SHA-256 of the whole (DESIGN §2.1: any length, never stopping ingest). A btree row
-# holds ~2.7 kB, and an index may hold several such columns (tool_uses: session, agent, path and
-# the transcript's path).
-INDEX_BYTES = 200
-PATH_INDEX_BYTES = 1000  # a transcript's own path: whole up to here, since files sort by it (§2.6)
-_HASHED = "…#"  # between the kept start and the hash
-
-
-def indexable(text: str, limit: int = INDEX_BYTES, keep_start: bool = True) -> str:
-    """`text` whole when an index can hold it, else its first bytes and the SHA-256 of all of it:
-    two different strings still compare different (short of a SHA-256 collision), and equal ones
-    equal, so keys and comparisons keep their meaning."""
-    if len(text) <= limit // 4 or (len(text) <= limit and text.isascii()):
-        return text
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return text
-    digest = hashlib.sha256(data).hexdigest()
-    if not keep_start:
-        # A request key, never shown: escaped keys hold a backslash only before \\, 0 or u, so
-        # this form can never equal a short key.
-        return "\\h" + digest
-    return data[: limit - 80].decode("utf-8", "ignore") + _HASHED + digest
 
 
 def storable_id(value: Any) -> str | None:
