@@ -167,6 +167,18 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- Rebuilding retrod's tables by truncation (as 0003's rollups_truncated) leaves no file: no session
+-- has transcripts then; what the other sources hold goes with their own rows.
+CREATE FUNCTION retrod.files_truncated() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE retrod.session_figures
+    SET transcripts = 0, project_slug = NULL, first_us = NULL, last_us = NULL, has_main = false;
+    DELETE FROM retrod.session_figures WHERE parts = 0 AND calls = 0;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER files_truncated AFTER TRUNCATE ON retrod.files
+    FOR EACH STATEMENT EXECUTE FUNCTION retrod.files_truncated();
+
 CREATE TRIGGER files_inserted AFTER INSERT ON retrod.files
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.files_changed();
 CREATE TRIGGER files_updated AFTER UPDATE ON retrod.files
@@ -254,7 +266,8 @@ DECLARE
     t RECORD;
 BEGIN  -- fired in the bulk path's replica mode too (0011)
     FOR t IN SELECT tgrelid::regclass AS tbl, tgname FROM pg_trigger
-             WHERE tgname IN ('files_inserted', 'files_updated', 'files_deleted', 'session_prices_inserted',
+             WHERE tgname IN ('files_inserted', 'files_updated', 'files_deleted', 'files_truncated',
+                              'session_prices_inserted',
                               'session_prices_updated', 'session_prices_deleted', 'call_agents_inserted',
                               'call_agents_updated', 'call_agents_deleted')
                AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'retrod'::regnamespace)

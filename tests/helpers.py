@@ -77,7 +77,7 @@ _SNAPSHOT = {
                       " FROM retrod.session_prices ORDER BY 1, 2, day, 4, 5",
     "session_figures": "SELECT session_uuid, transcripts, project_slug, first_us, last_us, has_main, parts, requests,"
                        " input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, calls, productive"
-                       " FROM retrod.session_figures ORDER BY 1",
+                       " FROM retrod.session_figures ORDER BY 1, db_role",
     "gap_spans": "SELECT f.path, g.\"offset\", g.session_uuid, g.kind, g.span_start, g.span_end"
                  " FROM retrod.gap_spans g JOIN retrod.files f ON f.id = g.file_id ORDER BY 1, 2",
     "session_tool_calls": "SELECT session_uuid, tool_calls FROM retrod.session_tool_calls ORDER BY 1",
@@ -139,7 +139,7 @@ ROLLUPS_FROM_RAW = {
                        "  count(*) FILTER (WHERE signal IS NULL) AS productive FROM retrod.tool_uses WHERE counted"
                        "  GROUP BY 1, 2) c USING (session_uuid, db_role)"
                        " WHERE coalesce(f.n, 0) > 0 OR coalesce(p.parts, 0) > 0 OR coalesce(c.calls, 0) > 0"
-                       " ORDER BY 1",
+                       " ORDER BY 1, k.db_role",
     "event_minutes": "SELECT session_uuid, minute::text, sum(c), sum(t), sum(h), sum(b) FROM ("
                      " SELECT e.session_uuid, p.minute,"
                      " CASE WHEN e.kind = 'claude' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END c,"
