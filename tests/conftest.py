@@ -19,6 +19,10 @@ from retrod.service.cluster import Cluster
 from retrod.store.migrate import migrate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude-projects"
+
+# The daemons the tests start serve no web UI unless a test asks for one (tests/test_ui*.py): the
+# default port is one per machine, and tests (and other people's) run side by side.
+os.environ.setdefault("RETROD_UI_PORT", "0")
 TEMPLATE_DB = "retrod_template"
 
 

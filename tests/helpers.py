@@ -70,6 +70,14 @@ _SNAPSHOT = {
                        " FROM retrod.request_minutes ORDER BY 1, minute, 3, 4, 5, 6",
     "event_minutes": "SELECT session_uuid, minute::text, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.event_minutes ORDER BY 1, minute",
+    # day::text: 'infinity' (requests without a timestamp), as minute above
+    "session_prices": "SELECT session_uuid, model, day::text, fast, tier_floor, requests, parts,"
+                      " input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,"
+                      " cache_create_5m_tokens, cache_create_1h_tokens"
+                      " FROM retrod.session_prices ORDER BY 1, 2, day, 4, 5",
+    "session_figures": "SELECT session_uuid, transcripts, project_slug, first_us, last_us, has_main, parts, requests,"
+                       " input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, calls, productive"
+                       " FROM retrod.session_figures ORDER BY 1, db_role",
     "gap_spans": "SELECT f.path, g.\"offset\", g.session_uuid, g.kind, g.span_start, g.span_end"
                  " FROM retrod.gap_spans g JOIN retrod.files f ON f.id = g.file_id ORDER BY 1, 2",
     "session_tool_calls": "SELECT session_uuid, tool_calls FROM retrod.session_tool_calls ORDER BY 1",
@@ -104,6 +112,41 @@ ROLLUPS_FROM_RAW = {
                        " FROM retrod.requests r, retrod.request_parts(r) p"
                        " GROUP BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6"
                        " ORDER BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6",
+    # migration 0019: the same parts by day instead of minute, without the agent
+    "session_prices": "SELECT r.session_uuid, p.model, retrod.day_of(retrod.minute_of(r.ts))::text,"
+                      " r.fast, retrod.tier_floor(p.input + p.cache_read + p.cache_create,"
+                      " (SELECT thresholds FROM retrod.price_tiers t WHERE t.db_role = r.db_role)) AS tier,"
+                      " count(*) FILTER (WHERE p.first), count(*), sum(p.input), sum(p.output),"
+                      " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h)"
+                      " FROM retrod.requests r, retrod.request_parts(r) p"
+                      " GROUP BY 1, 2, retrod.day_of(retrod.minute_of(r.ts)), 4, 5"
+                      " ORDER BY 1, 2, retrod.day_of(retrod.minute_of(r.ts)), 4, 5",
+    # migration 0019: a session's files, request parts and counted calls
+    "session_figures": "SELECT k.session_uuid, coalesce(f.n, 0), f.slug, f.first_us, f.last_us,"
+                       " coalesce(f.main, false), coalesce(p.parts, 0), coalesce(p.requests, 0),"
+                       " coalesce(p.i, 0), coalesce(p.o, 0),"
+                       " coalesce(p.cr, 0), coalesce(p.cc, 0), coalesce(c.calls, 0), coalesce(c.productive, 0)"
+                       " FROM (SELECT session_uuid, db_role FROM retrod.files WHERE session_uuid IS NOT NULL"
+                       "  AND kind IN ('main', 'subagent', 'agent_root')"
+                       "  UNION SELECT session_uuid, db_role FROM retrod.requests"
+                       "  UNION SELECT session_uuid, db_role FROM retrod.tool_uses WHERE counted) k"
+                       " LEFT JOIN (SELECT session_uuid, db_role, count(*) AS n,"
+                       "  coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS slug,"
+                       "  min((state ->> 'first_event_us')::bigint) FILTER (WHERE kind = 'main') AS first_us,"
+                       "  max((state ->> 'high_water_us')::bigint) FILTER (WHERE kind = 'main') AS last_us,"
+                       "  bool_or(kind = 'main') AS main FROM retrod.files"
+                       "  WHERE kind IN ('main', 'subagent', 'agent_root') GROUP BY 1, 2) f"
+                       "  USING (session_uuid, db_role)"
+                       " LEFT JOIN (SELECT r.session_uuid, r.db_role, count(*) AS parts,"
+                       "  count(*) FILTER (WHERE p.first) AS requests, sum(p.input) AS i, sum(p.output) AS o,"
+                       "  sum(p.cache_read) AS cr, sum(p.cache_create) AS cc"
+                       "  FROM retrod.requests r, retrod.request_parts(r) p GROUP BY 1, 2) p"
+                       "  USING (session_uuid, db_role)"
+                       " LEFT JOIN (SELECT session_uuid, db_role, count(*) AS calls,"
+                       "  count(*) FILTER (WHERE signal IS NULL) AS productive FROM retrod.tool_uses WHERE counted"
+                       "  GROUP BY 1, 2) c USING (session_uuid, db_role)"
+                       " WHERE coalesce(f.n, 0) > 0 OR coalesce(p.parts, 0) > 0 OR coalesce(c.calls, 0) > 0"
+                       " ORDER BY 1, k.db_role",
     "event_minutes": "SELECT session_uuid, minute::text, sum(c), sum(t), sum(h), sum(b) FROM ("
                      " SELECT e.session_uuid, p.minute,"
                      " CASE WHEN e.kind = 'claude' THEN retrod.interval_us(p.piece_end - p.piece_start) ELSE 0 END c,"

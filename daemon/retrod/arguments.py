@@ -25,7 +25,9 @@ def parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="a session's retrospective (Markdown, saved; or JSON)")
     _session_argument(report)
     _session_option(report)
-    report.add_argument("--format", choices=FORMATS, default="markdown")
+    # html: the web UI's session page as one self-contained file (not answered by the daemon's
+    # fast path, which speaks the first two)
+    report.add_argument("--format", choices=(*FORMATS, "html"), default="markdown")
     report.add_argument("--no-save", action="store_true", help="print only; save no file")
     report.add_argument("--output", type=Path, help="save to this file instead of RETROD_REPORTS_DIR")
     report.add_argument("--close", action="store_true", help="end open phases and the session now")
@@ -98,6 +100,9 @@ def parser() -> argparse.ArgumentParser:
     trends.add_argument("--json", action="store_true")
 
     sub.add_parser("mcp", help="serve retrod's tools to Claude Code over MCP (stdio; needs retrod[mcp])")
+
+    web = sub.add_parser("ui", help="open the daemon's web dashboard (prints its address; needs retrod[ui])")
+    web.add_argument("--no-open", action="store_true", help="print the address only; open no browser")
 
     team = sub.add_parser("team", help="share one PostgreSQL among a team: print (or apply) roles and policies")
     team.add_argument("--member", action="append", default=[], metavar="ROLE",

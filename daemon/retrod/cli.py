@@ -65,7 +65,8 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
             report, text = retrospective.produce(
                 conn, session, close=args.close, output=output, as_json=args.format == "json",
                 reports_dir=None if args.no_save else settings.reports_dir.absolute(),
-                away_after_s=settings.away_after_s, prices=prices, member=args.member)
+                away_after_s=settings.away_after_s, prices=prices, member=args.member,
+                html=_html_page(prices) if args.format == "html" else None)
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
@@ -73,6 +74,17 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
         print(f"retrod: error: {report['not_saved']}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
+
+
+def _html_page(prices):
+    """`report --format html`: the web UI's session page, its assets inline, as one file."""
+    from .report import timeline
+    from .ui import pages
+
+    def render(conn, report: dict) -> str:
+        series = timeline.series(conn, report["session"]["uuid"], prices, report["session"]["member"])
+        return pages.session_page({**report, "timeline": series}, standalone=True)
+    return render
 
 
 def _session(settings: Settings, conn, given: str | None, allow_unknown: bool = False) -> str:
@@ -314,10 +326,52 @@ def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
     return serve(settings)
 
 
+def _cmd_ui(settings: Settings, args: argparse.Namespace) -> int:
+    from . import ui
+    from .ui import client, secret
+
+    if not ui.installed():
+        raise UiError(ui.INSTALL_HINT)
+    if settings.ui_port == 0:
+        raise UiError("the web UI is off (RETROD_UI_PORT=0): set RETROD_UI_PORT to a port (default 8377) "
+                      "and restart the daemon")
+    token = secret.read(settings.data_dir)
+    if token is None or client.serving(settings.ui_port, token) is None:
+        print(f"retrod: error: no daemon serves the web UI on 127.0.0.1:{settings.ui_port} for "
+              f"{settings.data_dir}: start it with `retrod run` (or `retrod service install`)", file=sys.stderr)
+        return EXIT_FAILURE
+    address = secret.url(settings.ui_port, token)
+    print(address)
+    if not args.no_open:
+        opened = _open_browser(address)
+        print("opened in your browser" if opened else "no browser here to open: open the address above",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def _open_browser(address: str) -> bool:
+    """A graphical browser only: on Linux without a display, webbrowser would start a text browser
+    (lynx, w3m) in this terminal."""
+    import os
+    import webbrowser
+
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return False
+    try:
+        return webbrowser.open(address)
+    except webbrowser.Error:
+        return False
+
+
+class UiError(RuntimeError):
+    """`retrod ui` cannot work as set up: the user's to fix (exit 2)."""
+
+
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
             "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "trends": _cmd_trends,
             "brief": _cmd_brief, "hooks": _cmd_hooks, "skills": _cmd_skills, "team": _cmd_team, "mcp": _cmd_mcp,
-            "statusline": _cmd_statusline, "service": _cmd_service, "status": _cmd_status, "doctor": _cmd_doctor}
+            "statusline": _cmd_statusline, "ui": _cmd_ui, "service": _cmd_service, "status": _cmd_status,
+            "doctor": _cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,7 +389,8 @@ def execute(args: argparse.Namespace) -> int:
         logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
     except (tracking.TrackingError, skills.SkillsError, resolve.SessionError, retrospective.OutputError,
-            TeamError, MemberError, trends.TrendsError, SettingsError, statusline_install.StatuslineError) as exc:
+            TeamError, MemberError, trends.TrendsError, SettingsError, statusline_install.StatuslineError,
+            UiError) as exc:
         return _fail(args, exc, EXIT_USAGE)
     except pydantic.ValidationError as exc:
         problems = "; ".join(

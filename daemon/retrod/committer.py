@@ -62,9 +62,13 @@ class Committer:
     does not hold back the others; a database that is away stops every lane, and `close` raises
     that error in the caller's thread."""
 
-    def __init__(self, store: Store, lanes: int = 1, bulk: bool = False) -> None:
+    def __init__(self, store: Store, lanes: int = 1, bulk: bool = False,
+                 on_commit: Callable[[set[str]], None] | None = None) -> None:
         self.store = store
         self.bulk = bulk  # Store.commit's
+        # Told the sessions whose files each transaction committed, right after it commits (the
+        # web UI's live page: the daemon sees every line first, so no one polls the database).
+        self.on_commit = on_commit
         self.committed = Committed()
         self._lock = threading.Lock()  # committed, _failed and _error, shared by the lanes
         self._error: BaseException | None = None
@@ -150,6 +154,7 @@ class Committer:
                     for pending in batch:
                         self.committed.add(pending)
                         ingested(pending.path)
+                self._told(batch)
                 return
         for pending in batch:
             self._commit_alone(pending)
@@ -170,6 +175,15 @@ class Committer:
             with self._lock:
                 self.committed.add(pending)
             ingested(pending.path)
+            self._told([pending])
+
+    def _told(self, committed: list[Pending]) -> None:
+        sessions = {p.session for p in committed if p.session is not None and (p.lines or p.meta is not None)}
+        if sessions and self.on_commit is not None:
+            try:
+                self.on_commit(sessions)
+            except Exception as exc:  # noqa: BLE001 - a listener's fault never stops the ingest
+                log.warning("commit listener failed", error=f"{type(exc).__name__}: {exc}")
 
     def _raced(self, pending: Pending) -> None:
         """Another ingester committed the file first (a report brought its session up to date

@@ -6,7 +6,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import structlog
 import watchfiles
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from . import ui
 from .brief import answer as brief_answer
 from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester, ScanStats
 from .progress import Progress
@@ -39,6 +41,7 @@ _NATIVE, _POLLING, _SCANS_ONLY = "native", "polling", "scans only"
 SCANS_ONLY_EVERY_S = 5.0
 SCAN_SHARE_MAX = 50  # the wait after a scan is at least this many times the scan's own time
 RETRY_BEST_AFTER_S = 600.0  # a watcher that failed is tried again after this long
+UI_CONNECTIONS = 2  # the web UI's pages and its live figures, beside the report server's
 
 
 class AlreadyRunning(RuntimeError):
@@ -88,8 +91,8 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
         if not taken:
             raise AlreadyRunning(f"another `retrod run` is using {settings.data_dir}")
         try:
-            # The bulk path's lanes, the scan's own statements, the report server's requests
-            with open_pool(settings, owner=True, max_size=BULK_LANES + 3) as pool:
+            # The bulk path's lanes, the scan's own statements, the report server's requests, the web UI
+            with open_pool(settings, owner=True, max_size=BULK_LANES + 3 + UI_CONNECTIONS) as pool:
                 with pool.connection() as conn:  # before the catch-up sums requests by price tier
                     prices.store_tiers(conn)
 
@@ -104,10 +107,31 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
                 if once:
                     _scan(ingester, "caught up")
                 else:
-                    with ReportServer(pool, settings, {"brief": lambda request: brief_answer(pool, settings, request)}):
+                    with _web_ui(pool, settings) as publish, ReportServer(
+                            pool, settings, {"brief": lambda request: brief_answer(pool, settings, request)},
+                            on_commit=publish):
+                        ingester.on_commit = publish  # the live page hears of each commit
                         _follow(ingester, settings, stop, systemd)
         finally:
             notify("STOPPING=1")
+
+
+@contextmanager
+def _web_ui(pool, settings: Settings) -> Iterator[Callable[[set[str]], None] | None]:
+    """The web UI (`retrod ui`) while the daemon follows; yields what tells its live page of each
+    commit, or None when it is off (said once, here)."""
+    if settings.ui_port == 0:
+        log.info("web UI off (RETROD_UI_PORT=0)")
+        yield None
+        return
+    if not ui.installed():
+        log.info(f"web UI off: {ui.INSTALL_HINT}")
+        yield None
+        return
+    from .ui.server import UiServer  # Starlette and uvicorn: only now
+
+    with UiServer(pool, settings) as server:
+        yield server.publish if server.hub is not None else None
 
 
 def _log_stats(event: str, stats: ScanStats, started: float) -> None:

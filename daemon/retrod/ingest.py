@@ -138,11 +138,13 @@ class Ingester:
 
     def __init__(self, store: Store, roots: Iterable[Path], batch_bytes: int = 4 << 20,
                  interrupted: Callable[[], bool] = _never, progress: Progress | None = None,
-                 bulk_from: int | None = None) -> None:
+                 bulk_from: int | None = None, on_commit: Callable[[set[str]], None] | None = None) -> None:
         """`interrupted` is asked between files and batches: True stops the work in hand, which
         is safe at any batch boundary (each batch commits with its offsets). `progress` hears
-        where a scan stands, between files and chunks."""
+        where a scan stands, between files and chunks. `on_commit` hears the sessions whose
+        lines each transaction committed, on the committing thread (Committer)."""
         self.store = store
+        self.on_commit = on_commit
         self.progress = progress
         self._scanning = False  # the round in hand is a scan: its chunks tell `progress`
         self._files_done = 0
@@ -268,7 +270,7 @@ class Ingester:
     def _round(self, bulk: bool = False) -> Iterator[ScanStats]:
         stats = ScanStats()
         self._batch_limit = max(self.batch_bytes, BULK_BATCH_BYTES) if bulk else self.batch_bytes
-        committer = self._committer = Committer(self.store, BULK_LANES if bulk else 1, bulk)
+        committer = self._committer = Committer(self.store, BULK_LANES if bulk else 1, bulk, self.on_commit)
         try:
             yield stats
             self._submit()

@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     batch_bytes: int = Field(4 << 20, ge=4096, description="bytes of a file folded per transaction")
     pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries for the private cluster")
     pg_os_user: str = Field("postgres", description="OS user that runs the private cluster when retrod runs as root")
+    ui_port: int = Field(8377, ge=0, le=65535,
+                         description="the daemon's web UI on 127.0.0.1 (`retrod ui`); 0 turns it off")
 
     @field_validator("prices", mode="before")
     @classmethod

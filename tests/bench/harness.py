@@ -86,19 +86,20 @@ def retrod_env(projects: Path, data: Path, database_url: str | None = None) -> d
     Code settings."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("RETROD_", "CLAUDE_CODE_")) and k != "CLAUDE_CONFIG_DIR"}
+    # No web UI (its default port is one per machine) unless a benchmark asks for it (web_ui.py).
     env.update(RETROD_PROJECTS_DIR=str(projects), RETROD_DATA_DIR=str(data),
-               RETROD_REPORTS_DIR=str(data / "reports"), RETROD_LOG_LEVEL="INFO")
+               RETROD_REPORTS_DIR=str(data / "reports"), RETROD_LOG_LEVEL="INFO", RETROD_UI_PORT="0")
     if database_url:
         env["RETROD_DATABASE_URL"] = database_url
     return env
 
 
 @contextmanager
-def daemon(url: str, projects: Path, data: Path) -> Iterator[subprocess.Popen]:
-    """`retrod run` on `projects`, against the database at `url`; stopped (SIGTERM) on exit.
-    Its log (JSON lines) goes to `data/daemon.log`."""
+def daemon(url: str, projects: Path, data: Path, **settings: str) -> Iterator[subprocess.Popen]:
+    """`retrod run` on `projects`, against the database at `url`, with these RETROD_* `settings`
+    besides; stopped (SIGTERM) on exit. Its log (JSON lines) goes to `data/daemon.log`."""
     data.mkdir(parents=True, exist_ok=True)
-    env = retrod_env(projects, data, url)
+    env = {**retrod_env(projects, data, url), **settings}
     with (data / "daemon.log").open("w") as log:
         process = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stderr=log,
                                    stdout=subprocess.DEVNULL)

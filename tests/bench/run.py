@@ -36,6 +36,7 @@ import report_latency
 import soak
 import statusline
 import trends_brief
+import web_ui
 from peers import find_ccusage
 
 
@@ -107,8 +108,14 @@ TARGETS: list[Target] = [
     ("soak: open files, end − after the warm-up", lambda r: r["soak"]["fds_end"] - r["soak"]["fds_warm"], "<=", 2),
     ("soak: bytes written but not ingested", lambda r: r["soak"]["bytes_not_ingested"], "<=", 0),
     ("soak: errors logged", lambda r: r["soak"]["errors_logged"], "<=", 0),
+    ("web UI: slowest API answer over 10,000 sessions and ~1 GB, server time p95 (ms)",
+     lambda r: r["ui"]["api_p95_ms_max"], "<=", 100),
+    ("web UI: slowest page's first render in Chromium (ms)", lambda r: r["ui"].get("render_ms_max"), "<=", 1000),
+    ("web UI: live page, a line written to its figures moving, p95 (ms)",
+     lambda r: r["ui"]["live"]["p95_ms"] if "live" in r["ui"] else None, "<=", 2000),
 ]
-BENCHMARKS = ("backfill", "newest", "report", "commands", "mcp", "statusline", "trends", "live", "idle", "soak")
+BENCHMARKS = ("backfill", "newest", "report", "commands", "mcp", "statusline", "trends", "live", "idle", "soak",
+              "ui")
 NIGHTLY_SOAK_S = 3600
 
 
@@ -167,6 +174,7 @@ def main() -> None:
             ("live", lambda: live_latency.run(scratch, 20 if args.smoke else 300)),
             ("idle", lambda: idle_cost.run(scratch, 200 if args.smoke else 10_000, 5 if args.smoke else 60)),
             ("soak", lambda: soak.run(scratch, soak_s)),
+            ("ui", lambda: web_ui.run(scratch, args.smoke)),
         ]
         for name, step in steps:
             if name in only:
@@ -187,7 +195,7 @@ def main() -> None:
             ("statusline", "Status line:", statusline.table),
             ("trends", "Trends and the brief's hook:", trends_brief.table),
             ("live", "Live latency:", live_latency.table), ("idle", "Idle cost:", idle_cost.table),
-            ("soak", "Soak:", soak.table)):
+            ("soak", "Soak:", soak.table), ("ui", "Web UI:", web_ui.table)):
         if name in results:
             lines += ["", title, "", *table(results[name])]
     lines += ["", "Targets:", "", "| target | measured | |", "|---|---:|---|"]

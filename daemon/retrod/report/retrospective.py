@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 from psycopg import Connection
@@ -55,9 +56,10 @@ def check_output(output: Path | None) -> None:
 def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
             reports_dir: Path | None = None, as_json: bool = False,
             away_after_s: float = model.AWAY_AFTER_S, prices: Prices = DEFAULT,
-            member: str | None = None) -> tuple[dict, str]:
+            member: str | None = None, html: Callable[[Connection, dict], str] | None = None) -> tuple[dict, str]:
     """Build the report and save it to `output`, else into `reports_dir` (None for both: not saved).
-    `prices`: what its estimated costs use; `member`: a team's member whose session it is. The
+    `prices`: what its estimated costs use; `member`: a team's member whose session it is; `html`:
+    renders it as a page instead of Markdown or JSON (`--format html`: the web UI's). The
     report says where it was saved (`saved_to`), or why it could not be saved into `reports_dir`
     (`not_saved`).
 
@@ -84,8 +86,12 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
                 **{f: min(summary["tokens"]["total"][f], INT_MAX) for f in model.TOKEN_FIELDS},
                 "claude_s": summary["claude_s"], "tool_s": summary["tool_s"], "human_s": summary["human_s"],
             })
-        text = json.dumps(report, indent=2) + "\n" if as_json else markdown.render(report)
-        path = output or (reports_dir / file_name(report, "json" if as_json else "md") if reports_dir else None)
+        if html is not None:
+            text = html(conn, report)
+        else:
+            text = json.dumps(report, indent=2) + "\n" if as_json else markdown.render(report)
+        extension = "html" if html else "json" if as_json else "md"
+        path = output or (reports_dir / file_name(report, extension) if reports_dir else None)
         if path is not None:
             not_saved = _save(path, text, given=output is not None)
             # For the caller (after the text is made: the saved file itself does not say)

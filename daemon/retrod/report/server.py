@@ -40,10 +40,12 @@ class ReportServer:
     and the commands of `others` (command name → what answers its request)."""
 
     def __init__(self, pool: ConnectionPool, settings: Settings,
-                 others: Mapping[str, Callable[[dict[str, str]], Answer]] | None = None) -> None:
+                 others: Mapping[str, Callable[[dict[str, str]], Answer]] | None = None,
+                 on_commit: Callable[[set[str]], None] | None = None) -> None:
         self.pool = pool
         self.settings = settings
         self.others = dict(others or {})
+        self.on_commit = on_commit  # the lines a report reads first reach the live page too
         self.path = settings.data_dir / SOCKET_NAME
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         # What each session's status line last reported, as kept: most renders bring nothing new
@@ -101,7 +103,8 @@ class ReportServer:
                     request.get("session"), roots=roots, known=lambda p: model.known_sessions(conn, p),
                     cwd=Path(request["cwd"]) if request.get("cwd") else None, pid=int(request["pid"]),
                     env={k: request[k] for k in (resolve.ENV_VAR, "CLAUDE_CONFIG_DIR") if k in request})
-            Ingester(Store(self.pool, self.settings.host_id), roots, self.settings.batch_bytes).refresh(found.uuid)
+            Ingester(Store(self.pool, self.settings.host_id), roots, self.settings.batch_bytes,
+                     on_commit=self.on_commit).refresh(found.uuid)
             with self.pool.connection() as conn:
                 report, text = retrospective.produce(
                     conn, found.uuid, close=bool(request.get("close")), output=output,

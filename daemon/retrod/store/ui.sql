@@ -1,0 +1,189 @@
+-- `retrod ui`, the web dashboard (issue 23): its session list, a session's timeline, the live
+-- page. Read-only, from the rollups: no statement here scans requests, events or calls.
+
+-- The price groups the stored sessions hold (session_prices, migration 0019), in the order of
+-- their days: the list prices each once (report/prices.py), then sums them per session below.
+-- (The day as text: 'infinity', requests without a timestamp, is no Python date.)
+-- name: ui_price_keys
+SELECT model, fast, tier_floor, day::text AS day
+FROM (SELECT DISTINCT model, fast, tier_floor, day FROM retrod.session_prices) g
+ORDER BY model, fast, tier_floor, g.day;
+
+-- The list's choices: the projects and models there are.
+-- name: ui_projects
+SELECT DISTINCT slug FROM retrod.files
+WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
+
+-- name: ui_models
+SELECT DISTINCT model FROM retrod.session_prices WHERE model <> '' AND parts > 0 ORDER BY 1;
+
+-- Every session (one per member, §3) with its figures, filtered, sorted and paged, with how many
+-- match (`total`): one row each from session_figures (migration 0019). Start and end are its main
+-- transcripts' first event and high-water mark, as `retrod sessions` reads them (for a session
+-- with requests and no such event, its requests' span, as the report dates it: two index lookups,
+-- for those few). Sorted by cost, each session's price groups (session_prices) are summed at the rates
+-- given (`rates`, JSON: USD per token of each kind and per part, by model, fast, tier and a span
+-- of days with one price, as report/prices.py prices a group; null: no price known; ui/data.py),
+-- in doubles: the page's own rows are priced again exactly, as the report prices them (ui/data.py,
+-- from ui_session_groups). A group with no tokens costs nothing, priced or not, as in the report;
+-- a session's cost is null only when something could not be priced and nothing could.
+-- `sessions`: only these (the live page), else every one. The sort handles narrow rows (a
+-- session's key and the figure it is ordered by); what the page shows is looked up for its rows
+-- alone, after the limit.
+-- name: ui_sessions
+WITH rates AS MATERIALIZED (  -- read once, typed
+    SELECT m AS model, f AS fast, t AS tier_floor, d0 AS first_day, d1 AS last_day, i AS input, o AS output,
+           cr AS cache_read, c5 AS cache_5m, c1 AS cache_1h, p AS part
+    FROM json_to_recordset(%(rates)s::json) AS r(m text, f bool, t bigint, d0 date, d1 date, i float8, o float8,
+                                                cr float8, c5 float8, c1 float8, p float8)
+), cost AS (  -- only when sorting by it
+    SELECT g.session_uuid, g.db_role,
+           sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
+               + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
+               + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
+               + g.parts * r.part) FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
+           coalesce(bool_or(r.input IS NOT NULL) FILTER (WHERE used), false) AS priced_any,
+           coalesce(bool_or(r.input IS NULL) FILTER (WHERE used), false) AS unpriced_any,
+           bool_or(r.model IS NULL) AS unrated  -- a group the rates given do not cover
+    FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens > 0 AS used
+          FROM retrod.session_prices
+          WHERE %(sort)s = 'cost' AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))) g
+    LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
+                     AND g.day BETWEEN r.first_day AND r.last_day
+    GROUP BY g.session_uuid, g.db_role
+), u AS (
+    SELECT u.id, u.session_uuid, coalesce(to_jsonb(u) ->> 'db_role', current_user) AS db_role, u.description
+    FROM public.cc_sessions u
+    WHERE %(sessions)s::text[] IS NULL OR u.session_uuid = ANY(%(sessions)s::text[])
+), matching AS (  -- narrow rows: what filters and orders, no more (they go through the sort)
+    SELECT s.session_uuid, s.db_role, t.first_us,
+           CASE %(sort)s WHEN 'start' THEN t.first_us::float8
+                         WHEN 'cost' THEN CASE WHEN c.session_uuid IS NULL THEN 0 ELSE c.usd END  -- (no tokens: 0)
+                         WHEN 'tokens' THEN (s.input_tokens + s.output_tokens + s.cache_read_tokens
+                                             + s.cache_create_tokens)::float8
+                         WHEN 'wall' THEN coalesce(s.last_us - s.first_us, 0)::float8
+                         WHEN 'efficiency' THEN s.productive::float8 / nullif(s.calls, 0) END AS sort_key,
+           coalesce(c.unrated, false) AS unrated
+    FROM retrod.session_figures s
+    CROSS JOIN LATERAL (SELECT
+        CASE WHEN s.first_us IS NOT NULL OR s.parts = 0 THEN s.first_us
+             ELSE (SELECT retrod.ts_to_us(min(r.ts)) FROM retrod.requests r
+                   WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END AS first_us) t
+    LEFT JOIN (SELECT session_uuid, db_role, unrated,
+                      CASE WHEN unpriced_any AND NOT priced_any THEN NULL ELSE coalesce(usd, 0) END AS usd
+               FROM cost) c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
+    WHERE s.transcripts > 0
+      AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
+      AND (%(project)s::text IS NULL OR s.project_slug = %(project)s::text)
+      AND (%(model)s::text IS NULL OR EXISTS (
+          SELECT FROM retrod.session_prices g
+          WHERE g.session_uuid = s.session_uuid AND g.db_role = s.db_role AND g.model = %(model)s::text
+            AND g.parts > 0))
+      AND (%(search)s::text IS NULL OR s.session_uuid LIKE %(prefix)s::text OR s.project_slug ILIKE %(search)s::text
+           OR EXISTS (SELECT FROM u WHERE u.session_uuid = s.session_uuid AND u.db_role = s.db_role
+                                      AND u.description ILIKE %(search)s::text))
+      AND (%(since)s::timestamptz IS NULL OR t.first_us >= retrod.ts_to_us(%(since)s::timestamptz))
+      AND (%(until)s::timestamptz IS NULL OR t.first_us < retrod.ts_to_us(%(until)s::timestamptz))
+), page AS (
+    -- `stale_rates`: a group stored since the rates were read (a new day, a new model): read again
+    SELECT matching.*, count(*) OVER () AS total, bool_or(unrated) OVER () AS stale_rates
+    FROM matching
+    ORDER BY CASE WHEN %(desc)s THEN sort_key END DESC NULLS LAST,
+             CASE WHEN NOT %(desc)s THEN sort_key END ASC NULLS LAST, first_us DESC NULLS LAST,
+             session_uuid, db_role
+    LIMIT %(limit)s OFFSET %(offset)s
+)
+SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, page.total, page.stale_rates,
+       retrod.us_to_ts(page.first_us) AS started_at,
+       retrod.us_to_ts(CASE WHEN s.last_us IS NOT NULL OR s.parts = 0 THEN s.last_us
+                            ELSE (SELECT retrod.ts_to_us(max(r.ts)) FROM retrod.requests r
+                                  WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END) AS ended_at,
+       round(coalesce(s.last_us - s.first_us, 0) / 1e6, 3)::float AS wall_s,
+       s.requests, s.input_tokens AS input, s.output_tokens AS output, s.cache_read_tokens AS cache_read,
+       s.cache_create_tokens AS cache_create,
+       s.input_tokens + s.output_tokens + s.cache_read_tokens + s.cache_create_tokens AS total_tokens,
+       s.calls AS tool_calls, s.productive::float / nullif(s.calls, 0) AS efficiency,
+       u.id AS user_session_id, u.description,
+       (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
+                FILTER (WHERE f.kind = 'main' AND f.state ? 'cwd'))[1]
+        FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role) AS project_path,
+       (SELECT count(*) FROM public.cc_session_phases ph WHERE ph.session_id = u.id) AS phases
+FROM page
+JOIN retrod.session_figures s ON s.session_uuid = page.session_uuid AND s.db_role = page.db_role
+LEFT JOIN u ON u.session_uuid = s.session_uuid AND u.db_role = s.db_role
+ORDER BY CASE WHEN %(desc)s THEN page.sort_key END DESC NULLS LAST,
+         CASE WHEN NOT %(desc)s THEN page.sort_key END ASC NULLS LAST, page.first_us DESC NULLS LAST,
+         page.session_uuid, page.db_role;
+
+-- The price groups of the list's page (`sessions`, `members`: pairs), priced by report/prices.py
+-- as a report prices its session's (session_tokens_by_model).
+-- name: ui_session_groups
+SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NULL ELSE g.day END AS day, g.fast,
+       g.tier_floor, g.parts, g.input_tokens AS input, g.output_tokens AS output, g.cache_read_tokens AS cache_read,
+       g.cache_create_tokens AS cache_create, g.cache_create_5m_tokens AS cache_create_5m,
+       g.cache_create_1h_tokens AS cache_create_1h
+FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
+JOIN retrod.session_prices g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
+
+-- Sessions with transcript time in the last hour (as `retrod status` counts them), the most
+-- recent first, at most `limit`: the live page's first rows. Not later than a few minutes from
+-- now: a line stamped in the future is a wrong clock, not activity.
+-- name: ui_active_sessions
+SELECT session_uuid FROM (
+    SELECT session_uuid, minute FROM retrod.event_minutes
+    WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute < now() + interval '5 minutes'
+    UNION ALL
+    SELECT session_uuid, minute FROM retrod.request_minutes
+    WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute < now() + interval '5 minutes'
+) m
+GROUP BY session_uuid ORDER BY max(minute) DESC, session_uuid LIMIT %(limit)s;
+
+-- A session's timeline: per minute, its requests and tokens (all agents; the compaction agents'
+-- output apart), and their cost: each price group at the rates given (`rates`, as ui_sessions
+-- reads them; report/rates.py), in doubles. `unpriced`: tokens no price knows; `unrated`: a group
+-- the rates given do not cover (read them again).
+-- name: ui_timeline_minutes
+WITH rates AS MATERIALIZED (
+    SELECT m AS model, f AS fast, t AS tier_floor, d0 AS first_day, d1 AS last_day, i AS input, o AS output,
+           cr AS cache_read, c5 AS cache_5m, c1 AS cache_1h, p AS part
+    FROM json_to_recordset(%(rates)s::json) AS r(m text, f bool, t bigint, d0 date, d1 date, i float8, o float8,
+                                                cr float8, c5 float8, c1 float8, p float8)
+)
+SELECT g.minute, sum(g.requests)::bigint AS requests, sum(g.input_tokens)::bigint AS input,
+       sum(g.output_tokens)::bigint AS output, sum(g.cache_read_tokens)::bigint AS cache_read,
+       sum(g.cache_create_tokens)::bigint AS cache_create,
+       coalesce(sum(g.output_tokens) FILTER (WHERE starts_with(g.agent, 'acompact')), 0)::bigint AS compaction_output,
+       coalesce(sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
+                    + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
+                    + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
+                    + g.parts * r.part) FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
+       coalesce(bool_or(g.used AND r.input IS NULL), false) AS unpriced,
+       coalesce(bool_or(r.model IS NULL), false) AS unrated
+FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens > 0 AS used
+      FROM retrod.request_minutes
+      WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute <> 'infinity') g
+LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
+                 AND retrod.day_of(g.minute) BETWEEN r.first_day AND r.last_day
+GROUP BY g.minute
+ORDER BY g.minute;
+
+-- When each counted compaction happened: a compact_boundary line has no timestamp of its own
+-- (migration 0014), so the first timestamped line after it in its file tells.
+-- name: ui_compactions
+SELECT (SELECT n.ts FROM retrod.events n
+        WHERE n.file_id = e.file_id AND n."offset" > e."offset" AND n.ts IS NOT NULL
+        ORDER BY n."offset" LIMIT 1) AS at
+FROM retrod.events e
+WHERE e.session_uuid = %(session)s AND e.db_role = %(member)s AND e.ts IS NULL AND e.compaction AND e.counted
+ORDER BY 1 NULLS LAST;
+
+-- A session's tool calls flagged by a waste signal (DESIGN §2.6), per minute: the timeline marks
+-- where waste happened.
+-- name: ui_timeline_waste
+SELECT minute, sum(sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
+                   + re_read)::bigint AS flagged
+FROM retrod.call_minutes
+WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute <> 'infinity'
+GROUP BY minute HAVING sum(sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
+                           + re_read) > 0
+ORDER BY minute;

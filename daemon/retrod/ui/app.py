@@ -1,0 +1,290 @@
+"""The web UI's Starlette app: the routes, and the guard every request passes first.
+
+Read-only: GET routes only, and none writes (the Markdown download renders the report; it does
+not save it or fill the user's tables as `retrod report` does). The guard: the Host header must
+name the loopback address or `localhost` with this port (a DNS-rebinding page names its own host),
+and every request must carry the per-user token, as `?token=` (the URL `retrod ui` prints) or as
+the cookie a first request with it sets (HttpOnly, SameSite=Strict). No CORS headers: another
+origin's page can neither read an answer nor send the cookie.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from hmac import compare_digest
+from importlib.metadata import version
+from urllib.parse import quote, urlencode
+
+import psycopg
+from psycopg_pool import ConnectionPool
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders, QueryParams
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..report import markdown
+from ..report.prices import Prices, PricesError
+from ..report.prices import load as load_prices
+from ..settings import Settings
+from ..store.members import MemberError
+from . import data, pages
+from .hub import Hub
+
+KEEPALIVE_S = 15.0  # a comment line on a quiet event stream, so that idle connections stay open
+# Pages may run their own scripts and styles only (the chart's bars are sized in style attributes).
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+
+
+class NotFound(LookupError):
+    pass
+
+
+def cookie_name(port: int) -> str:
+    """Per port: cookies ignore ports, and two users' UIs on one machine must not overwrite each other's."""
+    return f"retrod_ui_{port}"
+
+
+def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: Hub) -> Starlette:
+    def prices() -> Prices:
+        return load_prices(settings.prices)  # read per request, as each report reads it
+
+    @contextmanager
+    def connection() -> Iterator[psycopg.Connection]:
+        with pool.connection() as conn:
+            yield conn
+
+    def resolved(conn: psycopg.Connection, uuid: str) -> str:
+        found = data.find(conn, uuid)
+        if uuid in found:
+            return uuid
+        if len(found) != 1:
+            raise NotFound(f"no session {uuid}" if not found else f"{uuid} names several sessions")
+        return found[0]
+
+    def session_report(request: Request) -> tuple[str, dict]:
+        uuid = request.path_params["uuid"]
+        with connection() as conn:
+            full = resolved(conn, uuid)
+            return full, data.session(conn, full, settings.away_after_s, prices(), request.query_params.get("member"))
+
+    def sessions_page(request: Request) -> Response:
+        query = data.SessionQuery.parse(request.query_params)
+        with connection() as conn:
+            listing = data.sessions(conn, query, prices())
+            choices = data.choices(conn)
+        return HTMLResponse(pages.sessions_page(listing, choices, query))
+
+    def sessions_api(request: Request) -> Response:
+        query = data.SessionQuery.parse(request.query_params)
+        with connection() as conn:
+            return JSONResponse(data.sessions(conn, query, prices()))
+
+    def session_page(request: Request) -> Response:
+        uuid, report = session_report(request)
+        if uuid != request.path_params["uuid"]:  # a uuid's start: the page's own address
+            return RedirectResponse(f"/sessions/{quote(uuid)}", 303)
+        return HTMLResponse(pages.session_page(report))
+
+    def session_api(request: Request) -> Response:
+        _uuid, report = session_report(request)
+        return JSONResponse(report)
+
+    def session_markdown(request: Request) -> Response:
+        _uuid, report = session_report(request)
+        return Response(markdown.render(report), media_type="text/markdown; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{_file(report, "md")}"'})
+
+    def session_html(request: Request) -> Response:
+        _uuid, report = session_report(request)
+        return HTMLResponse(pages.session_page(report, standalone=True),
+                            headers={"Content-Disposition": f'attachment; filename="{_file(report, "html")}"'})
+
+    def live_page(_request: Request) -> Response:
+        with connection() as conn:
+            return HTMLResponse(pages.live_page(data.live(conn, None, prices())))
+
+    def live_api(_request: Request) -> Response:
+        with connection() as conn:
+            return JSONResponse({"sessions": data.live(conn, None, prices())})
+
+    def ping(_request: Request) -> Response:
+        return JSONResponse({"retrod": version("retrod")})
+
+    async def events(request: Request) -> Response:
+        queue = hub.subscribe()
+
+        async def stream() -> AsyncIterator[str]:
+            try:
+                yield "retry: 1000\n: following\n\n"
+                while True:
+                    try:
+                        text = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                    except TimeoutError:
+                        yield ": keep-alive\n\n"
+                        continue
+                    if text is None:  # the server is stopping
+                        return
+                    yield f"event: figures\ndata: {text}\n\n"
+            finally:
+                hub.unsubscribe(queue)
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await hub.start()
+        try:
+            yield
+        finally:
+            await hub.stop()
+
+    routes = [
+        Route("/", _errors(sessions_page, html=True)),
+        Route("/live", _errors(live_page, html=True)),
+        Route("/sessions/{uuid}", _errors(session_page, html=True)),
+        Route("/sessions/{uuid}/report.md", _errors(session_markdown, html=True)),
+        Route("/sessions/{uuid}/report.html", _errors(session_html, html=True)),
+        Route("/api/ping", ping),
+        Route("/api/sessions", _errors(sessions_api)),
+        Route("/api/sessions/{uuid}", _errors(session_api)),
+        Route("/api/live", _errors(live_api)),
+        Route("/api/events", events),
+        Mount("/static", StaticFiles(packages=[("retrod.ui", "static")]), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[])  # the guard wraps it (guarded)
+
+
+def live_figures(pool: ConnectionPool, settings: Settings) -> Callable[[set[str]], str]:
+    """What the hub sends every live page when sessions change: their rows, and each row as the
+    page shows it (rendered once here, not by each page's script)."""
+    def figures(sessions: set[str]) -> str:
+        with pool.connection() as conn:
+            rows = data.live(conn, sessions, load_prices(settings.prices))
+        return json.dumps({"sessions": rows, "rows_html": {row["uuid"]: pages.live_row(row) for row in rows}},
+                          separators=(",", ":"))
+    return figures
+
+
+def _file(report: dict, extension: str) -> str:
+    session = report["session"]
+    return f"{(session['started_at'] or 'undated')[:10]}-{session['uuid'][:8]}.{extension}"
+
+
+def _errors(endpoint: Callable[[Request], Response], html: bool = False) -> Callable[[Request], Response]:
+    """A refused request as one clear sentence: 400 for a parameter that is not one, 404 for no
+    such session, 503 when the database is away (the page says so; the daemon retries)."""
+    def guarded(request: Request) -> Response:
+        try:
+            return endpoint(request)
+        except (data.QueryError, MemberError, PricesError) as exc:
+            return _refusal(400, str(exc), html)
+        except NotFound as exc:
+            return _refusal(404, str(exc), html)
+        except psycopg.Error as exc:
+            return _refusal(503, f"the database is not reachable ({' '.join(str(exc).split())}); try again", html)
+    return guarded
+
+
+def _refusal(status: int, message: str, html: bool) -> Response:
+    if html:
+        return HTMLResponse(pages.error_page(status, message), status_code=status)
+    return JSONResponse({"error": message}, status_code=status)
+
+
+class Guard:
+    """Host check, then the token (query or cookie), then the app; security headers on every answer."""
+
+    def __init__(self, app: ASGIApp, token: str, port: int) -> None:
+        self.app = app
+        self.token = token
+        self.port = port
+        self.cookie = cookie_name(port)
+        self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan
+            await self.app(scope, receive, send)
+            return
+        conn = HTTPConnection(scope)
+        send = _headers(send, time.perf_counter())
+        host = (conn.headers.get("host") or "").lower()
+        if host not in self.hosts:
+            await PlainTextResponse(f"403: this server answers only at http://127.0.0.1:{self.port}/ "
+                                    f"(the Host header named {host or 'nothing'})\n", 403)(scope, receive, send)
+            return
+        given = conn.query_params.get("token")
+        if given is not None:
+            if not compare_digest(given.encode(), self.token.encode()):
+                await self._refuse(scope, receive, send, "the token in the address is not this user's")
+                return
+            if scope["method"] in ("GET", "HEAD") and not scope["path"].startswith("/api/"):
+                # A page: the same address without the token (out of the history and the address
+                # bar), the token kept in the cookie from here on.
+                rest = QueryParams([(k, v) for k, v in conn.query_params.multi_items() if k != "token"])
+                target = scope["path"] + (f"?{urlencode(list(rest.multi_items()))}" if rest else "")
+                response: Response = RedirectResponse(target, 303)
+                self._set_cookie(response)
+                await response(scope, receive, send)
+                return
+            await self.app(scope, receive, self._with_cookie(send))
+            return
+        if compare_digest(conn.cookies.get(self.cookie, "").encode(), self.token.encode()):
+            await self.app(scope, receive, send)
+            return
+        await self._refuse(scope, receive, send, "no token")
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, why: str) -> None:
+        await PlainTextResponse(f"401: {why}. Open the address `retrod ui` prints: it carries your token.\n",
+                                401)(scope, receive, send)
+
+    def _set_cookie(self, response: Response) -> None:
+        response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
+
+    def _with_cookie(self, send: Send) -> Send:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                holder = Response()
+                self._set_cookie(holder)
+                headers = MutableHeaders(scope=message)
+                for key, value in holder.raw_headers:
+                    if key == b"set-cookie":
+                        headers.append("set-cookie", value.decode("latin-1"))
+            await send(message)
+        return sending
+
+
+def _headers(send: Send, started: float) -> Send:
+    """Headers every answer carries: no sniffing, no framing, no referrer, no caching; a policy
+    that lets pages run only their own scripts; and the server's time to the answer
+    (Server-Timing, which the benchmark reads)."""
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = MutableHeaders(scope=message)
+            headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
+            headers["X-Content-Type-Options"] = "nosniff"
+            headers["X-Frame-Options"] = "DENY"
+            headers["Referrer-Policy"] = "no-referrer"
+            headers["Content-Security-Policy"] = CSP
+            headers.setdefault("Cache-Control", "no-store")
+        await send(message)
+    return sending
+
+
+def guarded(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: Hub) -> ASGIApp:
+    return Guard(build(pool, settings, token, port, hub), token, port)
+

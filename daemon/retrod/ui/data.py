@@ -1,0 +1,184 @@
+"""The web UI's figures, as JSON-ready dicts: what each page shows and its `/api/` twin answers.
+
+No HTML and no web framework here: `pages` renders these, `app` serves them. Every figure comes
+from the store's rollups (store/ui.sql) or from the report itself (report/model.py), priced at
+read time as the report prices (report/prices.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from psycopg import Connection
+from psycopg.rows import dict_row
+
+from ..report import model, rates, timeline
+from ..report import prices as pricing
+from ..store.queries import q
+
+SORTS = ("start", "cost", "tokens", "efficiency", "wall")
+# Each sort's first direction: the most, the newest, the longest first; efficiency least first (the
+# list is for finding where calls were wasted, as `retrod sessions --sort efficiency`).
+FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc"}
+PER_PAGE, PER_PAGE_MAX = 50, 500
+LIVE_MAX = 100  # the live page's first rows: the sessions with the newest lines
+
+
+class QueryError(ValueError):
+    """A page asked with a parameter that is not one (the answer is 400, with this message)."""
+
+
+@dataclass(frozen=True)
+class SessionQuery:
+    """The session list's filters, order and page, as the page's form and the API take them."""
+
+    project: str | None = None
+    since: date | None = None  # started on or after this day (UTC)
+    until: date | None = None  # started on or before this day (UTC)
+    model: str | None = None
+    search: str | None = None  # in descriptions; a uuid's start; a project's name
+    sort: str = "start"
+    order: str = "desc"
+    page: int = 1
+    per_page: int = PER_PAGE
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> SessionQuery:
+        def text(name: str) -> str | None:
+            value = (params.get(name) or "").strip()
+            if "\x00" in value:
+                raise QueryError(f"{name}: contains a NUL character")
+            return value or None
+
+        def day(name: str) -> date | None:
+            value = text(name)
+            try:
+                return date.fromisoformat(value) if value else None
+            except ValueError:
+                raise QueryError(f"{name}: {value!r} is not a date (YYYY-MM-DD)") from None
+
+        def whole(name: str, default: int, low: int, high: int) -> int:
+            value = text(name)
+            if value is None:
+                return default
+            if not value.isdigit() or not low <= int(value) <= high:
+                raise QueryError(f"{name}: {value!r} is not a whole number from {low} to {high}")
+            return int(value)
+
+        sort = text("sort") or "start"
+        if sort not in SORTS:
+            raise QueryError(f"sort: {sort!r} is not one of {', '.join(SORTS)}")
+        order = text("order") or FIRST_ORDER[sort]
+        if order not in ("asc", "desc"):
+            raise QueryError(f"order: {order!r} is not asc or desc")
+        return cls(project=text("project"), since=day("since"), until=day("until"), model=text("model"),
+                   search=text("q"), sort=sort, order=order, page=whole("page", 1, 1, 1_000_000),
+                   per_page=whole("per_page", PER_PAGE, 1, PER_PAGE_MAX))
+
+    def params(self, **changes: object) -> dict[str, str]:
+        """The query as URL parameters (those not at their default), with `changes`."""
+        values = {**asdict(self), **changes}
+        out = {"project": values["project"], "since": values["since"], "until": values["until"],
+               "model": values["model"], "q": values["search"],
+               "sort": values["sort"] if values["sort"] != "start" else None,
+               "order": values["order"] if values["order"] != FIRST_ORDER[str(values["sort"])] else None,
+               "page": values["page"] if values["page"] != 1 else None,
+               "per_page": values["per_page"] if values["per_page"] != PER_PAGE else None}
+        return {k: str(v) for k, v in out.items() if v is not None}
+
+
+def sessions(conn: Connection, query: SessionQuery, prices: pricing.Prices = pricing.DEFAULT) -> dict:
+    """`/api/sessions`: one page of sessions with their figures, how many match, and the query."""
+    rows, total = _rows(conn, prices, query=query)
+    return {"sessions": rows, "total": total, "page": query.page, "per_page": query.per_page,
+            "pages": max(1, -(-total // query.per_page)), "sort": query.sort, "order": query.order,
+            "filters": {"project": query.project, "since": _day(query.since), "until": _day(query.until),
+                        "model": query.model, "q": query.search},
+            "prices": prices.describe()}
+
+
+def choices(conn: Connection) -> dict:
+    """What the list's filters offer: the projects and models stored."""
+    return {"projects": [row[0] for row in conn.execute(q("ui_projects"))],
+            "models": [row[0] for row in conn.execute(q("ui_models"))]}
+
+
+def live(conn: Connection, uuids: set[str] | None = None, prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
+    """The live page's rows: these sessions, or (None) those with transcript time in the last hour
+    (the LIVE_MAX with the newest lines), in the order of the list (newest first)."""
+    if uuids is None:
+        uuids = {row[0] for row in conn.execute(q("ui_active_sessions"), {"limit": LIVE_MAX})}
+    if not uuids:
+        return []
+    rows, _total = _rows(conn, prices, uuids=sorted(uuids))
+    return rows
+
+
+def session(conn: Connection, uuid: str, away_after_s: float = model.AWAY_AFTER_S,
+            prices: pricing.Prices = pricing.DEFAULT, member: str | None = None) -> dict:
+    """`/api/sessions/{uuid}`: the report's JSON (model.build), with its per-minute `timeline`."""
+    report = model.build(conn, uuid, away_after_s, prices, member)
+    return {**report, "timeline": timeline.series(conn, uuid, prices, report["session"]["member"])}
+
+
+def find(conn: Connection, prefix: str) -> list[str]:
+    """The stored sessions a uuid, or a uuid's start, names (two at most)."""
+    return model.known_sessions(conn, prefix)
+
+
+def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = SessionQuery(),
+          uuids: list[str] | None = None) -> tuple[list[dict], int]:
+    args = {
+        "sessions": uuids, "project": query.project,
+        "since": _midnight(query.since), "until": _midnight(query.until + timedelta(days=1) if query.until else None),
+        "model": query.model, "search": f"%{_like(query.search)}%" if query.search else None,
+        "prefix": f"{_like(query.search.lower())}%" if query.search else None,
+        "sort": query.sort, "desc": query.order == "desc",
+        "limit": query.per_page if uuids is None else len(uuids),
+        "offset": (query.page - 1) * query.per_page if uuids is None else 0,
+    }
+    with conn.cursor(row_factory=dict_row) as cur:
+        for fresh in (False, True):
+            found = cur.execute(q("ui_sessions"), {**args, "rates": rates.spans(conn, prices, fresh)}).fetchall()
+            if not (found and found[0]["stale_rates"]):
+                break  # else: groups stored since the rates were read; once more, with theirs
+        # The page's own rows, priced exactly as their reports price them (the sort used doubles)
+        groups: dict[tuple[str, str], list[dict]] = {}
+        if found:
+            for group in cur.execute(q("ui_session_groups"), {"sessions": [r["uuid"] for r in found],
+                                                              "members": [r["member"] for r in found]}):
+                groups.setdefault((group["session_uuid"], group["db_role"]), []).append(group)
+    total = int(found[0]["total"]) if found else 0
+    return [_row(row, *pricing.by_model(groups.get((row["uuid"], row["member"]), []), prices)) for row in found], total
+
+
+def _row(row: dict, by_model: list[dict], cost: dict) -> dict:
+    return {
+        "uuid": row["uuid"], "member": row["member"], "project_slug": row["project_slug"],
+        "project_path": row["project_path"], "description": row["description"],
+        "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]), "wall_s": row["wall_s"],
+        "tokens": {f: int(row[f]) for f in model.TOKEN_FIELDS}, "total_tokens": int(row["total_tokens"]),
+        "requests": int(row["requests"]),
+        "models": sorted(m["model"] for m in by_model if m["model"] and m["requests"]), "cost": cost,
+        "tool_calls": int(row["tool_calls"]), "efficiency": row["efficiency"],
+        "tracked": row["user_session_id"] is not None, "phases": int(row["phases"]),
+    }
+
+
+def _like(text: str) -> str:
+    """A search term matched as typed: LIKE's own characters escaped."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _midnight(day: date | None) -> datetime | None:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
+
+
+def _day(day: date | None) -> str | None:
+    return day.isoformat() if day else None
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts is not None else None

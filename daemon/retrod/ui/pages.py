@@ -1,0 +1,420 @@
+"""The web UI's pages as HTML, rendered here from the figures `data` returns: small functions,
+every text escaped, a little vanilla JavaScript (static/app.js) for the chart and the live page.
+
+No web framework here, so that `retrod report --format html` renders the session page with the
+same functions, its assets inline (`standalone`), as one file to share or archive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, date, datetime, timedelta
+from html import escape
+from importlib.resources import files
+from urllib.parse import quote, urlencode
+
+from ..report.markdown import SIGNAL_TITLES, duration
+from ..verdicts import VERDICTS
+from .data import FIRST_ORDER, SessionQuery
+
+STATIC = files(__package__) / "static"
+ASSETS_CSS = ("uPlot.min.css", "app.css")
+ASSETS_JS = ("uPlot.iife.min.js", "app.js")
+VERDICT_TITLES = {"high_impact": "High impact", "moderate_impact": "Moderate impact", "small_impact": "Small impact",
+                  "exploratory_useful": "Exploratory, useful", "exploratory_waste": "Exploratory, waste",
+                  "avoidable_waste": "Avoidable waste", "pending": "Pending"}
+SORT_TITLES = {"start": "Started (UTC)", "wall": "Wall clock", "tokens": "Tokens", "cost": "Est. cost",
+               "efficiency": "Efficiency"}
+
+
+def e(value: object) -> str:
+    return escape("" if value is None else str(value))
+
+
+def money(usd: float | None, complete: bool = True) -> str:
+    if usd is None:
+        return "not priced"
+    return f"{'' if complete else '≥ '}${usd:,.2f}"
+
+
+def count(n: int | None) -> str:
+    return "—" if n is None else f"{n:,}"
+
+
+def percent(share: float | None) -> str:
+    return "—" if share is None else f"{share * 100:.0f}%"
+
+
+def when(iso: str | None) -> str:
+    """An ISO time as the pages show it: UTC, to the minute."""
+    return "—" if not iso else iso[:16].replace("T", " ")
+
+
+def short(tokens: int) -> str:
+    """Tokens for a small cell: 15.4M, 38.9k."""
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if tokens >= size:
+            return f"{tokens / size:.1f}{unit}"
+    return str(tokens)
+
+
+def project(row: Mapping) -> str:
+    """A project as a cell shows it: the end of the folder Claude Code ran in, else its folder name."""
+    path = row.get("project_path")
+    if not path:
+        return str(row["project_slug"])
+    parts = [part for part in str(path).split("/") if part]
+    return "/".join(parts[-2:]) if len(parts) > 2 else str(path)
+
+
+def verdict_chip(verdict: str | None) -> str:
+    v = verdict or "pending"
+    css = v if v in VERDICT_TITLES else "other"
+    return f'<span class="chip verdict-{css}">{e(VERDICT_TITLES.get(v, v))}</span>'
+
+
+# --- the frame -----------------------------------------------------------------------------------
+
+def _document(title: str, body: str, active: str = "", standalone: bool = False) -> str:
+    """A whole page. Standalone: its styles and scripts inline, no links into the app."""
+    if standalone:
+        head = "".join(f"<style>{_asset(name)}</style>" for name in ASSETS_CSS)
+        scripts = "".join(f"<script>{_inline(_asset(name))}</script>" for name in ASSETS_JS)
+        nav = '<span class="brand">retrod</span><span class="note">a saved retrospective</span>'
+    else:
+        head = "".join(f'<link rel="stylesheet" href="/static/{name}">' for name in ASSETS_CSS)
+        scripts = "".join(f'<script src="/static/{name}" defer></script>' for name in ASSETS_JS)
+        links = "".join(f'<a href="{href}"{" class=active" if name == active else ""}>{name}</a>'
+                        for name, href in (("Sessions", "/"), ("Live", "/live")))
+        nav = f'<a class="brand" href="/">retrod</a><nav>{links}</nav>'
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<link rel="icon" href="data:,">'
+            f"<title>{e(title)} · retrod</title>{head}</head>"
+            f'<body><header class="top">{nav}</header><main>{body}</main>{scripts}</body></html>')
+
+
+def _asset(name: str) -> str:
+    return (STATIC / name).read_text(encoding="utf-8")
+
+
+def _inline(script: str) -> str:
+    """A script safe inside a script element: nothing in it may close the element."""
+    return script.replace("</script", "<\\/script")
+
+
+def _data(payload: object) -> str:
+    """Data for the page's script: JSON in a script element the browser never runs."""
+    text = json.dumps(payload, separators=(",", ":")).replace("<", "\\u003c")
+    return f'<script type="application/json" id="retrod-data">{text}</script>'
+
+
+def error_page(status: int, message: str) -> str:
+    return _document(f"{status}", f'<h1>{status}</h1><p class="lead">{e(message)}</p><p>'
+                                  f'<a href="/">All sessions</a></p>')
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+def sessions_page(listing: dict, choices: dict, query: SessionQuery, today: date | None = None) -> str:
+    today = today or datetime.now(UTC).date()
+    rows = "".join(_session_row(row) for row in listing["sessions"])
+    if not rows:
+        rows = (f'<tr><td colspan="10" class="empty">No sessions'
+                f'{" match" if query.params() else " yet"}.</td></tr>')
+    heads = "".join(_sort_head(name, query) for name in ("start",)) + "<th>Project</th><th>Description</th>" + \
+        "".join(_sort_head(name, query) for name in ("wall", "tokens", "cost", "efficiency")) + \
+        '<th class="num">Requests</th><th class="num">Tool calls</th><th class="num">Phases</th>'
+    shown = f"{listing['total']:,} session{'s' if listing['total'] != 1 else ''}"
+    pager = _pager(listing, query)
+    body = (f'<div class="title-row"><h1>Sessions</h1><p class="lead" id="count">{shown}'
+            f'{" match" if query.params(sort="start", order=FIRST_ORDER["start"], page=1) else ""}</p></div>'
+            f"{_filters(choices, query, today)}"
+            f'<table class="list" id="sessions"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody>'
+            f'</table>{pager}')
+    return _document("Sessions", body, "Sessions")
+
+
+def _session_row(row: Mapping) -> str:
+    link = f"/sessions/{quote(row['uuid'])}"
+    described = e(row["description"]) if row["description"] else f'<span class="muted">{e(row["uuid"][:8])}</span>'
+    return (f'<tr data-uuid="{e(row["uuid"])}"><td><a href="{link}">{e(when(row["started_at"]))}</a></td>'
+            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">{e(project(row))}</td>'
+            f'<td><a href="{link}">{described}</a></td>'
+            f'<td class="num" data-field="wall">{e(duration(row["wall_s"]))}</td>'
+            f'<td class="num" data-field="tokens" title="{count(row["total_tokens"])}">'
+            f'{e(short(row["total_tokens"]))}</td>'
+            f'<td class="num" data-field="cost">{e(money(row["cost"]["usd"], row["cost"]["complete"]))}</td>'
+            f'<td class="num" data-field="efficiency">{percent(row["efficiency"])}</td>'
+            f'<td class="num" data-field="requests">{count(row["requests"])}</td>'
+            f'<td class="num" data-field="tool_calls">{count(row["tool_calls"])}</td>'
+            f'<td class="num" data-field="phases">{count(row["phases"])}</td></tr>')
+
+
+def _sort_head(name: str, query: SessionQuery) -> str:
+    if query.sort == name:
+        order = "asc" if query.order == "desc" else "desc"
+        mark = " ▼" if query.order == "desc" else " ▲"
+    else:
+        order, mark = FIRST_ORDER[name], ""
+    href = "?" + urlencode(query.params(sort=name, order=order, page=1))
+    css = "num" if name != "start" else ""
+    return (f'<th class="{css}"><a href="{e(href)}" data-sort="{name}"'
+            f' title="sort by {e(SORT_TITLES[name].lower())}">{e(SORT_TITLES[name])}{mark}</a></th>')
+
+
+def _filters(choices: dict, query: SessionQuery, today: date) -> str:
+    def options(values: Iterable[str], chosen: str | None, everything: str) -> str:
+        return f'<option value="">{everything}</option>' + "".join(
+            f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(v)}</option>' for v in values)
+
+    ranges = [("Today", today, today), ("Last 7 days", today - timedelta(days=6), today),
+              ("Last 30 days", today - timedelta(days=29), today), ("All time", None, None)]
+    quick = "".join(
+        f'<a class="chip{" on" if (query.since, query.until) == (start, end) else ""}" href="'
+        f'{e("?" + urlencode(query.params(since=start, until=end, page=1)))}">{name}</a>'
+        for name, start, end in ranges)
+    keep = "".join(f'<input type="hidden" name="{k}" value="{e(v)}">'
+                   for k, v in query.params().items() if k in ("sort", "order", "per_page"))
+    return (f'<form class="filters" method="get" action="/">{keep}'
+            f'<input type="search" name="q" value="{e(query.search)}"'
+            ' placeholder="Search descriptions, uuids, projects"'
+            f' aria-label="search">'
+            f'<select name="project" aria-label="project">'
+            f'{options(choices["projects"], query.project, "All projects")}</select>'
+            f'<select name="model" aria-label="model">{options(choices["models"], query.model, "All models")}</select>'
+            f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
+            f'<label>To <input type="date" name="until" value="{e(query.until)}"></label>'
+            f'<button type="submit">Filter</button><a href="/" class="clear">Clear</a>'
+            f'<div class="quick">{quick}</div></form>')
+
+
+def _pager(listing: dict, query: SessionQuery) -> str:
+    page, pages = listing["page"], listing["pages"]
+    prev = (f'<a rel="prev" href="{e("?" + urlencode(query.params(page=page - 1)))}">← Newer</a>'
+            if page > 1 else '<span class="muted">← Newer</span>')
+    nxt = (f'<a rel="next" href="{e("?" + urlencode(query.params(page=page + 1)))}">Older →</a>'
+           if page < pages else '<span class="muted">Older →</span>')
+    if query.sort != "start":
+        prev, nxt = prev.replace("← Newer", "← Previous"), nxt.replace("Older →", "Next →")
+    return f'<nav class="pager">{prev}<span>page {page} of {pages}</span>{nxt}</nav>'
+
+
+# --- a session ---------------------------------------------------------------------------------
+
+def session_page(report: dict, standalone: bool = False) -> str:
+    """The session's page (`/sessions/{uuid}`), or with `standalone` the HTML report file."""
+    s, summary = report["session"], report["summary"]
+    uuid = s["uuid"]
+    title = s["description"] or f"Session {uuid[:8]}"
+    links = "" if standalone else (
+        f'<p class="downloads">Download: '
+        f'<a href="/sessions/{quote(uuid)}/report.md" download>Markdown retrospective</a>'
+        f' · <a href="/sessions/{quote(uuid)}/report.html" download>HTML file</a>'
+        f' · <a href="/api/sessions/{quote(uuid)}">JSON</a></p>')
+    head = (f'<h1>{e(title)}</h1><p class="lead">Session <code>{e(uuid)}</code> in '
+            f'<code>{e(s["project_path"] or s["project_slug"])}</code>, {e(when(s["started_at"]))} → '
+            f'{e(when(s["ended_at"]))} UTC</p>{links}')
+    body = (head + _cards(report) + _timeline(report) + _phases(report) + _waste(report) + _models(summary)
+            + _tools(report["tools"]) + _subagents(report["subagents"]) + _lessons(report)
+            + _data({"timeline": report["timeline"], "phases": [
+                {k: p[k] for k in ("task", "phase", "verdict", "started_at", "ended_at")}
+                | {"output": p["tokens"]["output"]}
+                for p in report["phases"]], "subagents": [
+                {k: a[k] for k in ("agent_id", "agent_type", "started_at", "seconds")} for a in report["subagents"]]}))
+    return _document(title, body, standalone=standalone)
+
+
+def _cards(report: dict) -> str:
+    summary = report["summary"]
+    cost = summary["cost"]
+    items = [("cost", "Est. cost", money(cost["usd"], cost["complete"])),
+             ("wall", "Wall clock", duration(summary["wall_s"])),
+             ("claude", "Claude", duration(summary["claude_s"])), ("tool", "Tool", duration(summary["tool_s"])),
+             ("human", "Human", duration(summary["human_s"])), ("away", "Away", duration(summary["away_s"])),
+             ("output", "Output tokens", count(summary["tokens"]["total"]["output"])),
+             ("requests", "Requests", count(summary["requests"])),
+             ("tool_calls", "Tool calls", count(summary["tool_use"]["calls"])),
+             ("efficiency", "Efficiency", percent(summary["tool_use"]["efficiency"])),
+             ("compactions", "Compactions", count(summary["compactions"])),
+             ("subagents", "Subagents", count(len(report["subagents"])))]
+    return '<section class="cards" id="summary">' + "".join(
+        f'<div class="card" data-field="{k}"><div class="label">{e(label)}</div>'
+        f'<div class="value">{e(value)}</div></div>'
+        for k, label, value in items) + "</section>"
+
+
+def _timeline(report: dict) -> str:
+    legend = "".join(f'<span class="key"><i class="swatch verdict-{v}"></i>{e(VERDICT_TITLES[v])}</span>'
+                     for v in (*VERDICTS, "pending") if any(p["verdict"] == v for p in report["phases"]))
+    return ('<section><h2>Timeline</h2>'
+            f'<p class="hint">Output tokens (bars) and estimated cost (line) per minute; '
+            'phases as bands coloured by their verdict; red dots: minutes with tool calls a waste signal flagged '
+            '(below, by kind); ◆ compactions; subagents as spans along the bottom. Point at a minute for its '
+            'figures.</p>'
+            f'<div id="timeline" class="chart"></div><div class="legend">{legend}'
+            '<span class="key"><i class="mark compaction"></i>Compaction</span>'
+            '<span class="key"><i class="mark subagent"></i>Subagent</span>'
+            '<span class="key"><i class="mark flagged"></i>Flagged calls</span></div></section>')
+
+
+def _phases(report: dict) -> str:
+    phases = report["phases"]
+    if not phases:
+        return ('<section><h2>Phases</h2>'
+                '<p class="hint">No phases were logged for this session. Log them as you '
+                'work (<code>retrod phase start</code> / <code>retrod phase end --verdict V</code>), or let the '
+                'skills do it (<code>retrod skills install</code>).</p></section>')
+    total_output = report["summary"]["tokens"]["total"]["output"] or 1
+    rows = []
+    for n, p in enumerate(phases, 1):
+        share = p["tokens"]["output"] / total_output
+        signals = ", ".join(f"{SIGNAL_TITLES[k]} {v}" for k, v in p["tool_use"]["signals"].items() if v) or "—"
+        rows.append(
+            f'<tr data-phase="{n}"><td>{n}</td><td>{e(p["task"])} / {e(p["phase"])}</td>'
+            f'<td>{verdict_chip(p["verdict"])}</td>'
+            f'<td>{e(when(p["started_at"]))} → {e(when(p["ended_at"]) if p["ended_at"] else "open")}</td>'
+            f'<td class="num" data-field="output">{count(p["tokens"]["output"])}'
+            f'<div class="bar"><i style="width:{min(100.0, share * 100):.1f}%"></i></div></td>'
+            f'<td class="num" data-field="cost">{e(money(p["cost"]["usd"], p["cost"]["complete"]))}</td>'
+            f'<td class="num">{e(duration(p["claude_s"]))}</td>'
+            f'<td class="num" data-field="efficiency">{percent(p["tool_use"]["efficiency"])}</td>'
+            f'<td class="signals">{e(signals)}</td><td>{e(p["lessons_learned"] or "")}</td></tr>')
+    outside = report.get("outside_phases")
+    if outside and (outside["requests"] or outside["tool_use"]["calls"]):
+        rows.append(f'<tr class="muted"><td></td><td>outside any phase</td><td></td><td></td>'
+                    f'<td class="num">{count(outside["tokens"]["output"])}</td>'
+                    f'<td class="num">{e(money(outside["cost"]["usd"], outside["cost"]["complete"]))}</td>'
+                    f'<td class="num">{e(duration(outside["claude_s"]))}</td>'
+                    f'<td class="num">{percent(outside["tool_use"]["efficiency"])}</td><td></td><td>'
+                    f'</td></tr>')
+    return ('<section><h2>Phases</h2><table class="list" id="phases"><thead><tr><th>#</th>'
+            f'<th>Task / phase</th>'
+            '<th>Verdict</th><th>Window (UTC)</th><th class="num">Output tokens</th>'
+            f'<th class="num">Est. cost</th>'
+            '<th class="num">Claude time</th><th class="num">Efficiency</th><th>Waste signals</th>'
+            f'<th>Lessons</th>'
+            f'</tr></thead><tbody>{"".join(rows)}</tbody></table></section>')
+
+
+def _phase_of(phases: list[dict], at: str | None) -> str:
+    for p in phases:
+        if at and p["started_at"] <= at and (p["ended_at"] is None or at < p["ended_at"]):
+            return f'{p["task"]} / {p["phase"]}'
+    return ""
+
+
+def _waste(report: dict) -> str:
+    wasted = {k: v for k, v in report["waste"].items() if v["count"]}
+    use = report["summary"]["tool_use"]
+    if not wasted:
+        return (f'<section><h2>Waste signals</h2>'
+                f'<p class="hint">None: all {count(use["calls"])} calls productive.</p></section>')
+    parts = []
+    for signal, figures in wasted.items():
+        examples = "".join(
+            f'<tr><td>{e(when(x["at"]))}</td><td>{e(_phase_of(report["phases"], x["at"]))}</td>'
+            f'<td>{e(x["tool"])}</td>'
+            f'<td class="detail">{e(x["detail"])}</td><td>{e(x["agent"] or "main")}</td>'
+            f'</tr>' for x in figures["examples"])
+        parts.append(f'<h3 data-signal="{signal}">{e(SIGNAL_TITLES[signal])} '
+                     f'<span class="badge">{figures["count"]}</span></h3>'
+                     '<table class="list small"><thead><tr><th>At (UTC)</th><th>Phase</th><th>Tool</th>'
+                     f'<th>Detail</th>'
+                     f'<th>Agent</th></tr></thead><tbody>{examples}</tbody></table>')
+    return (f'<section id="waste"><h2>Waste signals</h2>'
+            f'<p class="hint">{count(use["calls"] - use["productive"])} of '
+            f'{count(use["calls"])} tool calls flagged; the first three of each kind below.</p>'
+            f'{"".join(parts)}</section>')
+
+
+def _models(summary: dict) -> str:
+    rows = "".join(
+        f'<tr><td>{e(m["model"] or "unknown")}</td><td class="num">{count(m["requests"])}</td>'
+        f'<td class="num">{count(m["output"])}</td><td class="num">{count(m["input"])}</td>'
+        f'<td class="num">{count(m["cache_read"])}</td><td class="num">{count(m["cache_create"])}</td>'
+        f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
+        f'</tr>' for m in summary["tokens_by_model"])
+    return ('<section><h2>Cost and tokens by model</h2><table class="list" id="models"><thead><tr>'
+            f'<th>Model</th>'
+            '<th class="num">Requests</th><th class="num">Output</th><th class="num">Input</th>'
+            f'<th class="num">Cache read</th>'
+            f'<th class="num">Cache create</th><th class="num">Est. cost</th></tr></thead>'
+            f'<tbody>{rows}</tbody></table></section>')
+
+
+def _tools(tools: list[dict]) -> str:
+    if not tools:
+        return ""
+    rows = "".join(
+        f'<tr><td>{e(t["name"])}</td><td class="num">{count(t["calls"])}</td>'
+        f'<td class="num">{count(t["failed"])}</td>'
+        f'<td class="num">{count(t["rejected"])}</td><td class="num">{count(t["result_bytes"])}</td>'
+        f'<td class="num">{_secs(t["median_result_s"])}</td></tr>' for t in tools)
+    return ('<section><h2>Tool use</h2><table class="list" id="tools"><thead><tr><th>Tool</th>'
+            f'<th class="num">Calls</th>'
+            '<th class="num">Failed</th><th class="num">Declined</th><th class="num">Result bytes</th>'
+            f'<th class="num">Median time to result</th></tr></thead><tbody>{rows}</tbody></table></section>')
+
+
+def _secs(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds:,.1f} s"
+
+
+def _subagents(subagents: list[dict]) -> str:
+    if not subagents:
+        return ""
+    rows = "".join(
+        f'<tr><td><code>{e(a["agent_id"])}</code></td><td>{e(a["agent_type"])}</td>'
+        f'<td>{e(a["description"])}</td>'
+        f'<td>{e(a["phase"] or "")}</td><td class="num">{count(a["tokens"]["output"])}</td>'
+        f'<td class="num">{count(a["requests"])}</td><td class="num">{e(duration(a["seconds"]))}</td>'
+        f'<td class="num">{percent(a["tool_use"]["efficiency"])}</td></tr>' for a in subagents)
+    return ('<section><h2>Subagents</h2><table class="list" id="subagents"><thead><tr><th>Agent</th>'
+            f'<th>Type</th>'
+            '<th>Description</th><th>Phase</th><th class="num">Output</th><th class="num">Requests</th>'
+            f'<th class="num">Time</th><th class="num">Efficiency</th></tr></thead><tbody>{rows}</tbody>'
+            f'</table></section>')
+
+
+def _lessons(report: dict) -> str:
+    if not report["lessons"]:
+        return ""
+    return "<section><h2>Lessons</h2><ul>" + "".join(f"<li>{e(x)}</li>" for x in report["lessons"]) + "</ul></section>"
+
+
+# --- live ----------------------------------------------------------------------------------------
+
+LIVE_HEAD = ('<tr><th>Session</th><th>Project</th><th class="num">Est. cost</th><th class="num">Output</th>'
+             '<th class="num">Tokens</th><th class="num">Requests</th><th class="num">Tool calls</th>'
+             '<th class="num">Efficiency</th><th class="num">Wall clock</th><th>Last line (UTC)</th></tr>')
+
+
+def live_row(row: Mapping) -> str:
+    link = f"/sessions/{quote(row['uuid'])}"
+    name = e(row["description"]) if row["description"] else e(row["uuid"][:8])
+    return (f'<tr data-uuid="{e(row["uuid"])}"><td><a href="{link}">{name}</a></td>'
+            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">'
+            f'{e(project(row))}</td>'
+            f'<td class="num" data-field="cost">{e(money(row["cost"]["usd"], row["cost"]["complete"]))}</td>'
+            f'<td class="num" data-field="output">{count(row["tokens"]["output"])}</td>'
+            f'<td class="num" data-field="tokens">{count(row["total_tokens"])}</td>'
+            f'<td class="num" data-field="requests">{count(row["requests"])}</td>'
+            f'<td class="num" data-field="tool_calls">{count(row["tool_calls"])}</td>'
+            f'<td class="num" data-field="efficiency">{percent(row["efficiency"])}</td>'
+            f'<td class="num" data-field="wall">{e(duration(row["wall_s"]))}</td>'
+            f'<td data-field="ended_at">{e(when(row["ended_at"]))}</td></tr>')
+
+
+def live_page(rows: list[dict]) -> str:
+    body = ('<div class="title-row"><h1>Live</h1><p class="lead">'
+            f'<span id="live-status" class="status">connecting…</span>'
+            '</p></div>'
+            f'<p class="hint">Sessions with transcript lines in the last hour, and any session that writes '
+            'while this page is open: their figures move as the daemon reads each line.</p>'
+            f'<table class="list" id="live"><thead>{LIVE_HEAD}</thead>'
+            f'<tbody>{"".join(live_row(r) for r in rows)}'
+            '</tbody></table><p class="empty" id="live-empty"' + (' hidden' if rows else '') +
+            '>No session is active right now. Start Claude Code, and its session appears here.</p>')
+    return _document("Live", body, "Live")

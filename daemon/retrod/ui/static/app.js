@@ -1,0 +1,182 @@
+// retrod's web UI: the session timeline (uPlot) and the live page's updates (server-sent events).
+// The page's figures are rendered by the server; this only draws the chart and swaps live rows.
+(function () {
+  "use strict";
+
+  var VERDICT_COLOURS = {
+    high_impact: "#2e9e5b", moderate_impact: "#7cc48f", small_impact: "#c3d98a",
+    exploratory_useful: "#4f8fd6", exploratory_waste: "#f0a44b", avoidable_waste: "#d9534f",
+    pending: "#9aa0a6"
+  };
+
+  function seconds(iso) { return iso ? Date.parse(iso) / 1000 : null; }
+
+  function short(n) {
+    if (n == null) return "";
+    var units = [[1e9, "G"], [1e6, "M"], [1e3, "k"]];
+    for (var i = 0; i < units.length; i++) {
+      if (Math.abs(n) >= units[i][0]) return (n / units[i][0]).toFixed(1).replace(/\.0$/, "") + units[i][1];
+    }
+    return String(n);
+  }
+
+  // Times as the rest of the page shows them: UTC, 24-hour; the date where it changes.
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function utcTicks(u, vals) {
+    var lastDay = null;
+    return vals.map(function (v) {
+      var d = new Date(v * 1000);
+      var day = d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate());
+      var time = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
+      var label = day !== lastDay ? time + "\n" + day : time;
+      lastDay = day;
+      return label;
+    });
+  }
+  function utcValue(u, v) {
+    if (v == null) return "—";
+    var d = new Date(v * 1000);
+    return d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+  }
+
+  function withAlpha(hex, alpha) {
+    var v = parseInt(hex.slice(1), 16);
+    return "rgba(" + (v >> 16) + "," + ((v >> 8) & 255) + "," + (v & 255) + "," + alpha + ")";
+  }
+
+  // Phases as bands behind the bars, coloured by verdict, named when there is room.
+  function drawBands(u, data, lastX) {
+    var ctx = u.ctx, box = u.bbox;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(box.left, box.top, box.width, box.height);
+    ctx.clip();
+    data.phases.forEach(function (p) {
+      var start = seconds(p.started_at), end = seconds(p.ended_at) || lastX;
+      var x0 = u.valToPos(start, "x", true), x1 = u.valToPos(end, "x", true);
+      if (x1 <= box.left || x0 >= box.left + box.width) return;
+      var colour = VERDICT_COLOURS[p.verdict] || "#9aa0a6";
+      ctx.fillStyle = withAlpha(colour, 0.18);
+      ctx.fillRect(x0, box.top, x1 - x0, box.height);
+      ctx.fillStyle = colour;
+      ctx.fillRect(x0, box.top, x1 - x0, 4 * devicePixelRatio);
+      if (x1 - x0 > 60 * devicePixelRatio) {
+        ctx.fillStyle = "#333";
+        ctx.font = 11 * devicePixelRatio + "px system-ui, sans-serif";
+        ctx.fillText(p.phase, Math.max(x0, box.left) + 4 * devicePixelRatio, box.top + 16 * devicePixelRatio, x1 - x0 - 8);
+      }
+    });
+    ctx.restore();
+  }
+
+  // Compactions as dashed lines with a diamond on top; subagents as spans along the bottom.
+  function drawMarks(u, data) {
+    var ctx = u.ctx, box = u.bbox, px = devicePixelRatio;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(box.left, box.top, box.width, box.height);
+    ctx.clip();
+    data.timeline.compactions.forEach(function (at) {
+      var x = u.valToPos(seconds(at), "x", true);
+      ctx.strokeStyle = "#7b3fa0";
+      ctx.setLineDash([4 * px, 3 * px]);
+      ctx.lineWidth = 1.5 * px;
+      ctx.beginPath();
+      ctx.moveTo(x, box.top);
+      ctx.lineTo(x, box.top + box.height);
+      ctx.stroke();
+      ctx.setLineDash([]);
+      ctx.fillStyle = "#7b3fa0";
+      ctx.beginPath();
+      ctx.moveTo(x, box.top + 6 * px);
+      ctx.lineTo(x + 5 * px, box.top + 11 * px);
+      ctx.lineTo(x, box.top + 16 * px);
+      ctx.lineTo(x - 5 * px, box.top + 11 * px);
+      ctx.fill();
+    });
+    data.subagents.forEach(function (a, i) {
+      var start = seconds(a.started_at);
+      if (start == null) return;
+      var x0 = u.valToPos(start, "x", true), x1 = u.valToPos(start + Math.max(a.seconds, 60), "x", true);
+      var y = box.top + box.height - (6 + (i % 4) * 6) * px;
+      ctx.fillStyle = "#e07b39";
+      ctx.fillRect(x0, y, Math.max(x1 - x0, 3 * px), 4 * px);
+    });
+    ctx.restore();
+  }
+
+  function timeline(el, data) {
+    var t = data.timeline;
+    if (!t.minute.length) {
+      el.classList.add("empty");
+      el.textContent = "No request with a timestamp: nothing to draw.";
+      return;
+    }
+    // Bars sit in the middle of their minute.
+    var xs = t.minute.map(function (m) { return m + 30; });
+    var lastX = xs[xs.length - 1] + 30;
+    var opts = {
+      width: Math.max(el.clientWidth, 320),
+      height: 320,
+      scales: { x: { time: true }, tokens: {}, usd: {}, flagged: { range: [0, 1] } },
+      series: [
+        { label: "Minute", value: function (u, v) { return utcValue(u, v == null ? null : v - 30); } },
+        { label: "Output tokens", scale: "tokens", stroke: "#3b6fc4", fill: "rgba(59,111,196,0.55)", width: 1,
+          paths: uPlot.paths.bars({ size: [0.9, 12] }), points: { show: false },
+          value: function (u, v) { return v == null ? "—" : v.toLocaleString(); } },
+        { label: "Est. cost", scale: "usd", stroke: "#c0392b", width: 1.5, points: { show: false }, spanGaps: false,
+          value: function (u, v) { return v == null ? "—" : "$" + v.toFixed(4); } },
+        // Minutes with calls a waste signal flagged: dots along the top (their own scale, no axis).
+        { label: "Flagged calls", scale: "flagged", stroke: "#d9534f", fill: "#d9534f", width: 0,
+          paths: function () { return null; }, points: { show: true, size: 7, fill: "#d9534f", stroke: "#fff" },
+          value: function (u, v, si, idx) { return idx == null ? "—" : String(t.flagged[idx]); } }
+      ],
+      axes: [
+        { values: utcTicks, size: 44 },
+        { scale: "tokens", values: function (u, vals) { return vals.map(short); }, size: 50 },
+        { scale: "usd", side: 1, grid: { show: false }, size: 60,
+          values: function (u, vals) { return vals.map(function (v) { return "$" + v.toFixed(2); }); } }
+      ],
+      hooks: {
+        drawClear: [function (u) { drawBands(u, data, lastX); }],
+        draw: [function (u) { drawMarks(u, data); }]
+      }
+    };
+    // a flagged minute's dot sits near the top; its value (the count) shows in the legend
+    var flaggedAt = t.flagged.map(function (n) { return n > 0 ? 0.93 : null; });
+    var chart = new uPlot(opts, [xs, t.output, t.cost_usd, flaggedAt], el);
+    window.addEventListener("resize", function () {
+      chart.setSize({ width: Math.max(el.clientWidth, 320), height: 320 });
+    });
+  }
+
+  function live(table) {
+    var body = table.tBodies[0];
+    var status = document.getElementById("live-status");
+    var empty = document.getElementById("live-empty");
+    var source = new EventSource("/api/events");
+    source.addEventListener("open", function () { status.textContent = "following"; status.className = "status on"; });
+    source.addEventListener("error", function () { status.textContent = "reconnecting…"; status.className = "status"; });
+    source.addEventListener("figures", function (event) {
+      var update = JSON.parse(event.data);
+      Object.keys(update.rows_html).forEach(function (uuid) {
+        var holder = document.createElement("tbody");
+        holder.innerHTML = update.rows_html[uuid];  // rendered and escaped by the server
+        var row = holder.firstElementChild;
+        var old = body.querySelector('tr[data-uuid="' + CSS.escape(uuid) + '"]');
+        if (old) { body.replaceChild(row, old); } else { body.insertBefore(row, body.firstChild); }
+        row.classList.add("flash");
+      });
+      empty.hidden = body.rows.length > 0;
+      status.textContent = "updated " + new Date().toISOString().slice(11, 19) + " UTC";
+      status.className = "status on";
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var chart = document.getElementById("timeline");
+    if (chart) timeline(chart, JSON.parse(document.getElementById("retrod-data").textContent));
+    var table = document.getElementById("live");
+    if (table) live(table);
+  });
+})();

@@ -1,0 +1,427 @@
+"""`retrod ui` without a browser (issue 23): the list's, the timeline's and the live rows' figures
+against the report's JSON (model.build) of every fixture session; the list's sorting, filters and
+pages; the served app's guard (token, cookie, Host, read-only, no CORS) and its JSON twins, with
+the server running in this process on the fixture database; the command's own answers.
+The pages themselves, in a real browser: tests/test_ui_browser.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import date, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from conftest import FIXTURES, fresh_database
+from helpers import ingest
+from retrod import tracking
+from retrod.report import markdown, model
+from retrod.settings import Settings
+from retrod.ui import data, secret
+from retrod.ui.server import UiServer
+
+SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
+SIGNALS = model.SIGNALS
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_phases(url: str) -> None:
+    """The README's walk-through phases on the spotter session, with its description."""
+    with psycopg.connect(url) as conn:
+        tracking.track_start(conn, SPOTTER, "Hooks research")
+        for task, phase, start, end, verdict, lessons in (
+                ("hooks", "read the docs", "2026-02-11T20:36:00Z", "2026-02-11T21:00:00Z", "high_impact",
+                 "read the hook docs before coding"),
+                ("hooks", "subagent survey", "2026-02-11T21:00:00Z", "2026-02-11T21:24:30Z", "exploratory_useful",
+                 None),
+                ("build", "implement", "2026-02-11T21:24:30Z", "2026-02-11T21:47:00Z", "avoidable_waste",
+                 "write the test first")):
+            tracking.phase_log(conn, SPOTTER, task, phase, tracking.parse_time(start), tracking.parse_time(end),
+                               verdict, tracking.PhaseNotes(lessons=lessons))
+
+
+@pytest.fixture(scope="module")
+def fixture_db(pg_cluster) -> Iterator[str]:
+    with fresh_database(pg_cluster) as url:
+        ingest(url, [FIXTURES])
+        log_phases(url)
+        yield url
+
+
+@pytest.fixture(scope="module")
+def reports(fixture_db: str) -> dict[str, dict]:
+    with psycopg.connect(fixture_db) as conn:
+        listed = data.sessions(conn, data.SessionQuery(per_page=data.PER_PAGE_MAX))
+        assert listed["total"] == len(listed["sessions"]) > 40
+        return {row["uuid"]: model.build(conn, row["uuid"]) for row in listed["sessions"]}
+
+
+def listing(url: str, **query: object) -> dict:
+    with psycopg.connect(url) as conn:
+        return data.sessions(conn, data.SessionQuery(**query))  # type: ignore[arg-type]
+
+
+def test_every_listed_session_shows_the_reports_figures(fixture_db: str, reports: dict[str, dict]) -> None:
+    rows = listing(fixture_db, per_page=data.PER_PAGE_MAX)["sessions"]
+    assert {row["uuid"] for row in rows} == set(reports)
+    priced = 0
+    for row in rows:
+        report = reports[row["uuid"]]
+        summary = report["summary"]
+        assert row["cost"] == summary["cost"], row["uuid"]
+        assert row["tokens"] == summary["tokens"]["total"], row["uuid"]
+        assert row["total_tokens"] == sum(summary["tokens"]["total"].values())
+        assert row["requests"] == summary["requests"], row["uuid"]
+        assert row["tool_calls"] == summary["tool_use"]["calls"], row["uuid"]
+        assert row["efficiency"] == pytest.approx(summary["tool_use"]["efficiency"]), row["uuid"]
+        assert row["models"] == sorted(m["model"] for m in summary["tokens_by_model"] if m["model"] and m["requests"])
+        assert (row["started_at"], row["ended_at"]) == (report["session"]["started_at"], report["session"]["ended_at"])
+        assert row["wall_s"] == summary["wall_s"], row["uuid"]
+        assert row["description"] == report["session"]["description"]
+        assert row["phases"] == summary["phases"]
+        priced += bool(summary["cost"]["usd"])
+    assert priced > 30  # the comparison is about real money, not zeros
+    assert reports[SPOTTER]["summary"]["cost"]["usd"] > 10
+
+
+def test_sorting_by_cost_finds_the_costliest_first_and_pages_split_the_same_order(
+        fixture_db: str, reports: dict[str, dict]) -> None:
+    costs = {uuid: r["summary"]["cost"]["usd"] or 0 for uuid, r in reports.items()}
+    by_cost = listing(fixture_db, sort="cost", order="desc", per_page=data.PER_PAGE_MAX)["sessions"]
+    shown = [row["cost"]["usd"] or 0 for row in by_cost]
+    assert shown == sorted(costs.values(), reverse=True)
+    assert by_cost[0]["uuid"] == max(costs, key=lambda u: costs[u]) == SPOTTER
+    cheapest_first = listing(fixture_db, sort="cost", order="asc", per_page=data.PER_PAGE_MAX)["sessions"]
+    assert [row["cost"]["usd"] or 0 for row in cheapest_first] == sorted(costs.values())
+
+    page_two = listing(fixture_db, sort="cost", per_page=10, page=2)
+    assert [row["uuid"] for row in page_two["sessions"]] == [row["uuid"] for row in by_cost[10:20]]
+    assert page_two["pages"] == -(-len(reports) // 10) and page_two["total"] == len(reports)
+
+    for sort, key, first in (("tokens", lambda r: sum(r["summary"]["tokens"]["total"].values()), True),
+                             ("wall", lambda r: r["summary"]["wall_s"], True)):
+        rows = listing(fixture_db, sort=sort, per_page=data.PER_PAGE_MAX)["sessions"]
+        values = [key(reports[row["uuid"]]) for row in rows]
+        assert values == sorted(values, reverse=first), sort
+    least_efficient = listing(fixture_db, sort="efficiency", order="asc", per_page=data.PER_PAGE_MAX)["sessions"]
+    efficiencies = [reports[row["uuid"]]["summary"]["tool_use"]["efficiency"] for row in least_efficient]
+    known = [e for e in efficiencies if e is not None]
+    assert known == sorted(known) and efficiencies[: len(known)] == known  # sessions without calls last
+    newest = listing(fixture_db, per_page=data.PER_PAGE_MAX)["sessions"]
+    starts = [row["started_at"] for row in newest if row["started_at"]]
+    assert starts == sorted(starts, reverse=True)
+
+
+def test_filters_by_project_dates_model_and_search(fixture_db: str, reports: dict[str, dict]) -> None:
+    slug = reports[SPOTTER]["session"]["project_slug"]
+    by_project = listing(fixture_db, project=slug, per_page=data.PER_PAGE_MAX)
+    assert {row["uuid"] for row in by_project["sessions"]} == {
+        u for u, r in reports.items() if r["session"]["project_slug"] == slug}
+
+    since, until = date(2026, 2, 1), date(2026, 2, 28)
+    in_february = listing(fixture_db, since=since, until=until, per_page=data.PER_PAGE_MAX)["sessions"]
+    want = {u for u, r in reports.items() if r["session"]["started_at"]
+            and since <= datetime.fromisoformat(r["session"]["started_at"]).date() <= until}
+    assert {row["uuid"] for row in in_february} == want and SPOTTER in want and len(want) < len(reports)
+    assert listing(fixture_db, sort="cost", since=since, until=until)["sessions"][0]["uuid"] == SPOTTER
+
+    model_name = "claude-sonnet-4-5-20250929"
+    with_model = listing(fixture_db, model=model_name, per_page=data.PER_PAGE_MAX)["sessions"]
+    assert {row["uuid"] for row in with_model} == {
+        u for u, r in reports.items() if any(m["model"] == model_name for m in r["summary"]["tokens_by_model"])}
+    assert 0 < len(with_model) < len(reports)
+
+    for term in ("hooks RESEARCH", "258c72"):
+        found = listing(fixture_db, search=term)["sessions"]
+        assert [row["uuid"] for row in found] == [SPOTTER], term
+    assert listing(fixture_db, search="100%_")["total"] == 0  # LIKE's own characters are text here
+
+
+def test_a_bad_parameter_is_one_clear_refusal() -> None:
+    for params, words in (({"sort": "price"}, "sort: 'price' is not one of"), ({"since": "yesterday"}, "not a date"),
+                          ({"page": "0"}, "page: '0' is not a whole number"), ({"order": "up"}, "asc or desc"),
+                          ({"per_page": "100000"}, "per_page")):
+        with pytest.raises(data.QueryError, match=words):
+            data.SessionQuery.parse(params)
+    query = data.SessionQuery.parse({"sort": "cost", "since": "2026-02-01", "q": " hooks "})
+    assert (query.sort, query.order, query.since, query.search) == ("cost", "desc", date(2026, 2, 1), "hooks")
+    assert query.params() == {"sort": "cost", "since": "2026-02-01", "q": "hooks"}
+
+
+def test_the_timeline_adds_up_to_the_report(fixture_db: str, reports: dict[str, dict]) -> None:
+    with psycopg.connect(fixture_db) as conn:
+        answer = data.session(conn, SPOTTER)
+    report, timeline = reports[SPOTTER], answer["timeline"]
+    assert {k: v for k, v in answer.items() if k != "timeline"} == report  # the report's JSON, and its timeline
+    assert timeline["minute"] == sorted(timeline["minute"]) and len(set(timeline["minute"])) == len(timeline["minute"])
+    total = report["summary"]["tokens"]["total"]
+    for field in ("output", "input", "cache_read", "cache_create"):
+        assert sum(timeline[field]) == total[field], field
+    assert sum(timeline["requests"]) == report["summary"]["requests"]
+    # each minute rounded to the micro-dollar, as the report rounds its total
+    assert sum(timeline["cost_usd"]) == pytest.approx(report["summary"]["cost"]["usd"],
+                                                      abs=1e-6 * len(timeline["minute"]))
+    assert len(timeline["compactions"]) == report["summary"]["compactions"] == 1
+    assert report["session"]["started_at"] <= timeline["compactions"][0] <= report["session"]["ended_at"]
+    assert sum(timeline["compaction_output"]) == report["summary"]["tokens"]["compaction"]["output"] > 0
+    use = report["summary"]["tool_use"]
+    assert sum(timeline["flagged"]) == use["calls"] - use["productive"] > 0  # every call of it has a time
+    # phases: a window holds the output of the minutes wholly inside it, and at most that of the
+    # minutes it touches (equal for the first phase, whose edges are whole minutes)
+    for phase in report["phases"]:
+        start, end = (datetime.fromisoformat(phase[k]).timestamp() for k in ("started_at", "ended_at"))
+        minutes = list(zip(timeline["minute"], timeline["output"], strict=True))
+        inside = sum(o for m, o in minutes if start <= m and m + 60 <= end)
+        touched = sum(o for m, o in minutes if m + 60 > start and m < end)
+        assert inside <= phase["tokens"]["output"] <= touched, phase["phase"]
+    assert report["phases"][0]["tokens"]["output"] == sum(
+        o for m, o in zip(timeline["minute"], timeline["output"], strict=True)
+        if datetime.fromisoformat("2026-02-11T20:36:00+00:00").timestamp() <= m
+        < datetime.fromisoformat("2026-02-11T21:00:00+00:00").timestamp()) > 0
+
+
+def test_live_rows_are_the_lists_rows(fixture_db: str) -> None:
+    with psycopg.connect(fixture_db) as conn:
+        rows = data.live(conn, {SPOTTER, "a7da6a22-facc-4fcd-8bab-f83c87862004"})
+        assert data.live(conn) == []  # no fixture session wrote in the last hour
+    listed = {row["uuid"]: row for row in listing(fixture_db, per_page=data.PER_PAGE_MAX)["sessions"]}
+    assert {row["uuid"] for row in rows} == {SPOTTER, "a7da6a22-facc-4fcd-8bab-f83c87862004"}
+    assert all(row == listed[row["uuid"]] for row in rows)
+
+
+# --- the served app --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def served(fixture_db: str, tmp_path_factory) -> Iterator[tuple[UiServer, str]]:
+    data_dir = tmp_path_factory.mktemp("ui-data")
+    settings = Settings(database_url=fixture_db, data_dir=data_dir, ui_port=free_port())
+    with ConnectionPool(fixture_db, min_size=1, max_size=4) as pool, UiServer(pool, settings) as server:
+        assert server.hub is not None, "the UI did not start"
+        yield server, secret.read(data_dir) or ""
+
+
+def get(port: int, path: str, headers: dict[str, str] | None = None, method: str = "GET"):
+    """(status, headers, body) of a request to the served app, redirects not followed."""
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect)
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {}, method=method)
+    try:
+        with opener.open(request, timeout=10) as answer:
+            return answer.status, answer.headers, answer.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.headers, refused.read()
+
+
+def test_the_token_is_the_users_alone(served: tuple[UiServer, str]) -> None:
+    server, token = served
+    path = secret.path(server.settings.data_dir)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert len(token) >= 40 and secret.load_or_create(server.settings.data_dir) == token  # made once
+
+
+def test_no_token_no_answer_and_a_strange_host_none_either(served: tuple[UiServer, str]) -> None:
+    server, token = served
+    port = server.port
+    for path in ("/", "/api/sessions", f"/sessions/{SPOTTER}", "/api/events", "/static/app.js"):
+        status, _headers, body = get(port, path)
+        assert status == 401, path
+        assert b"retrod ui" in body
+    assert get(port, "/?token=" + "x" * len(token))[0] == 401
+    assert get(port, "/", {"Cookie": f"retrod_ui_{port}=wrong"})[0] == 401
+    # DNS rebinding: a page of evil.example resolving to 127.0.0.1 sends its own Host, token or not
+    for host in ("evil.example", f"evil.example:{port}", "127.0.0.1", f"127.0.0.1:{port + 1}"):
+        status, _headers, _body = get(port, f"/api/sessions?token={token}", {"Host": host})
+        assert status == 403, host
+    assert get(port, f"/api/ping?token={token}", {"Host": f"localhost:{port}"})[0] == 200
+
+
+def test_the_token_becomes_an_http_only_strict_cookie(served: tuple[UiServer, str]) -> None:
+    server, token = served
+    port = server.port
+    status, headers, _body = get(port, f"/sessions/{SPOTTER}?token={token}&member=")
+    assert status == 303
+    assert headers["Location"] == f"/sessions/{SPOTTER}?member="  # the address loses the token
+    cookie = headers["Set-Cookie"]
+    assert cookie.startswith(f"retrod_ui_{port}={token};")
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    status, headers, body = get(port, f"/sessions/{SPOTTER}", {"Cookie": f"retrod_ui_{port}={token}"})
+    assert status == 200 and b"Hooks research" in body
+    assert "script-src 'self'" in headers["Content-Security-Policy"] and headers["X-Frame-Options"] == "DENY"
+
+
+def test_read_only_and_no_cors(served: tuple[UiServer, str]) -> None:
+    server, token = served
+    port = server.port
+    cookie = {"Cookie": f"retrod_ui_{port}={token}", "Origin": "http://evil.example"}
+    status, headers, _body = get(port, "/api/sessions", cookie)
+    assert status == 200
+    assert not [h for h in headers if h.lower().startswith("access-control-")]
+    for method in ("POST", "PUT", "DELETE"):
+        assert get(port, f"/sessions/{SPOTTER}", cookie, method)[0] == 405, method
+    status, headers, _body = get(port, "/api/sessions", {**cookie, "Access-Control-Request-Method": "GET"}, "OPTIONS")
+    assert status == 405 and "access-control-allow-origin" not in {h.lower() for h in headers}
+
+
+def test_the_json_twins_answer_what_the_pages_show(served: tuple[UiServer, str], fixture_db: str,
+                                                   reports: dict[str, dict]) -> None:
+    server, token = served
+    port = server.port
+
+    def api(path: str) -> tuple[int, object]:
+        status, _headers, body = get(port, path + ("&" if "?" in path else "?") + f"token={token}")
+        return status, json.loads(body)
+
+    status, answer = api("/api/sessions?sort=cost&since=2026-02-01&until=2026-02-28&per_page=5")
+    assert status == 200
+    assert answer == listing(fixture_db, sort="cost", since=date(2026, 2, 1), until=date(2026, 2, 28), per_page=5)
+    status, answer = api(f"/api/sessions/{SPOTTER}")
+    assert status == 200
+    assert {k: v for k, v in answer.items() if k != "timeline"} == reports[SPOTTER]
+    assert sum(answer["timeline"]["output"]) == reports[SPOTTER]["summary"]["tokens"]["total"]["output"]
+    assert api("/api/live") == (200, {"sessions": []})
+    status, answer = api("/api/sessions?sort=price")
+    assert status == 400 and answer == {"error": "sort: 'price' is not one of start, cost, tokens, efficiency, wall"}
+    status, answer = api("/api/sessions/00000000-0000-4000-8000-000000000000")
+    assert status == 404 and "no session" in answer["error"]
+    status, headers, body = get(port, f"/sessions/{SPOTTER}/report.md", {"Cookie": f"retrod_ui_{port}={token}"})
+    assert status == 200 and "attachment" in headers["Content-Disposition"]
+    assert body.decode() == markdown.render(reports[SPOTTER])
+    status, headers, body = get(port, f"/sessions/{SPOTTER[:8]}", {"Cookie": f"retrod_ui_{port}={token}"})
+    assert (status, headers["Location"]) == (303, f"/sessions/{SPOTTER}")  # a uuid's start goes to the page
+
+
+def test_the_event_stream_sends_a_sessions_new_figures_once_for_every_page(
+        served: tuple[UiServer, str], fixture_db: str) -> None:
+    """The committer's listener (ui.publish) reaches two open streams within the hub's debounce,
+    each with the same rows, equal to the list's, and the row as the live page shows it."""
+    server, token = served
+    received: list[list[str]] = [[], []]
+
+    def read(into: list[str]) -> None:
+        request = urllib.request.Request(f"http://127.0.0.1:{server.port}/api/events?token={token}")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(request, timeout=10) as stream:
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            for raw in stream:
+                line = raw.decode().rstrip("\n")
+                into.append(line)
+                if line.startswith("data: "):
+                    return
+
+    readers = [threading.Thread(target=read, args=(into,)) for into in received]
+    for reader in readers:
+        reader.start()
+    deadline = 100
+    while len(server.hub._subscribers) < 2 and deadline:
+        threading.Event().wait(0.05)
+        deadline -= 1
+    server.publish({SPOTTER})
+    for reader in readers:
+        reader.join(10)
+    listed = {row["uuid"]: row for row in listing(fixture_db, per_page=data.PER_PAGE_MAX)["sessions"]}
+    for lines in received:
+        assert "event: figures" in lines
+        update = json.loads(next(line for line in lines if line.startswith("data: "))[6:])
+        assert update["sessions"] == [listed[SPOTTER]]
+        assert update["rows_html"][SPOTTER].startswith(f'<tr data-uuid="{SPOTTER}">')
+        assert f"${listed[SPOTTER]['cost']['usd']:,.2f}" in update["rows_html"][SPOTTER]
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def retrod(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "retrod", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_retrod_ui_prints_the_address_with_the_token(served: tuple[UiServer, str], tmp_path: Path) -> None:
+    server, token = served
+    env = {**os.environ, "RETROD_DATA_DIR": str(server.settings.data_dir), "RETROD_UI_PORT": str(server.port),
+           "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    done = retrod(env, "ui", "--no-open")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"http://127.0.0.1:{server.port}/?token={token}\n"
+    done = retrod(env, "ui")  # no display: says so rather than start a text browser here
+    assert (done.returncode, done.stderr) == (0, "no browser here to open: open the address above\n")
+
+
+def test_retrod_ui_says_when_no_daemon_serves_it_or_it_is_off(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "RETROD_DATA_DIR": str(tmp_path), "RETROD_UI_PORT": str(port)}
+    done = retrod(env, "ui", "--no-open")
+    assert done.returncode == 1
+    assert done.stderr == (f"retrod: error: no daemon serves the web UI on 127.0.0.1:{port} for {tmp_path}: "
+                           "start it with `retrod run` (or `retrod service install`)\n")
+    done = retrod({**env, "RETROD_UI_PORT": "0"}, "ui")
+    assert done.returncode == 2 and "the web UI is off (RETROD_UI_PORT=0)" in done.stderr
+    hidden = tmp_path / "no-extra" / "starlette"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('the ui extra is not installed')\n")
+    done = retrod({**env, "PYTHONPATH": str(hidden.parent)}, "ui")
+    assert (done.returncode, done.stderr) == (
+        2, "retrod: error: the web UI needs Starlette and uvicorn, an optional extra: pip install 'retrod[ui]'\n")
+
+
+def test_the_daemon_runs_without_the_extra_and_says_so_once(db_url: str, projects: Path, tmp_path: Path) -> None:
+    hidden = tmp_path / "no-extra" / "uvicorn"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('the ui extra is not installed')\n")
+    env = {**os.environ, "RETROD_DATABASE_URL": db_url, "RETROD_PROJECTS_DIR": str(projects),
+           "RETROD_DATA_DIR": str(tmp_path / "data"), "RETROD_UI_PORT": str(free_port()),
+           "PYTHONPATH": str(hidden.parent)}
+    process = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in process.stderr:  # type: ignore[union-attr]
+            lines.append(line)
+            if '"caught up"' in line:
+                break
+    finally:
+        process.terminate()
+        process.wait(30)
+    said = [json.loads(line) for line in lines if line.startswith("{") and "web UI" in line]
+    assert [s["event"] for s in said] == [("web UI off: the web UI needs Starlette and uvicorn, an optional extra:"
+                                          " pip install 'retrod[ui]'")]
+    assert process.returncode == 0
+
+
+def test_the_ui_modules_that_need_no_framework_import_none() -> None:
+    """`data`, `pages`, `hub`, `secret` and `client` work without the extra (report --format html,
+    `retrod ui`'s question): only `app` and `server` import Starlette and uvicorn."""
+    code = ("import sys; import retrod.ui, retrod.ui.data, retrod.ui.pages, retrod.ui.hub, retrod.ui.secret,"
+            " retrod.ui.client; print(sorted(m for m in ('starlette', 'uvicorn') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"
+
+
+def test_no_sql_comment_holds_a_placeholder() -> None:
+    """A comment above `-- name: x` belongs to the statement before it: a placeholder written in
+    one makes that statement ask for a parameter it is never given."""
+    store = Path(__file__).parents[1] / "daemon" / "retrod" / "store"
+    found = []
+    for path in sorted(store.glob("*.sql")):
+        named = False  # a file's head, above its first statement, is no statement's
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            named = named or line.startswith("-- name:")
+            if named and line.lstrip().startswith("--") and "%(" in line:
+                found.append(f"{path.name}:{n}")
+    assert found == []

@@ -1,0 +1,238 @@
+"""`retrod ui` in a real browser (issue 23): headless Chromium (Debian's, driven by Playwright by
+its path) loads every page against the fixture database and the figures it shows are the report's
+JSON, its charts are drawn, its console stays clean; a line appended to a transcript under a
+running daemon reaches the live page within 2 s; the HTML report opens offline. One browser for
+the module. Screenshots go to RETROD_SCREENSHOTS (docs/screenshots/ holds the last ones taken).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid as uuids
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from retrod.report import model
+from retrod.ui import data, secret
+from test_ui import SPOTTER, fixture_db, free_port, log_phases, reports, served  # noqa: F401 - fixtures
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Without the background-networking flags Chromium reaches for Google's hosts, which this
+# machine's network refuses (and a test must not depend on).
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LIVE_WITHIN_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium package")
+        pytest.skip(f"no {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser) -> Iterator[object]:
+    """A fresh page (no cookies), whose console errors and uncaught exceptions fail the test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    problems: list[str] = []
+    tab.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    tab.on("pageerror", lambda error: problems.append(str(error)))
+    yield tab
+    context.close()
+    assert problems == [], f"the browser's console: {problems}"
+
+
+def screenshot(page, name: str) -> None:
+    folder = os.environ.get("RETROD_SCREENSHOTS")
+    if folder:  # the page down to its content's end, no blank below
+        bottom = page.eval_on_selector("main", "m => m.getBoundingClientRect().bottom + window.scrollY")
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True,
+                        clip={"x": 0, "y": 0, "width": 1280, "height": bottom + 8})
+
+
+def money(usd: float | None) -> str:
+    return "not priced" if usd is None else f"${usd:,.2f}"
+
+
+def cells(page, selector: str) -> list[dict[str, str]]:
+    """Each row's cells by their data-field, as the page shows them."""
+    return page.eval_on_selector_all(selector, """rows => rows.map(row => Object.fromEntries(
+        [["uuid", row.dataset.uuid || row.dataset.phase || ""]].concat(
+        Array.from(row.querySelectorAll("[data-field]")).map(c => [c.dataset.field, c.textContent.trim()]))))""")
+
+
+def drawn_pixels(page, selector: str) -> int:
+    """Painted pixels of the chart's canvas: more than its axes' worth when the bars are there."""
+    return page.eval_on_selector(selector, """canvas => {
+        const pixels = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+        let painted = 0;
+        for (let i = 3; i < pixels.length; i += 4) if (pixels[i] > 0) painted++;
+        return painted; }""")
+
+
+def test_the_sessions_page_lists_the_reports_figures_and_finds_the_costliest(
+        page, served, reports) -> None:  # noqa: F811
+    server, token = served
+    base = f"http://127.0.0.1:{server.port}"
+    page.goto(f"{base}/?token={token}")
+    assert page.url == f"{base}/"  # the token went into the cookie, out of the address
+    rows = cells(page, "#sessions tbody tr")
+    assert len(rows) == min(len(reports), data.PER_PAGE)
+    for row in rows:
+        summary = reports[row["uuid"]]["summary"]
+        assert row["cost"] == money(summary["cost"]["usd"]), row["uuid"]
+        assert row["requests"] == f"{summary['requests']:,}"
+        assert row["tool_calls"] == f"{summary['tool_use']['calls']:,}"
+        efficiency = summary["tool_use"]["efficiency"]
+        assert row["efficiency"] == ("—" if efficiency is None else f"{efficiency * 100:.0f}%")
+
+    # the costliest session of a week, without reading any docs: dates, then the cost column
+    page.fill("input[name=since]", "2026-02-09")
+    page.fill("input[name=until]", "2026-02-15")
+    page.click("form.filters button[type=submit]")
+    page.click("a[data-sort=cost]")
+    assert "sort=cost" in page.url and "since=2026-02-09" in page.url
+    in_week = {u: r for u, r in reports.items()
+               if "2026-02-09" <= (r["session"]["started_at"] or "")[:10] <= "2026-02-15"}
+    shown = cells(page, "#sessions tbody tr")
+    assert next(row["uuid"] for row in shown) == max(in_week, key=lambda u: in_week[u]["summary"]["cost"]["usd"] or 0)
+    assert len(shown) == len(in_week) and shown[0]["uuid"] == SPOTTER
+    assert page.text_content("#count").startswith(f"{len(in_week)} sessions")
+    screenshot(page, "sessions")
+    page.click(f'#sessions tr[data-uuid="{SPOTTER}"] td:nth-child(3) a')
+    assert page.url == f"{base}/sessions/{SPOTTER}"
+
+    page.goto(f"{base}/?q=hooks")
+    assert [row["uuid"] for row in cells(page, "#sessions tbody tr")] == [SPOTTER]
+
+
+def test_the_session_page_shows_the_report_and_draws_its_timeline(page, served, reports) -> None:  # noqa: F811
+    server, token = served
+    report = reports[SPOTTER]
+    summary = report["summary"]
+    page.goto(f"http://127.0.0.1:{server.port}/sessions/{SPOTTER}?token={token}")
+    page.wait_for_selector("#timeline canvas")
+    cards = dict(page.eval_on_selector_all(
+        "#summary .card", "cards => cards.map(c => [c.dataset.field, c.querySelector('.value').textContent])"))
+    assert cards["cost"] == money(summary["cost"]["usd"])
+    assert cards["output"] == f"{summary['tokens']['total']['output']:,}"
+    assert cards["requests"] == f"{summary['requests']:,}"
+    assert cards["tool_calls"] == f"{summary['tool_use']['calls']:,}"
+    assert cards["compactions"] == str(summary["compactions"]) and cards["subagents"] == str(len(report["subagents"]))
+    assert drawn_pixels(page, "#timeline canvas") > 20_000
+
+    phases = cells(page, "#phases tbody tr[data-phase]")
+    assert [row["output"] for row in phases] == [f"{p['tokens']['output']:,}" for p in report["phases"]]
+    assert [row["cost"] for row in phases] == [money(p["cost"]["usd"]) for p in report["phases"]]
+    verdicts = page.eval_on_selector_all("#phases .chip", "chips => chips.map(c => c.className)")
+    assert verdicts == [f"chip verdict-{p['verdict']}" for p in report["phases"]]
+    badges = dict(page.eval_on_selector_all(
+        "#waste h3", "hs => hs.map(h => [h.dataset.signal, h.querySelector('.badge').textContent])"))
+    assert badges == {k: str(v["count"]) for k, v in report["waste"].items() if v["count"]}
+    models = page.eval_on_selector_all("#models tbody td[data-field=cost]", "cs => cs.map(c => c.textContent)")
+    assert models == [money(m["cost_usd"]) for m in summary["tokens_by_model"]]
+    screenshot(page, "session")
+
+    with page.expect_download() as download:
+        page.click("text=Markdown retrospective")
+    assert Path(download.value.path()).read_text(encoding="utf-8").startswith("# Session Retrospective: 2026-02-11")
+
+
+def test_the_html_report_is_one_file_that_opens_offline(page, fixture_db: str, reports, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "retrod", "report", SPOTTER, "--format", "html", "--output", str(out)],
+                          env={**os.environ, "RETROD_DATABASE_URL": fixture_db, "RETROD_PROJECTS_DIR": str(tmp_path)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("<!doctype html>") and out.read_text(encoding="utf-8") == done.stdout
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    page.goto(out.as_uri())
+    page.wait_for_selector("#timeline canvas")
+    assert fetched == [out.as_uri()]  # its styles, scripts and data inside: nothing else fetched
+    assert drawn_pixels(page, "#timeline canvas") > 20_000
+    cost = page.text_content("#summary .card[data-field=cost] .value")
+    assert cost == money(reports[SPOTTER]["summary"]["cost"]["usd"])
+
+
+# --- live, with the daemon running for real ---------------------------------------------------
+
+def _assistant_line(template: dict, output_tokens: int) -> str:
+    """A new response of the session's, stamped now: what Claude Code appends as it works."""
+    line = json.loads(json.dumps(template))
+    stamp = uuids.uuid4().hex
+    line.update(uuid=str(uuids.uuid4()), requestId=f"req_live_{stamp}",
+                timestamp=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+    line["message"]["id"] = f"msg_live_{stamp}"
+    line["message"]["usage"]["output_tokens"] = output_tokens
+    return json.dumps(line) + "\n"
+
+
+def test_a_line_written_reaches_the_live_page_within_2_s(page, db_url: str, projects: Path, tmp_path: Path) -> None:
+    port, data_dir = free_port(), tmp_path / "data"
+    env = {**os.environ, "RETROD_DATABASE_URL": db_url, "RETROD_PROJECTS_DIR": str(projects),
+           "RETROD_DATA_DIR": str(data_dir), "RETROD_UI_PORT": str(port), "RETROD_SCAN_INTERVAL_S": "3600"}
+    daemon = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    log: list[str] = []
+    ready = threading.Event()
+
+    def follow() -> None:
+        for line in daemon.stderr:  # type: ignore[union-attr]
+            log.append(line)
+            if '"caught up"' in line:
+                ready.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    try:
+        assert ready.wait(120), "".join(log[-20:])
+        transcript = next(projects.glob(f"*/{SPOTTER}.jsonl"))
+        template = next(json.loads(x) for x in transcript.read_text().splitlines()
+                        if '"type":"assistant"' in x.replace(" ", "") and '"usage"' in x)
+        page.goto(f"http://127.0.0.1:{port}/live?token={secret.read(data_dir)}")
+        page.wait_for_selector("#live-status.on")
+        assert page.is_visible("#live-empty")  # the fixtures are old: nothing active yet
+
+        for output in (1234, 4321):  # it appears, then its figures move
+            with transcript.open("a") as out:
+                out.write(_assistant_line(template, output))
+            written = time.monotonic()
+            with psycopg.connect(db_url) as conn:
+                before = page.text_content(f'#live tr[data-uuid="{SPOTTER}"] [data-field=output]') \
+                    if page.query_selector(f'#live tr[data-uuid="{SPOTTER}"]') else None
+                page.wait_for_function(
+                    f"""prev => {{ const c = document.querySelector(
+                        '#live tr[data-uuid="{SPOTTER}"] [data-field=output]');
+                    return c && c.textContent !== prev; }}""", arg=before, timeout=LIVE_WITHIN_S * 1000 + 500)
+                seen = time.monotonic() - written
+                report = model.build(conn, SPOTTER)
+            row = cells(page, f'#live tr[data-uuid="{SPOTTER}"]')[0]
+            assert seen <= LIVE_WITHIN_S, f"{seen:.2f} s"
+            assert row["output"] == f"{report['summary']['tokens']['total']['output']:,}"
+            assert row["cost"] == money(report["summary"]["cost"]["usd"])
+            assert row["requests"] == f"{report['summary']['requests']:,}"
+        assert not page.is_visible("#live-empty")
+        screenshot(page, "live")
+    finally:
+        page.goto("about:blank")  # the page's stream closes before the daemon does (no reconnecting)
+        daemon.terminate()
+        daemon.wait(30)
+    assert daemon.returncode == 0
