@@ -70,11 +70,6 @@ _SNAPSHOT = {
                        " FROM retrod.request_minutes ORDER BY 1, minute, 3, 4, 5, 6",
     "event_minutes": "SELECT session_uuid, minute::text, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.event_minutes ORDER BY 1, minute",
-    # day::text: 'infinity' (requests without a timestamp), as minute above
-    "session_prices": "SELECT session_uuid, model, day::text, fast, tier_floor, requests, parts,"
-                      " input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,"
-                      " cache_create_5m_tokens, cache_create_1h_tokens"
-                      " FROM retrod.session_prices ORDER BY 1, 2, day, 4, 5",
     "session_figures": "SELECT session_uuid, transcripts, project_slug, first_us, last_us, has_main, parts, requests,"
                        " input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, calls, productive"
                        " FROM retrod.session_figures ORDER BY 1, db_role",
@@ -112,15 +107,6 @@ ROLLUPS_FROM_RAW = {
                        " FROM retrod.requests r, retrod.request_parts(r) p"
                        " GROUP BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6"
                        " ORDER BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6",
-    # migration 0019: the same parts by day instead of minute, without the agent
-    "session_prices": "SELECT r.session_uuid, p.model, retrod.day_of(retrod.minute_of(r.ts))::text,"
-                      " r.fast, retrod.tier_floor(p.input + p.cache_read + p.cache_create,"
-                      " (SELECT thresholds FROM retrod.price_tiers t WHERE t.db_role = r.db_role)) AS tier,"
-                      " count(*) FILTER (WHERE p.first), count(*), sum(p.input), sum(p.output),"
-                      " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h)"
-                      " FROM retrod.requests r, retrod.request_parts(r) p"
-                      " GROUP BY 1, 2, retrod.day_of(retrod.minute_of(r.ts)), 4, 5"
-                      " ORDER BY 1, 2, retrod.day_of(retrod.minute_of(r.ts)), 4, 5",
     # migration 0019: a session's files, request parts and counted calls
     "session_figures": "SELECT k.session_uuid, coalesce(f.n, 0), f.slug, f.first_us, f.last_us,"
                        " coalesce(f.main, false), coalesce(p.parts, 0), coalesce(p.requests, 0),"

@@ -15,12 +15,10 @@ dashboard's `/api/trends` serve it as it is.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from functools import lru_cache
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -28,7 +26,7 @@ import psycopg
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .report import markdown
+from .report import markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
 from .resolve import project_filter
@@ -193,35 +191,9 @@ def figures(sums: _Sums) -> dict:
 
 
 def price_table(conn: Connection, member: str, prices: pricing.Prices, sessions: list[str] | None = None) -> str:
-    """The prices of every price group the member's sessions have (model, day, fast, tier), as
-    trend_figures reads them: USD per million tokens of each kind and per part, for runs of days
-    (in the days the data holds) whose prices are the same, so that the table stays a few rows
-    (JSON; a price group not in it is not priced)."""
-    keys = tuple(sorted(conn.execute(q("price_keys"), {"member": member, "sessions": sessions}).fetchall(),
-                        key=lambda k: (k[0], k[2], k[3], k[1] == "infinity", k[1])))
-    if prices is pricing.DEFAULT:  # (the package's prices never change while retrod runs)
-        return _default_price_table(keys)
-    return _price_table(keys, prices)
-
-
-@lru_cache(maxsize=4)
-def _default_price_table(keys: tuple) -> str:
-    return _price_table(keys, pricing.DEFAULT)
-
-
-def _price_table(keys: tuple, prices: pricing.Prices) -> str:
-    table: list[dict] = []
-    last: tuple | None = None
-    for model, day, fast, tier_floor in keys:
-        found = pricing.rates(prices, model, None if day == "infinity" else date.fromisoformat(day), fast, tier_floor)
-        run = (model, fast, tier_floor, found, day == "infinity")
-        if run == last:
-            table[-1]["day_to"] = day
-        elif found is not None:
-            table.append({"model": model, "fast": fast, "tier_floor": tier_floor, "day_from": day, "day_to": day,
-                          **{k: str(v) for k, v in vars(found).items()}})
-        last = run if found is not None else None
-    return json.dumps(table)
+    """The prices of every price group the member's sessions have, as trend_figures reads them
+    (report/rates.py)."""
+    return rates.table(conn.execute(q("price_keys"), {"member": member, "sessions": sessions}).fetchall(), prices)
 
 
 def change(now: dict, before: dict | None) -> dict | None:

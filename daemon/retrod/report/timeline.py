@@ -33,7 +33,7 @@ def series(conn: Connection, session: str, prices: pricing.Prices = pricing.DEFA
     # Plain rows (a dict per row was a fifth of the time for a session of thousands of minutes):
     # minute, requests, input, output, cache_read, cache_create, compaction_output, usd, unpriced, unrated
     for fresh in (False, True):
-        rows = conn.execute(q("ui_timeline_minutes"), {**args, "rates": rates.spans(conn, prices, fresh)}).fetchall()
+        rows = conn.execute(q("ui_timeline_minutes"), {**args, "rates": rates.stored(conn, prices, fresh)}).fetchall()
         if not any(row[9] for row in rows):
             break  # else: groups stored since the rates were read; once more, with theirs
     flagged: dict[datetime, int] = dict(conn.execute(q("ui_timeline_waste"), args).fetchall())

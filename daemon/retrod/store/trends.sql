@@ -19,7 +19,7 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- (part of one), `since` (started at or after), `sessions` (these sessions only).
 -- models: per model, its sessions, requests (parts), tokens by bucket and kind, and cost: each
 -- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
--- `rates`, USD per million tokens and per part), `unpriced` when one with tokens has none.
+-- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none.
 -- name: trend_figures
 WITH rates AS (
     SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
@@ -101,7 +101,7 @@ WITH rates AS (
                              + least(q.cache_create_1h_tokens, q.cache_create_tokens) * r.cache_create_1h
                              + (q.cache_create_tokens - least(q.cache_create_1h_tokens, q.cache_create_tokens))
                                * r.cache_create_5m) / 1000000 + q.parts * r.per_part), 0) AS cost,
-               coalesce(bool_or(r.model IS NULL AND (q.input_tokens, q.output_tokens, q.cache_read_tokens,
+               coalesce(bool_or(r.input IS NULL AND (q.input_tokens, q.output_tokens, q.cache_read_tokens,
                                                      q.cache_create_tokens, q.cache_create_5m_tokens,
                                                      q.cache_create_1h_tokens) <> (0, 0, 0, 0, 0, 0)), false)
                    AS unpriced

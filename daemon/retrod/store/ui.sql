@@ -1,13 +1,11 @@
 -- `retrod ui`, the web dashboard (issue 23): its session list, a session's timeline, the live
 -- page. Read-only, from the rollups: no statement here scans requests, events or calls.
 
--- The price groups the stored sessions hold (session_prices, migration 0019), in the order of
--- their days: the list prices each once (report/prices.py), then sums them per session below.
--- (The day as text: 'infinity', requests without a timestamp, is no Python date.)
+-- The price groups every session stored holds (session_requests, migration 0018): the list and
+-- the timeline price them (report/rates.py). (The day as text: 'infinity', requests without a
+-- timestamp, is no Python date.)
 -- name: ui_price_keys
-SELECT model, fast, tier_floor, day::text AS day
-FROM (SELECT DISTINCT model, fast, tier_floor, day FROM retrod.session_prices) g
-ORDER BY model, fast, tier_floor, g.day;
+SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_requests;
 
 -- The list's choices: the projects and models there are.
 -- name: ui_projects
@@ -15,15 +13,15 @@ SELECT DISTINCT slug FROM retrod.files
 WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
 
 -- name: ui_models
-SELECT DISTINCT model FROM retrod.session_prices WHERE model <> '' AND parts > 0 ORDER BY 1;
+SELECT DISTINCT model FROM retrod.session_requests WHERE model <> '' AND parts > 0 ORDER BY 1;
 
 -- Every session (one per member, §3) with its figures, filtered, sorted and paged, with how many
 -- match (`total`): one row each from session_figures (migration 0019). Start and end are its main
 -- transcripts' first event and high-water mark, as `retrod sessions` reads them (for a session
 -- with requests and no such event, its requests' span, as the report dates it: two index lookups,
--- for those few). Sorted by cost, each session's price groups (session_prices) are summed at the rates
--- given (`rates`, JSON: USD per token of each kind and per part, by model, fast, tier and a span
--- of days with one price, as report/prices.py prices a group; null: no price known; ui/data.py),
+-- for those few). Sorted by cost, each session's price groups (session_requests) are summed at the rates
+-- given (`rates`: report/rates.py's spans of days with one price per model, fast and tier, USD per
+-- million tokens of each kind and per part; null: no price known),
 -- in doubles: the page's own rows are priced again exactly, as the report prices them (ui/data.py,
 -- from ui_session_groups). A group with no tokens costs nothing, priced or not, as in the report;
 -- a session's cost is null only when something could not be priced and nothing could.
@@ -32,10 +30,12 @@ SELECT DISTINCT model FROM retrod.session_prices WHERE model <> '' AND parts > 0
 -- alone, after the limit.
 -- name: ui_sessions
 WITH rates AS MATERIALIZED (  -- read once, typed
-    SELECT m AS model, f AS fast, t AS tier_floor, d0 AS first_day, d1 AS last_day, i AS input, o AS output,
-           cr AS cache_read, c5 AS cache_5m, c1 AS cache_1h, p AS part
-    FROM json_to_recordset(%(rates)s::json) AS r(m text, f bool, t bigint, d0 date, d1 date, i float8, o float8,
-                                                cr float8, c5 float8, c1 float8, p float8)
+    SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
+           cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
+           per_part AS part  -- USD per token, in doubles
+    FROM json_to_recordset(%(rates)s::json) AS r(model text, fast bool, tier_floor bigint, day_from date, day_to date,
+                                                input float8, output float8, cache_read float8,
+                                                cache_create_5m float8, cache_create_1h float8, per_part float8)
 ), cost AS (  -- only when sorting by it
     SELECT g.session_uuid, g.db_role,
            sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
@@ -46,10 +46,10 @@ WITH rates AS MATERIALIZED (  -- read once, typed
            coalesce(bool_or(r.input IS NULL) FILTER (WHERE used), false) AS unpriced_any,
            bool_or(r.model IS NULL) AS unrated  -- a group the rates given do not cover
     FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens > 0 AS used
-          FROM retrod.session_prices
+          FROM retrod.session_requests
           WHERE %(sort)s = 'cost' AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))) g
     LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
-                     AND g.day BETWEEN r.first_day AND r.last_day
+                     AND g.day BETWEEN r.day_from AND r.day_to
     GROUP BY g.session_uuid, g.db_role
 ), u AS (
     SELECT u.id, u.session_uuid, coalesce(to_jsonb(u) ->> 'db_role', current_user) AS db_role, u.description
@@ -76,7 +76,7 @@ WITH rates AS MATERIALIZED (  -- read once, typed
       AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
       AND (%(project)s::text IS NULL OR s.project_slug = %(project)s::text)
       AND (%(model)s::text IS NULL OR EXISTS (
-          SELECT FROM retrod.session_prices g
+          SELECT FROM retrod.session_requests g
           WHERE g.session_uuid = s.session_uuid AND g.db_role = s.db_role AND g.model = %(model)s::text
             AND g.parts > 0))
       AND (%(search)s::text IS NULL OR s.session_uuid LIKE %(prefix)s::text OR s.project_slug ILIKE %(search)s::text
@@ -123,7 +123,7 @@ SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NUL
        g.cache_create_tokens AS cache_create, g.cache_create_5m_tokens AS cache_create_5m,
        g.cache_create_1h_tokens AS cache_create_1h
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
-JOIN retrod.session_prices g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
+JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 
 -- Sessions with transcript time in the last hour (as `retrod status` counts them), the most
 -- recent first, at most `limit`: the live page's first rows. Not later than a few minutes from
@@ -144,10 +144,12 @@ GROUP BY session_uuid ORDER BY max(minute) DESC, session_uuid LIMIT %(limit)s;
 -- the rates given do not cover (read them again).
 -- name: ui_timeline_minutes
 WITH rates AS MATERIALIZED (
-    SELECT m AS model, f AS fast, t AS tier_floor, d0 AS first_day, d1 AS last_day, i AS input, o AS output,
-           cr AS cache_read, c5 AS cache_5m, c1 AS cache_1h, p AS part
-    FROM json_to_recordset(%(rates)s::json) AS r(m text, f bool, t bigint, d0 date, d1 date, i float8, o float8,
-                                                cr float8, c5 float8, c1 float8, p float8)
+    SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
+           cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
+           per_part AS part  -- USD per token, in doubles
+    FROM json_to_recordset(%(rates)s::json) AS r(model text, fast bool, tier_floor bigint, day_from date, day_to date,
+                                                input float8, output float8, cache_read float8,
+                                                cache_create_5m float8, cache_create_1h float8, per_part float8)
 )
 SELECT g.minute, sum(g.requests)::bigint AS requests, sum(g.input_tokens)::bigint AS input,
        sum(g.output_tokens)::bigint AS output, sum(g.cache_read_tokens)::bigint AS cache_read,
@@ -163,7 +165,7 @@ FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_
       FROM retrod.request_minutes
       WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute <> 'infinity') g
 LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
-                 AND retrod.day_of(g.minute) BETWEEN r.first_day AND r.last_day
+                 AND (g.minute AT TIME ZONE 'UTC')::date BETWEEN r.day_from AND r.day_to
 GROUP BY g.minute
 ORDER BY g.minute;
 

@@ -141,7 +141,7 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
     }
     with conn.cursor(row_factory=dict_row) as cur:
         for fresh in (False, True):
-            found = cur.execute(q("ui_sessions"), {**args, "rates": rates.spans(conn, prices, fresh)}).fetchall()
+            found = cur.execute(q("ui_sessions"), {**args, "rates": rates.stored(conn, prices, fresh)}).fetchall()
             if not (found and found[0]["stale_rates"]):
                 break  # else: groups stored since the rates were read; once more, with theirs
         # The page's own rows, priced exactly as their reports price them (the sort used doubles)
