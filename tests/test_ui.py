@@ -1,7 +1,8 @@
 """`retrod ui` without a browser (issue 23): the list's, the timeline's and the live rows' figures
 against the report's JSON (model.build) of every fixture session; the list's sorting, filters and
-pages; the served app's guard (token, cookie, Host, read-only, no CORS) and its JSON twins, with
-the server running in this process on the fixture database; the command's own answers.
+pages; the served app's guard (token, cookie, Host, read-only, no CORS) and its JSON twins (the
+trends' against `retrod trends --json`), with the server running in this process on the fixture
+database; the command's own answers.
 The pages themselves, in a real browser: tests/test_ui_browser.py."""
 
 from __future__ import annotations
@@ -240,7 +241,8 @@ def test_the_token_is_the_users_alone(served: tuple[UiServer, str]) -> None:
 def test_no_token_no_answer_and_a_strange_host_none_either(served: tuple[UiServer, str]) -> None:
     server, token = served
     port = server.port
-    for path in ("/", "/api/sessions", f"/sessions/{SPOTTER}", "/api/events", "/static/app.js"):
+    for path in ("/", "/api/sessions", f"/sessions/{SPOTTER}", "/trends", "/api/trends", "/api/events",
+                 "/static/app.js"):
         status, _headers, body = get(port, path)
         assert status == 401, path
         assert b"retrod ui" in body
@@ -343,6 +345,31 @@ def test_the_event_stream_sends_a_sessions_new_figures_once_for_every_page(
         assert update["sessions"] == [listed[SPOTTER]]
         assert update["rows_html"][SPOTTER].startswith(f'<tr data-uuid="{SPOTTER}">')
         assert f"${listed[SPOTTER]['cost']['usd']:,.2f}" in update["rows_html"][SPOTTER]
+
+
+def test_the_trends_twin_answers_what_retrod_trends_json_prints(served: tuple[UiServer, str], fixture_db: str,
+                                                                tmp_path: Path) -> None:
+    server, token = served
+    # the command reads the transcripts first when no daemon runs: the fixtures, already read
+    env = {**os.environ, "RETROD_DATABASE_URL": fixture_db, "RETROD_PROJECTS_DIR": str(FIXTURES),
+           "RETROD_DATA_DIR": str(tmp_path)}
+    for query, options in (("by=month&split=project&tz=UTC", ["--by", "month", "--by-project", "--tz", "UTC"]),
+                           ("split=model&since=2026-02-09&tz=Europe/Berlin",
+                            ["--by-model", "--since", "2026-02-09", "--tz", "Europe/Berlin"])):
+        done = retrod(env, "trends", "--json", *options)
+        assert done.returncode == 0, done.stderr
+        printed = json.loads(done.stdout)
+        status, _headers, body = get(server.port, f"/api/trends?{query}&token={token}")
+        assert status == 200
+        assert json.loads(body) == printed
+        assert printed["periods"] and printed["total"]["sessions"] > 0  # (not two empty answers)
+    for query, error in (("by=year", "by: 'year' is not one of day, week, month"),
+                         ("split=session", "split: 'session' is not one of project, model"),
+                         ("since=last%20week", "since: 'last week' is not a date (YYYY-MM-DD)"),
+                         ("tz=Mars/Olympus", ("unknown time zone 'Mars/Olympus'; use a name such as UTC or "
+                                              "Europe/Berlin"))):
+        status, _headers, body = get(server.port, f"/api/trends?{query}&token={token}")
+        assert (status, json.loads(body)) == (400, {"error": error}), query
 
 
 # --- the command ---------------------------------------------------------------------------------

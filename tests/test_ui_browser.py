@@ -1,7 +1,8 @@
 """`retrod ui` in a real browser (issue 23): headless Chromium (Debian's, driven by Playwright by
 its path) loads every page against the fixture database and the figures it shows are the report's
 JSON, its charts are drawn, its console stays clean; a line appended to a transcript under a
-running daemon reaches the live page within 2 s; the HTML report opens offline. One browser for
+running daemon reaches the live page within 2 s; the HTML report opens offline; the trends page adds
+up the reports of each month. One browser for
 the module. Screenshots go to RETROD_SCREENSHOTS (docs/screenshots/ holds the last ones taken).
 """
 
@@ -75,7 +76,7 @@ def money(usd: float | None) -> str:
 def cells(page, selector: str) -> list[dict[str, str]]:
     """Each row's cells by their data-field, as the page shows them."""
     return page.eval_on_selector_all(selector, """rows => rows.map(row => Object.fromEntries(
-        [["uuid", row.dataset.uuid || row.dataset.phase || ""]].concat(
+        [["uuid", row.dataset.uuid || row.dataset.phase || row.dataset.period || ""]].concat(
         Array.from(row.querySelectorAll("[data-field]")).map(c => [c.dataset.field, c.textContent.trim()]))))""")
 
 
@@ -171,6 +172,47 @@ def test_the_html_report_is_one_file_that_opens_offline(page, fixture_db: str, r
     assert drawn_pixels(page, "#timeline canvas") > 20_000
     cost = page.text_content("#summary .card[data-field=cost] .value")
     assert cost == money(reports[SPOTTER]["summary"]["cost"]["usd"])
+
+
+def test_the_trends_page_adds_up_the_reports_of_each_month(page, served, reports) -> None:  # noqa: F811
+    server, token = served
+    base = f"http://127.0.0.1:{server.port}"
+    page.goto(f"{base}/trends?by=month&tz=UTC&token={token}")
+    page.wait_for_selector("#trends-chart canvas")
+    months: dict[str, list[dict]] = {}
+    for report in reports.values():  # each session wholly in the month it started (UTC here)
+        months.setdefault((report["session"]["started_at"] or "")[:7] or "undated", []).append(report)
+    rows = {row["uuid"]: row for row in cells(page, "#trends tbody tr[data-period]") if "sessions" in row}
+    assert {period[:7] for period in rows} == set(months)
+    for period, row in rows.items():
+        month = months[period[:7]]
+        summaries = [r["summary"] for r in month]
+        assert row["sessions"] == f"{len(month):,}", period
+        assert row["tool_calls"] == f"{sum(s['tool_use']['calls'] for s in summaries):,}", period
+        assert row["output"] == f"{sum(s['tokens']['total']['output'] for s in summaries):,}", period
+        costs = [s["cost"] for s in summaries]
+        usd = sum(c["usd"] or 0 for c in costs)
+        assert row["cost"] == (money(usd) if all(c["complete"] for c in costs) else f"≥ {money(usd)}"), period
+    total = cells(page, "#trends tfoot tr")[0]
+    assert total["sessions"] == f"{len(reports):,}"
+    cards = dict(page.eval_on_selector_all(
+        "#totals .card", "cards => cards.map(c => [c.dataset.field, c.querySelector('.value').textContent])"))
+    assert cards["sessions"] == total["sessions"] and cards["cost"] == total["cost"]
+    assert drawn_pixels(page, "#trends-chart canvas") > 5_000
+
+    # per project, without reading any docs: the split's menu; each month's projects under it
+    page.select_option("select[name=split]", "project")
+    page.click("form.filters button[type=submit]")
+    assert "split=project" in page.url and "by=month" in page.url
+    spotter_month = reports[SPOTTER]["session"]["started_at"][:7]
+    under = page.eval_on_selector_all(
+        f'#trends tbody tr[data-period^="{spotter_month}"] ~ tr', """rows => {
+            const out = []; for (const r of rows) { if (r.dataset.period) break;
+            if (r.dataset.project) out.push(r.dataset.project); } return out; }""")
+    assert sorted(under) == sorted({r["session"]["project_slug"] for r in months[spotter_month]})
+    screenshot(page, "trends")
+    page.click("a.chip >> text=By week")
+    assert page.text_content("#trends thead th") == "Week of" and "by=" not in page.url
 
 
 # --- live, with the daemon running for real ---------------------------------------------------

@@ -114,6 +114,19 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         return HTMLResponse(pages.session_page(report, standalone=True),
                             headers={"Content-Disposition": f'attachment; filename="{_file(report, "html")}"'})
 
+    def trend_figures(conn: psycopg.Connection, query: data.TrendsQuery) -> dict:
+        return data.trends(conn, query, prices(), settings.projects_roots(), settings.away_after_s)
+
+    def trends_page(request: Request) -> Response:
+        query = data.TrendsQuery.parse(request.query_params)
+        with connection() as conn:
+            return HTMLResponse(pages.trends_page(trend_figures(conn, query), data.choices(conn)["projects"], query))
+
+    def trends_api(request: Request) -> Response:
+        query = data.TrendsQuery.parse(request.query_params)
+        with connection() as conn:
+            return JSONResponse(trend_figures(conn, query))
+
     def live_page(_request: Request) -> Response:
         with connection() as conn:
             return HTMLResponse(pages.live_page(data.live(conn, None, prices())))
@@ -155,6 +168,7 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
 
     routes = [
         Route("/", _errors(sessions_page, html=True)),
+        Route("/trends", _errors(trends_page, html=True)),
         Route("/live", _errors(live_page, html=True)),
         Route("/sessions/{uuid}", _errors(session_page, html=True)),
         Route("/sessions/{uuid}/report.md", _errors(session_markdown, html=True)),
@@ -162,6 +176,7 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         Route("/api/ping", ping),
         Route("/api/sessions", _errors(sessions_api)),
         Route("/api/sessions/{uuid}", _errors(session_api)),
+        Route("/api/trends", _errors(trends_api)),
         Route("/api/live", _errors(live_api)),
         Route("/api/events", events),
         Mount("/static", StaticFiles(packages=[("retrod.ui", "static")]), name="static"),

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from .. import trends as history
 from ..report import model, rates, timeline
 from ..report import prices as pricing
 from ..store.queries import q
@@ -23,6 +26,7 @@ SORTS = ("start", "cost", "tokens", "efficiency", "wall")
 # list is for finding where calls were wasted, as `retrod sessions --sort efficiency`).
 FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc"}
 PER_PAGE, PER_PAGE_MAX = 50, 500
+TREND_SPLITS = ("project", "model")  # (`session` is the brief's, not a view)
 LIVE_MAX = 100  # the live page's first rows: the sessions with the newest lines
 
 
@@ -47,17 +51,7 @@ class SessionQuery:
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> SessionQuery:
         def text(name: str) -> str | None:
-            value = (params.get(name) or "").strip()
-            if "\x00" in value:
-                raise QueryError(f"{name}: contains a NUL character")
-            return value or None
-
-        def day(name: str) -> date | None:
-            value = text(name)
-            try:
-                return date.fromisoformat(value) if value else None
-            except ValueError:
-                raise QueryError(f"{name}: {value!r} is not a date (YYYY-MM-DD)") from None
+            return _text(params, name)
 
         def whole(name: str, default: int, low: int, high: int) -> int:
             value = text(name)
@@ -73,7 +67,8 @@ class SessionQuery:
         order = text("order") or FIRST_ORDER[sort]
         if order not in ("asc", "desc"):
             raise QueryError(f"order: {order!r} is not asc or desc")
-        return cls(project=text("project"), since=day("since"), until=day("until"), model=text("model"),
+        return cls(project=text("project"), since=_date(params, "since"), until=_date(params, "until"),
+                   model=text("model"),
                    search=text("q"), sort=sort, order=order, page=whole("page", 1, 1, 1_000_000),
                    per_page=whole("per_page", PER_PAGE, 1, PER_PAGE_MAX))
 
@@ -87,6 +82,47 @@ class SessionQuery:
                "page": values["page"] if values["page"] != 1 else None,
                "per_page": values["per_page"] if values["per_page"] != PER_PAGE else None}
         return {k: str(v) for k, v in out.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class TrendsQuery:
+    """The trends page's choices, as its form and `/api/trends` take them (`retrod trends`' options)."""
+
+    by: str = "week"
+    split: str | None = None  # project, model or none
+    project: str | None = None
+    since: date | None = None  # sessions started on or after this day, in the periods' time zone
+    tz: str | None = None  # the periods' time zone; None: the daemon's machine's
+    member: str | None = None
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> TrendsQuery:
+        by = _text(params, "by") or "week"
+        if by not in history.PERIODS:
+            raise QueryError(f"by: {by!r} is not one of {', '.join(history.PERIODS)}")
+        split = _text(params, "split")
+        if split not in (None, *TREND_SPLITS):
+            raise QueryError(f"split: {split!r} is not one of {', '.join(TREND_SPLITS)}")
+        return cls(by=by, split=split, project=_text(params, "project"), since=_date(params, "since"),
+                   tz=_text(params, "tz"), member=_text(params, "member"))
+
+    def params(self, **changes: object) -> dict[str, str]:
+        """The query as URL parameters (those not at their default), with `changes`."""
+        values = {**asdict(self), **changes}
+        values["by"] = values["by"] if values["by"] != "week" else None
+        return {k: str(v) for k, v in values.items() if v is not None}
+
+
+def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
+           roots: list[Path] | None = None, away_after_s: float = model.AWAY_AFTER_S) -> dict:
+    """`/api/trends`: what `retrod trends --json` prints for the same choices, as it is."""
+    try:
+        zone = history.check_zone(query.tz) if query.tz else history.local_zone()
+        since = datetime.combine(query.since, time(), ZoneInfo(zone)) if query.since else None
+        return history.trends(conn, by=query.by, project=query.project, since=since, split=query.split,
+                              prices=prices, tz=zone, member=query.member, roots=roots, away_after_s=away_after_s)
+    except history.TrendsError as exc:
+        raise QueryError(str(exc)) from None
 
 
 def sessions(conn: Connection, query: SessionQuery, prices: pricing.Prices = pricing.DEFAULT) -> dict:
@@ -165,6 +201,21 @@ def _row(row: dict, by_model: list[dict], cost: dict) -> dict:
         "tool_calls": int(row["tool_calls"]), "efficiency": row["efficiency"],
         "tracked": row["user_session_id"] is not None, "phases": int(row["phases"]),
     }
+
+
+def _text(params: Mapping[str, str], name: str) -> str | None:
+    value = (params.get(name) or "").strip()
+    if "\x00" in value:
+        raise QueryError(f"{name}: contains a NUL character")
+    return value or None
+
+
+def _date(params: Mapping[str, str], name: str) -> date | None:
+    value = _text(params, name)
+    try:
+        return date.fromisoformat(value) if value else None
+    except ValueError:
+        raise QueryError(f"{name}: {value!r} is not a date (YYYY-MM-DD)") from None
 
 
 def _like(text: str) -> str:

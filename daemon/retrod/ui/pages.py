@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 from ..report.markdown import SIGNAL_TITLES, duration
 from ..verdicts import VERDICTS
-from .data import FIRST_ORDER, SessionQuery
+from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
 
 STATIC = files(__package__) / "static"
 ASSETS_CSS = ("uPlot.min.css", "app.css")
@@ -86,7 +86,7 @@ def _document(title: str, body: str, active: str = "", standalone: bool = False)
         head = "".join(f'<link rel="stylesheet" href="/static/{name}">' for name in ASSETS_CSS)
         scripts = "".join(f'<script src="/static/{name}" defer></script>' for name in ASSETS_JS)
         links = "".join(f'<a href="{href}"{" class=active" if name == active else ""}>{name}</a>'
-                        for name, href in (("Sessions", "/"), ("Live", "/live")))
+                        for name, href in (("Sessions", "/"), ("Trends", "/trends"), ("Live", "/live")))
         nav = f'<a class="brand" href="/">retrod</a><nav>{links}</nav>'
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -382,6 +382,154 @@ def _lessons(report: dict) -> str:
     if not report["lessons"]:
         return ""
     return "<section><h2>Lessons</h2><ul>" + "".join(f"<li>{e(x)}</li>" for x in report["lessons"]) + "</ul></section>"
+
+
+# --- trends --------------------------------------------------------------------------------------
+
+PERIOD_TITLES = {"day": "Day", "week": "Week of", "month": "Month"}
+TREND_HEAD = ('<th class="num">Sessions</th><th class="num">Est. cost</th><th class="num">Per session</th>'
+              '<th class="num" title="per session, from the period before">Δ per session</th>'
+              '<th class="num">Efficiency</th><th class="num" title="from the period before">Δ</th>'
+              '<th class="num">Tool calls</th><th class="num">Output</th><th class="num">Claude</th>'
+              '<th class="num">Tool</th><th class="num">Human</th><th class="num">Away</th>')
+
+
+def trends_page(data: dict, projects: list[str], query: TrendsQuery) -> str:
+    """`/trends`: `retrod trends` as a page — the periods' cost and efficiency drawn, their figures
+    in rows (a run of empty periods is one row, as the command prints it), the total below."""
+    periods = data["periods"]
+    by = data["by"]
+    shown = [p for p in periods if p["sessions"]]
+    if shown:
+        rows = "".join(_trend_rows(periods, i, data) for i in range(len(periods)))
+    else:
+        rows = (f'<tr><td colspan="13" class="empty">No sessions'
+                f'{" match" if data["project"] or data["since"] else " yet"}.</td></tr>')
+    total = data["total"]
+    prices = data["prices"]
+    body = (f'<div class="title-row"><h1>Trends</h1><p class="lead">by {e(by)}, cut in {e(data["time_zone"])}; '
+            f'each session counts wholly in the {e(by)} it started</p></div>'
+            f"{_trend_filters(projects, query)}"
+            f"{_trend_cards(total)}"
+            '<section><h2>Cost and efficiency</h2><p class="hint">Estimated cost per '
+            f'{e(by)} (bars) and the share of tool calls no waste signal flagged (line).</p>'
+            '<div id="trends-chart" class="chart"></div></section>'
+            f'<section><div class="scroll"><table class="list" id="trends"><thead><tr>'
+            f'<th>{PERIOD_TITLES[by]}</th>{TREND_HEAD}</tr></thead><tbody>{rows}</tbody>'
+            f'<tfoot><tr data-period="total"><th>Total</th>{_trend_cells(total, None)}</tr></tfoot></table></div>'
+            f'<p class="hint">Costs are estimates at API list prices ({e(prices["source"])} '
+            f'{e(prices["version"])}), not a bill. <a href="/api/trends?{e(urlencode(query.params()))}">JSON</a>'
+            f'</p></section>'
+            + _data({"by": by, "trends": [{"period": p["period"], "start": p["start"], "cost_usd": p["cost"]["usd"],
+                                 "efficiency": p["tool_use"]["efficiency"], "sessions": p["sessions"]}
+                                for p in periods if p["period"] is not None]}))
+    return _document("Trends", body, "Trends")
+
+
+def _trend_filters(projects: list[str], query: TrendsQuery) -> str:
+    def select(name: str, chosen: str | None, values: Iterable[tuple[str, str]]) -> str:
+        return (f'<select name="{name}" aria-label="{name}">' + "".join(
+            f'<option value="{e(v)}"{" selected" if v == (chosen or "") else ""}>{e(label)}</option>'
+            for v, label in values) + "</select>")
+
+    quick = "".join(
+        f'<a class="chip{" on" if query.by == by else ""}" href="'
+        f'{e("?" + urlencode(query.params(by=by)))}">{title}</a>'
+        for by, title in (("day", "By day"), ("week", "By week"), ("month", "By month")))
+    keep = "".join(f'<input type="hidden" name="{k}" value="{e(v)}">'
+                   for k, v in query.params().items() if k in ("tz", "member"))
+    return (f'<form class="filters" method="get" action="/trends">{keep}'
+            f'{select("by", query.by, ((b, f"by {b}") for b in ("day", "week", "month")))}'
+            f'{select("split", query.split, [("", "no split"), *((s, f"per {s}") for s in TREND_SPLITS)])}'
+            f'{select("project", query.project, [("", "All projects"), *((p, p) for p in projects)])}'
+            f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
+            f'<button type="submit">Show</button><a href="/trends" class="clear">Clear</a>'
+            f'<div class="quick">{quick}</div></form>')
+
+
+def _trend_cards(total: dict) -> str:
+    items = [("sessions", "Sessions", count(total["sessions"])),
+             ("cost", "Est. cost", money(total["cost"]["usd"], total["cost"]["complete"])),
+             ("cost_per_session", "Per session", money(total["cost_per_session"])),
+             ("efficiency", "Efficiency", percent(total["tool_use"]["efficiency"])),
+             ("claude", "Claude", duration(total["claude_s"])), ("tool", "Tool", duration(total["tool_s"])),
+             ("human", "Human", duration(total["human_s"])),
+             ("output", "Output tokens", count(total["tokens"]["total"]["output"]))]
+    return '<section class="cards" id="totals">' + "".join(
+        f'<div class="card" data-field="{k}"><div class="label">{e(label)}</div>'
+        f'<div class="value">{e(value)}</div></div>' for k, label, value in items) + "</section>"
+
+
+def _period_name(period: dict, by: str) -> str:
+    if period["period"] is None:
+        return "undated"
+    return period["period"][:7] if by == "month" else period["period"]
+
+
+def _trend_rows(periods: list[dict], i: int, data: dict) -> str:
+    """Period i's row and the rows of its projects or models; a run of empty periods: one row."""
+    p, by = periods[i], data["by"]
+    name = _period_name(p, by)
+    if not p["sessions"]:
+        if i and not periods[i - 1]["sessions"]:
+            return ""
+        last = i
+        while last + 1 < len(periods) and not periods[last + 1]["sessions"] and periods[last + 1]["period"]:
+            last += 1
+        through = f" to {_period_name(periods[last], by)}" if last > i else ""
+        return (f'<tr class="muted" data-period="{e(p["period"])}"><td>{e(name)}</td>'
+                f'<td colspan="12">no sessions{e(through)}</td></tr>')
+    # a change from a period with no sessions says nothing
+    change = p["change"] if p["change"] and p["change"]["sessions"] != p["sessions"] else None
+    detail = []
+    if p["verdicts"]:
+        detail.append(" ".join(verdict_chip(v) + f"&nbsp;{n}" for v, n in p["verdicts"].items()))
+    if p["top_waste"]:
+        detail.append("waste: " + e(", ".join(f"{SIGNAL_TITLES[w['signal']].lower()} {w['count']}"
+                                                for w in p["top_waste"])))
+    out = [f'<tr data-period="{e(p["period"] or "undated")}"><td>{e(name)}</td>{_trend_cells(p, change)}</tr>']
+    if detail:
+        out.append(f'<tr class="detail-row"><td></td><td colspan="12">{" · ".join(detail)}</td></tr>')
+    for row in p.get("projects", []):
+        label = row["project_path"] or row["project_slug"]
+        out.append(f'<tr class="sub" data-project="{e(row["project_slug"])}"><td title="{e(label)}">'
+                   f'{e(project(row))}</td>{_trend_cells(row, None)}</tr>')
+    if data["split"] == "model":
+        for m in p["tokens_by_model"]:
+            out.append(f'<tr class="sub" data-model="{e(m["model"] or "")}"><td>{e(m["model"] or "unknown model")}'
+                       f'</td><td class="num">{count(m["sessions"])}</td>'
+                       f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
+                       f'<td colspan="5"></td><td class="num" data-field="output">{count(m["output"])}</td>'
+                       f'<td colspan="4"></td></tr>')
+    return "".join(out)
+
+
+def _delta(change: dict | None, key: str) -> str:
+    """A change from the period before: dollars per session, or efficiency in points."""
+    value = None if change is None else change[key]
+    if value is None:
+        return "—"
+    sign = "+" if value >= 0 else "−"
+    return f"{sign}${abs(value):,.2f}" if key == "cost_per_session" else f"{sign}{abs(value) * 100:.0f}"
+
+
+def _trend_cells(f: dict, change: dict | None) -> str:
+    """A period's (or project's, or the total's) cells under TREND_HEAD."""
+    cost = f["cost"]
+    return (f'<td class="num" data-field="sessions">{count(f["sessions"])}</td>'
+            f'<td class="num" data-field="cost">{e(money(cost["usd"], cost["complete"]))}</td>'
+            f'<td class="num" data-field="cost_per_session">{e(money(f["cost_per_session"]))}</td>'
+            f'<td class="num" data-field="change_cost_per_session">'
+            f'{_delta(change, "cost_per_session")}</td>'
+            f'<td class="num" data-field="efficiency">{percent(f["tool_use"]["efficiency"])}</td>'
+            f'<td class="num" data-field="change_efficiency">'
+            f'{_delta(change, "efficiency")}</td>'
+            f'<td class="num" data-field="tool_calls">{count(f["tool_use"]["calls"])}</td>'
+            f'<td class="num" data-field="output">{count(f["tokens"]["total"]["output"])}</td>'
+            f'<td class="num" data-field="claude">{e(duration(f["claude_s"]))}</td>'
+            f'<td class="num" data-field="tool">{e(duration(f["tool_s"]))}</td>'
+            f'<td class="num" data-field="human">{e(duration(f["human_s"]))}</td>'
+            f'<td class="num" data-field="away">{e(duration(f["away_s"]))}</td>')
 
 
 # --- live ----------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// retrod's web UI: the session timeline (uPlot) and the live page's updates (server-sent events).
+// retrod's web UI: the session timeline and the trends chart (uPlot), and the live page's updates
+// (server-sent events).
 // The page's figures are rendered by the server; this only draws the chart and swaps live rows.
 (function () {
   "use strict";
@@ -150,6 +151,44 @@
     });
   }
 
+  // Trends: each period's estimated cost (bars) and efficiency (line), at the period's start.
+  function trendsChart(el, by, periods) {
+    if (!periods.some(function (p) { return p.sessions > 0; })) {
+      el.classList.add("empty");
+      el.textContent = "No sessions: nothing to draw.";
+      return;
+    }
+    // x: the period's place in the list, named as the table names it (a period starts at midnight
+    // in the trends' time zone, not the browser's)
+    var xs = periods.map(function (p, i) { return i; });
+    function name(i) { var p = periods[i]; return p ? p.period.slice(0, by === "month" ? 7 : 10) : ""; }
+    var opts = {
+      width: Math.max(el.clientWidth, 320),
+      height: 260,
+      scales: { x: { time: false, range: [-0.5, periods.length - 0.5] }, usd: {}, share: { range: [0, 1] } },
+      series: [
+        { label: "Period", value: function (u, v) { return v == null ? "—" : name(v); } },
+        { label: "Est. cost", scale: "usd", stroke: "#3b6fc4", fill: "rgba(59,111,196,0.55)", width: 1,
+          paths: uPlot.paths.bars({ size: [0.7, 60] }), points: { show: false },
+          value: function (u, v) { return v == null ? "—" : "$" + v.toFixed(2); } },
+        { label: "Efficiency", scale: "share", stroke: "#2e9e5b", width: 2, spanGaps: true,
+          value: function (u, v) { return v == null ? "—" : Math.round(v * 100) + "%"; } }
+      ],
+      axes: [
+        { space: 80, size: 40, incrs: [1, 2, 3, 4, 6, 12, 26, 52, 104, 365],
+          values: function (u, vals) { return vals.map(name); } },
+        { scale: "usd", size: 60, values: function (u, vals) { return vals.map(function (v) { return "$" + v.toFixed(2); }); } },
+        { scale: "share", side: 1, grid: { show: false }, size: 50,
+          values: function (u, vals) { return vals.map(function (v) { return Math.round(v * 100) + "%"; }); } }
+      ]
+    };
+    var chart = new uPlot(opts, [xs, periods.map(function (p) { return p.sessions ? p.cost_usd : null; }),
+                                 periods.map(function (p) { return p.efficiency; })], el);
+    window.addEventListener("resize", function () {
+      chart.setSize({ width: Math.max(el.clientWidth, 320), height: 260 });
+    });
+  }
+
   function live(table) {
     var body = table.tBodies[0];
     var status = document.getElementById("live-status");
@@ -176,6 +215,11 @@
   document.addEventListener("DOMContentLoaded", function () {
     var chart = document.getElementById("timeline");
     if (chart) timeline(chart, JSON.parse(document.getElementById("retrod-data").textContent));
+    var trends = document.getElementById("trends-chart");
+    if (trends) {
+      var figures = JSON.parse(document.getElementById("retrod-data").textContent);
+      trendsChart(trends, figures.by, figures.trends);
+    }
     var table = document.getElementById("live");
     if (table) live(table);
   });
