@@ -1,7 +1,101 @@
--- The web UI's session list (issue 23) sorts and filters every session by cost, tokens,
--- efficiency or start. Its cost is summed from migration 0018's session_requests (a session's
--- tokens by price group and bucket: a few rows per session); what else it shows and sorts by is
--- kept here, one row per session.
+-- A session's tokens by price group (issue 23): what `retrod ui`'s session list sorts and filters
+-- by cost over every session, in one indexed scan of a small table.
+--
+-- A price depends on a part's model, its day, fast mode and its price tier (DESIGN §2.7; report/
+-- prices.py), and within such a group it is linear: a group's summed tokens cost exactly what its
+-- parts cost one by one. request_minutes (0013) is kept by those and by minute and agent; the list
+-- needs no minute and no agent, and summing request_minutes for 10,000 sessions on every page
+-- (about 100,000 rows over a long history) took most of the list's time. This is the same sums,
+-- by day, one row per session, model, day, fast and tier: a few rows per session.
+--
+-- Kept by statement-level triggers on request_minutes, in the transaction that changes it: an
+-- insert adds, a delete subtracts, an update (request_minutes' ON CONFLICT DO UPDATE) subtracts
+-- the old row and adds the new; a group that sums to no part goes. Keyed by the member (§3).
+-- tests/helpers.py holds it equal to the raw requests, beside every other rollup.
+CREATE TABLE retrod.session_prices (
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
+    model TEXT COLLATE "C" NOT NULL,
+    day DATE NOT NULL,  -- the parts' UTC day; 'infinity' for requests without a timestamp
+    fast BOOLEAN NOT NULL,
+    tier_floor BIGINT NOT NULL,
+    requests BIGINT NOT NULL,
+    parts BIGINT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    cache_read_tokens BIGINT NOT NULL,
+    cache_create_tokens BIGINT NOT NULL,
+    cache_create_5m_tokens BIGINT NOT NULL,
+    cache_create_1h_tokens BIGINT NOT NULL,
+    PRIMARY KEY (session_uuid, db_role, model, day, fast, tier_floor)
+);
+-- The list's filter by model.
+CREATE INDEX session_prices_model ON retrod.session_prices (model, db_role);
+
+CREATE FUNCTION retrod.day_of(minute TIMESTAMPTZ) RETURNS DATE LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN minute = 'infinity' THEN 'infinity'::date ELSE (minute AT TIME ZONE 'UTC')::date END
+$$;
+
+CREATE FUNCTION retrod.add_session_prices(changed retrod.request_minutes[], direction INT)
+    RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO retrod.session_prices AS s (
+        session_uuid, db_role, model, day, fast, tier_floor, requests, parts, input_tokens, output_tokens,
+        cache_read_tokens, cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens)
+    SELECT c.session_uuid, c.db_role, c.model, retrod.day_of(c.minute), c.fast, c.tier_floor,
+           direction * sum(c.requests), direction * sum(c.parts), direction * sum(c.input_tokens),
+           direction * sum(c.output_tokens), direction * sum(c.cache_read_tokens),
+           direction * sum(c.cache_create_tokens), direction * sum(c.cache_create_5m_tokens),
+           direction * sum(c.cache_create_1h_tokens)
+    FROM unnest(changed) c
+    GROUP BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (session_uuid, db_role, model, day, fast, tier_floor) DO UPDATE SET
+        requests = s.requests + excluded.requests, parts = s.parts + excluded.parts,
+        input_tokens = s.input_tokens + excluded.input_tokens,
+        output_tokens = s.output_tokens + excluded.output_tokens,
+        cache_read_tokens = s.cache_read_tokens + excluded.cache_read_tokens,
+        cache_create_tokens = s.cache_create_tokens + excluded.cache_create_tokens,
+        cache_create_5m_tokens = s.cache_create_5m_tokens + excluded.cache_create_5m_tokens,
+        cache_create_1h_tokens = s.cache_create_1h_tokens + excluded.cache_create_1h_tokens;
+    IF direction < 0 THEN  -- a group that sums to nothing goes, as one pass would not have it
+        DELETE FROM retrod.session_prices s
+        USING (SELECT DISTINCT session_uuid, db_role FROM unnest(changed)) c
+        WHERE s.parts = 0 AND s.session_uuid = c.session_uuid AND s.db_role = c.db_role;
+    END IF;
+END $$;
+
+CREATE FUNCTION retrod.request_minutes_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN  -- the new rows first: an update's group never empties midway
+        PERFORM retrod.add_session_prices(ARRAY(SELECT n::retrod.request_minutes FROM new_rows n), 1);
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM retrod.add_session_prices(ARRAY(SELECT o::retrod.request_minutes FROM old_rows o), -1);
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- (Transition tables take one event per trigger.)
+CREATE TRIGGER request_minutes_inserted AFTER INSERT ON retrod.request_minutes
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.request_minutes_changed();
+CREATE TRIGGER request_minutes_updated AFTER UPDATE ON retrod.request_minutes
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION retrod.request_minutes_changed();
+CREATE TRIGGER request_minutes_deleted AFTER DELETE ON retrod.request_minutes
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.request_minutes_changed();
+-- Fired in the bulk path's replica mode too, as every trigger of retrod's (0011).
+ALTER TABLE retrod.request_minutes ENABLE ALWAYS TRIGGER request_minutes_inserted;
+ALTER TABLE retrod.request_minutes ENABLE ALWAYS TRIGGER request_minutes_updated;
+ALTER TABLE retrod.request_minutes ENABLE ALWAYS TRIGGER request_minutes_deleted;
+
+INSERT INTO retrod.session_prices (
+    session_uuid, db_role, model, day, fast, tier_floor, requests, parts, input_tokens, output_tokens,
+    cache_read_tokens, cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens)
+SELECT session_uuid, db_role, model, retrod.day_of(minute), fast, tier_floor, sum(requests), sum(parts),
+       sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_create_tokens),
+       sum(cache_create_5m_tokens), sum(cache_create_1h_tokens)
+FROM retrod.request_minutes
+GROUP BY 1, 2, 3, 4, 5, 6;
 
 -- One row per session (and member) with the figures the list shows and sorts by, so that a page
 -- of the list reads one small row per session instead of grouping every file, price group and
@@ -10,7 +104,7 @@
 --   transcripts, its project (the main transcript's folder, else the first), its main
 --   transcripts' first event and high-water mark (the fold state's, as `retrod sessions` reads
 --   them), whether it has a main transcript;
---   from session_requests (added up): its request parts, requests and tokens;
+--   from session_prices (added up): its request parts, requests and tokens;
 --   from call_agents (added up): its calls and the productive ones.
 -- A row that holds nothing (no transcript, no part, no call) goes. tests/helpers.py holds it equal
 -- to the raw files, requests and calls.
@@ -92,7 +186,7 @@ CREATE TRIGGER files_updated AFTER UPDATE ON retrod.files
 CREATE TRIGGER files_deleted AFTER DELETE ON retrod.files
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.files_changed();
 
-CREATE FUNCTION retrod.add_session_figures_tokens(changed retrod.session_requests[], direction INT)
+CREATE FUNCTION retrod.add_session_figures_tokens(changed retrod.session_prices[], direction INT)
     RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO retrod.session_figures AS s (session_uuid, db_role, parts, requests, input_tokens, output_tokens,
@@ -112,24 +206,24 @@ BEGIN
     END IF;
 END $$;
 
-CREATE FUNCTION retrod.session_requests_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+CREATE FUNCTION retrod.session_prices_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        PERFORM retrod.add_session_figures_tokens(ARRAY(SELECT n::retrod.session_requests FROM new_rows n), 1);
+        PERFORM retrod.add_session_figures_tokens(ARRAY(SELECT n::retrod.session_prices FROM new_rows n), 1);
     END IF;
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        PERFORM retrod.add_session_figures_tokens(ARRAY(SELECT o::retrod.session_requests FROM old_rows o), -1);
+        PERFORM retrod.add_session_figures_tokens(ARRAY(SELECT o::retrod.session_prices FROM old_rows o), -1);
     END IF;
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER session_requests_inserted AFTER INSERT ON retrod.session_requests
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.session_requests_changed();
-CREATE TRIGGER session_requests_updated AFTER UPDATE ON retrod.session_requests
+CREATE TRIGGER session_prices_inserted AFTER INSERT ON retrod.session_prices
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.session_prices_changed();
+CREATE TRIGGER session_prices_updated AFTER UPDATE ON retrod.session_prices
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION retrod.session_requests_changed();
-CREATE TRIGGER session_requests_deleted AFTER DELETE ON retrod.session_requests
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.session_requests_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION retrod.session_prices_changed();
+CREATE TRIGGER session_prices_deleted AFTER DELETE ON retrod.session_prices
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.session_prices_changed();
 
 CREATE FUNCTION retrod.add_session_figures_calls(changed retrod.call_agents[], direction INT)
     RETURNS void LANGUAGE plpgsql AS $$
@@ -173,8 +267,8 @@ DECLARE
 BEGIN  -- fired in the bulk path's replica mode too (0011)
     FOR t IN SELECT tgrelid::regclass AS tbl, tgname FROM pg_trigger
              WHERE tgname IN ('files_inserted', 'files_updated', 'files_deleted', 'files_truncated',
-                              'session_requests_inserted',
-                              'session_requests_updated', 'session_requests_deleted', 'call_agents_inserted',
+                              'session_prices_inserted',
+                              'session_prices_updated', 'session_prices_deleted', 'call_agents_inserted',
                               'call_agents_updated', 'call_agents_deleted')
                AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'retrod'::regnamespace)
     LOOP
@@ -182,7 +276,7 @@ BEGIN  -- fired in the bulk path's replica mode too (0011)
     END LOOP;
 END $$;
 
--- What is stored already.
+-- What is stored already (session_prices got its rows above, before its own triggers existed).
 INSERT INTO retrod.session_figures (session_uuid, db_role, transcripts, project_slug, first_us, last_us, has_main,
                                     parts, requests, input_tokens, output_tokens, cache_read_tokens,
                                     cache_create_tokens, calls, productive)
@@ -192,7 +286,7 @@ SELECT k.session_uuid, k.db_role, coalesce(f.transcripts, 0), f.project_slug, f.
        coalesce(c.productive, 0)
 FROM (SELECT session_uuid, db_role FROM retrod.files
       WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
-      UNION SELECT session_uuid, db_role FROM retrod.session_requests
+      UNION SELECT session_uuid, db_role FROM retrod.session_prices
       UNION SELECT session_uuid, db_role FROM retrod.call_agents) k
 LEFT JOIN (
     SELECT session_uuid, db_role, count(*) AS transcripts,
@@ -207,7 +301,7 @@ LEFT JOIN (
     SELECT session_uuid, db_role, sum(parts) AS parts, sum(requests) AS requests, sum(input_tokens) AS input,
            sum(output_tokens) AS output, sum(cache_read_tokens) AS cache_read,
            sum(cache_create_tokens) AS cache_create
-    FROM retrod.session_requests GROUP BY 1, 2
+    FROM retrod.session_prices GROUP BY 1, 2
 ) p USING (session_uuid, db_role)
 LEFT JOIN (
     SELECT session_uuid, db_role,

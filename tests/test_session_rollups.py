@@ -3,7 +3,8 @@ the same tokens by model, day, fast mode and tier, the same classified time and 
 the span the report shows. They are kept by the same trigger functions, so every ingest path that
 keeps the minutes keeps them too (tests/helpers.py holds both to the raw rows after each path);
 here, on the fixture corpus, against the minutes and the reports themselves, and on a database
-that had rows before the migration."""
+that had rows before the migration (or before 0020, which keeps 0019's session_figures from
+them)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from conftest import FIXTURES
 from helpers import ingest, reports, rollups_match_raw
@@ -88,31 +90,39 @@ def test_per_session_rollups_equal_the_minutes_and_the_reports(db_url: str, proj
     assert checked > 20
 
 
-def test_a_database_with_rows_from_before_the_migration_gets_them_summed(pg_cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [18, 20])
+def test_a_database_with_rows_from_before_the_migration_gets_them_summed(pg_cluster, tmp_path: Path,
+                                                                        version: int) -> None:
     """The rows an older retrod stored, every member's with its own role: the migration sums
-    them from the minutes and the events, and from then on the triggers keep them."""
+    them from the minutes and the events, and from then on the triggers keep them. 20: rows
+    stored while 0019's price-group table kept session_figures' tokens, which 0020 drops."""
     from conftest import fresh_database
 
     before = tmp_path / "before"
     before.mkdir()
     for migration in load():
-        if migration.version < 18:
+        if migration.version < version:
             (before / f"{migration.version:04d}_{migration.name}.sql").write_text(migration.sql)
     projects = tmp_path / "projects"
     shutil.copytree(FIXTURES, projects)
+    table = {18: "retrod.session_times", 20: "retrod.session_prices"}[version]
     with fresh_database(pg_cluster) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("DROP SCHEMA retrod CASCADE")
             conn.execute("DROP TABLE cc_session_phases, cc_sessions")
             migrate(conn, before)
-            assert conn.execute("SELECT to_regclass('retrod.session_times')").fetchone()[0] is None
+            assert (conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None) == (version == 18)
         ingest(url, [projects])
         with psycopg.connect(url, autocommit=True) as conn:
-            assert migrate(conn)[0] == 18
+            assert migrate(conn)[0] == version
+            assert conn.execute("SELECT to_regclass('retrod.session_prices')").fetchone()[0] is None
         rollups_match_raw(url)
         _equal_to_the_minutes(url)
         with psycopg.connect(url, autocommit=True) as conn:  # from then on, the triggers: a file read again
-            conn.execute("DELETE FROM retrod.events WHERE file_id = (SELECT min(id) FROM retrod.files"
-                         " WHERE kind = 'main')")
+            main, session = conn.execute("SELECT id, session_uuid FROM retrod.files WHERE kind = 'main'"
+                                         " ORDER BY id LIMIT 1").fetchone()
+            conn.execute("DELETE FROM retrod.events WHERE file_id = %s", (main,))
+            # (and a session's requests: its rows by price group and session_figures' tokens follow)
+            assert conn.execute("DELETE FROM retrod.requests WHERE session_uuid = %s", (session,)).rowcount > 0
         rollups_match_raw(url)
         _equal_to_the_minutes(url)
