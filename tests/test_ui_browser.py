@@ -2,7 +2,7 @@
 its path) loads every page against the fixture database and the figures it shows are the report's
 JSON, its charts are drawn, its console stays clean; a line appended to a transcript under a
 running daemon reaches the live page within 2 s; the HTML report opens offline; the trends page adds
-up the reports of each month. One browser for
+up the reports of each month and names the costliest sessions. One browser for
 the module. Screenshots go to RETROD_SCREENSHOTS (docs/screenshots/ holds the last ones taken).
 """
 
@@ -174,7 +174,7 @@ def test_the_html_report_is_one_file_that_opens_offline(page, fixture_db: str, r
     assert cost == money(reports[SPOTTER]["summary"]["cost"]["usd"])
 
 
-def test_the_trends_page_adds_up_the_reports_of_each_month(page, served, reports) -> None:  # noqa: F811
+def test_the_trends_page_adds_up_the_reports_of_each_month_and_names_the_costliest(page, served, reports) -> None:  # noqa: F811
     server, token = served
     base = f"http://127.0.0.1:{server.port}"
     page.goto(f"{base}/trends?by=month&tz=UTC&token={token}")
@@ -199,6 +199,13 @@ def test_the_trends_page_adds_up_the_reports_of_each_month(page, served, reports
         "#totals .card", "cards => cards.map(c => [c.dataset.field, c.querySelector('.value').textContent])"))
     assert cards["sessions"] == total["sessions"] and cards["cost"] == total["cost"]
     assert drawn_pixels(page, "#trends-chart canvas") > 5_000
+    # the outliers: the costliest sessions, each against the average session
+    by_cost = sorted(reports, key=lambda u: -(reports[u]["summary"]["cost"]["usd"] or 0))[:data.OUTLIERS]
+    costliest = cells(page, "#costliest tbody tr")
+    assert [row["uuid"] for row in costliest] == by_cost and by_cost[0] == SPOTTER
+    average = sum(r["summary"]["cost"]["usd"] or 0 for r in reports.values()) / len(reports)
+    top = reports[SPOTTER]["summary"]["cost"]["usd"]
+    assert costliest[0]["cost"] == money(top) and costliest[0]["times"] == f"{top / average:,.1f}×"
 
     # per project, without reading any docs: the split's menu; each month's projects under it
     page.select_option("select[name=split]", "project")

@@ -26,7 +26,8 @@ SORTS = ("start", "cost", "tokens", "efficiency", "wall")
 # list is for finding where calls were wasted, as `retrod sessions --sort efficiency`).
 FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc"}
 PER_PAGE, PER_PAGE_MAX = 50, 500
-TREND_SPLITS = ("project", "model")  # (`session` is the brief's, not a view)
+TREND_SPLITS = ("project", "model")
+OUTLIERS = 5  # (`session` is the brief's, not a view)
 LIVE_MAX = 100  # the live page's first rows: the sessions with the newest lines
 
 
@@ -123,6 +124,13 @@ def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricin
                               prices=prices, tz=zone, member=query.member, roots=roots, away_after_s=away_after_s)
     except history.TrendsError as exc:
         raise QueryError(str(exc)) from None
+
+
+def costliest(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
+    """The trends page's outliers: the OUTLIERS costliest sessions of its project from its day on
+    (a UTC day, as the session list's), as `/api/sessions?sort=cost` gives them."""
+    listing = SessionQuery(project=query.project, since=query.since, sort="cost", per_page=OUTLIERS)
+    return sessions(conn, listing, prices)["sessions"]
 
 
 def sessions(conn: Connection, query: SessionQuery, prices: pricing.Prices = pricing.DEFAULT) -> dict:

@@ -394,9 +394,10 @@ TREND_HEAD = ('<th class="num">Sessions</th><th class="num">Est. cost</th><th cl
               '<th class="num">Tool</th><th class="num">Human</th><th class="num">Away</th>')
 
 
-def trends_page(data: dict, projects: list[str], query: TrendsQuery) -> str:
+def trends_page(data: dict, costliest: list[dict], projects: list[str], query: TrendsQuery) -> str:
     """`/trends`: `retrod trends` as a page — the periods' cost and efficiency drawn, their figures
-    in rows (a run of empty periods is one row, as the command prints it), the total below."""
+    in rows (a run of empty periods is one row, as the command prints it), the total below; and
+    the outliers: the costliest sessions, each against the average session."""
     periods = data["periods"]
     by = data["by"]
     shown = [p for p in periods if p["sessions"]]
@@ -420,10 +421,38 @@ def trends_page(data: dict, projects: list[str], query: TrendsQuery) -> str:
             f'<p class="hint">Costs are estimates at API list prices ({e(prices["source"])} '
             f'{e(prices["version"])}), not a bill. <a href="/api/trends?{e(urlencode(query.params()))}">JSON</a>'
             f'</p></section>'
+            f"{_outliers(costliest, total, query)}"
             + _data({"by": by, "trends": [{"period": p["period"], "start": p["start"], "cost_usd": p["cost"]["usd"],
                                  "efficiency": p["tool_use"]["efficiency"], "sessions": p["sessions"]}
                                 for p in periods if p["period"] is not None]}))
     return _document("Trends", body, "Trends")
+
+
+def _outliers(rows: list[dict], total: dict, query: TrendsQuery) -> str:
+    if not rows:
+        return ""
+    average = total["cost_per_session"]
+    same = {k: v for k, v in query.params().items() if k in ("project", "since")}
+    listed = "/?" + urlencode({"sort": "cost", **same})
+
+    def times(usd: float | None) -> str:
+        return "—" if usd is None or not average else f"{usd / average:,.1f}×"
+
+    body = "".join(
+        f'<tr data-uuid="{e(r["uuid"])}"><td><a href="/sessions/{quote(r["uuid"])}">{e(when(r["started_at"]))}</a></td>'
+        f'<td class="project" title="{e(r["project_path"] or r["project_slug"])}">{e(project(r))}</td>'
+        f'<td>{e(r["description"] or "")}</td>'
+        f'<td class="num" data-field="cost">{e(money(r["cost"]["usd"], r["cost"]["complete"]))}</td>'
+        f'<td class="num" data-field="times">{times(r["cost"]["usd"])}</td>'
+        f'<td class="num" data-field="efficiency">{percent(r["efficiency"])}</td>'
+        f'<td class="num" data-field="wall">{e(duration(r["wall_s"]))}</td></tr>' for r in rows)
+    return ('<section id="outliers"><h2>Costliest sessions</h2><p class="hint">The sessions that cost the most'
+            f'{" since " + e(query.since) + " (UTC)" if query.since else ""}, each against the average session'
+            f' ({e(money(average))}). <a href="{e(listed)}">All sessions by cost</a></p>'
+            '<table class="list" id="costliest"><thead><tr><th>Started (UTC)</th><th>Project</th>'
+            '<th>Description</th><th class="num">Est. cost</th><th class="num">× average</th>'
+            f'<th class="num">Efficiency</th><th class="num">Wall clock</th></tr></thead><tbody>{body}</tbody>'
+            '</table></section>')
 
 
 def _trend_filters(projects: list[str], query: TrendsQuery) -> str:
