@@ -107,6 +107,9 @@ def _routes(small: str) -> dict[str, str]:
         "sessions, page 100": "/api/sessions?page=100",
         "session ~200 MB, report + timeline": f"/api/sessions/{LARGE}",
         "session, small": f"/api/sessions/{small}",
+        "trends by week": "/api/trends?tz=UTC",
+        "trends by day": "/api/trends?by=day&tz=UTC",
+        "trends by month, per project": "/api/trends?by=month&split=project&tz=UTC",
         "live": "/api/live",
     }
 
@@ -150,6 +153,7 @@ def _browser(port: int, token: str, runs: int, appends: int, live_path: Path, li
         for name, path, ready in (("sessions", "/", None), ("sessions by cost", "/?sort=cost", None),
                                   ("session ~200 MB", f"/sessions/{LARGE}", "#timeline canvas, #timeline.empty"),
                                   ("session, small", f"/sessions/{small}", "#timeline canvas, #timeline.empty"),
+                                  ("trends", "/trends?tz=UTC", "#trends-chart canvas"),
                                   ("live", "/live", None)):
             times = []
             for _ in range(runs):
