@@ -1,7 +1,7 @@
 """Every retrod benchmark in one run, side by side with ccusage, against the targets.
 
     python tests/bench/run.py            # the full run: about 6 minutes, a few GB of /tmp
-    python tests/bench/run.py --smoke    # seconds-long, for CI: checks that it all still works
+    python tests/bench/run.py --smoke    # ~2 minutes, for CI: checks that it all still works
     python tests/bench/run.py --only soak --soak   # the nightly soak alone: an hour
     python tests/bench/run.py --only statusline    # the status line against python and ccusage: ~10 minutes
 

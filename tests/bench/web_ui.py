@@ -63,7 +63,8 @@ def run(scratch: Path, smoke: bool) -> dict:
     sessions, tree_mb, large_mb, runs, appends = (200, 2, 2, 3, 3) if smoke else (10_000, 800, 200, 30, 30)
     root = scratch / "ui"
     projects, data = root / "projects", root / "data"
-    written = write_many(projects, sessions) + write_tree(projects, tree_mb * 1_000_000, seed=23)
+    # (a heavy user's year: 10,000 sessions over 365 days, as the trends benchmark spreads them)
+    written = write_many(projects, sessions, spread_days=365) + write_tree(projects, tree_mb * 1_000_000, seed=23)
     written += write_session(projects, LARGE, large_mb * 1_000_000).stat().st_size
     live_path = projects / "-live-ui" / f"{LIVE}.jsonl"
     live_path.parent.mkdir(parents=True)
