@@ -415,14 +415,14 @@ def trends_page(data: dict, costliest: list[dict], projects: list[str], query: T
             '<section><h2>Cost and efficiency</h2><p class="hint">Estimated cost per '
             f'{e(by)} (bars) and the share of tool calls no waste signal flagged (line).</p>'
             '<div id="trends-chart" class="chart"></div></section>'
+            f"{_outliers(costliest, total, query)}"
             f'<section><div class="scroll"><table class="list" id="trends"><thead><tr>'
             f'<th>{PERIOD_TITLES[by]}</th>{TREND_HEAD}</tr></thead><tbody>{rows}</tbody>'
             f'<tfoot><tr data-period="total"><th>Total</th>{_trend_cells(total, None)}</tr></tfoot></table></div>'
             f'<p class="hint">Costs are estimates at API list prices ({e(prices["source"])} '
             f'{e(prices["version"])}), not a bill. <a href="/api/trends?{e(urlencode(query.params()))}">JSON</a>'
             f'</p></section>'
-            f"{_outliers(costliest, total, query)}"
-            + _data({"by": by, "trends": [{"period": p["period"], "start": p["start"], "cost_usd": p["cost"]["usd"],
+            + _data({"by": by, "trends": [{"period": p["period"], "cost_usd": p["cost"]["usd"],
                                  "efficiency": p["tool_use"]["efficiency"], "sessions": p["sessions"]}
                                 for p in periods if p["period"] is not None]}))
     return _document("Trends", body, "Trends")
