@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
@@ -370,6 +371,37 @@ def test_the_trends_twin_answers_what_retrod_trends_json_prints(served: tuple[Ui
                                               "Europe/Berlin"))):
         status, _headers, body = get(server.port, f"/api/trends?{query}&token={token}")
         assert (status, json.loads(body)) == (400, {"error": error}), query
+
+
+def test_the_costliest_on_the_trends_page_are_of_the_sessions_its_figures_add_up(
+        fixture_db: str, reports: dict[str, dict]) -> None:
+    def expected(keep) -> list[str]:
+        chosen = [u for u, r in reports.items() if keep(r["session"])]
+        return sorted(chosen, key=lambda u: -(reports[u]["summary"]["cost"]["usd"] or 0))[:data.OUTLIERS]
+
+    # UTC+14: its 2026-02-12 starts at 10:00 UTC the day before, before the spotter session's start
+    midnight = datetime(2026, 2, 12, tzinfo=ZoneInfo("Pacific/Kiritimati"))
+    with psycopg.connect(fixture_db) as conn:
+        def costliest(**query: object) -> tuple[list[str], int]:
+            trends_query = data.TrendsQuery(**query)  # type: ignore[arg-type]
+            rows = data.costliest(conn, trends_query, roots=[FIXTURES])
+            return [r["uuid"] for r in rows], data.trends(conn, trends_query, roots=[FIXTURES])["total"]["sessions"]
+
+        # part of a folder name, as `retrod trends --project` reads it
+        found, summed = costliest(project="SPOTTER")
+        spotter = [u for u, r in reports.items() if "spotter" in r["session"]["project_slug"].lower()]
+        assert found == expected(lambda s: "spotter" in s["project_slug"].lower()) and summed == len(spotter) > 1
+        # a project's path
+        slug = reports[SPOTTER]["session"]["project_slug"]
+        found, summed = costliest(project=reports[SPOTTER]["session"]["project_path"])
+        assert found == expected(lambda s: s["project_slug"] == slug) and found[0] == SPOTTER
+        # the periods' midnight, not UTC's
+        found, summed = costliest(since=date(2026, 2, 12), tz="Pacific/Kiritimati")
+        assert found == expected(lambda s: s["started_at"] is not None
+                                 and datetime.fromisoformat(s["started_at"]) >= midnight)
+        assert found[0] == SPOTTER
+        # another member's: none here
+        assert costliest(member="nobody") == ([], 0)
 
 
 # --- the command ---------------------------------------------------------------------------------

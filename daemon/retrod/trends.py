@@ -280,10 +280,10 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
     out, before = [], None
     nothing = figures(_Sums())  # (most periods by day of a long history: worked out once, read only)
     for key in keys:
-        sums = whole.get(key)
-        if sums is not None:
-            total.add(sums)
-        entry = figures(sums) if sums is not None else nothing
+        found = whole.get(key)
+        if found is not None:
+            total.add(found)
+        entry = figures(found) if found is not None else nothing
         start, end = _bounds(key, by, tz) if key is not None else (None, None)
         entry = {"period": key.isoformat() if key else None, "start": start, "end": end, **entry,
                  "change": change(entry, before) if key is not None else None}

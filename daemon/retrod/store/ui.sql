@@ -75,6 +75,9 @@ WITH rates AS MATERIALIZED (  -- read once, typed
     WHERE s.transcripts > 0
       AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
       AND (%(project)s::text IS NULL OR s.project_slug = %(project)s::text)
+      AND (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
+      AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+      AND (%(member)s::text IS NULL OR s.db_role = %(member)s::text)
       AND (%(model)s::text IS NULL OR EXISTS (
           SELECT FROM retrod.session_requests g
           WHERE g.session_uuid = s.session_uuid AND g.db_role = s.db_role AND g.model = %(model)s::text

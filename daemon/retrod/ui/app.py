@@ -120,8 +120,8 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
     def trends_page(request: Request) -> Response:
         query = data.TrendsQuery.parse(request.query_params)
         with connection() as conn:
-            return HTMLResponse(pages.trends_page(trend_figures(conn, query), data.costliest(conn, query, prices()),
-                                                  data.choices(conn)["projects"], query))
+            costliest = data.costliest(conn, query, prices(), settings.projects_roots())
+            return HTMLResponse(pages.trends_page(trend_figures(conn, query), costliest, data.projects(conn), query))
 
     def trends_api(request: Request) -> Response:
         query = data.TrendsQuery.parse(request.query_params)

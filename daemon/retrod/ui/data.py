@@ -19,6 +19,8 @@ from psycopg.rows import dict_row
 from .. import trends as history
 from ..report import model, rates, timeline
 from ..report import prices as pricing
+from ..resolve import project_filter
+from ..store.members import current_role
 from ..store.queries import q
 
 SORTS = ("start", "cost", "tokens", "efficiency", "wall")
@@ -117,20 +119,33 @@ class TrendsQuery:
 def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
            roots: list[Path] | None = None, away_after_s: float = model.AWAY_AFTER_S) -> dict:
     """`/api/trends`: what `retrod trends --json` prints for the same choices, as it is."""
+    zone, since = _trends_zone_and_since(query)
     try:
-        zone = history.check_zone(query.tz) if query.tz else history.local_zone()
-        since = datetime.combine(query.since, time(), ZoneInfo(zone)) if query.since else None
         return history.trends(conn, by=query.by, project=query.project, since=since, split=query.split,
                               prices=prices, tz=zone, member=query.member, roots=roots, away_after_s=away_after_s)
     except history.TrendsError as exc:
         raise QueryError(str(exc)) from None
 
 
-def costliest(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
-    """The trends page's outliers: the OUTLIERS costliest sessions of its project from its day on
-    (a UTC day, as the session list's), as `/api/sessions?sort=cost` gives them."""
-    listing = SessionQuery(project=query.project, since=query.since, sort="cost", per_page=OUTLIERS)
-    return sessions(conn, listing, prices)["sessions"]
+def costliest(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
+              roots: list[Path] | None = None) -> list[dict]:
+    """The trends page's outliers: the OUTLIERS costliest of the sessions its figures add up (the
+    same project, member and day, as `trends` reads them), as `/api/sessions?sort=cost` gives them."""
+    _zone, since = _trends_zone_and_since(query)
+    slugs, pattern = project_filter(query.project, roots or [])
+    rows, _total = _rows(conn, prices, SessionQuery(sort="cost", per_page=OUTLIERS),
+                         scope={"slugs": slugs, "pattern": pattern, "since": since,
+                                "member": query.member or current_role(conn)})
+    return rows
+
+
+def _trends_zone_and_since(query: TrendsQuery) -> tuple[str, datetime | None]:
+    """The periods' time zone, and `since` as its midnight there (as `retrod trends --since`)."""
+    try:
+        zone = history.check_zone(query.tz) if query.tz else history.local_zone()
+    except history.TrendsError as exc:
+        raise QueryError(str(exc)) from None
+    return zone, datetime.combine(query.since, time(), ZoneInfo(zone)) if query.since else None
 
 
 def sessions(conn: Connection, query: SessionQuery, prices: pricing.Prices = pricing.DEFAULT) -> dict:
@@ -145,8 +160,12 @@ def sessions(conn: Connection, query: SessionQuery, prices: pricing.Prices = pri
 
 def choices(conn: Connection) -> dict:
     """What the list's filters offer: the projects and models stored."""
-    return {"projects": [row[0] for row in conn.execute(q("ui_projects"))],
-            "models": [row[0] for row in conn.execute(q("ui_models"))]}
+    return {"projects": projects(conn), "models": [row[0] for row in conn.execute(q("ui_models"))]}
+
+
+def projects(conn: Connection) -> list[str]:
+    """Every Claude Code folder name stored."""
+    return [row[0] for row in conn.execute(q("ui_projects"))]
 
 
 def live(conn: Connection, uuids: set[str] | None = None, prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
@@ -173,15 +192,19 @@ def find(conn: Connection, prefix: str) -> list[str]:
 
 
 def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = SessionQuery(),
-          uuids: list[str] | None = None) -> tuple[list[dict], int]:
+          uuids: list[str] | None = None, scope: Mapping[str, object] | None = None) -> tuple[list[dict], int]:
+    """The list's rows for `query`, or for these `uuids`; `scope`: trends' filters instead of the
+    list's project and days — Claude Code folder names (`slugs`) or a folder name's part
+    (`pattern`), started at or after `since`, one `member`'s."""
     args = {
-        "sessions": uuids, "project": query.project,
+        "sessions": uuids, "project": query.project, "slugs": None, "pattern": None, "member": None,
         "since": _midnight(query.since), "until": _midnight(query.until + timedelta(days=1) if query.until else None),
         "model": query.model, "search": f"%{_like(query.search)}%" if query.search else None,
         "prefix": f"{_like(query.search.lower())}%" if query.search else None,
         "sort": query.sort, "desc": query.order == "desc",
         "limit": query.per_page if uuids is None else len(uuids),
         "offset": (query.page - 1) * query.per_page if uuids is None else 0,
+        **(scope or {}),
     }
     with conn.cursor(row_factory=dict_row) as cur:
         for fresh in (False, True):

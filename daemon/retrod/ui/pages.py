@@ -415,7 +415,7 @@ def trends_page(data: dict, costliest: list[dict], projects: list[str], query: T
             '<section><h2>Cost and efficiency</h2><p class="hint">Estimated cost per '
             f'{e(by)} (bars) and the share of tool calls no waste signal flagged (line).</p>'
             '<div id="trends-chart" class="chart"></div></section>'
-            f"{_outliers(costliest, total, query)}"
+            f"{_outliers(costliest, total, query.project if query.project in projects else None)}"
             f'<section><div class="scroll"><table class="list" id="trends"><thead><tr>'
             f'<th>{PERIOD_TITLES[by]}</th>{TREND_HEAD}</tr></thead><tbody>{rows}</tbody>'
             f'<tfoot><tr data-period="total"><th>Total</th>{_trend_cells(total, None)}</tr></tfoot></table></div>'
@@ -428,12 +428,12 @@ def trends_page(data: dict, costliest: list[dict], projects: list[str], query: T
     return _document("Trends", body, "Trends")
 
 
-def _outliers(rows: list[dict], total: dict, query: TrendsQuery) -> str:
+def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> str:
+    """The costliest sessions; `project_listed`: the Claude Code folder the list can filter by."""
     if not rows:
         return ""
     average = total["cost_per_session"]
-    same = {k: v for k, v in query.params().items() if k in ("project", "since")}
-    listed = "/?" + urlencode({"sort": "cost", **same})
+    listed = "/?" + urlencode({"sort": "cost", **({"project": project_listed} if project_listed else {})})
 
     def times(usd: float | None) -> str:
         return "—" if usd is None or not average else f"{usd / average:,.1f}×"
@@ -446,9 +446,9 @@ def _outliers(rows: list[dict], total: dict, query: TrendsQuery) -> str:
         f'<td class="num" data-field="times">{times(r["cost"]["usd"])}</td>'
         f'<td class="num" data-field="efficiency">{percent(r["efficiency"])}</td>'
         f'<td class="num" data-field="wall">{e(duration(r["wall_s"]))}</td></tr>' for r in rows)
-    return ('<section id="outliers"><h2>Costliest sessions</h2><p class="hint">The sessions that cost the most'
-            f'{" since " + e(query.since) + " (UTC)" if query.since else ""}, each against the average session'
-            f' ({e(money(average))}). <a href="{e(listed)}">All sessions by cost</a></p>'
+    return ('<section id="outliers"><h2>Costliest sessions</h2><p class="hint">Of the sessions these figures'
+            f' add up, those that cost the most, each against their average ({e(money(average))}).'
+            f' <a href="{e(listed)}">All sessions by cost</a></p>'
             '<table class="list" id="costliest"><thead><tr><th>Started (UTC)</th><th>Project</th>'
             '<th>Description</th><th class="num">Est. cost</th><th class="num">× average</th>'
             f'<th class="num">Efficiency</th><th class="num">Wall clock</th></tr></thead><tbody>{body}</tbody>'
@@ -461,6 +461,8 @@ def _trend_filters(projects: list[str], query: TrendsQuery) -> str:
             f'<option value="{e(v)}"{" selected" if v == (chosen or "") else ""}>{e(label)}</option>'
             for v, label in values) + "</select>")
 
+    # a project asked by path or by part of its name (as `retrod trends --project`) stays chosen
+    listed = projects if not query.project or query.project in projects else [query.project, *projects]
     quick = "".join(
         f'<a class="chip{" on" if query.by == by else ""}" href="'
         f'{e("?" + urlencode(query.params(by=by)))}">{title}</a>'
@@ -470,7 +472,7 @@ def _trend_filters(projects: list[str], query: TrendsQuery) -> str:
     return (f'<form class="filters" method="get" action="/trends">{keep}'
             f'{select("by", query.by, ((b, f"by {b}") for b in ("day", "week", "month")))}'
             f'{select("split", query.split, [("", "no split"), *((s, f"per {s}") for s in TREND_SPLITS)])}'
-            f'{select("project", query.project, [("", "All projects"), *((p, p) for p in projects)])}'
+            f'{select("project", query.project, [("", "All projects"), *((p, p) for p in listed)])}'
             f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
             f'<button type="submit">Show</button><a href="/trends" class="clear">Clear</a>'
             f'<div class="quick">{quick}</div></form>')
