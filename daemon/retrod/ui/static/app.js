@@ -155,7 +155,7 @@
   function trendsChart(el, by, periods) {
     if (!periods.some(function (p) { return p.sessions > 0; })) {
       el.classList.add("empty");
-      el.textContent = "No sessions: nothing to draw.";
+      el.textContent = "No session with a date: nothing to draw.";
       return;
     }
     // x: the period's place in the list, named as the table names it (a period starts at midnight
