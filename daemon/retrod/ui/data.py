@@ -28,8 +28,8 @@ SORTS = ("start", "cost", "tokens", "efficiency", "wall")
 # list is for finding where calls were wasted, as `retrod sessions --sort efficiency`).
 FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc"}
 PER_PAGE, PER_PAGE_MAX = 50, 500
-TREND_SPLITS = ("project", "model")
-OUTLIERS = 5  # (`session` is the brief's, not a view)
+TREND_SPLITS = ("project", "model")  # (trends' `session` split is the brief's, not a view)
+OUTLIERS = 5  # the trends page's costliest sessions
 LIVE_MAX = 100  # the live page's first rows: the sessions with the newest lines
 
 
