@@ -307,3 +307,25 @@ def test_the_command_prints_the_function_and_refuses_mistakes(edges: str, tmp_pa
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     done = _cli(env, "trends", "--by-project", "--by-model")  # argparse's usage, then the error
     assert done.returncode == 2 and "not allowed with" in done.stderr
+
+
+def test_a_run_of_periods_without_sessions_is_shown_as_one_and_no_change_is_from_one() -> None:
+    def period(day: str | None, sessions: int, before: int | None) -> dict:
+        change = None if before is None else {"sessions": sessions - before}
+        return {"period": day, "sessions": sessions, "change": change}
+
+    periods = [period("2026-01-05", 1, None), period("2026-01-12", 0, 1), period("2026-01-19", 0, 0),
+               period("2026-01-26", 0, 0), period("2026-02-02", 2, 0), period("2026-02-09", 0, 2),
+               period("2026-02-16", 3, 0), period("2026-02-23", 4, 3), period(None, 0, None)]
+    shown = [(p["period"], change, through) for p, change, through in trends.shown_periods(periods, "week")]
+    assert shown == [
+        ("2026-01-05", None, None),
+        ("2026-01-12", None, "2026-01-26"),  # three weeks without sessions: one row
+        ("2026-02-02", None, None),  # (its change is from a week without sessions: none shown)
+        ("2026-02-09", None, None),  # one week without: a run of one
+        ("2026-02-16", None, None),
+        ("2026-02-23", {"sessions": 1}, None),
+        (None, None, None),  # the undated, never part of a run
+    ]
+    assert trends.period_name({"period": "2026-02-01"}, "month") == "2026-02"
+    assert trends.period_name({"period": None}, "day") == "undated"

@@ -16,6 +16,7 @@ dashboard's `/api/trends` serve it as it is.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -347,10 +348,25 @@ def _detail(f: dict) -> str | None:
     return " · ".join(parts) or None
 
 
-def _name(period: dict, by: str) -> str:
+def period_name(period: dict, by: str) -> str:
+    """A period as the command and the dashboard name it: its day, its week's Monday, its month."""
     if period["period"] is None:
         return "undated"
     return period["period"][:7] if by == "month" else period["period"]
+
+
+def shown_periods(periods: list[dict], by: str) -> Iterator[tuple[dict, dict | None, str | None]]:
+    """The periods as the command and the dashboard show them, each with the change to show (from
+    the period before, when that one had sessions: a change from none says nothing) and, for a
+    run of periods without sessions shown as one, the name of its last (None: a run of one)."""
+    for i, p in enumerate(periods):
+        if p["sessions"]:
+            yield p, p["change"] if p["change"] and p["change"]["sessions"] != p["sessions"] else None, None
+        elif i == 0 or periods[i - 1]["sessions"]:  # (the first of its run)
+            last = i
+            while last + 1 < len(periods) and not periods[last + 1]["sessions"] and periods[last + 1]["period"]:
+                last += 1
+            yield p, None, period_name(periods[last], by) if last > i else None
 
 
 def render(data: dict) -> str:
@@ -362,20 +378,12 @@ def render(data: dict) -> str:
     if not any(p["sessions"] for p in data["periods"]):
         return "\n".join([*out, "no sessions" + (" match" if data["project"] or data["since"] else " yet"), ""])
     out.append(f"{label:<10} {HEADER}")
-    periods = data["periods"]
-    for i, p in enumerate(periods):
-        name = _name(p, data["by"])
+    for p, before, through in shown_periods(data["periods"], data["by"]):
+        name = period_name(p, data["by"])
         if not p["sessions"]:  # a run of empty periods is one line
-            if i and not periods[i - 1]["sessions"]:
-                continue
-            last = i
-            while last + 1 < len(periods) and not periods[last + 1]["sessions"] and periods[last + 1]["period"]:
-                last += 1
-            through = f" to {_name(periods[last], data['by'])}" if last > i else ""
-            out.append(f"{name:<10} {'—':>5}  (no sessions{through})")
+            out.append(f"{name:<10} {'—':>5}  (no sessions{f' to {through}' if through else ''})")
             continue
-        before = p["change"] if p["change"] and p["change"]["sessions"] != p["sessions"] else None
-        out.append(f"{name:<10} {_row(p, before)}")  # (a change from a period with no sessions says nothing)
+        out.append(f"{name:<10} {_row(p, before)}")
         detail = _detail(p)
         if detail:
             out.append(f"{'':<10}   {detail}")

@@ -15,6 +15,7 @@ from importlib.resources import files
 from urllib.parse import quote, urlencode
 
 from ..report.markdown import SIGNAL_TITLES, duration
+from ..trends import period_name, shown_periods
 from ..verdicts import VERDICTS
 from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
 
@@ -400,9 +401,8 @@ def trends_page(data: dict, costliest: list[dict], projects: list[str], query: T
     the outliers: the costliest sessions, each against the average session."""
     periods = data["periods"]
     by = data["by"]
-    shown = [p for p in periods if p["sessions"]]
-    if shown:
-        rows = "".join(_trend_rows(periods, i, data) for i in range(len(periods)))
+    if any(p["sessions"] for p in periods):
+        rows = "".join(_trend_rows(p, change, through, data) for p, change, through in shown_periods(periods, by))
     else:
         rows = (f'<tr><td colspan="13" class="empty">No sessions'
                 f'{" match" if data["project"] or data["since"] else " yet"}.</td></tr>')
@@ -491,27 +491,13 @@ def _trend_cards(total: dict) -> str:
         f'<div class="value">{e(value)}</div></div>' for k, label, value in items) + "</section>"
 
 
-def _period_name(period: dict, by: str) -> str:
-    if period["period"] is None:
-        return "undated"
-    return period["period"][:7] if by == "month" else period["period"]
-
-
-def _trend_rows(periods: list[dict], i: int, data: dict) -> str:
-    """Period i's row and the rows of its projects or models; a run of empty periods: one row."""
-    p, by = periods[i], data["by"]
-    name = _period_name(p, by)
+def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -> str:
+    """A period's row and the rows of its projects or models; a run of empty periods: one row
+    (`through`: its last period's name). As trends.shown_periods gives them."""
+    name = period_name(p, data["by"])
     if not p["sessions"]:
-        if i and not periods[i - 1]["sessions"]:
-            return ""
-        last = i
-        while last + 1 < len(periods) and not periods[last + 1]["sessions"] and periods[last + 1]["period"]:
-            last += 1
-        through = f" to {_period_name(periods[last], by)}" if last > i else ""
         return (f'<tr class="muted" data-period="{e(p["period"])}"><td>{e(name)}</td>'
-                f'<td colspan="12">no sessions{e(through)}</td></tr>')
-    # a change from a period with no sessions says nothing
-    change = p["change"] if p["change"] and p["change"]["sessions"] != p["sessions"] else None
+                f'<td colspan="12">no sessions{e(f" to {through}" if through else "")}</td></tr>')
     detail = []
     if p["verdicts"]:
         detail.append(" ".join(verdict_chip(v) + f"&nbsp;{n}" for v, n in p["verdicts"].items()))
