@@ -176,7 +176,7 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
     from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
 
-    zone = trends.check_zone(args.tz) if args.tz else trends.local_zone()
+    zone = trends.zone_of(args.tz)
     since = trends.parse_since(args.since, zone) if args.since else None
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     split = "project" if args.by_project else "model" if args.by_model else None

@@ -72,6 +72,11 @@ def check_zone(name: str) -> str:
     return name
 
 
+def zone_of(tz: str | None) -> str:
+    """The periods' time zone: the one named (checked), else this machine's."""
+    return check_zone(tz) if tz else local_zone()
+
+
 def parse_since(text: str, zone: str) -> datetime:
     """ISO 8601 date or time; without an offset, in the periods' time zone."""
     try:

@@ -240,7 +240,7 @@ class Tools:
     def trends(self, by: str, project: str | None, since: str | None, split: str | None, tz: str | None,
                member: str | None = None) -> Result:
         """`retrod trends`: the same JSON (the web dashboard's /api/trends serves it too)."""
-        zone = trends.check_zone(tz) if tz else trends.local_zone()
+        zone = trends.zone_of(tz)
         with self.db.connection() as conn:
             data = trends.trends(conn, by=by, project=project,
                                  since=trends.parse_since(since, zone) if since else None, split=split,

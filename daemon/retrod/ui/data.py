@@ -142,7 +142,7 @@ def costliest(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pri
 def _trends_zone_and_since(query: TrendsQuery) -> tuple[str, datetime | None]:
     """The periods' time zone, and `since` as its midnight there (as `retrod trends --since`)."""
     try:
-        zone = history.check_zone(query.tz) if query.tz else history.local_zone()
+        zone = history.zone_of(query.tz)
     except history.TrendsError as exc:
         raise QueryError(str(exc)) from None
     return zone, datetime.combine(query.since, time(), ZoneInfo(zone)) if query.since else None

@@ -240,7 +240,12 @@ def _cards(report: dict) -> str:
              ("efficiency", "Efficiency", percent(summary["tool_use"]["efficiency"])),
              ("compactions", "Compactions", count(summary["compactions"])),
              ("subagents", "Subagents", count(len(report["subagents"])))]
-    return '<section class="cards" id="summary">' + "".join(
+    return _card_section("summary", items)
+
+
+def _card_section(section_id: str, items: list[tuple[str, str, str]]) -> str:
+    """Figures as cards: (data-field, label, value) each."""
+    return f'<section class="cards" id="{section_id}">' + "".join(
         f'<div class="card" data-field="{k}"><div class="label">{e(label)}</div>'
         f'<div class="value">{e(value)}</div></div>'
         for k, label, value in items) + "</section>"
@@ -486,9 +491,7 @@ def _trend_cards(total: dict) -> str:
              ("claude", "Claude", duration(total["claude_s"])), ("tool", "Tool", duration(total["tool_s"])),
              ("human", "Human", duration(total["human_s"])),
              ("output", "Output tokens", count(total["tokens"]["total"]["output"]))]
-    return '<section class="cards" id="totals">' + "".join(
-        f'<div class="card" data-field="{k}"><div class="label">{e(label)}</div>'
-        f'<div class="value">{e(value)}</div></div>' for k, label, value in items) + "</section>"
+    return _card_section("totals", items)
 
 
 def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -> str:
