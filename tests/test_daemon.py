@@ -106,3 +106,32 @@ def test_report_is_answered_by_the_running_daemon(db_url: str, projects: Path, t
     env["RETROD_DATABASE_URL"] = db_url
     after = report(session, "--no-save")  # no daemon: the command does the work itself
     assert after.returncode == 0 and "loaded psycopg" in after.stderr
+
+
+# A SIGTERM that arrives while the main thread writes a log line: the handler runs inside that
+# write, holding the log's lock (structlog's, per file). A handler that logged waited for it
+# forever — found as a daemon that never stopped when the UI test sent SIGTERM right after its
+# "caught up" line. Run apart, so that a deadlock is a timeout, not a hung suite.
+SIGNAL_DURING_A_LOG_LINE = """
+import os, signal, sys
+import structlog
+from structlog._output import _get_lock_for_file
+from retrod import log
+from retrod.daemon import Stop, install_signal_handlers
+
+log.configure()
+stop = Stop()
+install_signal_handlers(stop)
+with _get_lock_for_file(sys.stderr):  # as PrintLogger.msg holds it while it writes
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(1000):  # the handler runs between bytecodes, here
+        if stop.is_set():
+            break
+print(stop.is_set(), stop.signal)
+"""
+
+
+def test_a_signal_during_a_log_line_still_stops_the_daemon() -> None:
+    done = subprocess.run([sys.executable, "-c", SIGNAL_DURING_A_LOG_LINE], capture_output=True, text=True,
+                          timeout=30)
+    assert (done.returncode, done.stdout) == (0, "True SIGTERM\n"), done.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from pathlib import Path
 
 import psycopg
@@ -33,9 +32,9 @@ def _notes(args: argparse.Namespace) -> tracking.PhaseNotes:
 
 
 def _cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    from .daemon import install_signal_handlers, run
+    from .daemon import Stop, install_signal_handlers, run
 
-    stop = threading.Event()
+    stop = Stop()
     install_signal_handlers(stop)
     run(settings, once=args.once, stop=stop)
     return EXIT_OK

@@ -113,6 +113,8 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
                         ingester.on_commit = publish  # the live page hears of each commit
                         _follow(ingester, settings, stop, systemd)
         finally:
+            if stop.is_set():  # (logged here, not by the signal handler: see install_signal_handlers)
+                log.info("stopping", signal=getattr(stop, "signal", None))
             notify("STOPPING=1")
 
 
@@ -182,16 +184,26 @@ class _Scans:
         self._next = time.monotonic() + max(self.seconds, SCAN_SHARE_MAX * took)
 
 
-def install_signal_handlers(stop: threading.Event) -> None:
+class Stop(threading.Event):
+    """Set by the first SIGTERM/SIGINT, with the signal's name."""
+
+    signal: str | None = None
+
+
+def install_signal_handlers(stop: Stop) -> None:
     """The first SIGTERM/SIGINT stops gracefully (the batch in flight commits or rolls back, the
-    private cluster is stopped); a second one exits at once."""
+    private cluster is stopped); a second one exits at once.
+
+    The handlers log nothing through structlog: a signal that arrives while the main thread
+    writes a log line runs its handler inside that write, and the handler's own line would wait
+    for the log's lock forever (a daemon that never stopped on SIGTERM). The loop logs the stop."""
 
     def handle(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
         if stop.is_set():
-            log.warning("second signal: exiting at once", signal=name)
+            os.write(2, f"retrod: second {name}: exiting at once\n".encode())
             os._exit(1)
-        log.info("stopping", signal=name)
+        stop.signal = name
         stop.set()
 
     signal.signal(signal.SIGTERM, handle)
