@@ -221,10 +221,20 @@ def session_page(report: dict, standalone: bool = False) -> str:
             + _tools(report["tools"]) + _subagents(report["subagents"]) + _lessons(report)
             + _data({"timeline": report["timeline"], "phases": [
                 {k: p[k] for k in ("task", "phase", "verdict", "started_at", "ended_at")}
-                | {"output": p["tokens"]["output"]}
+                | {"output": p["tokens"]["output"], "tip": _phase_tip(p)}
                 for p in report["phases"]], "subagents": [
                 {k: a[k] for k in ("agent_id", "agent_type", "started_at", "seconds")} for a in report["subagents"]]}))
     return _document(title, body, standalone=standalone)
+
+
+def _phase_tip(phase: dict) -> str:
+    """What pointing at a phase's band says: its name, verdict and window, as the phases table
+    writes them, and how long it lasted (a short phase's band is wider than its window)."""
+    start, end = phase["started_at"], phase["ended_at"]
+    window = f"{when(start)} → {when(end) if end else 'open'} UTC"
+    if start and end:
+        window += f" ({duration((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())})"
+    return f'{phase["task"]} / {phase["phase"]} · {VERDICT_TITLES.get(phase["verdict"], phase["verdict"])} · {window}'
 
 
 def _cards(report: dict) -> str:
@@ -255,10 +265,11 @@ def _timeline(report: dict) -> str:
     legend = "".join(f'<span class="key"><i class="swatch verdict-{v}"></i>{e(VERDICT_TITLES[v])}</span>'
                      for v in (*VERDICTS, "pending") if any(p["verdict"] == v for p in report["phases"]))
     return ('<section><h2>Timeline</h2>'
-            f'<p class="hint">Output tokens (bars) and estimated cost (line) per minute; '
+            f'<p class="hint">Output tokens per minute (bars) and the estimated cost so far (line: it rises in '
+            'the minutes money is spent, flat while nothing is); '
             'phases as bands coloured by their verdict; red dots: minutes with tool calls a waste signal flagged '
             '(below, by kind); ◆ compactions; subagents as spans along the bottom. Point at a minute for its '
-            'figures.</p>'
+            'figures, at a band for its phase.</p>'
             f'<div id="timeline" class="chart"></div><div class="legend">{legend}'
             '<span class="key"><i class="mark compaction"></i>Compaction</span>'
             '<span class="key"><i class="mark subagent"></i>Subagent</span>'

@@ -21,14 +21,17 @@
     return String(n);
   }
 
-  // Times as the rest of the page shows them: UTC, 24-hour; the date where it changes.
+  // Times as the rest of the page shows them: UTC, 24-hour; the date where it changes; the
+  // seconds when the ticks are less than a minute apart (a short session's ticks would otherwise
+  // read 03:08 03:08 03:08).
   function pad(n) { return (n < 10 ? "0" : "") + n; }
-  function utcTicks(u, vals) {
+  function utcTicks(u, vals, axisIdx, space, incr) {
     var lastDay = null;
     return vals.map(function (v) {
+      if (v == null) return null;
       var d = new Date(v * 1000);
       var day = d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate());
-      var time = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
+      var time = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + (incr < 60 ? ":" + pad(d.getUTCSeconds()) : "");
       var label = day !== lastDay ? time + "\n" + day : time;
       lastDay = day;
       return label;
@@ -45,29 +48,60 @@
     return "rgba(" + (v >> 16) + "," + ((v >> 8) & 255) + "," + (v & 255) + "," + alpha + ")";
   }
 
-  // Phases as bands behind the bars, coloured by verdict, named when there is room.
+  // Where each phase is drawn, in CSS pixels from the plot's left: its window, or, when that is
+  // narrower than MIN_BAND_PX (10 s of a 3-hour session is a pixel), that width centred on it, so
+  // that a short phase can be seen and pointed at. Narrowest last: drawn on top of the others.
+  var MIN_BAND_PX = 6;
+  function phaseSpans(u, data, lastX) {
+    return data.phases.map(function (p) {
+      var x0 = u.valToPos(seconds(p.started_at), "x"), x1 = u.valToPos(seconds(p.ended_at) || lastX, "x");
+      if (x1 - x0 < MIN_BAND_PX) {
+        var middle = (x0 + x1) / 2;
+        x0 = middle - MIN_BAND_PX / 2;
+        x1 = middle + MIN_BAND_PX / 2;
+      }
+      return { phase: p, left: x0, width: x1 - x0 };
+    }).sort(function (a, b) { return b.width - a.width; });
+  }
+
+  // Phases as bands behind the bars, coloured by verdict, named when there is room (pointing at
+  // one names it in any case: phaseTip).
   function drawBands(u, data, lastX) {
-    var ctx = u.ctx, box = u.bbox;
+    var ctx = u.ctx, box = u.bbox, px = devicePixelRatio;
     ctx.save();
     ctx.beginPath();
     ctx.rect(box.left, box.top, box.width, box.height);
     ctx.clip();
-    data.phases.forEach(function (p) {
-      var start = seconds(p.started_at), end = seconds(p.ended_at) || lastX;
-      var x0 = u.valToPos(start, "x", true), x1 = u.valToPos(end, "x", true);
-      if (x1 <= box.left || x0 >= box.left + box.width) return;
+    phaseSpans(u, data, lastX).forEach(function (span) {
+      var x0 = box.left + span.left * px, width = span.width * px, p = span.phase;
+      if (x0 + width <= box.left || x0 >= box.left + box.width) return;
       var colour = VERDICT_COLOURS[p.verdict] || "#9aa0a6";
-      ctx.fillStyle = withAlpha(colour, 0.18);
-      ctx.fillRect(x0, box.top, x1 - x0, box.height);
+      ctx.fillStyle = withAlpha(colour, span.width > 3 * MIN_BAND_PX ? 0.18 : 0.4);
+      ctx.fillRect(x0, box.top, width, box.height);
       ctx.fillStyle = colour;
-      ctx.fillRect(x0, box.top, x1 - x0, 4 * devicePixelRatio);
-      if (x1 - x0 > 60 * devicePixelRatio) {
+      ctx.fillRect(x0, box.top, width, 4 * px);
+      if (span.width > 60) {
         ctx.fillStyle = "#333";
-        ctx.font = 11 * devicePixelRatio + "px system-ui, sans-serif";
-        ctx.fillText(p.phase, Math.max(x0, box.left) + 4 * devicePixelRatio, box.top + 16 * devicePixelRatio, x1 - x0 - 8);
+        ctx.font = 11 * px + "px system-ui, sans-serif";
+        ctx.fillText(p.phase, Math.max(x0, box.left) + 4 * px, box.top + 16 * px, width - 8 * px);
       }
     });
     ctx.restore();
+  }
+
+  // The phase under the pointer, named in a tip over the plot (the band itself may be too narrow
+  // for its name).
+  function phaseTip(u, data, lastX, tip) {
+    var left = u.cursor.left, found = null;
+    if (left != null && left >= 0) {
+      phaseSpans(u, data, lastX).forEach(function (span) {  // the narrowest, drawn on top, wins
+        if (left >= span.left && left <= span.left + span.width) found = span.phase;
+      });
+    }
+    tip.hidden = !found;
+    if (!found) return;
+    tip.textContent = found.tip;
+    tip.style.left = Math.min(left + 10, Math.max(u.bbox.width / devicePixelRatio - tip.offsetWidth, 0)) + "px";
   }
 
   // Compactions as dashed lines with a diamond on top; subagents as spans along the bottom.
@@ -106,6 +140,30 @@
     ctx.restore();
   }
 
+  // The minutes' costs added up: the cost so far at each minute, and whether a minute before it
+  // had requests without a price (the total is then a floor, as the summary's "≥").
+  function runningCost(costs) {
+    var total = 0, partial = false, floors = [];
+    var totals = costs.map(function (c) {
+      if (c == null) partial = true; else total += c;
+      floors.push(partial);
+      return total;
+    });
+    return { totals: totals, floors: floors };
+  }
+
+  // A y axis as wide as its widest label (a fixed width cut the "$" off larger figures).
+  function axisSize(u, values, axisIdx, cycleNum) {
+    var axis = u.axes[axisIdx];
+    if (cycleNum > 1) return axis._size;  // uPlot asks again after a resize: settle
+    var widest = 0;
+    u.ctx.font = axis.font[0];
+    (values || []).forEach(function (v) { if (v) widest = Math.max(widest, u.ctx.measureText(v).width); });
+    return Math.ceil(axis.ticks.size + axis.gap + widest / devicePixelRatio) + 4;
+  }
+
+  function money(v) { return "$" + v.toFixed(2); }
+
   function timeline(el, data) {
     var t = data.timeline;
     if (!t.minute.length) {
@@ -113,39 +171,55 @@
       el.textContent = "No request with a timestamp: nothing to draw.";
       return;
     }
-    // Bars sit in the middle of their minute.
+    // Bars sit in the middle of their minute; the x axis spans the first minute to the last.
     var xs = t.minute.map(function (m) { return m + 30; });
     var lastX = xs[xs.length - 1] + 30;
+    var cost = runningCost(t.cost_usd);
     var opts = {
       width: Math.max(el.clientWidth, 320),
       height: 320,
-      scales: { x: { time: true }, tokens: {}, usd: {}, flagged: { range: [0, 1] } },
+      scales: { x: { time: true, range: [t.minute[0], lastX] }, tokens: {}, usd: {}, flagged: { range: [0, 1] } },
       series: [
         { label: "Minute", value: function (u, v) { return utcValue(u, v == null ? null : v - 30); } },
         { label: "Output tokens", scale: "tokens", stroke: "#3b6fc4", fill: "rgba(59,111,196,0.55)", width: 1,
           paths: uPlot.paths.bars({ size: [0.9, 12] }), points: { show: false },
           value: function (u, v) { return v == null ? "—" : v.toLocaleString(); } },
-        { label: "Est. cost", scale: "usd", stroke: "#c0392b", width: 1.5, points: { show: false }, spanGaps: false,
-          value: function (u, v) { return v == null ? "—" : "$" + v.toFixed(4); } },
+        // The cost so far, as a step: it rises in the minute money is spent and stays flat until
+        // the next such minute (a straight line between two minutes hours apart read as spending
+        // through the idle time between them).
+        { label: "Est. cost so far", scale: "usd", stroke: "#c0392b", width: 1.5, points: { show: false },
+          paths: uPlot.paths.stepped({ align: 1 }),
+          value: function (u, v, si, idx) {
+            if (idx == null) return "—";
+            var minute = t.cost_usd[idx];
+            return (cost.floors[idx] ? "≥ " : "") + "$" + v.toFixed(4) +
+              " (this minute " + (minute == null ? "not priced" : "$" + minute.toFixed(4)) + ")";
+          } },
         // Minutes with calls a waste signal flagged: dots along the top (their own scale, no axis).
         { label: "Flagged calls", scale: "flagged", stroke: "#d9534f", fill: "#d9534f", width: 0,
           paths: function () { return null; }, points: { show: true, size: 7, fill: "#d9534f", stroke: "#fff" },
           value: function (u, v, si, idx) { return idx == null ? "—" : String(t.flagged[idx]); } }
       ],
       axes: [
-        { values: utcTicks, size: 44 },
-        { scale: "tokens", values: function (u, vals) { return vals.map(short); }, size: 50 },
-        { scale: "usd", side: 1, grid: { show: false }, size: 60,
-          values: function (u, vals) { return vals.map(function (v) { return "$" + v.toFixed(2); }); } }
+        { values: utcTicks, size: 44, space: 60 },
+        { scale: "tokens", values: function (u, vals) { return vals.map(short); }, size: axisSize },
+        { scale: "usd", side: 1, grid: { show: false }, size: axisSize,
+          values: function (u, vals) { return vals.map(money); } }
       ],
       hooks: {
         drawClear: [function (u) { drawBands(u, data, lastX); }],
-        draw: [function (u) { drawMarks(u, data); }]
+        draw: [function (u) { drawMarks(u, data); }],
+        setCursor: [function (u) { phaseTip(u, data, lastX, tip); }]
       }
     };
     // a flagged minute's dot sits near the top; its value (the count) shows in the legend
     var flaggedAt = t.flagged.map(function (n) { return n > 0 ? 0.93 : null; });
-    var chart = new uPlot(opts, [xs, t.output, t.cost_usd, flaggedAt], el);
+    var tip = document.createElement("div");
+    tip.className = "phase-tip";
+    tip.hidden = true;
+    var chart = new uPlot(opts, [xs, t.output, cost.totals, flaggedAt], el);
+    chart.over.appendChild(tip);
+    el.chart = chart;  // for the browser tests (and the console)
     window.addEventListener("resize", function () {
       chart.setSize({ width: Math.max(el.clientWidth, 320), height: 320 });
     });
@@ -177,13 +251,14 @@
       axes: [
         { space: 80, size: 40, incrs: [1, 2, 3, 4, 6, 12, 26, 52, 104, 365],
           values: function (u, vals) { return vals.map(name); } },
-        { scale: "usd", size: 60, values: function (u, vals) { return vals.map(function (v) { return "$" + v.toFixed(2); }); } },
-        { scale: "share", side: 1, grid: { show: false }, size: 50,
+        { scale: "usd", size: axisSize, values: function (u, vals) { return vals.map(money); } },
+        { scale: "share", side: 1, grid: { show: false }, size: axisSize,
           values: function (u, vals) { return vals.map(function (v) { return Math.round(v * 100) + "%"; }); } }
       ]
     };
     var chart = new uPlot(opts, [xs, periods.map(function (p) { return p.sessions ? p.cost_usd : null; }),
                                  periods.map(function (p) { return p.efficiency; })], el);
+    el.chart = chart;
     window.addEventListener("resize", function () {
       chart.setSize({ width: Math.max(el.clientWidth, 320), height: 260 });
     });
