@@ -439,7 +439,8 @@ def test_the_password_an_older_retrod_wrote_is_not_copied_into_the_backup(tmp_pa
     backup = Path(lines[1].removeprefix("backup: "))
     assert b"s3cret" not in path.read_bytes() and b"s3cret" not in backup.read_bytes()
     kept = json.loads(backup.read_text())
-    masked = "RETROD_DATABASE_URL=postgresql://me:***@db.example/retrod RETROD_DATA_DIR=/d /old/venv/bin/retrod brief --hook"
+    masked = ("RETROD_DATABASE_URL=postgresql://me:***@db.example/retrod RETROD_DATA_DIR=/d"
+              " /old/venv/bin/retrod brief --hook")
     assert kept == {**before, "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [theirs]},
                                                          {"matcher": MATCHER, "hooks": [{"type": "command",
                                                                                          "command": masked}]}]}}
