@@ -27,6 +27,7 @@ import reference_tools
 from conftest import FIXTURES
 from helpers import HOST, ingest, reports
 from retrod import brief, hooks, tracking
+from retrod.hooks import MATCHER
 from retrod.report.client import SOCKET_NAME
 from retrod.report.model import SIGNALS
 from retrod.resolve import project_slugs
@@ -395,6 +396,54 @@ def test_a_first_install_creates_the_settings_and_uninstall_leaves_them_empty(tm
     with pytest.raises(hooks.claude_settings.SettingsError, match="not a list"):
         hooks.install(path)
     assert json.loads(path.read_text()) == {"hooks": {"SessionStart": {"not": "a list"}}}
+
+
+@pytest.mark.parametrize("url", ["postgresql://me:s3cret@db.example/retrod", "host=db.example password=s3cret"])
+def test_a_database_password_reaches_neither_the_settings_nor_a_backup(tmp_path: Path, monkeypatch,
+                                                                       url: str) -> None:
+    """As the status line's install: settings.json is no secrets file, and each change copies it
+    into a backup. Claude Code's environment (or ~/.pgpass) carries the password instead."""
+    for name in [k for k in os.environ if k.startswith("RETROD_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RETROD_DATABASE_URL", url)
+    monkeypatch.setenv("RETROD_DATA_DIR", str(tmp_path / "data"))
+    path = tmp_path / "claude" / "settings.json"
+    first = hooks.install(path)
+    monkeypatch.setenv("RETROD_DATA_DIR", str(tmp_path / "other"))  # a second install: a backup of the first's file
+    second = hooks.install(path)
+    assert second[1].startswith("backup: ")
+    written = [p for p in path.parent.iterdir() if p.is_file()]
+    assert len(written) >= 2 and not [p.name for p in written if b"s3cret" in p.read_bytes()]
+    assert first[-1] == second[-1] == ("RETROD_DATABASE_URL is not written into the settings (it holds a password):"
+                                       " Claude Code must have it in its environment, or keep the password in"
+                                       " ~/.pgpass")
+    command = json.loads(path.read_text())["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert command.startswith(f"RETROD_DATA_DIR={tmp_path / 'other'} /") and "RETROD_DATABASE_URL" not in command
+    assert "s3cret" not in "\n".join(first + second)
+
+
+def test_the_password_an_older_retrod_wrote_is_not_copied_into_the_backup(tmp_path: Path, monkeypatch) -> None:
+    """An older retrod wrote the database URL, password and all, into its entry: installing again
+    takes it out of the settings, and the backup of the file before holds it masked."""
+    for name in [k for k in os.environ if k.startswith("RETROD_")]:
+        monkeypatch.delenv(name)
+    old = ("RETROD_DATABASE_URL=postgresql://me:s3cret@db.example/retrod RETROD_DATA_DIR=/d"
+           " /old/venv/bin/retrod brief --hook")
+    theirs = {"type": "command", "command": "psql postgresql://me:theirs@db.example/x -c 'select 1'"}
+    before = {"model": "opus", "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [theirs]},
+                                                          {"matcher": MATCHER, "hooks": [{"type": "command",
+                                                                                          "command": old}]}]}}
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(before))
+    lines = hooks.install(path)
+    backup = Path(lines[1].removeprefix("backup: "))
+    assert b"s3cret" not in path.read_bytes() and b"s3cret" not in backup.read_bytes()
+    kept = json.loads(backup.read_text())
+    masked = ("RETROD_DATABASE_URL=postgresql://me:***@db.example/retrod RETROD_DATA_DIR=/d"
+              " /old/venv/bin/retrod brief --hook")
+    assert kept == {**before, "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [theirs]},
+                                                         {"matcher": MATCHER, "hooks": [{"type": "command",
+                                                                                         "command": masked}]}]}}
 
 
 @pytest.mark.parametrize(("command", "ours"), [

@@ -569,6 +569,26 @@ def test_a_settings_file_that_is_not_json_is_one_line_and_left_alone(tmp_path: P
     assert done.stderr.count("\n") == 1 and path.read_text() == "{broken"
 
 
+def test_a_read_only_settings_file_or_a_setting_not_utf8_is_one_line_and_nothing_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text('{"model": "opus"}')
+    path.chmod(0o444)
+    env = environment(tmp_path / "data", CLAUDE_CONFIG_DIR=str(tmp_path))
+    done = retrod(env, "statusline", "install")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"retrod: error: {path} is read-only (mode 0444): retrod changes nothing in it; make it"
+                           " writable (chmod u+w) and run this again, or add the entry by hand\n")
+    path.chmod(0o600)
+    # os.environ keeps the bytes of a setting that is not UTF-8 as lone surrogates
+    undecodable = {**{k.encode(): v.encode() for k, v in env.items()}, b"RETROD_DATA_DIR": b"/tmp/caf\xe9"}
+    done = subprocess.run([sys.executable, "-m", "retrod", "statusline", "install"], env=undecodable,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith(f"retrod: error: {path}: not changed: ".encode())
+    assert b"surrogate" in done.stderr and done.stderr.count(b"\n") == 1
+    assert path.read_text() == '{"model": "opus"}'
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".retrod")) == ["settings.json"]
+
+
 def test_skills_install_mentions_the_status_line(tmp_path: Path) -> None:
     done = retrod(environment(tmp_path / "data", HOME=str(tmp_path)), "skills", "install", "--dir",
                   str(tmp_path / "skills"))

@@ -2,8 +2,9 @@
 project's last sessions taught. It adds one `SessionStart` entry to Claude Code's settings
 (`~/.claude/settings.json`, or `$CLAUDE_CONFIG_DIR/settings.json`) running `retrod brief --hook`
 by this retrod's absolute path, with this shell's RETROD_* settings (Claude Code runs hook
-commands with its own environment). claude_settings.py keeps every other key and hook, and
-backs the file up before each change; `uninstall` removes retrod's entry and nothing else.
+commands with its own environment) but one holding a password (claude_settings.carried).
+claude_settings.py keeps every other key and hook, and backs the file up before each change;
+`uninstall` removes retrod's entry and nothing else.
 """
 
 from __future__ import annotations
@@ -13,32 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from . import claude_settings, skills
-from .redact import mask_password
 
 EVENT = "SessionStart"
 MATCHER = "startup|resume|clear|compact"  # every way a session starts; Claude Code's documented set
 TIMEOUT_S = 10  # Claude Code's own limit for the hook; retrod answers well within it
 
 
-def command() -> str:
-    """The hook's command line: RETROD_* settings, then this retrod by its absolute path."""
-    settings = [f"{key}={shlex.quote(value)}" for key, value in skills.settings_env().items()]
-    return " ".join([*settings, shlex.join([*skills.command_argv(), "brief", "--hook"])])
+def command() -> tuple[str, list[str]]:
+    """The hook's command line: RETROD_* settings, then this retrod by its absolute path; and a
+    note for each setting left out of it."""
+    kept, notes = claude_settings.carried(skills.settings_env())
+    settings = [f"{key}={shlex.quote(value)}" for key, value in kept.items()]
+    return " ".join([*settings, shlex.join([*skills.command_argv(), "brief", "--hook"])]), notes
 
 
 def is_ours(entry: object) -> bool:
     """Whether a hook entry is retrod's: a command that runs some retrod's `brief --hook` (any
     retrod: one installed from another virtualenv is replaced, not doubled)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
-        return False
-    try:
-        argv = shlex.split(entry["command"])
-    except ValueError:
-        return False
-    while argv and "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier():
-        argv = argv[1:]  # the settings before the command
-    return (argv[-2:] == ["brief", "--hook"]
-            and (Path(argv[0]).name == "retrod" or argv[-4:-2] == ["-m", "retrod"]))
+    arguments = claude_settings.retrod_arguments(entry)
+    return arguments is not None and arguments[-2:] == ["brief", "--hook"]
 
 
 def _groups(data: dict[str, Any]) -> list[Any] | None:
@@ -77,7 +71,7 @@ def _without_ours(data: dict[str, Any]) -> None:
 def install(path: Path | None = None) -> list[str]:
     """Add (or replace) retrod's SessionStart hook; the lines to print."""
     path = path or claude_settings.settings_file()
-    line = command()
+    line, notes = command()
     ours = {"matcher": MATCHER, "hooks": [{"type": "command", "command": line, "timeout": TIMEOUT_S}]}
     changed = False
 
@@ -91,10 +85,10 @@ def install(path: Path | None = None) -> list[str]:
         return changed
 
     backup = claude_settings.change(path, edit)
-    shown = mask_password(line)
-    return [f"{'installed in' if changed else 'already installed in'} {path}: {EVENT} runs {shown}",
+    return [f"{'installed in' if changed else 'already installed in'} {path}: {EVENT} runs {line}",
             *([f"backup: {backup}"] if backup else []),
-            "each new Claude Code session starts with `retrod brief` of its project (nothing where it has no history)"]
+            "each new Claude Code session starts with `retrod brief` of its project (nothing where it has no history)",
+            *notes]
 
 
 def uninstall(path: Path | None = None) -> list[str]:

@@ -12,11 +12,9 @@ import json
 import os
 import shlex
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from .. import claude_settings, skills
-from ..redact import mask_password
 
 KEY = "statusLine"
 # Claude Code runs the command after each of its messages. A timed run as well keeps what moves
@@ -36,19 +34,12 @@ class StatuslineError(ValueError):
 
 
 def command(env: Mapping[str, str]) -> tuple[str, list[str]]:
-    """The entry's command (this retrod, with the settings it needs), and notes for the user. A
-    database URL holding a password is not written into settings.json: Claude Code's own
-    environment must carry it (or ~/.pgpass the password)."""
-    words, notes = [], []
-    for name in CARRIED:
-        value = env.get(name)
-        if not value:
-            continue
-        if name == "RETROD_DATABASE_URL" and mask_password(value) != value:
-            notes.append("RETROD_DATABASE_URL is not written into the settings (it holds a password): Claude Code"
-                         " must have it in its environment, or keep the password in ~/.pgpass")
-            continue
-        words.append(f"{name}={shlex.quote(os.path.abspath(os.path.expanduser(value)) if name in PATHS else value)}")
+    """The entry's command (this retrod, with the settings it needs), and notes for the user: a
+    setting holding a password is left out (claude_settings.carried)."""
+    settings = {name: os.path.abspath(os.path.expanduser(value)) if name in PATHS else value
+                for name in CARRIED if (value := env.get(name))}
+    kept, notes = claude_settings.carried(settings)
+    words = [f"{name}={shlex.quote(value)}" for name, value in kept.items()]
     return " ".join([*words, shlex.join([*skills.command_argv(), "statusline"])]), notes
 
 
@@ -59,17 +50,8 @@ def entry(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
 
 def is_retrods(value: object) -> bool:
     """A statusLine entry that runs `retrod statusline` (this retrod or another install of it)."""
-    if not isinstance(value, dict) or not isinstance(value.get("command"), str):
-        return False
-    try:
-        words = shlex.split(value["command"])
-    except ValueError:
-        return False
-    while words and "=" in words[0] and not words[0].startswith("="):  # NAME=value before the command
-        words.pop(0)
-    if len(words) < 2 or words[-1] != "statusline":
-        return False
-    return Path(words[0]).name == "retrod" or words[-3:-1] == ["-m", "retrod"]
+    arguments = claude_settings.retrod_arguments(value)
+    return arguments is not None and arguments[-1:] == ["statusline"]
 
 
 def _shown(value: object) -> str:
@@ -82,22 +64,26 @@ def install(force: bool = False, env: Mapping[str, str] | None = None) -> list[s
     env = os.environ if env is None else env
     path = claude_settings.settings_file(env)
     new, notes = entry(env)
-    old = claude_settings.read(path).get(KEY)
-    if old == new:
-        return [f"unchanged: {path} already runs {new['command']}", *notes]
-    replaced = old is not None and not is_retrods(old)
-    if replaced and not force:
-        raise StatuslineError(f"{path} already has a status line ({_shown(old)}); --force replaces it"
-                              " (and `retrod statusline uninstall` puts it back)")
-    kept = claude_settings.remember(path, KEY, old) if replaced else None
+    with claude_settings.locked(path):  # what is read here is what is changed: another install waits
+        old = claude_settings.read(path).get(KEY)
+        if old == new:
+            return [f"unchanged: {path} already runs {new['command']}", *notes]
+        replaced = old is not None and not is_retrods(old)
+        if replaced and not force:
+            raise StatuslineError(f"{path} already has a status line ({_shown(old)}); --force replaces it"
+                                  " (and `retrod statusline uninstall` puts it back)")
+        kept = None
 
-    def edit(data: dict) -> bool:
-        if data.get(KEY) != old:  # changed since it was read: decide again
-            raise StatuslineError(f"{path} changed while retrod was installing; run it again")
-        data[KEY] = new
-        return True
+        def edit(data: dict) -> bool:
+            nonlocal kept
+            if data.get(KEY) != old:  # changed since it was read (by hand, or a tool without the lock)
+                raise StatuslineError(f"{path} changed while retrod was installing; run it again")
+            if replaced:  # once the file is known writable
+                kept = claude_settings.remember(path, KEY, old)
+            data[KEY] = new
+            return True
 
-    backup = claude_settings.change(path, edit)
+        backup = claude_settings.change(path, edit)
     out = [f"installed: {path} runs {new['command']} after each of Claude's messages (and every {REFRESH_S} s)"]
     if backup is not None:
         out.append(f"backup of the file before: {backup}")
@@ -110,25 +96,26 @@ def uninstall(env: Mapping[str, str] | None = None) -> list[str]:
     """Take retrod's statusLine entry out, putting back what it replaced; the lines to print."""
     env = os.environ if env is None else env
     path = claude_settings.settings_file(env)
-    had, before = claude_settings.recall(path, KEY)
-    current = claude_settings.read(path).get(KEY)
-    if current is None or not is_retrods(current):
-        claude_settings.forget(path, KEY)  # whatever was kept is stale: the user chose another since
-        if current is None:
-            return [f"no status line in {path}: nothing to do"]
-        return [f"the status line in {path} is not retrod's ({_shown(current)}): left alone"]
+    with claude_settings.locked(path):
+        had, before = claude_settings.recall(path, KEY)
+        current = claude_settings.read(path).get(KEY)
+        if current is None or not is_retrods(current):
+            claude_settings.forget(path, KEY)  # whatever was kept is stale: the user chose another since
+            if current is None:
+                return [f"no status line in {path}: nothing to do"]
+            return [f"the status line in {path} is not retrod's ({_shown(current)}): left alone"]
 
-    def edit(data: dict) -> bool:
-        if data.get(KEY) != current:
-            raise StatuslineError(f"{path} changed while retrod was uninstalling; run it again")
-        if had and before is not None:
-            data[KEY] = before
-        else:
-            del data[KEY]
-        return True
+        def edit(data: dict) -> bool:
+            if data.get(KEY) != current:
+                raise StatuslineError(f"{path} changed while retrod was uninstalling; run it again")
+            if had and before is not None:
+                data[KEY] = before
+            else:
+                del data[KEY]
+            return True
 
-    backup = claude_settings.change(path, edit)
-    claude_settings.forget(path, KEY)
+        backup = claude_settings.change(path, edit)
+        claude_settings.forget(path, KEY)
     out = [f"put back the status line retrod replaced in {path}: {_shown(before)}" if had and before is not None
            else f"removed retrod's status line from {path}"]
     return out + ([f"backup of the file before: {backup}"] if backup is not None else [])
