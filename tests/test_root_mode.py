@@ -101,8 +101,8 @@ def test_a_log_link_stops_the_command_in_one_line(base: Path, tmp_path: Path) ->
                           timeout=120)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        f"retrod: error: {cluster.logfile} is a link or not a plain file, which retrod will not follow or "
-        "change; remove it (someone may have tried to reach another file through it)"]
+        (f"retrod: error: {cluster.logfile} is a link or not a plain file, which retrod will not follow or "
+        "change; remove it (someone may have tried to reach another file through it)")]
     assert _owner_and_mode(target) == (0, 0o600)
 
 
@@ -115,6 +115,6 @@ def test_a_missing_server_user_is_the_readmes_one_line(base: Path, tmp_path: Pat
                               text=True, timeout=120)
         assert done.returncode == 1, done.stderr
         assert done.stderr.splitlines() == [
-            "retrod: error: no OS user retrod-nobody-here to run the private cluster (PostgreSQL refuses to "
+            ("retrod: error: no OS user retrod-nobody-here to run the private cluster (PostgreSQL refuses to "
             "run as root): create it (useradd --system retrod-nobody-here), set RETROD_PG_OS_USER to "
-            "another, or run retrod as yourself"], command
+            "another, or run retrod as yourself")], command
