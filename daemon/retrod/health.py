@@ -171,21 +171,35 @@ def doctor(settings: Settings) -> list[Check]:
         checks.append(Check("database", False, " ".join(str(exc).split()), fix))
     checks.append(_line_ends_check(settings))
     checks.append(_inotify_check(settings))
-    # Without a service or a daemon retrod still works (commands do the work themselves), and
-    # the quick start runs the daemon in a terminal: warnings, not failures.
+    return checks + service_checks(settings)
+
+
+def service_checks(settings: Settings) -> list[Check]:
+    """The service and the daemon. Without them retrod still works (commands do the work
+    themselves), and the quick start runs the daemon in a terminal: warnings, not failures.
+    Where no service can be installed, neither suggests installing one."""
+    installable = True
     try:
         unit = install.plan().path
         installed = unit.exists()
-        checks.append(Check("service", installed, f"installed at {unit}" if installed else install.not_installed(unit),
-                            "" if installed else "retrod service install (or run `retrod run` yourself)",
-                            warning=True))
+        missing = None if installed or unit.suffix != ".service" else install.user_manager_missing()
+        if installed:
+            check = Check("service", True, f"installed at {unit}", warning=True)
+        elif missing is None:
+            check = Check("service", False, install.not_installed(unit),
+                          "retrod service install (or run `retrod run` yourself)", warning=True)
+        else:
+            installable = False
+            check = Check("service", False, f"{install.not_installed(unit)}; {install.no_user_manager(missing)}",
+                          install.NO_USER_MANAGER_FIX, warning=True)
     except install.ServiceError as exc:
-        checks.append(Check("service", False, str(exc), "run `retrod run` under your own supervisor", warning=True))
+        installable = False
+        check = Check("service", False, str(exc), "run `retrod run` under your own supervisor", warning=True)
     daemon = running_daemon(settings.data_dir)
-    checks.append(Check("daemon", daemon is not None,
-                        f"pid {daemon.get('pid')}" if daemon else "not running (reports still work, slower)",
-                        "" if daemon else "retrod service install (or retrod run)", warning=True))
-    return checks
+    return [check, Check("daemon", daemon is not None,
+                         f"pid {daemon.get('pid')}" if daemon else "not running (reports still work, slower)",
+                         "" if daemon else "retrod service install (or retrod run)" if installable else "retrod run",
+                         warning=True)]
 
 
 def _projects_check(settings: Settings, root: Path) -> Check:
