@@ -64,7 +64,7 @@ def test_a_step_that_fails_after_the_files_are_written_puts_them_back(tmp_path: 
     done = _retrod(env, "service", "install")
     assert done.returncode == 1
     assert unit.read_text() == "[Unit]\n# an earlier install\n"
-    assert not (tmp_path / "config" / "retrod" / "service.env").exists()
+    assert not (tmp_path / "config" / "retrod").exists()  # the settings file and the folder made for it
     assert done.stderr.splitlines() == [
         f"retrod: error: systemctl --user enable --now retrod.service failed: {NO_BUS}; nothing was installed"]
 

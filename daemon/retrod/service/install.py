@@ -7,6 +7,7 @@ of the installing shell, since a service does not inherit them.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import plistlib
@@ -127,7 +128,8 @@ def install(dry_run: bool) -> list[str]:
                 *(f"# then: {' '.join(c)}" for c in p.commands)]
     if p.path.suffix == ".service" and (reason := user_manager_missing()) is not None:
         raise ServiceError(f"{no_user_manager(reason)}: {NO_USER_MANAGER_FIX}; nothing was installed")
-    written: list[tuple[Path, bytes | None]] = []  # each file written and what it held before, to undo
+    # each file or folder written and what it held before (None: it was not there), to undo
+    written: list[tuple[Path, bytes | None]] = []
     try:
         done = _write_files(p, written)
         for i, command in enumerate(p.commands):
@@ -139,7 +141,10 @@ def install(dry_run: bool) -> list[str]:
             done.append(f"ran {' '.join(command)}")
     except BaseException:
         for path, before in reversed(written):  # nothing half-installed left behind
-            if before is None:
+            if path.is_dir():
+                with contextlib.suppress(OSError):  # something else put there meanwhile: kept
+                    path.rmdir()
+            elif before is None:
                 path.unlink(missing_ok=True)
             else:
                 path.write_bytes(before)
@@ -150,19 +155,25 @@ def install(dry_run: bool) -> list[str]:
 
 
 def _write_files(p: Plan, written: list[tuple[Path, bytes | None]]) -> list[str]:
+    def folder(path: Path, mode: int = 0o777) -> None:
+        for made in reversed([path, *path.parents]):
+            if not made.exists():
+                made.mkdir(mode=mode)
+                written.append((made, None))
+
     def before(path: Path) -> None:
         written.append((path, path.read_bytes() if path.is_file() else None))
 
-    p.path.parent.mkdir(parents=True, exist_ok=True)
+    folder(p.path.parent)
     before(p.path)
     if p.path.suffix == ".plist":
-        (Path.home() / "Library" / "Logs" / "retrod").mkdir(parents=True, exist_ok=True)
+        folder(Path.home() / "Library" / "Logs" / "retrod")
         _write_private(p.path, p.content)  # it carries the settings itself
     else:
         p.path.write_bytes(p.content)
     done = [f"wrote {p.path}"]
     if p.env_path is not None:
-        p.env_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder(p.env_path.parent, mode=0o700)
         before(p.env_path)
         _write_private(p.env_path, p.env_content)
         done.append(f"wrote {p.env_path} (owner-only: the settings, a database password among them)")
