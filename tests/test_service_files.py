@@ -94,7 +94,8 @@ def test_install_and_uninstall_on_linux(tmp_path: Path, monkeypatch) -> None:
     assert unit.exists() and done[0] == f"wrote {unit}"
     assert "s3cret" not in unit.read_text() and "s3cret" in env_file.read_text()
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
-    assert calls.read_text().splitlines() == ["--user daemon-reload", "--user enable --now retrod.service"]
+    assert calls.read_text().splitlines() == [
+        "--user show-environment", "--user daemon-reload", "--user enable --now retrod.service"]
     assert "active" in install.status()
     install.uninstall(dry_run=False)
     assert not unit.exists() and not env_file.exists()

