@@ -42,7 +42,7 @@ from ..report.prices import load as load_prices
 from ..settings import Settings
 from ..store.members import MemberError
 from . import data, pages
-from .hub import Hub
+from .hub import Full, Hub
 
 KEEPALIVE_S = 15.0  # a comment line on a quiet event stream, so that idle connections stay open
 # Pages may run their own scripts and styles only (the chart's bars are sized in style attributes).
@@ -140,7 +140,10 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         return JSONResponse({"retrod": version("retrod")})
 
     async def events(request: Request) -> Response:
-        queue = hub.subscribe()
+        try:
+            queue = hub.subscribe()
+        except Full as exc:
+            return _refusal(503, str(exc), html=False)
 
         async def stream() -> AsyncIterator[str]:
             try:

@@ -1,0 +1,237 @@
+"""The web UI's port cannot stall the daemon (issue 28): a flood of idle connections to it
+delays neither a new line's ingest nor the status line's answer over the report socket; the
+daemon raises its own descriptor limit at its start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid as uuids
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from helpers import output_tokens
+from retrod import log as logging_setup
+from retrod.report.client import SOCKET_NAME
+from retrod.settings import Settings
+from retrod.statusline import client as statusline
+from retrod.ui import client, connections, secret
+from retrod.ui.hub import SUBSCRIBERS_MAX, Full, Hub
+from retrod.ui.server import UiServer
+from test_ui import SPOTTER, free_port
+
+IDLE_CONNECTIONS = 1100
+INGEST_WITHIN_S = 2.0
+DESCRIPTORS = 1024  # the common default soft limit, under which 1,100 connections exhausted the daemon
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A short folder under /tmp: the report socket's path must fit in ~100 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="rug-", dir="/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class Daemon:
+    """`retrod run` as a subprocess, its log lines collected as they come."""
+
+    def __init__(self, env: dict[str, str], limits: tuple[int, int] | None = None) -> None:
+        # The limits set by the process itself before retrod loads (preexec_fn is unsafe with threads)
+        start = (f"import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_NOFILE, {limits!r}); "
+                 "sys.argv = ['retrod', 'run']; runpy.run_module('retrod', run_name='__main__')")
+        command = ["-c", start] if limits is not None else ["-m", "retrod", "run"]
+        self.process = subprocess.Popen([sys.executable, *command], env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+        self.log: list[str] = []
+        self.ready = threading.Event()
+        threading.Thread(target=self._follow, daemon=True).start()
+
+    def _follow(self) -> None:
+        for line in self.process.stderr:  # type: ignore[union-attr]
+            self.log.append(line)
+            if '"caught up"' in line:
+                self.ready.set()
+
+    def stop(self) -> int:
+        self.process.terminate()
+        return self.process.wait(30)
+
+
+def daemon_env(db_url: str, projects: Path, data_dir: Path, port: int) -> dict[str, str]:
+    return {**os.environ, "RETROD_DATABASE_URL": db_url, "RETROD_PROJECTS_DIR": str(projects),
+            "RETROD_DATA_DIR": str(data_dir), "RETROD_UI_PORT": str(port), "RETROD_SCAN_INTERVAL_S": "3600"}
+
+
+def idle_connections(port: int, count: int) -> list[socket.socket]:
+    """`count` connections to the port that never send a byte, opened 32 at a time with a pause
+    between: more at once than the listen queue holds, and the kernel drops their last handshake
+    packet until it is sent again seconds later, so that the server would not see them all."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < count + 200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 1000), hard))
+    sockets = []
+    while len(sockets) < count:
+        for _ in range(min(32, count - len(sockets))):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", port))
+            sockets.append(sock)
+        time.sleep(0.1)
+    return sockets
+
+
+def new_line(transcript: Path, output_tokens: int) -> str:
+    """A new response of the session's, stamped now: what Claude Code appends as it works."""
+    template = next(json.loads(x) for x in transcript.read_text().splitlines()
+                    if '"type":"assistant"' in x.replace(" ", "") and '"usage"' in x)
+    stamp = uuids.uuid4().hex
+    template.update(uuid=str(uuids.uuid4()), requestId=f"req_flood_{stamp}",
+                    timestamp=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+    template["message"]["id"] = f"msg_flood_{stamp}"
+    template["message"]["usage"]["output_tokens"] = output_tokens
+    return json.dumps(template) + "\n"
+
+
+def test_a_thousand_idle_ui_connections_delay_neither_ingest_nor_the_status_line(
+        db_url: str, projects: Path, short_tmp: Path) -> None:
+    """Under the common soft and hard limit of 1,024 descriptors (so that raising the limit
+    cannot be what saves it), 1,100 connections to the UI port that never send a request: a line
+    appended then is stored within 2 s, the status line is answered over the report socket, the
+    log stays small, and the UI still answers a request once they are gone."""
+    port, data_dir = free_port(), short_tmp / "data"
+    env = daemon_env(db_url, projects, data_dir, port)
+    daemon = Daemon(env, limits=(DESCRIPTORS, DESCRIPTORS))
+    flood: list[socket.socket] = []
+    try:
+        assert daemon.ready.wait(120), "".join(daemon.log[-20:])
+        assert (data_dir / SOCKET_NAME).exists()
+        before_flood = sum(map(len, daemon.log))
+        flood = idle_connections(port, IDLE_CONNECTIONS)
+        time.sleep(1)  # the daemon accepts what it accepts
+
+        transcript = next(projects.glob(f"*/{SPOTTER}.jsonl"))
+        stored = output_tokens(db_url, SPOTTER)
+        with transcript.open("a") as out:
+            out.write(new_line(transcript, 7777))
+        written = time.monotonic()
+        while output_tokens(db_url, SPOTTER) != stored + 7777:
+            assert time.monotonic() - written <= INGEST_WITHIN_S, (
+                f"not ingested within {INGEST_WITHIN_S} s under the flood: {''.join(daemon.log[-5:])}")
+            time.sleep(0.05)
+
+        statusline_env = {"RETROD_DATA_DIR": str(data_dir), "RETROD_DATABASE_URL": db_url}
+        answer, mark = statusline.ask(statusline.request({"session_id": SPOTTER}, statusline_env, time.time()),
+                                      statusline_env)
+        assert mark is None and answer is not None and answer["session"], (mark, "".join(daemon.log[-5:]))
+        assert sum(map(len, daemon.log)) - before_flood < 20_000, "".join(daemon.log[-5:])
+        for sock in flood:
+            sock.close()
+        token = secret.read(data_dir)
+        assert token is not None and client.serving(port, token) is not None  # the UI itself still answers
+    finally:
+        for sock in flood:
+            sock.close()
+        code = daemon.stop()
+    assert code == 0, "".join(daemon.log[-20:])
+
+
+def test_the_daemon_raises_its_open_files_limit_to_the_hard_one(db_url: str, projects: Path, short_tmp: Path) -> None:
+    env = daemon_env(db_url, projects, short_tmp / "data", 0)
+    daemon = Daemon(env, limits=(512, 4096))
+    try:
+        assert daemon.ready.wait(120), "".join(daemon.log[-20:])
+        limits = Path(f"/proc/{daemon.process.pid}/limits").read_text()
+        assert next(line.split()[3:5] for line in limits.splitlines() if line.startswith("Max open files")) == [
+            "4096", "4096"]
+    finally:
+        code = daemon.stop()
+    assert code == 0, "".join(daemon.log[-20:])
+
+
+# --- the bounds, in this process -------------------------------------------------------------------
+
+@pytest.fixture
+def ui(db_url: str, short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[UiServer]:
+    """A UI server with small bounds: 8 connections, half a second to send a request head."""
+    monkeypatch.setattr(connections, "MAX_CONNECTIONS", 8)
+    monkeypatch.setattr(connections, "HEAD_TIMEOUT_S", 0.5)
+    settings = Settings(database_url=db_url, data_dir=short_tmp / "data", ui_port=free_port())
+    with ConnectionPool(db_url, min_size=1, max_size=2) as pool, UiServer(pool, settings) as server:
+        assert server.hub is not None, "the UI did not start"
+        yield server
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closed the connection within `seconds` (what it sent before, if anything, read)."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def test_a_request_head_not_sent_in_time_closes_the_connection(ui: UiServer) -> None:
+    with socket.create_connection(("127.0.0.1", ui.port)) as silent, \
+            socket.create_connection(("127.0.0.1", ui.port)) as slow:
+        slow.sendall(b"GET /api/ping HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never the blank line
+        assert closed_within(silent, 5) and closed_within(slow, 5)
+    token = secret.read(ui.settings.data_dir) or ""
+    with socket.create_connection(("127.0.0.1", ui.port)) as kept:  # answered, then waits for the next
+        kept.sendall(f"GET /api/ping?token={token} HTTP/1.1\r\nHost: 127.0.0.1:{ui.port}\r\n\r\n".encode())
+        assert kept.recv(4096).startswith(b"HTTP/1.1 200")
+        assert closed_within(kept, 5 + connections.KEEP_ALIVE_S)
+
+
+def test_past_the_bound_the_oldest_idle_connection_is_closed(ui: UiServer) -> None:
+    opened = [socket.create_connection(("127.0.0.1", ui.port)) for _ in range(12)]
+    try:
+        assert [closed_within(sock, 0.3) for sock in opened[:4]] == [True] * 4
+        assert [closed_within(sock, 0.05) for sock in opened[4:]] == [False] * 8
+    finally:
+        for sock in opened:
+            sock.close()
+
+
+def test_a_failed_accept_is_logged_once_an_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    logging_setup.configure("INFO")
+    now = [100.0]
+    handler = connections.AcceptFailures(every_s=60, clock=lambda: now[0])
+    failure = {"message": connections.AcceptFailures.MESSAGE, "exception": OSError(24, "Too many open files")}
+    loop = asyncio.new_event_loop()
+    try:
+        for step in range(300):  # five minutes of one failure a second
+            now[0] = 100.0 + step
+            handler(loop, failure)
+    finally:
+        loop.close()
+    said = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [s["failures"] for s in said] == [1, 60, 60, 60, 60]
+    assert {s["error"] for s in said} == {"Too many open files"}
+
+
+def test_live_streams_are_bounded() -> None:
+    hub = Hub(lambda sessions: "")
+    for _ in range(SUBSCRIBERS_MAX):
+        hub.subscribe()
+    with pytest.raises(Full, match=f"{SUBSCRIBERS_MAX} live pages are open already"):
+        hub.subscribe()
