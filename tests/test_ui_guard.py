@@ -19,6 +19,7 @@ import uuid as uuids
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import pytest
 from psycopg_pool import ConnectionPool
@@ -31,7 +32,8 @@ from retrod.statusline import client as statusline
 from retrod.ui import client, connections, secret
 from retrod.ui.hub import SUBSCRIBERS_MAX, Full, Hub
 from retrod.ui.server import UiServer
-from test_ui import SPOTTER, free_port
+from retrod.ui.sessions import SESSIONS_MAX, Sessions
+from test_ui import SPOTTER, fixture_db, free_port, get, login, served  # noqa: F401 - fixtures
 
 IDLE_CONNECTIONS = 1100
 INGEST_WITHIN_S = 2.0
@@ -235,3 +237,68 @@ def test_live_streams_are_bounded() -> None:
         hub.subscribe()
     with pytest.raises(Full, match=f"{SUBSCRIBERS_MAX} live pages are open already"):
         hub.subscribe()
+
+
+# --- the UI's answers to odd input -----------------------------------------------------------------
+
+ODD_VALUES = ("²", "١", "１", "-1", "0", "9" * 5000, "1e3", "nan", " ", "%", "\\", "'", "9999-12-31",
+              "0001-01-01", "2026-02-30", "20260211", "2026-W07-3", "Mars/Olympus", "../../etc/passwd", "x" * 10_000)
+
+
+@pytest.mark.parametrize("route, names", [
+    ("/api/sessions", ("page", "per_page", "since", "until", "sort", "order", "project", "model", "q")),
+    ("/", ("page", "per_page", "since", "until", "sort", "order")),
+    ("/api/trends", ("by", "split", "project", "since", "tz", "member")),
+    ("/trends", ("since", "tz", "member")),
+    (f"/api/sessions/{SPOTTER}", ("member",)),
+])
+def test_odd_parameters_are_a_one_line_400_never_a_500(served, route: str, names: tuple[str, ...]) -> None:  # noqa: F811
+    server, token = served
+    cookie = login(server.port, token)
+    for name in names:
+        for value in ODD_VALUES:
+            status, _headers, body = get(server.port, f"{route}?{urlencode({name: value})}", cookie)
+            assert status in (200, 400), (name, value[:20], status, body[:300])
+            if status == 400 and route.startswith("/api/"):
+                error = json.loads(body)["error"]
+                assert "\n" not in error and "Traceback" not in error, (name, value[:20], error)
+
+
+def test_odd_session_ids_are_a_one_line_refusal(served) -> None:  # noqa: F811
+    server, token = served
+    for uuid in ("\x00", "x" * 5000, "..", "%", "²", "'"):
+        status, _headers, body = get(server.port, f"/api/sessions/{quote(uuid)}?token={token}")
+        assert status in (400, 404), (uuid[:20], status, body[:300])
+        assert "\n" not in json.loads(body)["error"]
+
+
+def test_the_token_redirects_only_to_a_page_of_this_server(served) -> None:  # noqa: F811
+    server, token = served
+    for path, target in (("//evil.example/", "//evil.example/"), ("/\\evil.example", "/%5Cevil.example"),
+                         ("/%2F%2Fevil.example", "/%2F%2Fevil.example")):
+        status, headers, _body = get(server.port, f"{path}?token={token}")
+        assert status == 303, path
+        assert headers["Location"] == f"http://127.0.0.1:{server.port}{target}", path
+
+
+# --- logins ----------------------------------------------------------------------------------------
+
+def test_a_session_ends_12_hours_after_it_began_and_the_oldest_go_past_the_bound() -> None:
+    now = [1000.0]
+    sessions = Sessions(clock=lambda: now[0])
+    first = sessions.new()
+    assert sessions.valid(first) and not sessions.valid("x" * len(first)) and not sessions.valid("")
+    now[0] += 12 * 3600 - 1
+    assert sessions.valid(first)
+    now[0] += 1
+    assert not sessions.valid(first)
+    many = [sessions.new() for _ in range(SESSIONS_MAX + 1)]
+    assert len(set(many)) == len(many)
+    assert not sessions.valid(many[0]) and all(sessions.valid(s) for s in many[1:])
+
+
+def test_an_unknown_or_ended_session_is_refused_with_one_line(ui: UiServer) -> None:
+    status, _headers, body = get(ui.port, "/api/ping", {"Cookie": f"retrod_ui_{ui.port}={'x' * 43}"})
+    assert status == 401
+    assert body.decode() == ("401: your session has ended (after 12 hours, or the daemon restarted). "
+                             "Open the address `retrod ui` prints: it carries your token.\n")
