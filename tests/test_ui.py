@@ -7,8 +7,10 @@ The pages themselves, in a real browser: tests/test_ui_browser.py."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -259,8 +261,17 @@ def test_no_token_no_answer_and_a_strange_host_none_either(served: tuple[UiServe
 def login(port: int, token: str) -> dict[str, str]:
     """The Cookie header of a browser that opened the address `retrod ui` prints."""
     status, headers, _body = get(port, f"/?token={token}")
-    assert status == 303
+    assert status == 200
     return {"Cookie": headers["Set-Cookie"].split(";")[0]}
+
+
+def onward(body: bytes) -> str:
+    """Where a login page sends the browser on to (its refresh, and its link: the same)."""
+    page = body.decode()
+    refresh = re.search(r'<meta http-equiv="refresh" content="0; url=([^"]*)">', page)
+    link = re.search(r'<a href="([^"]*)">', page)
+    assert refresh and link and refresh[1] == link[1], page
+    return html.unescape(refresh[1])
 
 
 def test_the_token_is_exchanged_for_an_expiring_session_cookie(served: tuple[UiServer, str]) -> None:
@@ -268,9 +279,9 @@ def test_the_token_is_exchanged_for_an_expiring_session_cookie(served: tuple[UiS
     browser's, never the token."""
     server, token = served
     port = server.port
-    status, headers, _body = get(port, f"/sessions/{SPOTTER}?token={token}&member=")
-    assert status == 303
-    assert headers["Location"] == f"http://127.0.0.1:{port}/sessions/{SPOTTER}?member="  # the address loses the token
+    status, headers, body = get(port, f"/sessions/{SPOTTER}?token={token}&member=")
+    assert status == 200
+    assert onward(body) == f"http://127.0.0.1:{port}/sessions/{SPOTTER}?member="  # the address loses the token
     cookie = headers["Set-Cookie"]
     name, session = cookie.split(";")[0].split("=", 1)
     assert name == f"retrod_ui_{port}" and len(session) >= 40 and token not in cookie

@@ -33,7 +33,7 @@ from retrod.ui import client, connections, secret
 from retrod.ui.hub import SUBSCRIBERS_MAX, Full, Hub
 from retrod.ui.server import UiServer
 from retrod.ui.sessions import SESSIONS_MAX, Sessions
-from test_ui import SPOTTER, fixture_db, free_port, get, login, served  # noqa: F401 - fixtures
+from test_ui import SPOTTER, fixture_db, free_port, get, login, onward, served  # noqa: F401 - fixtures
 
 IDLE_CONNECTIONS = 1100
 INGEST_WITHIN_S = 2.0
@@ -276,9 +276,9 @@ def test_the_token_redirects_only_to_a_page_of_this_server(served) -> None:  # n
     server, token = served
     for path, target in (("//evil.example/", "//evil.example/"), ("/\\evil.example", "/%5Cevil.example"),
                          ("/%2F%2Fevil.example", "/%2F%2Fevil.example")):
-        status, headers, _body = get(server.port, f"{path}?token={token}")
-        assert status == 303, path
-        assert headers["Location"] == f"http://127.0.0.1:{server.port}{target}", path
+        status, _headers, body = get(server.port, f"{path}?token={token}")
+        assert status == 200, path
+        assert onward(body) == f"http://127.0.0.1:{server.port}{target}", path
 
 
 # --- logins ----------------------------------------------------------------------------------------
@@ -302,3 +302,26 @@ def test_an_unknown_or_ended_session_is_refused_with_one_line(ui: UiServer) -> N
     assert status == 401
     assert body.decode() == ("401: your session has ended (after 12 hours, or the daemon restarted). "
                              "Open the address `retrod ui` prints: it carries your token.\n")
+
+
+# --- `retrod ui` ----------------------------------------------------------------------------------
+
+def test_retrod_ui_opens_the_browser_on_an_owner_only_file_never_on_the_token(served, tmp_path: Path) -> None:  # noqa: F811
+    """A browser's command line is every local user's to read (`ps`): it gets a file's path."""
+    server, token = served
+    seen = tmp_path / "browser-argv.json"
+    browser = tmp_path / "browser"
+    browser.write_text(f"#!{sys.executable}\nimport json, sys\nopen({str(seen)!r}, 'w').write(json.dumps(sys.argv))\n")
+    browser.chmod(0o755)
+    env = {**os.environ, "RETROD_DATA_DIR": str(server.settings.data_dir), "RETROD_UI_PORT": str(server.port),
+           "DISPLAY": ":0", "BROWSER": str(browser)}
+    done = subprocess.run([sys.executable, "-m", "retrod", "ui"], env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "opened in your browser\n"), done.stderr
+    address = f"http://127.0.0.1:{server.port}/?token={token}"
+    assert done.stdout == f"{address}\n"
+    argv = json.loads(seen.read_text())
+    assert not any(token in arg for arg in argv)
+    opener = Path(argv[1].removeprefix("file://"))
+    assert argv[1].startswith("file:///") and opener.parent == server.settings.data_dir
+    assert opener.stat().st_mode & 0o777 == 0o600
+    assert f'url={address}"' in opener.read_text() and f'href="{address}"' in opener.read_text()

@@ -342,22 +342,25 @@ def _cmd_ui(settings: Settings, args: argparse.Namespace) -> int:
     address = secret.url(settings.ui_port, token)
     print(address)
     if not args.no_open:
-        opened = _open_browser(address)
+        opened = _open_browser(settings.data_dir, address)
         print("opened in your browser" if opened else "no browser here to open: open the address above",
               file=sys.stderr)
     return EXIT_OK
 
 
-def _open_browser(address: str) -> bool:
+def _open_browser(data_dir: Path, address: str) -> bool:
     """A graphical browser only: on Linux without a display, webbrowser would start a text browser
-    (lynx, w3m) in this terminal."""
+    (lynx, w3m) in this terminal. Opened on the owner-only file that leads to `address`, never on
+    the address: a browser's command line is every local user's to read."""
     import os
     import webbrowser
+
+    from .ui import opener
 
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return False
     try:
-        return webbrowser.open(address)
+        return webbrowser.open(opener.write(data_dir, address).as_uri())
     except webbrowser.Error:
         return False
 

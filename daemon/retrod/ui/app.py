@@ -11,6 +11,7 @@ CORS headers: another origin's page can neither read an answer nor send the cook
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -267,9 +268,13 @@ class Guard:
                 await self._refuse(scope, receive, send, "the token in the address is not this user's")
                 return
             if scope["method"] in ("GET", "HEAD") and not scope["path"].startswith("/api/"):
-                # A page: logged in. The same page without the token (out of the history and the
-                # address bar), and a session of this browser's in the cookie, never the token.
-                response: Response = RedirectResponse(_same_page(host, scope["raw_path"], conn.query_params), 303)
+                # A page: logged in. A session of this browser's in the cookie, never the token,
+                # and on to the same page without the token (out of the address bar; a refresh
+                # replaces the history's entry). Not a redirect: one continues the navigation
+                # that brought the token, which is another site's when `retrod ui`'s file opened
+                # it, and a SameSite=Strict cookie is not sent on it; the refresh is this page's own.
+                target = _same_page(host, scope["raw_path"], conn.query_params)
+                response: Response = HTMLResponse(_ONWARD.format(target=html.escape(target, quote=True)))
                 response.set_cookie(self.cookie, self.sessions.new(), max_age=SESSION_S, httponly=True,
                                     samesite="strict", path="/")
                 await response(scope, receive, send)
@@ -286,6 +291,12 @@ class Guard:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, why: str) -> None:
         await PlainTextResponse(f"401: {why}. Open the address `retrod ui` prints: it carries your token.\n",
                                 401)(scope, receive, send)
+
+
+_ONWARD = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
+           '<meta http-equiv="refresh" content="0; url={target}">\n<link rel="icon" href="data:,">\n'
+           '<title>retrod</title></head>\n'
+           '<body><p>Logged in. <a href="{target}">Go on</a>.</p></body></html>\n')
 
 
 def _same_page(host: str, raw_path: bytes, query: QueryParams) -> str:
