@@ -325,3 +325,23 @@ def test_retrod_ui_opens_the_browser_on_an_owner_only_file_never_on_the_token(se
     assert argv[1].startswith("file:///") and opener.parent == server.settings.data_dir
     assert opener.stat().st_mode & 0o777 == 0o600
     assert f'url={address}"' in opener.read_text() and f'href="{address}"' in opener.read_text()
+
+
+def test_retrod_ui_says_to_restart_a_daemon_started_before_the_extra(db_url: str, projects: Path,
+                                                                     short_tmp: Path) -> None:
+    hidden = short_tmp / "no-extra" / "uvicorn"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('the ui extra is not installed')\n")
+    port, data_dir = free_port(), short_tmp / "data"
+    env = daemon_env(db_url, projects, data_dir, port)
+    daemon = Daemon({**env, "PYTHONPATH": str(hidden.parent)})  # the extra not there yet
+    try:
+        assert daemon.ready.wait(120), "".join(daemon.log[-20:])
+        done = subprocess.run([sys.executable, "-m", "retrod", "ui", "--no-open"], env=env, capture_output=True,
+                              text=True, timeout=120)  # installed now
+    finally:
+        assert daemon.stop() == 0
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (f"retrod: error: the daemon (pid {daemon.process.pid}) does not serve the web UI on "
+                           f"127.0.0.1:{port}: restart it (it was started before the `ui` extra was installed, "
+                           "with another RETROD_UI_PORT, or its port was taken: its log says which)\n")

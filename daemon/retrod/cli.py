@@ -18,6 +18,7 @@ from .report import markdown, model, retrospective
 from .report.prices import PricesError
 from .report.prices import load as load_prices
 from .service.cluster import ClusterError
+from .service.daemon_lock import running_daemon
 from .settings import Settings
 from .statusline import install as statusline_install
 from .store.db import open_pool
@@ -336,6 +337,12 @@ def _cmd_ui(settings: Settings, args: argparse.Namespace) -> int:
                       "and restart the daemon")
     token = secret.read(settings.data_dir)
     if token is None or client.serving(settings.ui_port, token) is None:
+        daemon = running_daemon(settings.data_dir)
+        if daemon is not None:  # it runs, without its UI: the extra came after it started (it logged why)
+            print(f"retrod: error: the daemon (pid {daemon.get('pid', '?')}) does not serve the web UI on "
+                  f"127.0.0.1:{settings.ui_port}: restart it (it was started before the `ui` extra was installed, "
+                  "with another RETROD_UI_PORT, or its port was taken: its log says which)", file=sys.stderr)
+            return EXIT_FAILURE
         print(f"retrod: error: no daemon serves the web UI on 127.0.0.1:{settings.ui_port} for "
               f"{settings.data_dir}: start it with `retrod run` (or `retrod service install`)", file=sys.stderr)
         return EXIT_FAILURE
