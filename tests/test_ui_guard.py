@@ -345,3 +345,55 @@ def test_retrod_ui_says_to_restart_a_daemon_started_before_the_extra(db_url: str
     assert done.stderr == (f"retrod: error: the daemon (pid {daemon.process.pid}) does not serve the web UI on "
                            f"127.0.0.1:{port}: restart it (it was started before the `ui` extra was installed, "
                            "with another RETROD_UI_PORT, or its port was taken: its log says which)\n")
+
+
+# --- the token's file ------------------------------------------------------------------------------
+
+def test_a_link_in_place_of_the_token_file_is_refused_and_its_target_left_alone(short_tmp: Path) -> None:
+    """As root, another user could put a link there: following it, the daemon chmodded (and took
+    as its token) whatever file it names."""
+    data_dir = short_tmp / "data"
+    data_dir.mkdir()
+    elsewhere = short_tmp / "someone-elses"
+    elsewhere.write_text("not a token\n")
+    elsewhere.chmod(0o644)
+    secret.path(data_dir).symlink_to(elsewhere)
+    for attempt in (secret.load_or_create, secret.read):
+        with pytest.raises(secret.TokenFileError) as refused:
+            attempt(data_dir)
+        assert str(refused.value) == (f"{secret.path(data_dir)} is a symbolic link, not the web UI's token file: "
+                                      "refused (remove it; the daemon makes a new one at its start)")
+    assert elsewhere.stat().st_mode & 0o777 == 0o644 and elsewhere.read_text() == "not a token\n"
+    env = {**os.environ, "RETROD_DATA_DIR": str(data_dir), "RETROD_UI_PORT": str(free_port())}
+    done = subprocess.run([sys.executable, "-m", "retrod", "ui", "--no-open"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (1, f"retrod: error: {refused.value}\n")
+
+
+def test_a_token_file_that_is_no_plain_file_is_refused_and_a_loose_one_tightened(short_tmp: Path) -> None:
+    data_dir = short_tmp / "data"
+    data_dir.mkdir()
+    os.mkfifo(secret.path(data_dir))  # opened for reading, a FIFO would wait for a writer for ever
+    with pytest.raises(secret.TokenFileError, match="is not a plain file: refused"):
+        secret.load_or_create(data_dir)
+    secret.path(data_dir).unlink()
+    token = secret.load_or_create(data_dir)
+    assert secret.path(data_dir).stat().st_mode & 0o777 == 0o600 and len(token) >= 40
+    secret.path(data_dir).chmod(0o644)
+    assert secret.load_or_create(data_dir) == token
+    assert secret.path(data_dir).stat().st_mode & 0o777 == 0o600
+
+
+def test_the_daemon_serves_no_ui_beside_a_linked_token_file_and_says_so(db_url: str, short_tmp: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    logging_setup.configure("INFO")
+    data_dir = short_tmp / "data"
+    data_dir.mkdir()
+    secret.path(data_dir).symlink_to(short_tmp / "anything")
+    settings = Settings(database_url=db_url, data_dir=data_dir, ui_port=free_port())
+    with ConnectionPool(db_url, min_size=1, max_size=2) as pool, UiServer(pool, settings) as server:
+        assert server.hub is None
+    said = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    refusal = (f"{secret.path(data_dir)} is a symbolic link, not the web UI's token file: refused (remove it; "
+               "the daemon makes a new one at its start)")
+    assert [(s["event"], s["error"]) for s in said] == [("web UI off: its token file cannot be used", refusal)]

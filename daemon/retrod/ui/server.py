@@ -49,6 +49,10 @@ class UiServer:
     def __enter__(self) -> UiServer:
         try:
             token = secret.load_or_create(self.settings.data_dir)
+        except (secret.TokenFileError, OSError) as exc:
+            log.warning("web UI off: its token file cannot be used", error=str(exc))
+            return self
+        try:
             # IPPROTO_TCP said outright: asyncio sets TCP_NODELAY only on sockets that say it, and
             # without it every kept-alive answer waited ~40 ms (Nagle against delayed ACKs).
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
