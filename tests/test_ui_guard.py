@@ -397,3 +397,16 @@ def test_the_daemon_serves_no_ui_beside_a_linked_token_file_and_says_so(db_url: 
     refusal = (f"{secret.path(data_dir)} is a symbolic link, not the web UI's token file: refused (remove it; "
                "the daemon makes a new one at its start)")
     assert [(s["event"], s["error"]) for s in said] == [("web UI off: its token file cannot be used", refusal)]
+
+
+def test_malformed_requests_are_refused_without_a_log_line_each(ui: UiServer, caplog: pytest.LogCaptureFixture) -> None:
+    """Anyone can send them, as fast as they like: a line each would fill the log (uvicorn's
+    warnings go to the standard library's logging, which prints them on stderr in the daemon)."""
+    tls_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"
+    too_long = b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X" * 20_000
+    for garbage in (tls_hello, too_long, b"NOT HTTP AT ALL\r\n\r\n") * 20:
+        with socket.create_connection(("127.0.0.1", ui.port)) as sock:
+            sock.sendall(garbage)
+            sock.settimeout(5)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+    assert [r.getMessage() for r in caplog.records] == []

@@ -72,7 +72,9 @@ class UiServer:
         hub = Hub(app.live_figures(self.pool, self.settings))
         limit = connections.bound(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         config = uvicorn.Config(app.guarded(self.pool, self.settings, token, self.port, hub),
-                                log_config=None, log_level="warning", access_log=False, lifespan="on",
+                                # error: uvicorn warns of each malformed request, which anyone
+                                # may send as fast as they like (the answer, 400, says it)
+                                log_config=None, log_level="error", access_log=False, lifespan="on",
                                 loop="asyncio", http=connections.protocol(limit), ws="none",
                                 timeout_graceful_shutdown=2, backlog=BACKLOG,
                                 timeout_keep_alive=connections.KEEP_ALIVE_S,
