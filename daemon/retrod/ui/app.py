@@ -285,8 +285,8 @@ class Guard:
         if session and self.sessions.valid(session):
             await self.app(scope, receive, send)
             return
-        await self._refuse(scope, receive, send, "your session has ended (after 12 hours, or the daemon restarted)"
-                           if session else "no token")
+        await self._refuse(scope, receive, send, f"your session has ended (after {SESSION_S // 3600} hours, or the "
+                           "daemon restarted)" if session else "no token")
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, why: str) -> None:
         await PlainTextResponse(f"401: {why}. Open the address `retrod ui` prints: it carries your token.\n",
@@ -301,8 +301,8 @@ _ONWARD = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
 
 def _same_page(host: str, raw_path: bytes, query: QueryParams) -> str:
     """The path as asked, with `query` less the token, at this server's own address: written
-    whole, so that a path such as `//evil.example/` cannot make the redirect leave it (a Location
-    starting `//` names another host to a browser)."""
+    whole, so that a path such as `//evil.example/` cannot make the login lead to another host
+    (an address starting `//` names one to a browser)."""
     rest = [(k, v) for k, v in query.multi_items() if k != "token"]
     path = quote(raw_path.decode("latin-1"), safe="/%:@!$&'()*+,;=-._~")  # its escapes kept as sent
     return f"http://{host}{path}" + (f"?{urlencode(rest)}" if rest else "")
