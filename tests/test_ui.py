@@ -493,10 +493,12 @@ def test_the_daemon_runs_without_the_extra_and_says_so_once(db_url: str, project
 
 
 def test_the_ui_modules_that_need_no_framework_import_none() -> None:
-    """`data`, `pages`, `hub`, `secret` and `client` work without the extra (report --format html,
-    `retrod ui`'s question): only `app` and `server` import Starlette and uvicorn."""
+    """`data`, `pages`, `hub`, `secret`, `sessions`, `opener` and `client` work without the extra
+    (report --format html, `retrod ui`'s question and its file): only `app`, `server` and
+    `connections` import Starlette and uvicorn."""
     code = ("import sys; import retrod.ui, retrod.ui.data, retrod.ui.pages, retrod.ui.hub, retrod.ui.secret,"
-            " retrod.ui.client; print(sorted(m for m in ('starlette', 'uvicorn') if m in sys.modules))")
+            " retrod.ui.sessions, retrod.ui.opener, retrod.ui.client;"
+            " print(sorted(m for m in ('starlette', 'uvicorn') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
 
