@@ -7,8 +7,10 @@ The pages themselves, in a real browser: tests/test_ui_browser.py."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -256,24 +258,50 @@ def test_no_token_no_answer_and_a_strange_host_none_either(served: tuple[UiServe
     assert get(port, f"/api/ping?token={token}", {"Host": f"localhost:{port}"})[0] == 200
 
 
-def test_the_token_becomes_an_http_only_strict_cookie(served: tuple[UiServer, str]) -> None:
+def login(port: int, token: str) -> dict[str, str]:
+    """The Cookie header of a browser that opened the address `retrod ui` prints."""
+    status, headers, _body = get(port, f"/?token={token}")
+    assert status == 200
+    return {"Cookie": headers["Set-Cookie"].split(";")[0]}
+
+
+def onward(body: bytes) -> str:
+    """Where a login page sends the browser on to (its refresh, and its link: the same)."""
+    page = body.decode()
+    refresh = re.search(r'<meta http-equiv="refresh" content="0; url=([^"]*)">', page)
+    link = re.search(r'<a href="([^"]*)">', page)
+    assert refresh and link and refresh[1] == link[1], page
+    return html.unescape(refresh[1])
+
+
+def test_the_token_is_exchanged_for_an_expiring_session_cookie(served: tuple[UiServer, str]) -> None:
+    """Browsers send a host's cookies to every port on it: the cookie holds a session of this
+    browser's, never the token."""
     server, token = served
     port = server.port
-    status, headers, _body = get(port, f"/sessions/{SPOTTER}?token={token}&member=")
-    assert status == 303
-    assert headers["Location"] == f"/sessions/{SPOTTER}?member="  # the address loses the token
+    status, headers, body = get(port, f"/sessions/{SPOTTER}?token={token}&member=")
+    assert status == 200
+    assert onward(body) == f"http://127.0.0.1:{port}/sessions/{SPOTTER}?member="  # the address loses the token
     cookie = headers["Set-Cookie"]
-    assert cookie.startswith(f"retrod_ui_{port}={token};")
+    name, session = cookie.split(";")[0].split("=", 1)
+    assert name == f"retrod_ui_{port}" and len(session) >= 40 and token not in cookie
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
-    status, headers, body = get(port, f"/sessions/{SPOTTER}", {"Cookie": f"retrod_ui_{port}={token}"})
+    assert "Max-Age=43200" in cookie  # 12 hours
+    status, headers, body = get(port, f"/sessions/{SPOTTER}", {"Cookie": f"retrod_ui_{port}={session}"})
     assert status == 200 and b"Hooks research" in body
     assert "script-src 'self'" in headers["Content-Security-Policy"] and headers["X-Frame-Options"] == "DENY"
+    assert login(port, token) != {"Cookie": f"retrod_ui_{port}={session}"}  # one session per login
+    # the token itself is no cookie's value (an older retrod's cookie stops working)
+    assert get(port, "/api/ping", {"Cookie": f"retrod_ui_{port}={token}"})[0] == 401
+    # a script's request with the token is answered, and begins no session
+    status, headers, _body = get(port, f"/api/ping?token={token}")
+    assert status == 200 and "Set-Cookie" not in headers
 
 
 def test_read_only_and_no_cors(served: tuple[UiServer, str]) -> None:
     server, token = served
     port = server.port
-    cookie = {"Cookie": f"retrod_ui_{port}={token}", "Origin": "http://evil.example"}
+    cookie = {**login(port, token), "Origin": "http://evil.example"}
     status, headers, _body = get(port, "/api/sessions", cookie)
     assert status == 200
     assert not [h for h in headers if h.lower().startswith("access-control-")]
@@ -304,10 +332,11 @@ def test_the_json_twins_answer_what_the_pages_show(served: tuple[UiServer, str],
     assert status == 400 and answer == {"error": "sort: 'price' is not one of start, cost, tokens, efficiency, wall"}
     status, answer = api("/api/sessions/00000000-0000-4000-8000-000000000000")
     assert status == 404 and "no session" in answer["error"]
-    status, headers, body = get(port, f"/sessions/{SPOTTER}/report.md", {"Cookie": f"retrod_ui_{port}={token}"})
+    cookie = login(port, token)
+    status, headers, body = get(port, f"/sessions/{SPOTTER}/report.md", cookie)
     assert status == 200 and "attachment" in headers["Content-Disposition"]
     assert body.decode() == markdown.render(reports[SPOTTER])
-    status, headers, body = get(port, f"/sessions/{SPOTTER[:8]}", {"Cookie": f"retrod_ui_{port}={token}"})
+    status, headers, body = get(port, f"/sessions/{SPOTTER[:8]}", cookie)
     assert (status, headers["Location"]) == (303, f"/sessions/{SPOTTER}")  # a uuid's start goes to the page
 
 
@@ -464,10 +493,12 @@ def test_the_daemon_runs_without_the_extra_and_says_so_once(db_url: str, project
 
 
 def test_the_ui_modules_that_need_no_framework_import_none() -> None:
-    """`data`, `pages`, `hub`, `secret` and `client` work without the extra (report --format html,
-    `retrod ui`'s question): only `app` and `server` import Starlette and uvicorn."""
+    """`data`, `pages`, `hub`, `secret`, `sessions`, `opener` and `client` work without the extra
+    (report --format html, `retrod ui`'s question and its file): only `app`, `server` and
+    `connections` import Starlette and uvicorn."""
     code = ("import sys; import retrod.ui, retrod.ui.data, retrod.ui.pages, retrod.ui.hub, retrod.ui.secret,"
-            " retrod.ui.client; print(sorted(m for m in ('starlette', 'uvicorn') if m in sys.modules))")
+            " retrod.ui.sessions, retrod.ui.opener, retrod.ui.client;"
+            " print(sorted(m for m in ('starlette', 'uvicorn') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
 

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from retrod.report import model
-from retrod.ui import data, secret
+from retrod.ui import data, opener, secret
 from test_ui import SPOTTER, fixture_db, free_port, log_phases, reports, served  # noqa: F401 - fixtures
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -94,7 +94,7 @@ def test_the_sessions_page_lists_the_reports_figures_and_finds_the_costliest(
     server, token = served
     base = f"http://127.0.0.1:{server.port}"
     page.goto(f"{base}/?token={token}")
-    assert page.url == f"{base}/"  # the token went into the cookie, out of the address
+    page.wait_for_url(f"{base}/")  # a session in the cookie, the token out of the address
     rows = cells(page, "#sessions tbody tr")
     assert len(rows) == min(len(reports), data.PER_PAGE)
     for row in rows:
@@ -125,11 +125,24 @@ def test_the_sessions_page_lists_the_reports_figures_and_finds_the_costliest(
     assert [row["uuid"] for row in cells(page, "#sessions tbody tr")] == [SPOTTER]
 
 
+def test_the_file_retrod_ui_opens_logs_the_browser_in(page, served) -> None:  # noqa: F811
+    """`retrod ui` opens the browser on an owner-only local file (never the address: a command
+    line is every local user's to read); the file leads to the sessions page, logged in."""
+    server, token = served
+    base = f"http://127.0.0.1:{server.port}"
+    page.goto(opener.write(server.settings.data_dir, secret.url(server.port, token)).as_uri())
+    page.wait_for_url(f"{base}/")
+    assert page.query_selector("#sessions tbody tr") is not None
+    session = next(c for c in page.context.cookies() if c["name"] == f"retrod_ui_{server.port}")
+    assert session["value"] != token and session["httpOnly"]
+
+
 def test_the_session_page_shows_the_report_and_draws_its_timeline(page, served, reports) -> None:  # noqa: F811
     server, token = served
     report = reports[SPOTTER]
     summary = report["summary"]
     page.goto(f"http://127.0.0.1:{server.port}/sessions/{SPOTTER}?token={token}")
+    page.wait_for_url(f"http://127.0.0.1:{server.port}/sessions/{SPOTTER}")
     page.wait_for_selector("#timeline canvas")
     cards = dict(page.eval_on_selector_all(
         "#summary .card", "cards => cards.map(c => [c.dataset.field, c.querySelector('.value').textContent])"))
@@ -178,6 +191,7 @@ def test_the_trends_page_adds_up_the_reports_of_each_month_and_names_the_costlie
     server, token = served
     base = f"http://127.0.0.1:{server.port}"
     page.goto(f"{base}/trends?by=month&tz=UTC&token={token}")
+    page.wait_for_url(f"{base}/trends?by=month&tz=UTC")
     page.wait_for_selector("#trends-chart canvas")
     months: dict[str, list[dict]] = {}
     for report in reports.values():  # each session wholly in the month it started (UTC here)
@@ -257,6 +271,7 @@ def test_a_line_written_reaches_the_live_page_within_2_s(page, db_url: str, proj
         template = next(json.loads(x) for x in transcript.read_text().splitlines()
                         if '"type":"assistant"' in x.replace(" ", "") and '"usage"' in x)
         page.goto(f"http://127.0.0.1:{port}/live?token={secret.read(data_dir)}")
+        page.wait_for_url(f"http://127.0.0.1:{port}/live")
         page.wait_for_selector("#live-status.on")
         assert page.is_visible("#live-empty")  # the fixtures are old: nothing active yet
 

@@ -18,6 +18,7 @@ from .report import markdown, model, retrospective
 from .report.prices import PricesError
 from .report.prices import load as load_prices
 from .service.cluster import ClusterError
+from .service.daemon_lock import running_daemon
 from .settings import Settings
 from .statusline import install as statusline_install
 from .store.db import open_pool
@@ -336,28 +337,37 @@ def _cmd_ui(settings: Settings, args: argparse.Namespace) -> int:
                       "and restart the daemon")
     token = secret.read(settings.data_dir)
     if token is None or client.serving(settings.ui_port, token) is None:
+        daemon = running_daemon(settings.data_dir)
+        if daemon is not None:  # it runs, without its UI: the extra came after it started (it logged why)
+            print(f"retrod: error: the daemon (pid {daemon.get('pid', '?')}) does not serve the web UI on "
+                  f"127.0.0.1:{settings.ui_port}: restart it (it was started before the `ui` extra was installed, "
+                  "with another RETROD_UI_PORT, or its port was taken: its log says which)", file=sys.stderr)
+            return EXIT_FAILURE
         print(f"retrod: error: no daemon serves the web UI on 127.0.0.1:{settings.ui_port} for "
               f"{settings.data_dir}: start it with `retrod run` (or `retrod service install`)", file=sys.stderr)
         return EXIT_FAILURE
     address = secret.url(settings.ui_port, token)
     print(address)
     if not args.no_open:
-        opened = _open_browser(address)
+        opened = _open_browser(settings.data_dir, address)
         print("opened in your browser" if opened else "no browser here to open: open the address above",
               file=sys.stderr)
     return EXIT_OK
 
 
-def _open_browser(address: str) -> bool:
+def _open_browser(data_dir: Path, address: str) -> bool:
     """A graphical browser only: on Linux without a display, webbrowser would start a text browser
-    (lynx, w3m) in this terminal."""
+    (lynx, w3m) in this terminal. Opened on the owner-only file that leads to `address`, never on
+    the address: a browser's command line is every local user's to read."""
     import os
     import webbrowser
+
+    from .ui import opener
 
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return False
     try:
-        return webbrowser.open(address)
+        return webbrowser.open(opener.write(data_dir, address).as_uri())
     except webbrowser.Error:
         return False
 

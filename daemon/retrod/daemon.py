@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import threading
 import time
@@ -42,6 +43,7 @@ SCANS_ONLY_EVERY_S = 5.0
 SCAN_SHARE_MAX = 50  # the wait after a scan is at least this many times the scan's own time
 RETRY_BEST_AFTER_S = 600.0  # a watcher that failed is tried again after this long
 UI_CONNECTIONS = 2  # the web UI's pages and its live figures, beside the report server's
+DESCRIPTORS_UNLIMITED_HARD = 10240  # macOS's OPEN_MAX
 
 
 class AlreadyRunning(RuntimeError):
@@ -83,7 +85,22 @@ class _Systemd:
 _EXTEND_US = 30_000_000
 
 
+def raise_descriptor_limit() -> None:
+    """The soft limit on open files up to the hard one: the daemon holds a descriptor per
+    connection (database, report socket, web UI) and per file it reads, and the common soft
+    default (1,024) is a small share of what the system allows it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # An unlimited hard limit (macOS) is refused as a soft one: its per-process ceiling instead.
+    wanted = hard if hard != resource.RLIM_INFINITY else DESCRIPTORS_UNLIMITED_HARD
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open files limit", soft=soft, hard=hard, error=str(exc))
+
+
 def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> None:
+    raise_descriptor_limit()
     stop = stop or threading.Event()
     systemd = _Systemd()
     notify(f"EXTEND_TIMEOUT_USEC={_EXTEND_US}", "STATUS=starting the database")

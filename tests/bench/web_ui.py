@@ -117,12 +117,16 @@ def _routes(small: str) -> dict[str, str]:
 
 def _api(port: int, token: str, runs: int, small: str) -> dict:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", f"/?token={token}")  # a login: a session's id in the cookie
+    login = conn.getresponse()
+    login.read()
+    cookie = login.headers["Set-Cookie"].split(";")[0]
     out = {}
     for name, path in _routes(small).items():
         server, client, size = [], [], 0
         for n in range(runs + 1):
             start = time.perf_counter()
-            conn.request("GET", path, headers={"Cookie": f"retrod_ui_{port}={token}"})
+            conn.request("GET", path, headers={"Cookie": cookie})
             answer = conn.getresponse()
             body = answer.read()
             took = time.perf_counter() - start
@@ -150,7 +154,8 @@ def _browser(port: int, token: str, runs: int, appends: int, live_path: Path, li
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(f"{base}/api/ping?token={token}")  # the cookie
+        page.goto(f"{base}/?token={token}")  # a login: a session's id in the cookie
+        page.wait_for_url(f"{base}/")
         for name, path, ready in (("sessions", "/", None), ("sessions by cost", "/?sort=cost", None),
                                   ("session ~200 MB", f"/sessions/{LARGE}", "#timeline canvas, #timeline.empty"),
                                   ("session, small", f"/sessions/{small}", "#timeline canvas, #timeline.empty"),

@@ -3,14 +3,15 @@
 Read-only: GET routes only, and none writes (the Markdown download renders the report; it does
 not save it or fill the user's tables as `retrod report` does). The guard: the Host header must
 name the loopback address or `localhost` with this port (a DNS-rebinding page names its own host),
-and every request must carry the per-user token, as `?token=` (the URL `retrod ui` prints) or as
-the cookie a first request with it sets (HttpOnly, SameSite=Strict). No CORS headers: another
-origin's page can neither read an answer nor send the cookie.
+and every request must carry the per-user token as `?token=` (the URL `retrod ui` prints), or
+the cookie of a session a page asked with it began (sessions.py; HttpOnly, SameSite=Strict). No
+CORS headers: another origin's page can neither read an answer nor send the cookie.
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -20,6 +21,7 @@ from importlib.metadata import version
 from urllib.parse import quote, urlencode
 
 import psycopg
+import structlog
 from psycopg_pool import ConnectionPool
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders, QueryParams
@@ -42,7 +44,10 @@ from ..report.prices import load as load_prices
 from ..settings import Settings
 from ..store.members import MemberError
 from . import data, pages
-from .hub import Hub
+from .hub import Full, Hub
+from .sessions import SESSION_S, Sessions
+
+log = structlog.get_logger(__name__)
 
 KEEPALIVE_S = 15.0  # a comment line on a quiet event stream, so that idle connections stay open
 # Pages may run their own scripts and styles only (the chart's bars are sized in style attributes).
@@ -69,6 +74,8 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
             yield conn
 
     def resolved(conn: psycopg.Connection, uuid: str) -> str:
+        if "\x00" in uuid:  # no session's, and no text PostgreSQL takes
+            raise NotFound(f"no session {uuid!r}")
         found = data.find(conn, uuid)
         if uuid in found:
             return uuid
@@ -140,7 +147,10 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         return JSONResponse({"retrod": version("retrod")})
 
     async def events(request: Request) -> Response:
-        queue = hub.subscribe()
+        try:
+            queue = hub.subscribe()
+        except Full as exc:
+            return _refusal(503, str(exc), html=False)
 
         async def stream() -> AsyncIterator[str]:
             try:
@@ -212,8 +222,15 @@ def _errors(endpoint: Callable[[Request], Response], html: bool = False) -> Call
         except NotFound as exc:
             return _refusal(404, str(exc), html)
         except psycopg.Error as exc:
-            return _refusal(503, f"the database is not reachable ({' '.join(str(exc).split())}); try again", html)
+            return _refusal(503, f"the database is not reachable ({_one_line(exc)}); try again", html)
+        except Exception as exc:  # noqa: BLE001 - a bug: one line here and in the log, never a traceback
+            log.warning("web UI request failed", path=request.url.path, error=f"{type(exc).__name__}: {_one_line(exc)}")
+            return _refusal(500, f"internal error ({type(exc).__name__}): {_one_line(exc)}", html)
     return guarded
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def _refusal(status: int, message: str, html: bool) -> Response:
@@ -223,12 +240,14 @@ def _refusal(status: int, message: str, html: bool) -> Response:
 
 
 class Guard:
-    """Host check, then the token (query or cookie), then the app; security headers on every answer."""
+    """Host check, then the token (query) or a session (cookie), then the app; security headers
+    on every answer."""
 
-    def __init__(self, app: ASGIApp, token: str, port: int) -> None:
+    def __init__(self, app: ASGIApp, token: str, port: int, sessions: Sessions | None = None) -> None:
         self.app = app
         self.token = token
         self.port = port
+        self.sessions = sessions or Sessions()
         self.cookie = cookie_name(port)
         self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
 
@@ -249,39 +268,44 @@ class Guard:
                 await self._refuse(scope, receive, send, "the token in the address is not this user's")
                 return
             if scope["method"] in ("GET", "HEAD") and not scope["path"].startswith("/api/"):
-                # A page: the same address without the token (out of the history and the address
-                # bar), the token kept in the cookie from here on.
-                rest = QueryParams([(k, v) for k, v in conn.query_params.multi_items() if k != "token"])
-                target = scope["path"] + (f"?{urlencode(list(rest.multi_items()))}" if rest else "")
-                response: Response = RedirectResponse(target, 303)
-                self._set_cookie(response)
+                # A page: logged in. A session of this browser's in the cookie, never the token,
+                # and on to the same page without the token (out of the address bar; a refresh
+                # replaces the history's entry). Not a redirect: one continues the navigation
+                # that brought the token, which is another site's when `retrod ui`'s file opened
+                # it, and a SameSite=Strict cookie is not sent on it; the refresh is this page's own.
+                target = _same_page(host, scope["raw_path"], conn.query_params)
+                response: Response = HTMLResponse(_ONWARD.format(target=html.escape(target, quote=True)))
+                response.set_cookie(self.cookie, self.sessions.new(), max_age=SESSION_S, httponly=True,
+                                    samesite="strict", path="/")
                 await response(scope, receive, send)
                 return
-            await self.app(scope, receive, self._with_cookie(send))
+            await self.app(scope, receive, send)  # a script's request: answered, no session made
             return
-        if compare_digest(conn.cookies.get(self.cookie, "").encode(), self.token.encode()):
+        session = conn.cookies.get(self.cookie)
+        if session and self.sessions.valid(session):
             await self.app(scope, receive, send)
             return
-        await self._refuse(scope, receive, send, "no token")
+        await self._refuse(scope, receive, send, f"your session has ended (after {SESSION_S // 3600} hours, or the "
+                           "daemon restarted)" if session else "no token")
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, why: str) -> None:
         await PlainTextResponse(f"401: {why}. Open the address `retrod ui` prints: it carries your token.\n",
                                 401)(scope, receive, send)
 
-    def _set_cookie(self, response: Response) -> None:
-        response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
 
-    def _with_cookie(self, send: Send) -> Send:
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                holder = Response()
-                self._set_cookie(holder)
-                headers = MutableHeaders(scope=message)
-                for key, value in holder.raw_headers:
-                    if key == b"set-cookie":
-                        headers.append("set-cookie", value.decode("latin-1"))
-            await send(message)
-        return sending
+_ONWARD = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
+           '<meta http-equiv="refresh" content="0; url={target}">\n<link rel="icon" href="data:,">\n'
+           '<title>retrod</title></head>\n'
+           '<body><p>Logged in. <a href="{target}">Go on</a>.</p></body></html>\n')
+
+
+def _same_page(host: str, raw_path: bytes, query: QueryParams) -> str:
+    """The path as asked, with `query` less the token, at this server's own address: written
+    whole, so that a path such as `//evil.example/` cannot make the login lead to another host
+    (an address starting `//` names one to a browser)."""
+    rest = [(k, v) for k, v in query.multi_items() if k != "token"]
+    path = quote(raw_path.decode("latin-1"), safe="/%:@!$&'()*+,;=-._~")  # its escapes kept as sent
+    return f"http://{host}{path}" + (f"?{urlencode(rest)}" if rest else "")
 
 
 def _headers(send: Send, started: float) -> Send:

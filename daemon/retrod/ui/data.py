@@ -60,7 +60,8 @@ class SessionQuery:
             value = text(name)
             if value is None:
                 return default
-            if not value.isdigit() or not low <= int(value) <= high:
+            # ASCII digits only: str.isdigit also takes '²' and '١', which int() refuses or reads
+            if not (value.isascii() and value.isdigit() and len(value) <= 9 and low <= int(value) <= high):
                 raise QueryError(f"{name}: {value!r} is not a whole number from {low} to {high}")
             return int(value)
 
@@ -198,7 +199,7 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
     (`pattern`), started at or after `since`, one `member`'s."""
     args = {
         "sessions": uuids, "project": query.project, "slugs": None, "pattern": None, "member": None,
-        "since": _midnight(query.since), "until": _midnight(query.until + timedelta(days=1) if query.until else None),
+        "since": _midnight(query.since), "until": _midnight(_day_after(query.until)),
         "model": query.model, "search": f"%{_like(query.search)}%" if query.search else None,
         "prefix": f"{_like(query.search.lower())}%" if query.search else None,
         "sort": query.sort, "desc": query.order == "desc",
@@ -252,6 +253,11 @@ def _date(params: Mapping[str, str], name: str) -> date | None:
 def _like(text: str) -> str:
     """A search term matched as typed: LIKE's own characters escaped."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _day_after(day: date | None) -> date | None:
+    """The day after `day`; None (no end) after the last day a date holds (9999-12-31)."""
+    return day + timedelta(days=1) if day is not None and day < date.max else None
 
 
 def _midnight(day: date | None) -> datetime | None:

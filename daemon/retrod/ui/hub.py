@@ -22,6 +22,13 @@ log = structlog.get_logger(__name__)
 # into one answer, well inside the 2 s a live figure may take.
 DEBOUNCE_S = 0.1
 QUEUE_MAX = 64  # a page that stops reading loses old answers, never holds the others back
+# Each open live page holds a stream (a connection and a queue) for as long as it is open; past
+# this many, a new one is refused (503) rather than let streams fill the UI's connections.
+SUBSCRIBERS_MAX = 32
+
+
+class Full(RuntimeError):
+    """SUBSCRIBERS_MAX streams are open already."""
 
 
 class Hub:
@@ -78,6 +85,8 @@ class Hub:
         self._loop = None
 
     def subscribe(self) -> asyncio.Queue[str | None]:
+        if len(self._subscribers) >= SUBSCRIBERS_MAX:
+            raise Full(f"{SUBSCRIBERS_MAX} live pages are open already: close one and reload this one")
         queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_MAX)
         self._subscribers.add(queue)
         return queue

@@ -3,10 +3,13 @@
 
 The socket is bound here, before the thread starts, so that a port in use is one clear warning
 at the daemon's start (the daemon goes on without its UI), not an exit inside uvicorn's thread.
+What the port may take is bounded (connections.py): it must never cost the daemon its descriptors.
 """
 
 from __future__ import annotations
 
+import asyncio
+import resource
 import socket
 import threading
 import time
@@ -16,13 +19,16 @@ import uvicorn
 from psycopg_pool import ConnectionPool
 
 from ..settings import Settings
-from . import app, secret
+from . import app, connections, secret
 from .hub import Hub
 
 log = structlog.get_logger(__name__)
 
 HOST = "127.0.0.1"
 STOP_WAIT_S = 5.0
+# Connections the kernel holds for the server before it accepts them: asyncio accepts them all
+# at once, before any can be closed, so this many descriptors may come on top of the bound.
+BACKLOG = 64
 
 
 class UiServer:
@@ -43,6 +49,10 @@ class UiServer:
     def __enter__(self) -> UiServer:
         try:
             token = secret.load_or_create(self.settings.data_dir)
+        except (secret.TokenFileError, OSError) as exc:
+            log.warning("web UI off: its token file cannot be used", error=str(exc))
+            return self
+        try:
             # IPPROTO_TCP said outright: asyncio sets TCP_NODELAY only on sockets that say it, and
             # without it every kept-alive answer waited ~40 ms (Nagle against delayed ACKs).
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -50,7 +60,7 @@ class UiServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
                 sock.bind((HOST, self.port))
-                sock.listen(64)
+                sock.listen(BACKLOG)
             except OSError:
                 sock.close()
                 raise
@@ -60,12 +70,17 @@ class UiServer:
             return self
         self.port = sock.getsockname()[1]
         hub = Hub(app.live_figures(self.pool, self.settings))
+        limit = connections.bound(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         config = uvicorn.Config(app.guarded(self.pool, self.settings, token, self.port, hub),
-                                log_config=None, log_level="warning", access_log=False, lifespan="on",
-                                loop="asyncio", http="h11", ws="none", timeout_graceful_shutdown=2)
+                                # error: uvicorn warns of each malformed request, which anyone
+                                # may send as fast as they like (the answer, 400, says it)
+                                log_config=None, log_level="error", access_log=False, lifespan="on",
+                                loop="asyncio", http=connections.protocol(limit), ws="none",
+                                timeout_graceful_shutdown=2, backlog=BACKLOG,
+                                timeout_keep_alive=connections.KEEP_ALIVE_S,
+                                h11_max_incomplete_event_size=connections.HEAD_MAX_BYTES)
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name="web ui",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._serve, args=(self._server, sock), name="web ui", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
@@ -78,6 +93,14 @@ class UiServer:
         # The address without the token: `retrod ui` prints the whole one; logs never hold a secret.
         log.info("web UI", url=f"http://{HOST}:{self.port}/", open_with="retrod ui")
         return self
+
+    @staticmethod
+    def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
+        async def serving() -> None:
+            asyncio.get_running_loop().set_exception_handler(connections.AcceptFailures())
+            await server.serve(sockets=[sock])
+
+        asyncio.run(serving())
 
     def __exit__(self, *_exc: object) -> None:
         self._stop()
