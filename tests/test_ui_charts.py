@@ -61,6 +61,9 @@ def open_page(page, served, path: str) -> None:  # noqa: F811
     """The page at `path`, logged in as tests/test_ui_browser.py logs in."""
     server, token = served
     page.goto(f"http://127.0.0.1:{server.port}{path}{'&' if '?' in path else '?'}token={token}")
+    # The login answers a page that goes on to the address without the token (the session is in
+    # the cookie): wait for it, or the test would read the login page being left.
+    page.wait_for_url(f"http://127.0.0.1:{server.port}{path}")
 
 
 def epoch(iso: str) -> float:
