@@ -75,15 +75,15 @@ def write(path: Path, lines: list[dict]) -> None:
 
 @pytest.fixture
 def two_hosts(db_url: str, tmp_path: Path) -> dict[str, Path]:
-    """Host a's and host b's projects folders, read into one database, b first. (Their paths sort
+    """Host a's and host b's projects folders, read into one database, b last. (Their paths sort
     the other way round from their host ids: a tie goes by host id, not by path or by which was
-    read first.)"""
+    read last; test_a_project_synced_to_both_machines_counts_once reads b first.)"""
     roots = {"a": tmp_path / "zz-host-a" / "projects", "b": tmp_path / "aa-host-b" / "projects"}
     write(roots["a"] / "-home-me-proj" / f"{M}.jsonl", M_SHARED)
     write(roots["b"] / "-home-me-proj" / f"{M}.jsonl", M_SHARED + M_ON_B)
     write(roots["b"] / "-home-me-other" / f"{OTHER}.jsonl", OTHER_LINES)
-    ingest(db_url, [roots["b"]], host="b")
     ingest(db_url, [roots["a"]], host="a")
+    ingest(db_url, [roots["b"]], host="b")
     return roots
 
 
@@ -134,7 +134,7 @@ def test_each_figure_goes_to_the_machine_whose_files_hold_it(db_url: str, two_ho
     rows = {r["machine"]: r for r in period["machines"]}
     assert [r["machine"] for r in period["machines"]] == ["a", "b"]
     # a: M (its main transcript's smaller host) and what a's copy holds — shared lines and requests
-    # tie with b's copy and go to the smaller host id, though b read them first and b's path sorts first
+    # tie with b's copy and go to the smaller host id, though b read them last and b's path sorts first
     assert essentials(rows["a"]) == {
         "sessions": 1, "requests": 2, "tokens": tokens(300, 30), "wall_s": 100.0, "claude_s": 20.0,
         "tool_s": 5.0, "human_s": 0.0, "away_s": 0.0, "calls": 1, "productive": 1,
