@@ -251,3 +251,37 @@ def test_the_command_and_the_dashboard_split_and_filter_by_machine_alike(
     assert status == 200 and b'<select name="machine"' in page and b'<option value="b" selected>' in page
     status, _headers, page = get(server.port, "/trends?split=machine&tz=UTC", cookie)
     assert status == 200 and b'data-machine="a"' in page and b'data-machine="b"' in page
+
+
+def test_migration_0023_gives_stored_requests_the_smallest_machine_of_their_session(pg_cluster, tmp_path: Path) -> None:
+    """Requests stored before 0023 do not say which machine read them: each goes to the smallest
+    host id holding its session's transcripts (else the member's smallest), without touching the
+    rollups; the rollups' update trigger is back as every retrod trigger is (ENABLE ALWAYS)."""
+    from retrod.store.migrate import load, migrate
+
+    before = tmp_path / "migrations-0022"
+    before.mkdir()
+    for m in load():
+        if m.version < 23:
+            (before / f"{m.version:04d}_{m.name}.sql").write_text(m.sql)
+    with fresh_database(pg_cluster) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA retrod CASCADE")  # (the template is migrated to today: start from nothing)
+        conn.execute("DROP TABLE public.cc_session_phases, public.cc_sessions")
+        assert migrate(conn, before)[-1] == 21
+        conn.execute("INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid) VALUES"
+                     " ('b', '/b/s/1.jsonl', 'main', 's', 'S1'), ('a', '/a/s/1.jsonl', 'main', 's', 'S1'),"
+                     " ('b', '/b/s/2.jsonl', 'main', 's', 'S2'),"
+                     " ('a', '/a/s/2/tool-results/x', 'tool_result', 's', 'S2')")
+        conn.execute("INSERT INTO retrod.requests (key, session_uuid, agent, ts, attr_sidechain, attr_foreign,"
+                     " usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,"
+                     " cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use) VALUES"
+                     " ('k1', 'S1', '', now(), false, false, true, 1, 2, 0, 0, 0, 0, false),"
+                     " ('k2', 'S2', '', now(), false, false, true, 3, 4, 0, 0, 0, 0, false),"
+                     " ('k3', 'S3', '', NULL, false, true, true, 5, 6, 0, 0, 0, 0, false)")
+        rollups = "SELECT session_uuid, minute::text, requests, output_tokens FROM retrod.request_minutes ORDER BY 1"
+        kept = conn.execute(rollups).fetchall()
+        assert migrate(conn) == [23]
+        assert dict(conn.execute("SELECT key, machine FROM retrod.requests").fetchall()) == \
+            {"k1": "a", "k2": "b", "k3": "a"}
+        assert conn.execute(rollups).fetchall() == kept
+        assert conn.execute("SELECT tgenabled FROM pg_trigger WHERE tgname = 'requests_updated'").fetchone()[0] == "A"
