@@ -7,18 +7,9 @@
 -- host id (code-point). Time and calls need nothing new: their rows are per file, and a file row
 -- has its host.
 --
--- Requests stored before this migration do not say which machine read their record: they go to
--- the smallest host id among their session's transcripts (exact wherever one machine writes to
--- the database; docs/decisions.md).
+-- NULL: not known — a request stored before this migration, or written since by an older retrod
+-- still running on another machine. It goes with its session's machine (store/trends.sql), and a
+-- record read again from a known machine takes its place in a tie (NULL sorts last). Nullable
+-- and without a default, the column is added without rewriting the table, and an older daemon's
+-- upserts, which do not name it, keep working.
 ALTER TABLE retrod.requests ADD COLUMN machine TEXT COLLATE "C";
-
--- (No figure changes: the rollups' trigger would subtract and add back every request.)
-ALTER TABLE retrod.requests DISABLE TRIGGER requests_updated;
-UPDATE retrod.requests r SET machine = coalesce(
-    (SELECT min(f.host_id) FROM retrod.files f
-     WHERE f.session_uuid = r.session_uuid AND f.db_role = r.db_role AND f.kind IN ('main', 'subagent', 'agent_root')),
-    (SELECT min(f.host_id) FROM retrod.files f WHERE f.db_role = r.db_role), '');
-
-ALTER TABLE retrod.requests ENABLE ALWAYS TRIGGER requests_updated;  -- as every trigger of retrod's (0011)
-
-ALTER TABLE retrod.requests ALTER COLUMN machine SET NOT NULL;

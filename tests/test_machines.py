@@ -253,10 +253,11 @@ def test_the_command_and_the_dashboard_split_and_filter_by_machine_alike(
     assert status == 200 and b'data-machine="a"' in page and b'data-machine="b"' in page
 
 
-def test_migration_0023_gives_stored_requests_the_smallest_machine_of_their_session(pg_cluster, tmp_path: Path) -> None:
-    """Requests stored before 0023 do not say which machine read them: each goes to the smallest
-    host id holding its session's transcripts (else the member's smallest), without touching the
-    rollups; the rollups' update trigger is back as every retrod trigger is (ENABLE ALWAYS)."""
+def test_requests_whose_machine_is_not_known_go_with_their_session(pg_cluster, tmp_path: Path) -> None:
+    """Requests stored before migration 0023 (or since, by an older retrod on another machine) do
+    not say which machine read them: split, each goes to its session's machine (the smallest
+    host holding its main transcript), and a record read again from a machine takes its place in
+    a tie."""
     from retrod.store.migrate import load, migrate
 
     before = tmp_path / "migrations-0022"
@@ -264,24 +265,30 @@ def test_migration_0023_gives_stored_requests_the_smallest_machine_of_their_sess
     for m in load():
         if m.version < 23:
             (before / f"{m.version:04d}_{m.name}.sql").write_text(m.sql)
-    with fresh_database(pg_cluster) as url, psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA retrod CASCADE")  # (the template is migrated to today: start from nothing)
-        conn.execute("DROP TABLE public.cc_session_phases, public.cc_sessions")
-        assert migrate(conn, before)[-1] == 21
-        conn.execute("INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid) VALUES"
-                     " ('b', '/b/s/1.jsonl', 'main', 's', 'S1'), ('a', '/a/s/1.jsonl', 'main', 's', 'S1'),"
-                     " ('b', '/b/s/2.jsonl', 'main', 's', 'S2'),"
-                     " ('a', '/a/s/2/tool-results/x', 'tool_result', 's', 'S2')")
-        conn.execute("INSERT INTO retrod.requests (key, session_uuid, agent, ts, attr_sidechain, attr_foreign,"
-                     " usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,"
-                     " cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use) VALUES"
-                     " ('k1', 'S1', '', now(), false, false, true, 1, 2, 0, 0, 0, 0, false),"
-                     " ('k2', 'S2', '', now(), false, false, true, 3, 4, 0, 0, 0, 0, false),"
-                     " ('k3', 'S3', '', NULL, false, true, true, 5, 6, 0, 0, 0, 0, false)")
-        rollups = "SELECT session_uuid, minute::text, requests, output_tokens FROM retrod.request_minutes ORDER BY 1"
-        kept = conn.execute(rollups).fetchall()
-        assert migrate(conn) == [23]
-        assert dict(conn.execute("SELECT key, machine FROM retrod.requests").fetchall()) == \
-            {"k1": "a", "k2": "b", "k3": "a"}
-        assert conn.execute(rollups).fetchall() == kept
-        assert conn.execute("SELECT tgenabled FROM pg_trigger WHERE tgname = 'requests_updated'").fetchone()[0] == "A"
+    root = tmp_path / "b" / "projects"
+    write(root / "-home-me-proj" / f"{M}.jsonl", M_SHARED)
+    with fresh_database(pg_cluster) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA retrod CASCADE")  # (the template is migrated to today: start from nothing)
+            conn.execute("DROP TABLE public.cc_session_phases, public.cc_sessions")
+            assert migrate(conn, before)[-1] == 21
+            # what an older retrod stored: a's transcript of M and its requests, with no machine
+            conn.execute("INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid) VALUES"
+                         " ('a', '/a/-home-me-proj/m.jsonl', 'main', '-home-me-proj', %(m)s)", {"m": M})
+            conn.execute("INSERT INTO retrod.requests (key, session_uuid, agent, ts, attr_sidechain, attr_foreign,"
+                         " usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,"
+                         " cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use) VALUES"
+                         " ('msg_m1', %(m)s, '', %(t)s, false, false, true, 100, 10, 0, 0, 0, 0, true),"
+                         " ('msg_old', %(m)s, '', %(t)s, false, false, true, 7, 1, 0, 0, 0, 0, false)",
+                         {"m": M, "t": datetime(2026, 3, 2, 10, 0, 10, tzinfo=UTC)})
+            assert migrate(conn) == [23]
+            assert conn.execute("SELECT count(*) FROM retrod.requests WHERE machine IS NULL").fetchone()[0] == 2
+        ingest(url, [root], host="b")  # b reads M's first lines: msg_m1 ties, and b's record is known
+        with psycopg.connect(url) as conn:
+            machines = dict(conn.execute("SELECT key, machine FROM retrod.requests").fetchall())
+            split = trends.trends(conn, by="week", tz="UTC", split="machine")
+    assert machines == {"msg_m1": "b", "msg_m2": "b", "msg_old": None}
+    rows = {r["machine"]: r for p in split["periods"] for r in p.get("machines", [])}
+    assert {h: r["requests"] for h, r in rows.items()} == {"a": 1, "b": 2}  # msg_old: M's machine, a
+    assert rows["a"]["tokens"]["total"]["output"] == 1 and rows["a"]["sessions"] == 1
+    assert_machines_add_up(next(p for p in split["periods"] if p["sessions"]))

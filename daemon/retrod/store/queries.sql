@@ -93,7 +93,7 @@ DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 -- (fold.THREADS) after every named agent; its time is the earliest (DESIGN §2.2). The key is the
 -- member's (§3). `machine`: the host whose file holds the owning record (§4 "Machines"; every
 -- record of one batch is this host's): the same record on two hosts ties on the rest and goes to
--- the smaller host id.
+-- the smaller host id, and a known one before none (migration 0023: NULL sorts last).
 -- name: upsert_requests
 INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,

@@ -19,9 +19,9 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- (part of one), `since` (started at or after), `sessions` (these sessions only).
 -- machine (DESIGN §4 "Machines"; NULL unless `by_machine`): the host id whose files hold the
 -- figure. Requests go by the machine of their attributed record (requests.machine, migration
--- 0023), time, tool-result bytes and calls by the host of the transcript row that counts
--- (events, tool_uses); the session itself (its count, wall time, phases' verdicts) by the
--- smallest host holding its main transcript, else any of its transcripts. These come from the
+-- 0023; not known: the session's), time, tool-result bytes and calls by the host of the
+-- transcript row that counts (events, tool_uses); the session itself (its count, wall time,
+-- phases' verdicts) by the smallest host holding its main transcript, else any of its transcripts. These come from the
 -- stored rows, not the per-session rollups, which hold no machine; `machine`: that one's rows only.
 -- models: per model, its sessions, requests (parts), tokens by bucket and kind, and cost: each
 -- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
