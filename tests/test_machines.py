@@ -292,3 +292,25 @@ def test_requests_whose_machine_is_not_known_go_with_their_session(pg_cluster, t
     assert {h: r["requests"] for h, r in rows.items()} == {"a": 1, "b": 2}  # msg_old: M's machine, a
     assert rows["a"]["tokens"]["total"]["output"] == 1 and rows["a"]["sessions"] == 1
     assert_machines_add_up(next(p for p in split["periods"] if p["sessions"]))
+
+
+def test_the_mcp_trends_tool_splits_by_machine_as_the_command(db_url: str, two_hosts: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    import anyio
+
+    from test_mcp import call, server
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETROD_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR"))}
+    env.update(RETROD_DATABASE_URL=db_url, RETROD_PROJECTS_DIR=str(two_hosts["a"]), RETROD_HOST_ID="a",
+               RETROD_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path / "home"),
+               CLAUDE_CONFIG_DIR=str(tmp_path / "claude"))
+
+    async def run() -> dict:
+        async with server(env, tmp_path / "server.log") as session:
+            return await call(session, "trends", tz="UTC", split="machine")
+
+    answered = anyio.run(run)
+    done = retrod(env, "trends", "--json", "--by-machine", "--tz", "UTC")
+    assert done.returncode == 0, done.stderr
+    assert answered == json.loads(done.stdout)
+    assert [r["machine"] for p in answered["periods"] for r in p.get("machines", [])] == ["a", "b"]
