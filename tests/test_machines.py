@@ -65,7 +65,8 @@ M_SHARED = [user("m-u1", 0, M, "hello"),
 # ... and what only b's copy holds: 60 s of the person, 5 s of Claude, 2 s of tool, 8 s of Claude; a call.
 M_ON_B = [user("m-u3", 85, M), assistant("m-a3", 90, M, "msg_m3", 300, 30, ("tu_m2", "Bash", {"command": "ls"})),
           result("m-u4", 92, M, "tu_m2", "xy"), assistant("m-a4", 100, M, "msg_m4", 400, 40)]
-OTHER_LINES = [user("o-u1", 3600, OTHER, "hi"), assistant("o-a1", 3604, OTHER, "msg_o1", 50, 5)]
+DAY = 86400
+OTHER_LINES = [user("o-u1", 2 * DAY, OTHER, "hi"), assistant("o-a1", 2 * DAY + 4, OTHER, "msg_o1", 50, 5)]  # Wednesday
 
 
 def write(path: Path, lines: list[dict]) -> None:
@@ -167,6 +168,13 @@ def test_a_machine_filter_is_that_machines_row(db_url: str, two_hosts: dict[str,
             (period,) = [p for p in only["periods"] if p["sessions"]]
             assert {k: v for k, v in period.items() if k not in ("period", "start", "end", "change")} == \
                 {k: v for k, v in rows[host].items() if k != "machine"}
+        # by day, b's Monday holds M's part and no session (M's is a's): shown with its figures
+        by_day = trends.trends(conn, by="day", tz="UTC", machine="b")
+        assert [(p["period"], p["sessions"], p["claude_s"]) for p in by_day["periods"]] == \
+            [("2026-03-02", 0, 13.0), ("2026-03-03", 0, 0.0), ("2026-03-04", 1, 4.0)]
+        lines = trends.render(by_day).splitlines()
+        assert [line.split()[0] for line in lines[2:5]] == ["2026-03-02", "2026-03-03", "2026-03-04"]
+        assert "no sessions" not in lines[2] and "13s" in lines[2] and "(no sessions)" in lines[3]
         nowhere = trends.trends(conn, by="week", tz="UTC", machine="c")
         assert nowhere["periods"] == [] and nowhere["total"]["sessions"] == 0
         # /api/sessions: the sessions with a transcript on the machine

@@ -371,16 +371,23 @@ def period_name(period: dict, by: str) -> str:
     return period["period"][:7] if by == "month" else period["period"]
 
 
+def has_figures(period: dict) -> bool:
+    """Whether a period holds anything: a session, or (one machine's figures, DESIGN §4) tokens,
+    time or calls of sessions that count on another machine."""
+    return bool(period["sessions"] or period["requests"] or period["tool_use"]["calls"]
+                or period["tool_result_bytes"] or any(period[f"{t}_s"] for t in TIMES))
+
+
 def shown_periods(periods: list[dict], by: str) -> Iterator[tuple[dict, dict | None, str | None]]:
     """The periods as the command and the dashboard show them, each with the change to show (from
     the period before, when that one had sessions: a change from none says nothing) and, for a
-    run of periods without sessions shown as one, the name of its last (None: a run of one)."""
+    run of periods without figures shown as one, the name of its last (None: a run of one)."""
     for i, p in enumerate(periods):
-        if p["sessions"]:
+        if has_figures(p):
             yield p, p["change"] if p["change"] and p["change"]["sessions"] != p["sessions"] else None, None
-        elif i == 0 or periods[i - 1]["sessions"]:  # (the first of its run)
+        elif i == 0 or has_figures(periods[i - 1]):  # (the first of its run)
             last = i
-            while last + 1 < len(periods) and not periods[last + 1]["sessions"] and periods[last + 1]["period"]:
+            while last + 1 < len(periods) and not has_figures(periods[last + 1]) and periods[last + 1]["period"]:
                 last += 1
             yield p, None, period_name(periods[last], by) if last > i else None
 
@@ -391,12 +398,12 @@ def render(data: dict) -> str:
     label = {"day": "day", "week": "week of", "month": "month"}[data["by"]]
     out = [(f"retrod trends by {data['by']} (cut in {data['time_zone']}; each session counts wholly in the"
             f" {data['by']} it started; Δ: change from the {data['by']} before)")]
-    if not any(p["sessions"] for p in data["periods"]):
+    if not any(has_figures(p) for p in data["periods"]):
         return "\n".join([*out, "no sessions" + (" match" if data["project"] or data["since"] else " yet"), ""])
     out.append(f"{label:<10} {HEADER}")
     for p, before, through in shown_periods(data["periods"], data["by"]):
         name = period_name(p, data["by"])
-        if not p["sessions"]:  # a run of empty periods is one line
+        if not has_figures(p):  # a run of empty periods is one line
             out.append(f"{name:<10} {'—':>5}  (no sessions{f' to {through}' if through else ''})")
             continue
         out.append(f"{name:<10} {_row(p, before)}")

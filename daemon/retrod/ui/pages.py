@@ -15,7 +15,7 @@ from importlib.resources import files
 from urllib.parse import quote, urlencode
 
 from ..report.markdown import SIGNAL_TITLES, duration
-from ..trends import period_name, shown_periods
+from ..trends import has_figures, period_name, shown_periods
 from ..verdicts import VERDICTS
 from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
 
@@ -419,7 +419,7 @@ def trends_page(data: dict, costliest: list[dict], projects: list[str], query: T
     the outliers: the costliest sessions, each against the average session."""
     periods = data["periods"]
     by = data["by"]
-    if any(p["sessions"] for p in periods):
+    if any(has_figures(p) for p in periods):
         rows = "".join(_trend_rows(p, change, through, data) for p, change, through in shown_periods(periods, by))
     else:
         rows = (f'<tr><td colspan="13" class="empty">No sessions'
@@ -512,7 +512,7 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -
     """A period's row and the rows of its projects or models; a run of empty periods: one row
     (`through`: its last period's name). As trends.shown_periods gives them."""
     name = period_name(p, data["by"])
-    if not p["sessions"]:
+    if not has_figures(p):
         return (f'<tr class="muted" data-period="{e(p["period"])}"><td>{e(name)}</td>'
                 f'<td colspan="12">no sessions{e(f" to {through}" if through else "")}</td></tr>')
     detail = []
