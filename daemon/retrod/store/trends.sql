@@ -33,7 +33,8 @@ WITH rates AS (
              cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC)
 ), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), their project and machine
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-           coalesce(min(host_id) FILTER (WHERE kind = 'main'), min(host_id)) AS machine
+           CASE WHEN %(by_machine)s  -- (else not read: files_member_sessions holds no host id)
+                THEN coalesce(min(host_id) FILTER (WHERE kind = 'main'), min(host_id)) END AS machine
     FROM retrod.files
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
       AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
