@@ -16,13 +16,14 @@ from retrod.store.store import Store
 HOST = "test-host"
 
 
-def ingest(db_url: str, roots: Iterable[Path], batch_bytes: int = 4 << 20) -> None:
+def ingest(db_url: str, roots: Iterable[Path], batch_bytes: int = 4 << 20, host: str = HOST) -> None:
     """One catch-up scan with a fresh ingester (no state carried over in memory), after the
-    price tiers are stored, as the daemon does at its start."""
+    price tiers are stored, as the daemon does at its start; `host`: the machine's id
+    (RETROD_HOST_ID) its files are stored under."""
     with ConnectionPool(db_url, min_size=1, max_size=2, open=True) as pool:
         with pool.connection() as conn:
             prices.store_tiers(conn)
-        Ingester(Store(pool, HOST), roots, batch_bytes).scan()
+        Ingester(Store(pool, host), roots, batch_bytes).scan()
 
 
 def output_tokens(db_url: str, session: str | None = None) -> int:

@@ -312,7 +312,8 @@ def test_the_command_prints_the_function_and_refuses_mistakes(edges: str, tmp_pa
 def test_a_run_of_periods_without_sessions_is_shown_as_one_and_no_change_is_from_one() -> None:
     def period(day: str | None, sessions: int, before: int | None) -> dict:
         change = None if before is None else {"sessions": sessions - before}
-        return {"period": day, "sessions": sessions, "change": change}
+        nothing_else = {"requests": 0, "tool_use": {"calls": 0}, "tool_result_bytes": 0, **dict.fromkeys(TIMES, 0.0)}
+        return {"period": day, "sessions": sessions, "change": change, **nothing_else}
 
     periods = [period("2026-01-05", 1, None), period("2026-01-12", 0, 1), period("2026-01-19", 0, 0),
                period("2026-01-26", 0, 0), period("2026-02-02", 2, 0), period("2026-02-09", 0, 2),

@@ -394,7 +394,7 @@ def test_the_trends_twin_answers_what_retrod_trends_json_prints(served: tuple[Ui
         assert json.loads(body) == printed
         assert printed["periods"] and printed["total"]["sessions"] > 0  # (not two empty answers)
     for query, error in (("by=year", "by: 'year' is not one of day, week, month"),
-                         ("split=session", "split: 'session' is not one of project, model"),
+                         ("split=session", "split: 'session' is not one of project, model, machine"),
                          ("since=last%20week", "since: 'last week' is not a date (YYYY-MM-DD)"),
                          ("tz=Mars/Olympus", ("unknown time zone 'Mars/Olympus'; use a name such as UTC or "
                                               "Europe/Berlin"))):

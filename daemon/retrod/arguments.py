@@ -95,6 +95,8 @@ def parser() -> argparse.ArgumentParser:
     split = trends.add_mutually_exclusive_group()
     split.add_argument("--by-project", action="store_true", help="each period's figures per project too")
     split.add_argument("--by-model", action="store_true", help="each period's tokens and cost per model too")
+    split.add_argument("--by-machine", action="store_true",
+                       help="each period's figures per machine (RETROD_HOST_ID) whose files hold them too")
     trends.add_argument("--tz", metavar="ZONE", help="the time zone periods are cut in (default: the local one)")
     _member_option(trends)
     trends.add_argument("--json", action="store_true")

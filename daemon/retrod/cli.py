@@ -179,7 +179,7 @@ def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
     zone = trends.zone_of(args.tz)
     since = trends.parse_since(args.since, zone) if args.since else None
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
-    split = "project" if args.by_project else "model" if args.by_model else None
+    split = "project" if args.by_project else "model" if args.by_model else "machine" if args.by_machine else None
     with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:

@@ -35,7 +35,7 @@ from .store.members import current_role
 from .store.queries import q
 
 PERIODS = ("day", "week", "month")
-SPLITS = ("project", "model", "session")  # session: for the brief, not offered on the command line
+SPLITS = ("project", "model", "machine", "session")  # session: for the brief, not offered on the command line
 TOP_WASTE = 3
 
 
@@ -237,13 +237,15 @@ def _bounds(period: date, by: str, zone: str) -> tuple[str, str]:
 def trends(conn: Connection, *, by: str = "week", project: str | None = None, since: datetime | None = None,
            split: str | None = None, prices: pricing.Prices = pricing.DEFAULT, tz: str = "UTC",
            member: str | None = None, roots: list[Path] | None = None, away_after_s: float = AWAY_AFTER_S,
-           sessions: list[str] | None = None) -> dict:
+           sessions: list[str] | None = None, machine: str | None = None) -> dict:
     """Per period of `by` (day, week, month), oldest first, every period between the first and
     the last that has a session (empty ones included, so that each period's `change` is from the
-    one right before it); with `split` ("project" or "model"), each period's figures per project
-    or per model too. `project`: as `retrod sessions --project` (a path needs `roots`); `since`:
-    sessions that started at or after it; `member`: whose rows (default: one's own);
-    `sessions`: only these (the brief's). Sessions without any timestamp come last, undated."""
+    one right before it); with `split` ("project", "model" or "machine"), each period's figures
+    per project, per model or per machine too. `project`: as `retrod sessions --project` (a path
+    needs `roots`); `since`: sessions that started at or after it; `member`: whose rows (default:
+    one's own); `sessions`: only these (the brief's); `machine`: only the figures that host id's
+    files hold (as its `machines` row in the split: DESIGN §4). Sessions without any timestamp
+    come last, undated."""
     if by not in PERIODS:
         raise TrendsError(f"--by {by!r}: use one of {', '.join(PERIODS)}")
     if split not in (None, *SPLITS):
@@ -252,16 +254,21 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
     pricing.store_tiers(conn)  # the tiers the rollups are summed by are the ones priced
     slugs, pattern = project_filter(project, roots or [])
     member = member or current_role(conn)
+    args = {"member": member, "slugs": slugs, "pattern": pattern, "since": since, "by": by, "tz": tz,
+            "away_us": int(away_after_s * 1_000_000), "by_project": split == "project",
+            "by_session": split == "session", "sessions": sessions, "by_machine": machine is not None,
+            "machine": machine, "rates": price_table(conn, member, prices, sessions)}
     with conn.cursor(row_factory=dict_row) as cur:
-        try:
-            rows = cur.execute(q("trend_figures"), {
-                "member": member, "slugs": slugs, "pattern": pattern, "since": since, "by": by, "tz": tz,
-                "away_us": int(away_after_s * 1_000_000), "by_project": split == "project",
-                "by_session": split == "session", "sessions": sessions,
-                "rates": price_table(conn, member, prices, sessions)},
-                prepare=False).fetchall()  # planned for its arguments each time: a generic plan is far slower
-        except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
-            raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None
+        def figure_rows(**changes: object) -> list[dict]:
+            try:  # planned for its arguments each time: a generic plan is far slower
+                return cur.execute(q("trend_figures"), {**args, **changes}, prepare=False).fetchall()
+            except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
+                raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None
+
+        rows = figure_rows()
+        # By machine, the period is the unsplit answer, not the machines' rows added up: a session
+        # on two machines is in both machines' per-model session counts, and once in the period's.
+        machine_rows = figure_rows(by_machine=True) if split == "machine" else []
         paths = {} if split != "project" else {r["slug"]: r["path"] for r in cur.execute(
             q("project_paths"), {"member": member, "slugs": sorted({row["grp"] for row in rows})})}
     whole: dict[date | None, _Sums] = {}
@@ -273,6 +280,8 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
             continue
         whole.setdefault(row["period"], _Sums()).add(sums)
         parts.setdefault(row["period"], []).append((row["grp"], sums))
+    for row in machine_rows:
+        parts.setdefault(row["period"], []).append((row["machine"], _Sums.of(row)))
     dated = sorted(p for p in whole if p is not None)
     keys: list[date | None] = []
     period = dated[0] if dated else None
@@ -296,13 +305,15 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         if split == "project":
             entry["projects"] = [{"project_slug": slug, "project_path": paths.get(slug), **figures(s)}
                                  for slug, s in parts.get(key, [])]
+        elif split == "machine":
+            entry["machines"] = [{"machine": host, **figures(s)} for host, s in parts.get(key, [])]
         elif split == "session":
             entry["per_session"] = [{"session": uuid, **figures(s)} for uuid, s in parts.get(key, [])]
         out.append(entry)
         before = entry if key is not None else before
     return {
         "by": by, "time_zone": tz, "split": split, "member": member,
-        "project": project, "since": since.isoformat() if since else None,
+        "project": project, "machine": machine, "since": since.isoformat() if since else None,
         "attribution": "each session wholly in the period its first line falls in",
         "prices": prices.describe(),
         "periods": out,
@@ -360,16 +371,23 @@ def period_name(period: dict, by: str) -> str:
     return period["period"][:7] if by == "month" else period["period"]
 
 
+def has_figures(period: dict) -> bool:
+    """Whether a period holds anything: a session, or (one machine's figures, DESIGN §4) tokens,
+    time or calls of sessions that count on another machine."""
+    return bool(period["sessions"] or period["requests"] or period["tool_use"]["calls"]
+                or period["tool_result_bytes"] or any(period[f"{t}_s"] for t in TIMES))
+
+
 def shown_periods(periods: list[dict], by: str) -> Iterator[tuple[dict, dict | None, str | None]]:
     """The periods as the command and the dashboard show them, each with the change to show (from
     the period before, when that one had sessions: a change from none says nothing) and, for a
-    run of periods without sessions shown as one, the name of its last (None: a run of one)."""
+    run of periods without figures shown as one, the name of its last (None: a run of one)."""
     for i, p in enumerate(periods):
-        if p["sessions"]:
+        if has_figures(p):
             yield p, p["change"] if p["change"] and p["change"]["sessions"] != p["sessions"] else None, None
-        elif i == 0 or periods[i - 1]["sessions"]:  # (the first of its run)
+        elif i == 0 or has_figures(periods[i - 1]):  # (the first of its run)
             last = i
-            while last + 1 < len(periods) and not periods[last + 1]["sessions"] and periods[last + 1]["period"]:
+            while last + 1 < len(periods) and not has_figures(periods[last + 1]) and periods[last + 1]["period"]:
                 last += 1
             yield p, None, period_name(periods[last], by) if last > i else None
 
@@ -380,12 +398,12 @@ def render(data: dict) -> str:
     label = {"day": "day", "week": "week of", "month": "month"}[data["by"]]
     out = [(f"retrod trends by {data['by']} (cut in {data['time_zone']}; each session counts wholly in the"
             f" {data['by']} it started; Δ: change from the {data['by']} before)")]
-    if not any(p["sessions"] for p in data["periods"]):
+    if not any(has_figures(p) for p in data["periods"]):
         return "\n".join([*out, "no sessions" + (" match" if data["project"] or data["since"] else " yet"), ""])
     out.append(f"{label:<10} {HEADER}")
     for p, before, through in shown_periods(data["periods"], data["by"]):
         name = period_name(p, data["by"])
-        if not p["sessions"]:  # a run of empty periods is one line
+        if not has_figures(p):  # a run of empty periods is one line
             out.append(f"{name:<10} {'—':>5}  (no sessions{f' to {through}' if through else ''})")
             continue
         out.append(f"{name:<10} {_row(p, before)}")
@@ -394,6 +412,8 @@ def render(data: dict) -> str:
             out.append(f"{'':<10}   {detail}")
         for row in p.get("projects", []):
             out.append(f"{'':<10} {_row(row, None)}  {row['project_path'] or row['project_slug']}")
+        for row in p.get("machines", []):
+            out.append(f"{'':<10} {_row(row, None)}  {row['machine']}")
         if data["split"] == "model":
             for m in p["tokens_by_model"]:
                 out.append(f"{'':<10} {m['sessions']:>5} {markdown.usd(m['cost_usd']):>10} {'':>8} {'':>8} {'':>4}"

@@ -3,7 +3,8 @@
 On 10,000 small real sessions spread over a year (corpus.write_many, 100 to a project folder),
 caught up on, with three phases logged on every fifth session:
 - trends in-process (the function the command, the MCP tool and the dashboard call), median of N
-  runs after a first: by week, by day, by month per project, by week per model; beside it, the
+  runs after a first: by week, by day, by month per project, by week per model, by week per
+  machine (read from the stored rows: the rollups hold no machine); beside it, the
   least a plain aggregation over the per-minute rollups costs (each session's tokens and times
   summed from request_minutes and event_minutes, no period, no price), which is what the
   per-session rollups of migration 0018 replace;
@@ -88,7 +89,8 @@ def run(scratch: Path, smoke: bool) -> dict:
             results["periods_by_week"] = len(first["periods"])
             for name, kwargs in (("by_week", {"by": "week"}), ("by_day", {"by": "day"}),
                                  ("by_month_per_project", {"by": "month", "split": "project"}),
-                                 ("by_week_per_model", {"by": "week", "split": "model"})):
+                                 ("by_week_per_model", {"by": "week", "split": "model"}),
+                                 ("by_week_per_machine", {"by": "week", "split": "machine"})):
                 results[f"{name}_ms"] = round(1000 * median_seconds(
                     lambda kw=kwargs: trends.trends(conn, tz="UTC", **kw), runs), 1)
             # the same machine's speed, by a query whose code this round did not change (its history:

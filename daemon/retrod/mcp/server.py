@@ -202,13 +202,15 @@ class Trends(BaseModel):
     split: str | None
     member: str
     project: str | None
+    machine: str | None = Field(default=None, description="Only this machine's figures (the command never filters)")
     since: str | None
     attribution: str = Field(description="How a session is given to a period: wholly to the one it started in")
     prices: dict[str, Any]
     periods: list[dict[str, Any]] = Field(description=(
         "Oldest first, empty ones included: period, start, end, sessions, requests, tokens (by bucket), cost,"
         " cost_per_session, wall_s, claude_s, tool_s, human_s, away_s, tool_use, top_waste, verdicts,"
-        " tokens_by_model, change (from the period before); projects with split=project"))
+        " tokens_by_model, change (from the period before); projects with split=project, machines (each a"
+        " host id's share: they add up to the period) with split=machine"))
     total: dict[str, Any] = Field(description="The same figures over every period")
 
 
@@ -328,8 +330,9 @@ def server(tools: Tools) -> MCPServer:
                since: Annotated[str | None, Field(description=(
                    "Sessions started at or after this ISO 8601 date or time (no offset: in the periods' zone)"
                ))] = None,
-               split: Annotated[str | None, Field(description="Each period per project or per model too",
-                                                  json_schema_extra={"enum": ["project", "model", None]})] = None,
+               split: Annotated[str | None, Field(
+                   description="Each period per project, per model or per machine (host id) too",
+                   json_schema_extra={"enum": ["project", "model", "machine", None]})] = None,
                tz: Annotated[str | None, Field(description=(
                    "The time zone periods are cut in, e.g. Europe/Berlin; default: the server's local one"))] = None,
                member: Member = None) -> Annotated[CallToolResult, Trends]:

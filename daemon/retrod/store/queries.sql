@@ -91,16 +91,19 @@ DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 -- smallest; fast before standard: fold.Request.tie_rank); its owner is the record with the
 -- smallest (sidechain, foreign, timestamp, session, agent) tuple, the unnamed and inline threads
 -- (fold.THREADS) after every named agent; its time is the earliest (DESIGN §2.2). The key is the
--- member's (§3).
+-- member's (§3). `machine`: the host whose file holds the owning record (§4 "Machines"; every
+-- record of one batch is this host's): the same record on two hosts ties on the rest and goes to
+-- the smaller host id, and a known one before none (migration 0023: NULL sorts last).
 -- name: upsert_requests
 INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-    cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast)
+    cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast, machine)
 SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
        retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
        (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
-       (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model, parts, fast
+       (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model, parts, fast,
+       %(host_id)s::text
 FROM json_to_recordset(%(requests)s::json)
      AS x(key TEXT, session_uuid TEXT, agent TEXT, ts_us BIGINT, attr_sidechain BOOL, attr_foreign BOOL,
           attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT, parts TEXT, fast BOOL)
@@ -118,13 +121,13 @@ ON CONFLICT (key, db_role) DO UPDATE SET
         ) AS u (m, i, o, cr, cc, c5, c1, md, pt, fa)
         ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, c5 DESC, c1 DESC, md = '', md,
                  pt IS NULL, pt COLLATE "C", NOT fa LIMIT 1),
-    (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts) = (
+    (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts, machine) = (
         SELECT * FROM (VALUES
             (excluded.session_uuid, excluded.agent, excluded.attr_sidechain,
-             excluded.attr_foreign, excluded.attr_ts),
-            (r.session_uuid, r.agent, r.attr_sidechain, r.attr_foreign, r.attr_ts)
-        ) AS w (s, a, sc, fo, t)
-        ORDER BY sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a LIMIT 1),
+             excluded.attr_foreign, excluded.attr_ts, excluded.machine),
+            (r.session_uuid, r.agent, r.attr_sidechain, r.attr_foreign, r.attr_ts, r.machine)
+        ) AS w (s, a, sc, fo, t, h)
+        ORDER BY sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a, h LIMIT 1),
     ts = least(r.ts, excluded.ts),
     has_tool_use = r.has_tool_use OR excluded.has_tool_use;
 
@@ -302,7 +305,9 @@ WITH filled AS (
 SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted AND failed;
 
 -- An id seen in several files of a session counts once, where it is seen first: in a main
--- transcript if it is there, else in the file whose path sorts first, then in file order.
+-- transcript if it is there, then on the machine with the smaller host id (DESIGN §4: the same
+-- call on two machines, as a request's record; not whichever copy was read first), then in the
+-- file whose path sorts first, then in file order.
 -- name: recount_tool_uses
 WITH ids AS (
     SELECT DISTINCT session_uuid, tool_use_id
@@ -310,10 +315,12 @@ WITH ids AS (
 ), ranked AS (
     SELECT t.session_uuid, t.tool_use_id, t.file_id,
            row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id
-                              ORDER BY t.agent <> '', t.file_path, t."offset", t.block, t.file_id) = 1 AS counts
+                              ORDER BY t.agent <> '', f.host_id, t.file_path, t."offset", t.block, t.file_id) = 1
+               AS counts
     FROM ids JOIN retrod.tool_uses t
          ON t.session_uuid = ids.session_uuid AND t.tool_use_id = ids.tool_use_id AND t.agent IS NOT NULL
             AND t.db_role = current_user
+    JOIN retrod.files f ON f.id = t.file_id
 )
 UPDATE retrod.tool_uses t SET counted = r.counts, signal = CASE WHEN r.counts THEN t.signal END
 FROM ranked r

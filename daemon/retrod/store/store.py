@@ -212,7 +212,7 @@ class Store:
             conn.execute(q("lock_sessions"), {"sessions": sorted(
                 {r.session_uuid for p in batch if p.result for r in p.result.requests.values()}
                 | {p.session for p in batch if p.session})})
-            self._write_rows(conn, [p for p in batch if p.result is not None])
+            self._write_rows(conn, [p for p in batch if p.result is not None], self.host_id)
             self._write_metas(conn, [p for p in batch if p.meta is not None])
             self._save(conn, batch)
             # A trigger enabled the usual way between the first check and this transaction's
@@ -242,12 +242,12 @@ class Store:
              "head": p.file.head if p.head is None else p.head} for p in batch])})
 
     @staticmethod
-    def _write_rows(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
+    def _write_rows(conn: psycopg.Connection, batch: Sequence[Pending], host_id: str) -> None:
         # one row per key: ON CONFLICT cannot update a row twice
         requests = merged_requests(r for p in batch if p.result is not None for r in p.result.requests.values())
         if requests:  # in key order, as every ingester writes them: no two wait on each other
             ordered = [requests[key] for key in sorted(requests)]
-            conn.execute(q("upsert_requests"), {"requests": _json(ordered)})
+            conn.execute(q("upsert_requests"), {"requests": _json(ordered), "host_id": host_id})
         for query, rows_of in (
             ("insert_events", lambda r: r.events),
             ("upsert_tool_calls", lambda r: list(r.tool_calls.values())),

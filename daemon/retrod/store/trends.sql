@@ -10,13 +10,19 @@ SELECT DISTINCT model, day::text AS day, fast, tier_floor  -- (day 'infinity': n
 FROM retrod.session_requests
 WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]));
 
--- One row per period and `grp` (trends.py adds a period's rows up): the sums of the figures of
--- the sessions that started in it. A session belongs wholly to the period its first counted event
--- falls in (the report's started_at; a session with no main-transcript event: its first request's
--- minute), periods cut by date_trunc(`by`) in the time zone `tz` (weeks start on Monday).
--- period NULL: no timestamp at all. grp: the project (`by_project`), the session
+-- One row per period, `grp` and `machine` (trends.py adds a period's rows up): the sums of the
+-- figures of the sessions that started in it. A session belongs wholly to the period its first
+-- counted event falls in (the report's started_at; a session with no main-transcript event: its
+-- first request's minute), periods cut by date_trunc(`by`) in the time zone `tz` (weeks start on
+-- Monday). period NULL: no timestamp at all. grp: the project (`by_project`), the session
 -- (`by_session`), else NULL. Filters: `slugs` (a project folder's names) or `pattern`
 -- (part of one), `since` (started at or after), `sessions` (these sessions only).
+-- machine (DESIGN §4 "Machines"; NULL unless `by_machine`): the host id whose files hold the
+-- figure. Requests go by the machine of their attributed record (requests.machine, migration
+-- 0023; not known: the session's), time, tool-result bytes and calls by the host of the
+-- transcript row that counts (events, tool_uses); the session itself (its count, wall time,
+-- phases' verdicts) by the smallest host holding its main transcript, else any of its transcripts. These come from the
+-- stored rows, not the per-session rollups, which hold no machine; `machine`: that one's rows only.
 -- models: per model, its sessions, requests (parts), tokens by bucket and kind, and cost: each
 -- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
 -- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none.
@@ -25,8 +31,10 @@ WITH rates AS (
     SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
         AS r(model TEXT, fast BOOLEAN, tier_floor BIGINT, day_from DATE, day_to DATE, input NUMERIC, output NUMERIC,
              cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC)
-), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), and their project
-    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), their project and machine
+    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+           CASE WHEN %(by_machine)s  -- (else not read: files_member_sessions holds no host id)
+                THEN coalesce(min(host_id) FILTER (WHERE kind = 'main'), min(host_id)) END AS machine
     FROM retrod.files
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
       AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
@@ -35,9 +43,10 @@ WITH rates AS (
     SELECT d.session_uuid, coalesce(date_trunc(%(by)s, d.started_at AT TIME ZONE %(tz)s)::date, 'infinity') AS k_period,
            coalesce(CASE WHEN %(by_project)s THEN d.project_slug WHEN %(by_session)s THEN d.session_uuid END, '')
                AS k_grp,
+           CASE WHEN %(by_machine)s THEN d.machine ELSE '' END AS k_machine,
            d.claude_us, d.tool_us, d.human_us, d.tool_result_bytes, d.wall
     FROM (
-        SELECT s.session_uuid, s.project_slug, t.claude_us, t.tool_us, t.human_us, t.tool_result_bytes,
+        SELECT s.session_uuid, s.project_slug, s.machine, t.claude_us, t.tool_us, t.human_us, t.tool_result_bytes,
                t.last_ts - t.first_ts AS wall,
                coalesce(t.first_ts, CASE WHEN r.session_uuid IS NOT NULL THEN (  -- (it has requests)
                    SELECT min(minute) FROM retrod.request_minutes m
@@ -53,33 +62,66 @@ WITH rates AS (
     ) d
     WHERE %(since)s::timestamptz IS NULL OR d.started_at >= %(since)s::timestamptz
 ), figures AS (  -- each group's sums, straight to its period and group (no per-session step)
-    SELECT k_period, k_grp, count(*) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
+    SELECT k_period, k_grp, k_machine, sum(sessions) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
            coalesce(sum(claude_us), 0)::bigint AS claude_us, coalesce(sum(tool_us), 0)::bigint AS tool_us,
            coalesce(sum(human_us), 0)::bigint AS human_us,
            coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes
-    FROM p GROUP BY 1, 2
+    FROM (
+        SELECT k_period, k_grp, k_machine, 1 AS sessions, wall, claude_us, tool_us, human_us, tool_result_bytes
+        FROM p WHERE NOT %(by_machine)s
+        UNION ALL  -- by machine: the session there, its time where its transcripts' counted lines are
+        SELECT k_period, k_grp, k_machine, 1, wall, 0, 0, 0, 0 FROM p WHERE %(by_machine)s
+        UNION ALL
+        SELECT p.k_period, p.k_grp, f.host_id, 0, NULL,
+               sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'claude' AND e.ts > e.prev_ts),
+               sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'tool' AND e.ts > e.prev_ts),
+               sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'human' AND e.ts > e.prev_ts),
+               sum(e.tool_result_bytes) FILTER (WHERE e.counted)
+        FROM p
+        JOIN retrod.events e ON e.session_uuid = p.session_uuid AND e.db_role = %(member)s
+        JOIN retrod.files f ON f.id = e.file_id
+        WHERE %(by_machine)s  -- (a copy's lines count on the other machine: they hold nothing here)
+          AND ((e.kind IS NOT NULL AND e.ts > e.prev_ts) OR (e.counted AND e.tool_result_bytes <> 0))
+        GROUP BY 1, 2, 3
+    ) x
+    GROUP BY 1, 2, 3
 ), calls AS (
-    SELECT p.k_period, p.k_grp, sum(c.productive)::bigint AS productive,
+    SELECT p.k_period, p.k_grp, coalesce(c.machine, p.k_machine) AS k_machine, sum(c.productive)::bigint AS productive,
            sum(c.sibling_error)::bigint AS sibling_error, sum(c.error_retry)::bigint AS error_retry,
            sum(c.persisted_output_read)::bigint AS persisted_output_read,
            sum(c.post_write_read)::bigint AS post_write_read, sum(c.duplicate)::bigint AS duplicate,
            sum(c.re_read)::bigint AS re_read
-    FROM p JOIN retrod.call_agents c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
-    GROUP BY 1, 2
+    FROM p JOIN (
+        SELECT session_uuid, NULL AS machine, productive, sibling_error, error_retry, persisted_output_read,
+               post_write_read, duplicate, re_read
+        FROM retrod.call_agents WHERE db_role = %(member)s AND NOT %(by_machine)s
+        UNION ALL  -- by machine: each counted call where its transcript is (call_agents' sums, by host)
+        SELECT u.session_uuid, f.host_id, count(*) FILTER (WHERE u.signal IS NULL),
+               count(*) FILTER (WHERE u.signal = 'sibling_error'), count(*) FILTER (WHERE u.signal = 'error_retry'),
+               count(*) FILTER (WHERE u.signal = 'persisted_output_read'),
+               count(*) FILTER (WHERE u.signal = 'post_write_read'), count(*) FILTER (WHERE u.signal = 'duplicate'),
+               count(*) FILTER (WHERE u.signal = 're_read')
+        FROM retrod.tool_uses u JOIN retrod.files f ON f.id = u.file_id
+        WHERE u.db_role = %(member)s AND u.counted AND %(by_machine)s
+        GROUP BY 1, 2
+    ) c ON c.session_uuid = p.session_uuid
+    GROUP BY 1, 2, 3
 ), away AS (  -- human gaps longer than the away threshold (report.sql session_away)
-    SELECT p.k_period, p.k_grp, sum(e.gap_us)::bigint AS away_us
+    SELECT p.k_period, p.k_grp, coalesce(f.host_id, p.k_machine) AS k_machine, sum(e.gap_us)::bigint AS away_us
     FROM p JOIN retrod.events e ON e.session_uuid = p.session_uuid AND e.kind = 'human' AND e.gap_us > %(away_us)s
                                AND e.db_role = %(member)s
-    GROUP BY 1, 2
+    LEFT JOIN retrod.files f ON %(by_machine)s AND f.id = e.file_id
+    GROUP BY 1, 2, 3
 ), models AS (  -- per model: its sessions, requests (parts), tokens by bucket, and cost
-    SELECT k_period, k_grp,
+    SELECT k_period, k_grp, k_machine,
            json_agg(json_build_object(
                'model', model, 'sessions', sessions, 'requests', requests, 'parts', parts, 'fast_parts', fast_parts,
                'main', json_build_array(mi, mo, mr, mc), 'subagents', json_build_array(si, so, sr, sc),
                'compaction', json_build_array(ci, co, cr, cc), 'cache_create_5m', c5, 'cache_create_1h', c1,
                'cost', cost::text, 'unpriced', unpriced)) AS models
     FROM (
-        SELECT p.k_period, p.k_grp, q.model, count(DISTINCT q.session_uuid) AS sessions,
+        SELECT p.k_period, p.k_grp, coalesce(q.machine, p.k_machine) AS k_machine, q.model,
+               count(DISTINCT q.session_uuid) AS sessions,
                sum(q.requests) AS requests, sum(q.parts) AS parts,
                coalesce(sum(q.parts) FILTER (WHERE q.fast), 0) AS fast_parts,
                coalesce(sum(q.input_tokens) FILTER (WHERE q.bucket = 'main'), 0) AS mi,
@@ -106,34 +148,57 @@ WITH rates AS (
                                                      q.cache_create_1h_tokens) <> (0, 0, 0, 0, 0, 0)), false)
                    AS unpriced
         FROM p
-        JOIN retrod.session_requests q ON q.session_uuid = p.session_uuid AND q.db_role = %(member)s
+        JOIN (
+            SELECT session_uuid, NULL AS machine, bucket, model, day, fast, tier_floor, requests, parts,
+                   input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,
+                   cache_create_1h_tokens
+            FROM retrod.session_requests WHERE db_role = %(member)s AND NOT %(by_machine)s
+            UNION ALL  -- by machine: the same price groups (migration 0018's), per attributed record's machine
+            SELECT r.session_uuid, r.machine, retrod.bucket_of(r.agent), pt.model,
+                   (retrod.minute_of(r.ts) AT TIME ZONE 'UTC')::date, r.fast,
+                   retrod.tier_floor(pt.input + pt.cache_read + pt.cache_create,
+                                     (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
+                   count(*) FILTER (WHERE pt.first), count(*), sum(pt.input), sum(pt.output), sum(pt.cache_read),
+                   sum(pt.cache_create), sum(pt.cache_create_5m), sum(pt.cache_create_1h)
+            FROM retrod.requests r, retrod.request_parts(r) pt
+            WHERE r.db_role = %(member)s AND %(by_machine)s
+            GROUP BY 1, 2, 3, 4, 5, 6, 7
+        ) q ON q.session_uuid = p.session_uuid
         LEFT JOIN rates r ON r.model = q.model AND r.fast = q.fast AND r.tier_floor = q.tier_floor
                          AND q.day BETWEEN r.day_from AND r.day_to
-        GROUP BY 1, 2, 3
+        GROUP BY 1, 2, 3, 4
     ) m
-    GROUP BY 1, 2
+    GROUP BY 1, 2, 3
 ), verdicts AS (  -- the phases logged in the sessions, by verdict
-    SELECT k_period, k_grp, json_object_agg(verdict, phases) AS verdicts
-    FROM (SELECT p.k_period, p.k_grp, ph.verdict, count(*) AS phases
+    SELECT k_period, k_grp, k_machine, json_object_agg(verdict, phases) AS verdicts
+    FROM (SELECT p.k_period, p.k_grp, p.k_machine, ph.verdict, count(*) AS phases
           FROM p
           JOIN public.cc_sessions u ON u.session_uuid = p.session_uuid
                                     AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
           JOIN public.cc_session_phases ph ON ph.session_id = u.id
-          GROUP BY 1, 2, 3) v
-    GROUP BY 1, 2
+          GROUP BY 1, 2, 3, 4) v
+    GROUP BY 1, 2, 3
+), k AS (  -- every group with a figure (by machine, one may hold calls or tokens and no session)
+    SELECT k_period, k_grp, k_machine FROM figures
+    UNION SELECT k_period, k_grp, k_machine FROM calls
+    UNION SELECT k_period, k_grp, k_machine FROM models
 )
-SELECT nullif(f.k_period, 'infinity') AS period, nullif(f.k_grp, '') AS grp, f.sessions, f.wall_us, f.claude_us,
-       f.tool_us, f.human_us, f.tool_result_bytes, coalesce(a.away_us, 0) AS away_us,
+SELECT nullif(k.k_period, 'infinity') AS period, nullif(k.k_grp, '') AS grp, nullif(k.k_machine, '') AS machine,
+       coalesce(f.sessions, 0) AS sessions, coalesce(f.wall_us, 0) AS wall_us, coalesce(f.claude_us, 0) AS claude_us,
+       coalesce(f.tool_us, 0) AS tool_us, coalesce(f.human_us, 0) AS human_us,
+       coalesce(f.tool_result_bytes, 0) AS tool_result_bytes, coalesce(a.away_us, 0) AS away_us,
        coalesce(c.productive, 0) AS productive, coalesce(c.sibling_error, 0) AS sibling_error,
        coalesce(c.error_retry, 0) AS error_retry, coalesce(c.persisted_output_read, 0) AS persisted_output_read,
        coalesce(c.post_write_read, 0) AS post_write_read, coalesce(c.duplicate, 0) AS duplicate,
        coalesce(c.re_read, 0) AS re_read, coalesce(m.models, '[]') AS models, coalesce(v.verdicts, '{}') AS verdicts
-FROM figures f
-LEFT JOIN calls c USING (k_period, k_grp)
-LEFT JOIN away a USING (k_period, k_grp)
-LEFT JOIN models m USING (k_period, k_grp)
-LEFT JOIN verdicts v USING (k_period, k_grp)
-ORDER BY f.k_period, f.k_grp;
+FROM k
+LEFT JOIN figures f USING (k_period, k_grp, k_machine)
+LEFT JOIN calls c USING (k_period, k_grp, k_machine)
+LEFT JOIN away a USING (k_period, k_grp, k_machine)
+LEFT JOIN models m USING (k_period, k_grp, k_machine)
+LEFT JOIN verdicts v USING (k_period, k_grp, k_machine)
+WHERE %(machine)s::text IS NULL OR k.k_machine = %(machine)s::text
+ORDER BY k.k_period, k.k_grp, k.k_machine;
 
 -- The folder Claude Code ran in for each project folder name (a main transcript's first cwd).
 -- name: project_paths

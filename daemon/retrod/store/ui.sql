@@ -15,6 +15,11 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 -- name: ui_models
 SELECT DISTINCT model FROM retrod.session_requests WHERE model <> '' AND parts > 0 ORDER BY 1;
 
+-- The machines (host ids, DESIGN §4) transcripts are stored under.
+-- name: ui_machines
+SELECT DISTINCT host_id FROM retrod.files
+WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
+
 -- Every session (one per member, §3) with its figures, filtered, sorted and paged, with how many
 -- match (`total`): one row each from session_figures (migration 0019). Start and end are its main
 -- transcripts' first event and high-water mark, as `retrod sessions` reads them (for a session
@@ -78,6 +83,10 @@ WITH rates AS MATERIALIZED (  -- read once, typed
       AND (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
       AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
       AND (%(member)s::text IS NULL OR s.db_role = %(member)s::text)
+      AND (%(machine)s::text IS NULL OR EXISTS (  -- a transcript of it on that machine (DESIGN §4)
+          SELECT FROM retrod.files f
+          WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role AND f.host_id = %(machine)s::text
+            AND f.kind IN ('main', 'subagent', 'agent_root')))
       AND (%(model)s::text IS NULL OR EXISTS (
           SELECT FROM retrod.session_requests g
           WHERE g.session_uuid = s.session_uuid AND g.db_role = s.db_role AND g.model = %(model)s::text

@@ -128,7 +128,8 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         query = data.TrendsQuery.parse(request.query_params)
         with connection() as conn:
             costliest = data.costliest(conn, query, prices(), settings.projects_roots())
-            return HTMLResponse(pages.trends_page(trend_figures(conn, query), costliest, data.projects(conn), query))
+            return HTMLResponse(pages.trends_page(trend_figures(conn, query), costliest, data.projects(conn), query,
+                                                  data.machines(conn)))
 
     def trends_api(request: Request) -> Response:
         query = data.TrendsQuery.parse(request.query_params)

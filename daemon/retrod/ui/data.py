@@ -28,7 +28,7 @@ SORTS = ("start", "cost", "tokens", "efficiency", "wall")
 # list is for finding where calls were wasted, as `retrod sessions --sort efficiency`).
 FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc"}
 PER_PAGE, PER_PAGE_MAX = 50, 500
-TREND_SPLITS = ("project", "model")  # (trends' `session` split is the brief's, not a view)
+TREND_SPLITS = ("project", "model", "machine")  # (trends' `session` split is the brief's, not a view)
 OUTLIERS = 5  # the trends page's costliest sessions
 LIVE_MAX = 100  # the live page's first rows: the sessions with the newest lines
 
@@ -45,6 +45,7 @@ class SessionQuery:
     since: date | None = None  # started on or after this day (UTC)
     until: date | None = None  # started on or before this day (UTC)
     model: str | None = None
+    machine: str | None = None  # a host id holding one of the session's transcripts (DESIGN §4)
     search: str | None = None  # in descriptions; a uuid's start; a project's name
     sort: str = "start"
     order: str = "desc"
@@ -72,7 +73,7 @@ class SessionQuery:
         if order not in ("asc", "desc"):
             raise QueryError(f"order: {order!r} is not asc or desc")
         return cls(project=text("project"), since=_date(params, "since"), until=_date(params, "until"),
-                   model=text("model"),
+                   model=text("model"), machine=text("machine"),
                    search=text("q"), sort=sort, order=order, page=whole("page", 1, 1, 1_000_000),
                    per_page=whole("per_page", PER_PAGE, 1, PER_PAGE_MAX))
 
@@ -80,7 +81,7 @@ class SessionQuery:
         """The query as URL parameters (those not at their default), with `changes`."""
         values = {**asdict(self), **changes}
         out = {"project": values["project"], "since": values["since"], "until": values["until"],
-               "model": values["model"], "q": values["search"],
+               "model": values["model"], "machine": values["machine"], "q": values["search"],
                "sort": values["sort"] if values["sort"] != "start" else None,
                "order": values["order"] if values["order"] != FIRST_ORDER[str(values["sort"])] else None,
                "page": values["page"] if values["page"] != 1 else None,
@@ -93,11 +94,12 @@ class TrendsQuery:
     """The trends page's choices, as its form and `/api/trends` take them (`retrod trends`' options)."""
 
     by: str = "week"
-    split: str | None = None  # project, model or none
+    split: str | None = None  # project, model, machine or none
     project: str | None = None
     since: date | None = None  # sessions started on or after this day, in the periods' time zone
     tz: str | None = None  # the periods' time zone; None: the daemon's machine's
     member: str | None = None
+    machine: str | None = None  # only the figures this host id's files hold (DESIGN §4)
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> TrendsQuery:
@@ -108,7 +110,7 @@ class TrendsQuery:
         if split not in (None, *TREND_SPLITS):
             raise QueryError(f"split: {split!r} is not one of {', '.join(TREND_SPLITS)}")
         return cls(by=by, split=split, project=_text(params, "project"), since=_date(params, "since"),
-                   tz=_text(params, "tz"), member=_text(params, "member"))
+                   tz=_text(params, "tz"), member=_text(params, "member"), machine=_text(params, "machine"))
 
     def params(self, **changes: object) -> dict[str, str]:
         """The query as URL parameters (those not at their default), with `changes`."""
@@ -123,7 +125,8 @@ def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricin
     zone, since = _trends_zone_and_since(query)
     try:
         return history.trends(conn, by=query.by, project=query.project, since=since, split=query.split,
-                              prices=prices, tz=zone, member=query.member, roots=roots, away_after_s=away_after_s)
+                              prices=prices, tz=zone, member=query.member, roots=roots, away_after_s=away_after_s,
+                              machine=query.machine)
     except history.TrendsError as exc:
         raise QueryError(str(exc)) from None
 
@@ -135,7 +138,7 @@ def costliest(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pri
     _zone, since = _trends_zone_and_since(query)
     slugs, pattern = project_filter(query.project, roots or [])
     rows, _total = _rows(conn, prices, SessionQuery(sort="cost", per_page=OUTLIERS),
-                         scope={"slugs": slugs, "pattern": pattern, "since": since,
+                         scope={"slugs": slugs, "pattern": pattern, "since": since, "machine": query.machine,
                                 "member": query.member or current_role(conn)})
     return rows
 
@@ -155,18 +158,24 @@ def sessions(conn: Connection, query: SessionQuery, prices: pricing.Prices = pri
     return {"sessions": rows, "total": total, "page": query.page, "per_page": query.per_page,
             "pages": max(1, -(-total // query.per_page)), "sort": query.sort, "order": query.order,
             "filters": {"project": query.project, "since": _day(query.since), "until": _day(query.until),
-                        "model": query.model, "q": query.search},
+                        "model": query.model, "machine": query.machine, "q": query.search},
             "prices": prices.describe()}
 
 
 def choices(conn: Connection) -> dict:
-    """What the list's filters offer: the projects and models stored."""
-    return {"projects": projects(conn), "models": [row[0] for row in conn.execute(q("ui_models"))]}
+    """What the list's filters offer: the projects, models and machines stored."""
+    return {"projects": projects(conn), "models": [row[0] for row in conn.execute(q("ui_models"))],
+            "machines": machines(conn)}
 
 
 def projects(conn: Connection) -> list[str]:
     """Every Claude Code folder name stored."""
     return [row[0] for row in conn.execute(q("ui_projects"))]
+
+
+def machines(conn: Connection) -> list[str]:
+    """Every host id files are stored under (RETROD_HOST_ID of each machine writing here)."""
+    return [row[0] for row in conn.execute(q("ui_machines"))]
 
 
 def live(conn: Connection, uuids: set[str] | None = None, prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
@@ -200,7 +209,8 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
     args = {
         "sessions": uuids, "project": query.project, "slugs": None, "pattern": None, "member": None,
         "since": _midnight(query.since), "until": _midnight(_day_after(query.until)),
-        "model": query.model, "search": f"%{_like(query.search)}%" if query.search else None,
+        "model": query.model, "machine": query.machine,
+        "search": f"%{_like(query.search)}%" if query.search else None,
         "prefix": f"{_like(query.search.lower())}%" if query.search else None,
         "sort": query.sort, "desc": query.order == "desc",
         "limit": query.per_page if uuids is None else len(uuids),

@@ -15,7 +15,7 @@ from importlib.resources import files
 from urllib.parse import quote, urlencode
 
 from ..report.markdown import SIGNAL_TITLES, duration
-from ..trends import period_name, shown_periods
+from ..trends import has_figures, period_name, shown_periods
 from ..verdicts import VERDICTS
 from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
 
@@ -185,10 +185,22 @@ def _filters(choices: dict, query: SessionQuery, today: date) -> str:
             f'<select name="project" aria-label="project">'
             f'{options(choices["projects"], query.project, "All projects")}</select>'
             f'<select name="model" aria-label="model">{options(choices["models"], query.model, "All models")}</select>'
+            f'{_machine_select(choices.get("machines", []), query.machine)}'
             f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
             f'<label>To <input type="date" name="until" value="{e(query.until)}"></label>'
             f'<button type="submit">Filter</button><a href="/" class="clear">Clear</a>'
             f'<div class="quick">{quick}</div></form>')
+
+
+def _machine_select(machines: list[str], chosen: str | None) -> str:
+    """The machine filter (DESIGN §4: a host id files are stored under), where there is a choice:
+    one machine writing here has none to make."""
+    listed = machines if not chosen or chosen in machines else [chosen, *machines]
+    if len(listed) < 2 and not chosen:
+        return ""
+    return ('<select name="machine" aria-label="machine"><option value="">All machines</option>' + "".join(
+        f'<option value="{e(m)}"{" selected" if m == chosen else ""}>{e(m)}</option>' for m in listed)
+        + "</select>")
 
 
 def _pager(listing: dict, query: SessionQuery) -> str:
@@ -411,13 +423,14 @@ TREND_HEAD = ('<th class="num">Sessions</th><th class="num">Est. cost</th><th cl
               '<th class="num">Tool</th><th class="num">Human</th><th class="num">Away</th>')
 
 
-def trends_page(data: dict, costliest: list[dict], projects: list[str], query: TrendsQuery) -> str:
+def trends_page(data: dict, costliest: list[dict], projects: list[str], query: TrendsQuery,
+                machines: list[str] | None = None) -> str:
     """`/trends`: `retrod trends` as a page — the periods' cost and efficiency drawn, their figures
     in rows (a run of empty periods is one row, as the command prints it), the total below; and
     the outliers: the costliest sessions, each against the average session."""
     periods = data["periods"]
     by = data["by"]
-    if any(p["sessions"] for p in periods):
+    if any(has_figures(p) for p in periods):
         rows = "".join(_trend_rows(p, change, through, data) for p, change, through in shown_periods(periods, by))
     else:
         rows = (f'<tr><td colspan="13" class="empty">No sessions'
@@ -426,7 +439,7 @@ def trends_page(data: dict, costliest: list[dict], projects: list[str], query: T
     prices = data["prices"]
     body = (f'<div class="title-row"><h1>Trends</h1><p class="lead">by {e(by)}, cut in {e(data["time_zone"])}; '
             f'each session counts wholly in the {e(by)} it started</p></div>'
-            f"{_trend_filters(projects, query)}"
+            f"{_trend_filters(projects, query, machines or [])}"
             f"{_trend_cards(total)}"
             '<section><h2>Cost and efficiency</h2><p class="hint">Estimated cost per '
             f'{e(by)} (bars) and the share of tool calls no waste signal flagged (line).</p>'
@@ -471,7 +484,7 @@ def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> str:
             '</table></section>')
 
 
-def _trend_filters(projects: list[str], query: TrendsQuery) -> str:
+def _trend_filters(projects: list[str], query: TrendsQuery, machines: list[str]) -> str:
     def select(name: str, chosen: str | None, values: Iterable[tuple[str, str]]) -> str:
         return (f'<select name="{name}" aria-label="{name}">' + "".join(
             f'<option value="{e(v)}"{" selected" if v == (chosen or "") else ""}>{e(label)}</option>'
@@ -489,6 +502,7 @@ def _trend_filters(projects: list[str], query: TrendsQuery) -> str:
             f'{select("by", query.by, ((b, f"by {b}") for b in ("day", "week", "month")))}'
             f'{select("split", query.split, [("", "no split"), *((s, f"per {s}") for s in TREND_SPLITS)])}'
             f'{select("project", query.project, [("", "All projects"), *((p, p) for p in listed)])}'
+            f'{_machine_select(machines, query.machine)}'
             f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
             f'<button type="submit">Show</button><a href="/trends" class="clear">Clear</a>'
             f'<div class="quick">{quick}</div></form>')
@@ -509,7 +523,7 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -
     """A period's row and the rows of its projects or models; a run of empty periods: one row
     (`through`: its last period's name). As trends.shown_periods gives them."""
     name = period_name(p, data["by"])
-    if not p["sessions"]:
+    if not has_figures(p):
         return (f'<tr class="muted" data-period="{e(p["period"])}"><td>{e(name)}</td>'
                 f'<td colspan="12">no sessions{e(f" to {through}" if through else "")}</td></tr>')
     detail = []
@@ -525,6 +539,9 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -
         label = row["project_path"] or row["project_slug"]
         out.append(f'<tr class="sub" data-project="{e(row["project_slug"])}"><td title="{e(label)}">'
                    f'{e(project(row))}</td>{_trend_cells(row, None)}</tr>')
+    for row in p.get("machines", []):
+        out.append(f'<tr class="sub" data-machine="{e(row["machine"])}"><td>{e(row["machine"])}</td>'
+                   f'{_trend_cells(row, None)}</tr>')
     if data["split"] == "model":
         for m in p["tokens_by_model"]:
             out.append(f'<tr class="sub" data-model="{e(m["model"] or "")}"><td>{e(m["model"] or "unknown model")}'

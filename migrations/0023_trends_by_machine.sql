@@ -1,0 +1,15 @@
+-- Each request's machine (DESIGN §4 "Machines"; issue 28): `retrod trends --by-machine` and the
+-- web UI's `machine=` give a request to the machine (host id, RETROD_HOST_ID) of the file that
+-- holds its attributed record (§2.2). A request row is global across files, so it keeps that
+-- host id beside the rest of its owner: store/queries.sql upsert_requests writes the ingesting
+-- host's, and a record that wins the attribution brings its machine with it; the same record on
+-- two machines (a project folder synced to both) ties on every other key and goes to the smaller
+-- host id (code-point). Time and calls need nothing new: their rows are per file, and a file row
+-- has its host.
+--
+-- NULL: not known — a request stored before this migration, or written since by an older retrod
+-- still running on another machine. It goes with its session's machine (store/trends.sql), and a
+-- record read again from a known machine takes its place in a tie (NULL sorts last). Nullable
+-- and without a default, the column is added without rewriting the table, and an older daemon's
+-- upserts, which do not name it, keep working.
+ALTER TABLE retrod.requests ADD COLUMN machine TEXT COLLATE "C";
