@@ -27,7 +27,7 @@ from retrod.report.model import SIGNALS, TOKEN_FIELDS
 from retrod.settings import Settings
 from retrod.ui import data, secret
 from retrod.ui.server import UiServer
-from test_ui import free_port, get
+from test_ui import free_port, get, login
 
 TIMES = ("wall_s", "claude_s", "tool_s", "human_s", "away_s")
 BUCKETS = ("main", "subagents", "compaction", "total")
@@ -254,7 +254,7 @@ def test_the_command_and_the_dashboard_split_and_filter_by_machine_alike(
     status, listed = api("/api/sessions?machine=a")
     assert status == 200 and [r["uuid"] for r in listed["sessions"]] == [M]
     assert listed["filters"]["machine"] == "a"
-    cookie = {"Cookie": f"retrod_ui_{server.port}={token}"}
+    cookie = login(server.port, token)
     status, _headers, page = get(server.port, "/?machine=b", cookie)
     assert status == 200 and b'<select name="machine"' in page and b'<option value="b" selected>' in page
     status, _headers, page = get(server.port, "/trends?split=machine&tz=UTC", cookie)
