@@ -25,7 +25,7 @@ from conftest import FIXTURES, fresh_database
 from helpers import HOST, ingest
 from plan_transcripts import BASE, Transcript, at, session_id
 from retrod.ingest import Ingester
-from retrod.report import model, prices
+from retrod.report import markdown, model, prices
 from retrod.store.store import Store
 
 
@@ -272,3 +272,20 @@ def test_random_chunks_end_like_one_pass(pg_cluster, tmp_path, seed) -> None:
                 want, got = model.build(a, session)["plan"], model.build(b, session)["plan"]
                 assert got == want, session
 
+
+def test_markdown_shows_the_tasks_after_the_phases(hand_made) -> None:
+    """task_family: "Parse config" [20, 30) and "Test" [31, 50) — Test holds more calls, so more
+    tokens and cost: it is the costliest; "Ghost" was never started."""
+    _, reports = hand_made
+    text = markdown.render(reports["task_family"])
+    section = text[text.index("## Tasks (from Claude's plan)"):]
+    assert "`TaskCreate` / `TaskUpdate`, 7 calls" in section
+    rows = [line for line in section.splitlines() if line.startswith(("| 1 ", "| 2 "))]
+    assert rows[0].startswith("| 1 | Parse config | completed | 0m 10s |")
+    assert rows[1].startswith("| 2 | Test **(costliest)** | deleted | 0m 19s |")
+    # The session's times add to 60 s (0 to 60); the tasks hold 10 + 19.
+    assert "Outside every task: 0m 31s." in section
+    assert "Never started: Ghost (pending)." in section
+    assert "## Tasks (from Claude's plan)" not in markdown.render(reports["no_plan"])
+    open_task = markdown.render(reports["open_last_window"])
+    assert "| 1 | B **(costliest)** | in_progress (current) |" in open_task
