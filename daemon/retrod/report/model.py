@@ -13,7 +13,7 @@ from ..store.members import member_of
 from ..store.queries import one, q
 from ..verdicts import VERDICTS
 from . import prices as pricing
-from .plan import PlanCall, Task, derive
+from .plan import Plan, PlanCall, Task, derive
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
@@ -60,8 +60,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         examples = cur.execute(q("session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
         status = cur.execute(q("session_status"), args).fetchone()
-        plan = derive(PlanCall(row["ts"], row["name"], row["plan"], row["failed"], row["task_id"])
-                      for row in cur.execute(q("session_plan_calls"), args))
+        plan = _plan(cur, args)
         task_figures = window_figures(cur, args, [{"id": f"{n}.{k}", "s": s, "e": e}
                                                   for n, task in enumerate(plan.tasks, 1)
                                                   for k, (s, e) in enumerate(task.windows)])
@@ -179,6 +178,18 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     return {**summary, "member": member, "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
             "ended_at": _iso(times["last_ts"] or times["last_request_ts"]), "phases": len(phase_rows),
             "open_phase": open_phase}
+
+
+def plan(conn: Connection, session: str, member: str | None = None) -> Plan:
+    """The session's plan as the report derives it (DESIGN §2.9), without the tasks' figures."""
+    member = member_of(conn, session, member)
+    with conn.cursor(row_factory=dict_row) as cur:
+        return _plan(cur, {"session": session, "member": member})
+
+
+def _plan(cur, args: dict) -> Plan:
+    return derive(PlanCall(row["ts"], row["name"], row["plan"], row["failed"], row["task_id"])
+                  for row in cur.execute(q("session_plan_calls"), args))
 
 
 def _claude_code(row: dict | None) -> dict | None:

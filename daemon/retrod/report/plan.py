@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..tracking import TrackingError
+
 TODO_STATUSES = ("pending", "in_progress", "completed")
 TASK_STATUSES = ("pending", "in_progress", "completed", "deleted")
 
@@ -38,6 +40,28 @@ class Plan:
     calls: int  # the counting calls of that family
     tasks: list[Task]  # with a window, by their first window's start: task N is tasks[N - 1]
     never_started: list[Task]  # the others, in plan order
+
+
+def task_windows(plan: Plan, number: int, end: datetime | None) -> tuple[Task, list[tuple[datetime, datetime]]]:
+    """Task `number` of the plan (1 the first) and its windows as phases to log (`phase log
+    --from-task`, DESIGN §2.9): a last window still open ends at `end`, which only such a task
+    takes. The user's mistakes raise TrackingError."""
+    if not 1 <= number <= len(plan.tasks):
+        have = f"its tasks are 1 to {len(plan.tasks)}" if plan.tasks else "no task of its plan was started"
+        raise TrackingError(f"the session has no task {number}: {have}; see `retrod report` (plan.tasks)")
+    task = plan.tasks[number - 1]
+    last_start, last_end = task.windows[-1]
+    if last_end is None:
+        if end is None:
+            raise TrackingError(f"task {number} ({task.name!r}) is still current, since {last_start.isoformat()}:"
+                                " give --end TIME to end its last phase")
+        if end <= last_start:
+            raise TrackingError(f"--end ({end.isoformat()}) must be later than the start of task {number}'s last"
+                                f" window ({last_start.isoformat()})")
+        return task, [(s, e) for s, e in task.windows[:-1]] + [(last_start, end)]
+    if end is not None:
+        raise TrackingError(f"--end is only for a task still current; task {number}'s windows are all closed")
+    return task, [(s, e) for s, e in task.windows]
 
 
 def family_of(name: str) -> str:
