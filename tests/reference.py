@@ -1,7 +1,7 @@
 """Independent reference implementation of retrod's accounting rules (test oracle).
 
 Written from docs DESIGN.md section 2 ("Accounting rules (normative)") and FORMATS.md
-only, without looking at the daemon's code.  It covers 2.1-2.5 and 2.7; 2.6 (tool calls
+only, without looking at the daemon's code.  It covers 2.1-2.5, 2.7 and 2.9; 2.6 (tool calls
 and waste signals) is in tests/reference_tools.py.  Tokens by model (issue 11) were first
 written from the issue's text and the README's decisions; they now follow DESIGN 2.2
 "Iterations": a request is made of parts, each with its own model, and tokens by model sum
@@ -21,6 +21,8 @@ What it covers, in short:
        with a non-empty uuid counted where first met; events, H, wall over counted lines.
   2.4  compactions and tool_result_bytes over counted lines; tool_calls; listed subagents.
   2.5  phase windows: tokens, turns, times, tool_result bytes, by model, subagent phase.
+  2.9  tasks from Claude's plan: the plan calls, which count, the family, the current task,
+       windows, end statuses (compute_plan; a task's figures are compute_phases' over its windows).
   2.7  cost of each part with genai-prices (provider anthropic, the request's timestamp,
        {"speed": "fast"} when the chosen record's usage.speed is "fast").
 

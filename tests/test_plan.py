@@ -149,10 +149,10 @@ def test_each_rule(hand_made, case) -> None:
 
 
 def test_a_task_counts_what_its_windows_hold(hand_made) -> None:
-    """task_replace: "Parse" [10, 20) holds the TodoWrite of 10 and the assistant line of 20 is
-    outside; the calls at 10 (100 in, 20 out) is Parse's, the one at 20 Test's. Times: [10, 11)
-    Claude's... worked out by hand: the gaps are 0-10 claude (assistant at 10), 10-11 tool (result),
-    11-20 claude, 20-21 tool, 21-30 claude, 30-31 tool, 31-40 claude."""
+    """todo_replace: "Parse" [10, 20) holds the TodoWrite call of 10 (100 in, 20 out); the one of 20
+    is Test's. Worked out by hand, the gaps are 0-10 claude (the assistant line at 10), 10-11 tool
+    (its result), 11-20 claude, 20-21 tool, 21-30 claude, 30-31 tool, 31-40 claude: Parse holds
+    9 s of Claude's time and 1 s of tools'."""
     _, reports = hand_made
     parse, test = reports["todo_replace"]["plan"]["tasks"]
     assert parse["tokens"] == {"input": 100, "output": 20, "cache_read": 0, "cache_create": 0}
