@@ -79,7 +79,7 @@ _SNAPSHOT = {
     "session_tool_calls": "SELECT session_uuid, tool_calls FROM retrod.session_tool_calls ORDER BY 1",
     "tool_uses": "SELECT f.path, t.tool_use_id, t.session_uuid, t.agent, t.file_path, t.\"offset\", t.block, t.name,"
                  " t.input_hash, t.path, t.detail, t.ts, t.counted, t.signal, t.has_result, t.failed, t.sibling,"
-                 " t.rejected,"
+                 " t.rejected, t.plan, t.refused, t.task_id,"
                  " t.result_bytes, t.result_ts, t.result_us"
                  " FROM retrod.tool_uses t JOIN retrod.files f ON f.id = t.file_id ORDER BY 1, 2",
     "call_minutes": f"SELECT session_uuid, minute::text, {_SIGNAL_COLUMNS} FROM retrod.call_minutes ORDER BY 1, minute",

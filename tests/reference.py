@@ -1,7 +1,7 @@
 """Independent reference implementation of retrod's accounting rules (test oracle).
 
 Written from docs DESIGN.md section 2 ("Accounting rules (normative)") and FORMATS.md
-only, without looking at the daemon's code.  It covers 2.1-2.5 and 2.7; 2.6 (tool calls
+only, without looking at the daemon's code.  It covers 2.1-2.5, 2.7 and 2.9; 2.6 (tool calls
 and waste signals) is in tests/reference_tools.py.  Tokens by model (issue 11) were first
 written from the issue's text and the README's decisions; they now follow DESIGN 2.2
 "Iterations": a request is made of parts, each with its own model, and tokens by model sum
@@ -21,6 +21,8 @@ What it covers, in short:
        with a non-empty uuid counted where first met; events, H, wall over counted lines.
   2.4  compactions and tool_result_bytes over counted lines; tool_calls; listed subagents.
   2.5  phase windows: tokens, turns, times, tool_result bytes, by model, subagent phase.
+  2.9  tasks from Claude's plan: the plan calls, which count, the family, the current task,
+       windows, end statuses (compute_plan; a task's figures are compute_phases' over its windows).
   2.7  cost of each part with genai-prices (provider anthropic, the request's timestamp,
        {"speed": "fast"} when the chosen record's usage.speed is "fast").
 
@@ -64,6 +66,9 @@ Public API:  compute(projects_dir, away_after_s=1800, prices_override=None)
                  -> [{model or None: token figures and cost_usd} per window], or with
                     with_cost=True [{"tokens_by_model": ..., "cost": cost object} per window]
              subagent_phase(projects_dir, session, windows) -> {agent_id: window index | None}
+             compute_plan(projects_dir, session)
+                 -> {"family", "calls", "tasks": [{"name", "status", "windows": [(start, end or
+                     None)]}], "tasks_never_started": [{"name", "status"}]}  (2.9; microseconds)
 Needs:       the genai-prices package (0.2.x) for the cost; imported when a price is asked.
 Run:         python3 tests/reference.py ~/.claude/projects
 """
@@ -1221,6 +1226,182 @@ def subagent_phase(
                 phase_of[agent] = index
                 break
     return phase_of
+
+
+# ---------------------------------------------------------------------------
+# DESIGN 2.9: tasks from Claude's own plan
+# ---------------------------------------------------------------------------
+#
+# Written from 2.9's text alone.  Reference decisions where it leaves a choice:
+#   - "an id counted once": among the own lines of the session's main transcripts, the first
+#     occurrence in 2.3's order (project folder name, then file order, then block order) is the
+#     call; it counts only when that line has a timestamp.
+#   - The result: the first tool_result block with that id in any user line of the call's file
+#     (2.6); that line's toolUseResult speaks for it.
+#   - A TodoWrite item's status that is not a string is "pending" like any other.
+#   - Strings are compared as decoded (the daemon keeps them as PostgreSQL text: a NUL becomes
+#     U+FFFD there; the tests use none).
+
+PLAN_NAMES = {"TodoWrite": "todo", "TaskCreate": "task", "TaskUpdate": "task"}
+
+
+def plan_calls(main_files: list[dict]) -> list[dict]:
+    """The session's plan calls of agent "" in 2.9's order, each with what decides whether it counts."""
+    seen = set()
+    found = []
+    for file in sorted(main_files, key=lambda f: (f["slug"], str(f["path"]))):
+        results = {}  # tool_use_id -> (block, line): the first in the file
+        for line in file["lines"]:
+            if line.get("type") == "user":
+                for block in content_blocks(line):
+                    if block.get("type") == "tool_result" and non_empty_string(block.get("tool_use_id")):
+                        results.setdefault(block["tool_use_id"], (block, line))
+        for line_no, line in enumerate(file["lines"]):
+            if line.get("type") != "assistant" or not is_own_line(line, file):
+                continue
+            for block_no, block in enumerate(content_blocks(line)):
+                if block.get("type") != "tool_use" or not non_empty_string(block.get("id")):
+                    continue
+                if block["id"] in seen:
+                    continue
+                seen.add(block["id"])
+                if block.get("name") not in PLAN_NAMES:
+                    continue
+                timestamp = parse_timestamp(line.get("timestamp"))
+                if timestamp is None:
+                    continue
+                found.append({"ts": timestamp, "order": (timestamp, file["slug"], line_no, block_no),
+                              "name": block["name"], "input": block.get("input"),
+                              "result": results.get(block["id"])})
+    found.sort(key=lambda call: call["order"])
+    return found
+
+
+def created_task_id(result) -> str | None:
+    if result is None:
+        return None
+    block, line = result
+    outcome = line.get("toolUseResult")
+    if isinstance(outcome, dict) and isinstance(outcome.get("task"), dict):
+        task_id = outcome["task"].get("id")
+        if non_empty_string(task_id):
+            return task_id
+    content = block.get("content")
+    text = None
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        for element in content:
+            if isinstance(element, dict) and element.get("type") == "text":
+                text = element.get("text")
+                break
+    if not isinstance(text, str):
+        return None
+    match = re.match(r"Task #(\S+) created successfully", text)
+    return match.group(1) if match else None
+
+
+def plan_call_counts(call: dict) -> bool:
+    result = call["result"]
+    if result is not None:
+        block, line = result
+        if block.get("is_error") is True:
+            return False
+        outcome = line.get("toolUseResult")
+        if isinstance(outcome, dict) and outcome.get("success") is False:
+            return False
+    given = call["input"] if isinstance(call["input"], dict) else {}
+    if call["name"] == "TodoWrite":
+        return isinstance(given.get("todos"), list)
+    if call["name"] == "TaskUpdate":
+        return non_empty_string(given.get("taskId"))
+    return created_task_id(result) is not None
+
+
+def compute_plan(projects_dir: Path, session: str) -> dict:
+    session_files, _ = load(projects_dir, session)
+    main_files = [f for f in session_files if f["kind"] == "main"]
+    counting = [c for c in plan_calls(main_files) if plan_call_counts(c)]
+    if not counting:
+        return {"family": None, "calls": 0, "tasks": [], "tasks_never_started": []}
+    family = PLAN_NAMES[counting[0]["name"]]
+    counting = [c for c in counting if PLAN_NAMES[c["name"]] == family]
+
+    names = {}  # task key -> name; dict order = plan order
+    status = {}
+    last_list_status = {}  # todo: key -> status in the last list holding it
+    current = None
+    changes = []  # (time, key or None): the current task from that time on
+    last_list = []
+    for call in counting:
+        given = call["input"]
+        if family == "todo":
+            listed = []
+            for item in given["todos"]:
+                if not isinstance(item, dict) or not non_empty_string(item.get("content")):
+                    continue
+                content = item["content"]
+                if content in listed:
+                    continue
+                listed.append(content)
+                item_status = item.get("status")
+                if item_status not in ("pending", "in_progress", "completed"):
+                    item_status = "pending"
+                if content not in names:
+                    names[content] = content
+                status[content] = item_status
+                last_list_status[content] = item_status
+            last_list = listed
+            candidates = [c for c in listed if status[c] == "in_progress"]
+        else:
+            subject = given.get("subject") if isinstance(given, dict) else None
+            subject = subject if non_empty_string(subject) else None
+            if call["name"] == "TaskCreate":
+                key = created_task_id(call["result"])
+                if key not in names:
+                    names[key] = subject or f"#{key}"
+                    status[key] = "pending"
+                else:
+                    status[key] = "pending"
+                    if subject:
+                        names[key] = subject
+            else:
+                key = given["taskId"]
+                if key not in names:
+                    names[key] = subject or f"#{key}"
+                    status[key] = "pending"
+                if subject:
+                    names[key] = subject
+                if given.get("status") in ("pending", "in_progress", "completed", "deleted"):
+                    status[key] = given["status"]
+            candidates = [k for k in names if status[k] == "in_progress"]
+        if current not in candidates:
+            current = candidates[0] if candidates else None
+            changes.append((call["ts"], current))
+
+    windows = {key: [] for key in names}
+    for i, (start, key) in enumerate(changes):
+        if key is None:
+            continue
+        end = changes[i + 1][0] if i + 1 < len(changes) else None
+        if end is not None and end == start:
+            continue  # a window whose end equals its start is dropped
+        if windows[key] and windows[key][-1][1] == start:
+            windows[key][-1] = (windows[key][-1][0], end)  # one ends as the next starts: one window
+        else:
+            windows[key].append((start, end))
+
+    if family == "todo":
+        for key in names:
+            if key not in last_list and last_list_status[key] != "completed":
+                status[key] = "deleted"
+    started = sorted((k for k in names if windows[k]), key=lambda k: windows[k][0][0])
+    return {
+        "family": family,
+        "calls": len(counting),
+        "tasks": [{"name": names[k], "status": status[k], "windows": windows[k]} for k in started],
+        "tasks_never_started": [{"name": names[k], "status": status[k]} for k in names if not windows[k]],
+    }
 
 
 if __name__ == "__main__":

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from conftest import throwaway_cluster
-from helpers import HOST
+from helpers import HOST, ingest
+from retrod.report import model
 from retrod.verdicts import VERDICTS
 
 SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
@@ -109,7 +111,7 @@ def test_the_tools_and_their_schemas(env: dict[str, str], tmp_path: Path) -> Non
                     assert prop.get("description"), (tool.name, name)
             required = {name: set(tool.input_schema.get("required", [])) for name, tool in listed.items()}
             assert required["start_tracking"] == {"description"}
-            assert required["log_phase"] == {"task", "phase", "started_at", "ended_at", "verdict"}
+            assert required["log_phase"] == {"phase", "verdict"}  # task and times, or from_task (issue 30)
             assert required["end_phase"] == {"verdict"}
             assert required["session_stats"] == required["list_phases"] == required["sessions"] == set()
             assert listed["end_phase"].input_schema["properties"]["verdict"]["enum"] == list(VERDICTS)
@@ -416,3 +418,37 @@ def test_the_skills_name_the_servers_tools() -> None:
     named = {word for word in TOOLS if f"`{word}`" in text or f"mcp__retrod__{word}" in text}
     assert named == TOOLS - {"sessions"} or named == TOOLS
     assert "mcp__retrod__" in text
+
+
+def test_log_phase_from_a_task_of_the_plan(env: dict[str, str], tmp_path: Path, projects: Path,
+                                           db_url: str) -> None:
+    """Issue 30: log_phase's from_task logs task N of the report's plan as phases, one per window,
+    as `retrod phase log --from-task` does; the same refusals, in the tool's own terms."""
+    ingest(db_url, [projects])
+    planned = "026e1400-7606-45c1-aa2f-392d2b6dce7e"  # a TaskCreate / TaskUpdate plan
+    with psycopg.connect(db_url) as conn:
+        tasks = model.build(conn, planned)["plan"]["tasks"]
+    closed = next(t for t in tasks if t["ended_at"] is not None)
+
+    async def run() -> None:
+        async with server(env, tmp_path / "server.log") as session:
+            assert "started_at cannot be given with from_task" in await error(
+                session, "log_phase", phase="p", verdict="small_impact", from_task=closed["number"],
+                started_at="2026-02-11T21:30:00Z", session=planned)
+            assert f"the session has no task {len(tasks) + 1}" in await error(
+                session, "log_phase", phase="p", verdict="small_impact", from_task=len(tasks) + 1, session=planned)
+            assert "needs task, started_at and ended_at (or from_task)" in await error(
+                session, "log_phase", phase="p", verdict="small_impact", session=planned)
+            logged = await call(session, "log_phase", phase="work", verdict="high_impact",
+                                from_task=closed["number"], session=planned)
+            assert logged["task"] == closed["name"]
+            def bounds(pairs: list[tuple[str, str]]) -> list[tuple[datetime, datetime]]:
+                return [(datetime.fromisoformat(a), datetime.fromisoformat(b)) for a, b in pairs]
+            assert bounds([(p["started_at"], p["ended_at"]) for p in logged["phases"]]) \
+                == bounds([(w["start"], w["end"]) for w in closed["windows"]])
+            text = await error(session, "log_phase", phase="again", verdict="high_impact",
+                               from_task=closed["number"], session=planned)
+            assert f"overlaps phase 1 {closed['name']!r} / 'work'" in text
+        assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+    anyio.run(run)

@@ -48,12 +48,15 @@ def parser() -> argparse.ArgumentParser:
     p_end = phase.add_parser("end", help="close the open phase now, with its verdict")
     _session_option(p_end)
     _verdict_and_notes(p_end)
-    p_log = phase.add_parser("log", help="log a whole phase, with its times")
+    p_log = phase.add_parser("log", help="log a whole phase, with its times (or a task of Claude's plan)")
     _session_option(p_log, allow_unknown=True)
-    p_log.add_argument("--task", required=True)
+    p_log.add_argument("--task", help="required without --from-task (with it: default, the task's name)")
     p_log.add_argument("--phase", required=True)
-    p_log.add_argument("--start", required=True, help="ISO 8601 time; no offset = local time")
-    p_log.add_argument("--end", required=True, help="ISO 8601 time; no offset = local time")
+    p_log.add_argument("--start", help="ISO 8601 time; no offset = local time (required without --from-task)")
+    p_log.add_argument("--end", help=("ISO 8601 time; no offset = local time (required without --from-task;"
+                                      " with it, only for a task still current: ends its last phase)"))
+    p_log.add_argument("--from-task", type=_positive, metavar="N", help=(
+        "log task N of the report's plan (plan.tasks, 1 the first) as phases, one per window"))
     _verdict_and_notes(p_log)
 
     phases = sub.add_parser("phases", help="list a session's phases")

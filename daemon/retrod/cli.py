@@ -14,7 +14,7 @@ import structlog
 from . import arguments, brief, hooks, resolve, skills, tracking, trends
 from . import log as logging_setup
 from .claude_settings import SettingsError
-from .report import markdown, model, retrospective
+from .report import markdown, model, plan, retrospective
 from .report.prices import PricesError
 from .report.prices import load as load_prices
 from .service.cluster import ClusterError
@@ -113,6 +113,8 @@ def _cmd_track(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action == "log" and args.from_task is not None:
+        return _log_task(settings, args)
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _tracked_session(settings, conn, args)
         if args.action == "start":
@@ -123,11 +125,39 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
             row = tracking.phase_end(conn, session, args.verdict, _notes(args))
             print(f"phase ended at {tracking.local(row['ended_at'])}: {args.verdict}")
         else:
+            if args.task is None or args.start is None or args.end is None:
+                raise tracking.TrackingError("phase log needs --task, --start and --end (or --from-task N)")
             start, end = tracking.parse_time(args.start), tracking.parse_time(args.end)
             row = tracking.phase_log(conn, session, args.task, args.phase, start, end, args.verdict, _notes(args))
             _warn(row["warnings"])
             print(f"phase {args.task!r} / {args.phase!r} logged, {tracking.local(start)} → {tracking.local(end)}:"
                   f" {args.verdict}")
+    return EXIT_OK
+
+
+def _log_task(settings: Settings, args: argparse.Namespace) -> int:
+    """`phase log --from-task N`: the task's windows as phases (DESIGN §2.9), from the plan as the
+    report reads it: the session's transcripts read up to now first."""
+    from .ingest import Ingester
+    from .store.store import Store
+
+    if args.start is not None:
+        raise tracking.TrackingError("--start cannot be given with --from-task: the task's windows give the times")
+    end = None if args.end is None else tracking.parse_time(args.end)
+    with open_pool(settings, max_size=3) as pool:
+        with pool.connection() as conn:
+            session = _tracked_session(settings, conn, args)
+            may_write = tracking.may_write(conn)
+        if may_write:
+            Ingester(Store(pool, settings.host_id), settings.projects_roots(), settings.batch_bytes).refresh(session)
+        with pool.connection() as conn:
+            task, windows = plan.task_windows(model.plan(conn, session), args.from_task, end)
+            name = task.name if args.task is None else args.task
+            row = tracking.phase_log_windows(conn, session, name, args.phase, windows, args.verdict, _notes(args))
+    _warn(row["warnings"])
+    for start, stop in windows:
+        print(f"phase {name!r} / {args.phase!r} logged, {tracking.local(start)} → {tracking.local(stop)}:"
+              f" {args.verdict}")
     return EXIT_OK
 
 

@@ -151,6 +151,29 @@ def phase_log(conn: Connection, session: str, task: str, phase: str, start: date
         return {**row, "warnings": _outside_span(span, user_session, start, end)}
 
 
+def phase_log_windows(conn: Connection, session: str, task: str, phase: str,
+                      windows: list[tuple[datetime, datetime]], verdict: str, notes: PhaseNotes) -> dict:
+    """Several phases of one task, phase and verdict, one per window (`phase log --from-task`:
+    a task's windows, DESIGN §2.9), in one transaction: if any would overlap a phase, none is
+    logged. Their rows (`phases`), with `warnings`."""
+    task, phase = _clean(task, "--task"), _clean(phase, "--phase")
+    check_verdict(verdict)
+    _check_notes(notes)
+    for start, end in windows:
+        if end <= start:
+            raise TrackingError(f"the phase must end ({local(end)}) after it starts ({local(start)})")
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        user_session = ensure_session(cur, session)  # locks the row: one phase command at a time
+        for start, end in windows:  # every check first: a refusal writes nothing
+            _refuse_overlap(cur, user_session["id"], start, end)
+        rows = [one(cur.execute(q("insert_phase"), {
+            "session_id": user_session["id"], "task": task, "phase": phase, "started_at": start,
+            "ended_at": end, "verdict": verdict, **_notes(notes)})) for start, end in windows]
+        span = one(cur.execute(q("session_span"), {"session": session}))
+        warnings = [w for start, end in windows for w in _outside_span(span, user_session, start, end)]
+        return {"phases": rows, "warnings": list(dict.fromkeys(warnings))}
+
+
 def _refuse_overlap(cur, session_id: int, start: datetime, end: datetime | None) -> None:
     """DESIGN §2.5: phases logged through retrod never overlap (an open phase runs on)."""
     clash = cur.execute(q("overlapping_phase"), {"session_id": session_id, "started_at": start,

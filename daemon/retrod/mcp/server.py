@@ -39,6 +39,18 @@ Task = Annotated[str, Field(description="The task the phase belongs to, e.g. 'fl
 Phase = Annotated[str, Field(description="The phase of that task, e.g. 'investigate'")]
 Time = Annotated[str, Field(description="ISO 8601, e.g. 2026-11-29T14:05:00+01:00; without an offset: the"
                                         " server's local time")]
+OptionalTask = Annotated[str | None, Field(description=(
+    "The task the phase belongs to, e.g. 'flaky test' (required without from_task; with it, default: the"
+    " task's name)"))]
+OptionalTime = Annotated[str | None, Field(description=(
+    "ISO 8601, e.g. 2026-11-29T14:05:00+01:00; without an offset: the server's local time (required"
+    " without from_task; never with it)"))]
+EndTime = Annotated[str | None, Field(description=(
+    "ISO 8601, e.g. 2026-11-29T14:05:00+01:00; without an offset: the server's local time (required"
+    " without from_task; with it, only for a task still current: ends its last phase)"))]
+FromTask = Annotated[int | None, Field(strict=True, ge=1, description=(
+    "Log task N of the report's plan (plan.tasks, 1 the first: Claude's own TodoWrite / TaskCreate"
+    " plan) as phases, one per window"))]
 Actions = Annotated[str | None, Field(description="What was done, one line")]
 Subagents = Annotated[str | None, Field(description="Subagents used")]
 UsefulInfo = Annotated[str | None, Field(description="Facts worth keeping")]
@@ -70,9 +82,16 @@ class PhaseEnded(Found):
     ended_at: str = Field(description="ISO 8601, UTC")
 
 
+class LoggedWindow(BaseModel):
+    started_at: str = Field(description="ISO 8601, UTC")
+    ended_at: str = Field(description="ISO 8601, UTC")
+
+
 class PhaseLogged(PhaseStarted):
     ended_at: str = Field(description="ISO 8601, UTC")
     verdict: str
+    phases: list[LoggedWindow] = Field(description=(
+        "Each phase logged: one, or with from_task one per window of the task"))
 
 
 class PhaseRow(BaseModel):
@@ -274,13 +293,17 @@ def server(tools: Tools) -> MCPServer:
         return answer(lambda: tools.end_phase(verdict, phase_notes, session))
 
     @app.tool(annotations=WRITES)
-    def log_phase(task: Task, phase: Phase, started_at: Time, ended_at: Time, verdict: Verdict,
+    def log_phase(phase: Phase, verdict: Verdict, task: OptionalTask = None, started_at: OptionalTime = None,
+                  ended_at: EndTime = None, from_task: FromTask = None,
                   actions_summary: Actions = None, subagents: Subagents = None, useful_info: UsefulInfo = None,
                   lessons_learned: Lessons = None, notes: Notes = None,
                   session: Session = None) -> Annotated[CallToolResult, PhaseLogged]:
-        """Log a whole phase that is over, with its times. Refused if it overlaps another phase of the session."""
+        """Log a whole phase that is over, with its times (task, started_at, ended_at); or, with
+        from_task N, task N of the report's plan (plan.tasks, 1 the first) as phases, one per window,
+        when that task completes. Refused whole if any would overlap another phase of the session."""
         phase_notes = tracking.PhaseNotes(actions_summary, subagents, useful_info, lessons_learned, notes)
-        return answer(lambda: tools.log_phase(task, phase, started_at, ended_at, verdict, phase_notes, session))
+        return answer(lambda: tools.log_phase(task, phase, started_at, ended_at, verdict, phase_notes, session,
+                                              from_task))
 
     @app.tool(annotations=READ_ONLY)
     def list_phases(session: Session = None, member: Member = None) -> Annotated[CallToolResult, Phases]:

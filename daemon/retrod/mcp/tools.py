@@ -21,7 +21,7 @@ from psycopg.pq import TransactionStatus
 
 from .. import brief, resolve, tracking, trends
 from ..ingest import Ingester
-from ..report import model, retrospective
+from ..report import model, plan, retrospective
 from ..report.prices import PricesError
 from ..report.prices import load as load_prices
 from ..service.cluster import ClusterError
@@ -154,15 +154,43 @@ class Tools:
                  "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"])},
                 f"phase ended at {_iso(row['ended_at'])}: {verdict}")
 
-    def log_phase(self, task: str, phase: str, started_at: str, ended_at: str, verdict: str,
-                  notes: tracking.PhaseNotes, session: str | None) -> Result:
+    def log_phase(self, task: str | None, phase: str, started_at: str | None, ended_at: str | None, verdict: str,
+                  notes: tracking.PhaseNotes, session: str | None, from_task: int | None = None) -> Result:
+        """A whole phase with its times; or, with `from_task`, task N of the report's plan as phases,
+        one per window (`phase log --from-task`, DESIGN §2.9): `ended_at` then ends a task still
+        current, and `task` names the phases (default: the task's name)."""
+        if from_task is not None:
+            return self._log_task(from_task, task, phase, started_at, ended_at, verdict, notes, session)
+        if task is None or started_at is None or ended_at is None:
+            raise tracking.TrackingError("log_phase needs task, started_at and ended_at (or from_task)")
         start, end = tracking.parse_time(started_at), tracking.parse_time(ended_at)
         with self.db.connection() as conn:
             found = self._resolve(conn, session)
             row = tracking.phase_log(conn, found.uuid, task, phase, start, end, verdict, notes)
         return ({"session": found.uuid, "found_by": _rule(found), "task": task, "phase": phase,
-                 "started_at": _iso(start), "ended_at": _iso(end), "verdict": verdict, "warnings": row["warnings"]},
+                 "started_at": _iso(start), "ended_at": _iso(end), "verdict": verdict, "warnings": row["warnings"],
+                 "phases": [{"started_at": _iso(start), "ended_at": _iso(end)}]},
                 f"phase {task!r} / {phase!r} logged, {_iso(start)} → {_iso(end)}: {verdict}"
+                + "".join(f"; {w}" for w in row["warnings"]))
+
+    def _log_task(self, number: int, name: str | None, phase: str, started_at: str | None, ended_at: str | None,
+                  verdict: str, notes: tracking.PhaseNotes, session: str | None) -> Result:
+        if started_at is not None:
+            raise tracking.TrackingError("started_at cannot be given with from_task: the task's windows give the times")
+        end = None if ended_at is None else tracking.parse_time(ended_at)
+        with self.db.connection() as conn:
+            found = self._resolve(conn, session)
+        self._refresh(found.uuid)
+        with self.db.connection() as conn:
+            task, windows = plan.task_windows(model.plan(conn, found.uuid), number, end)
+            name = task.name if name is None else name
+            row = tracking.phase_log_windows(conn, found.uuid, name, phase, windows, verdict, notes)
+        logged = [{"started_at": _iso(s), "ended_at": _iso(e)} for s, e in windows]
+        return ({"session": found.uuid, "found_by": _rule(found), "task": name, "phase": phase,
+                 "started_at": logged[0]["started_at"], "ended_at": logged[-1]["ended_at"], "verdict": verdict,
+                 "warnings": row["warnings"], "phases": logged},
+                f"task {number} logged as {len(logged)} phase{'s' if len(logged) > 1 else ''} {name!r} / {phase!r}: "
+                + ", ".join(f"{w['started_at']} → {w['ended_at']}" for w in logged) + f": {verdict}"
                 + "".join(f"; {w}" for w in row["warnings"]))
 
     def list_phases(self, session: str | None, member: str | None = None) -> Result:
@@ -262,7 +290,8 @@ _IN_TOOL_TERMS = (("`retrod phase start --task T --phase P`", "start_phase"),
                   ("pass --session UUID", "pass `session`"), ("pass --session to choose", "pass `session` to choose"),
                   ("--description", "description"), ("--task", "task"), ("--phase", "phase"),
                   ("--actions", "actions_summary"), ("--lessons", "lessons_learned"), ("--useful-info", "useful_info"),
-                  ("--subagents", "subagents"), ("--notes", "notes"))
+                  ("--subagents", "subagents"), ("--notes", "notes"), ("--from-task N", "from_task"),
+                  ("--end TIME", "`ended_at`"), ("--end", "`ended_at`"), ("--start", "`started_at`"))
 
 
 # What a refused input needs beyond its name: the valid values, the form of a time.

@@ -84,6 +84,7 @@ def render(report: dict) -> str:
     out += _subagents(report["subagents"])
     if report["phases"]:
         out += _tasks(report["tasks"]) + _phase_detail(report["phases"]) + _lessons(report["lessons"])
+    out += _plan(report["plan"], summary)
     return "\n".join(out) + "\n"
 
 
@@ -283,6 +284,38 @@ def _tasks(tasks: dict) -> list[str]:
         ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Est. cost", "Efficiency",
          "Verdicts"],
         rows, text_columns=(0, 9))
+
+
+TIMES = ("claude_s", "tool_s", "human_s", "away_s")
+PLAN_TOOLS = {"todo": "`TodoWrite`", "task": "`TaskCreate` / `TaskUpdate`"}
+
+
+def _plan(plan: dict, summary: dict) -> list[str]:
+    """DESIGN §2.9's tasks, beside the phases: what each cost and how its calls went, the
+    costliest marked, the time no task holds, and the tasks never started in one line."""
+    if plan["family"] is None:
+        return []
+    tasks = plan["tasks"]
+    out = ["", "## Tasks (from Claude's plan)", "",
+           (f"From Claude's own plan ({PLAN_TOOLS[plan['family']]}, {_n(plan['calls'])} calls): each task's "
+            "time is when it was the one in progress; its figures are a phase's over that time.")]
+    if tasks:
+        costliest = max(tasks, key=lambda t: (t["cost"]["usd"] or 0, t["tokens"]["output"]))
+        rows = [[str(t["number"]), cell(t["name"]) + (" **(costliest)**" if t is costliest else ""),
+                 cell(t["status"]) + ("" if t["ended_at"] else " (current)"),
+                 duration(sum(t[k] for k in TIMES)), _n(t["tokens"]["output"]),
+                 _n(sum(t["tokens"].values())), cost_cell(t["cost"]), _n(t["tool_use"]["calls"]),
+                 efficiency(t["tool_use"]), _n(t["tool_use"]["calls"] - t["tool_use"]["productive"])]
+                for t in tasks]
+        out += [""] + _table(["#", "Task", "Status", "Time", "Output", "Tokens", "Est. cost", "Tool calls",
+                              "Efficiency", "Wasted calls"], rows, text_columns=(1, 2))
+        outside = sum(summary[k] for k in TIMES) - sum(t[k] for t in tasks for k in TIMES)
+        out += ["", (f"Outside every task: {duration(max(outside, 0))}. Log a verdict for task N with "
+                     "`retrod phase log --from-task N --phase P --verdict V`.")]
+    if plan["tasks_never_started"]:
+        out += ["", "Never started: " + "; ".join(f"{cell(t['name'])} ({t['status']})"
+                                                  for t in plan["tasks_never_started"]) + "."]
+    return out
 
 
 def _phase_detail(phases: list[dict]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import datetime, timedelta
 
 from psycopg import Connection
@@ -12,6 +13,7 @@ from ..store.members import member_of
 from ..store.queries import one, q
 from ..verdicts import VERDICTS
 from . import prices as pricing
+from .plan import Plan, PlanCall, Task, derive
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
@@ -43,7 +45,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     `prices`: what the estimated costs use; `member`: whose rows (member_of)."""
     pricing.store_tiers(conn)  # the tiers the store sums by are the ones priced here
     member = member_of(conn, session, member)
-    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": None, "member": member}
+    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
     with conn.cursor(row_factory=dict_row) as cur:
         files = one(cur.execute(q("session_files"), args))
         compactions = one(cur.execute(q("session_compactions"), args))["compactions"]
@@ -51,19 +53,27 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         subagent_rows = cur.execute(q("session_subagents"), args).fetchall()
         user_row = cur.execute(q("user_session"), args).fetchone()
         phase_rows = cur.execute(q("session_phases"), args).fetchall()
-        figures = {row["id"]: row for row in cur.execute(q("phase_figures"), args)} if phase_rows else {}
+        figures = {int(i): fig for i, fig in window_figures(cur, args, _phase_windows(phase_rows)).items()}
         by_agent = summary.pop("by_agent")
         tools = [_tool(row) for row in cur.execute(q("session_tools"), args)]
         wasted = sorted({signal for calls in by_agent.values() for signal, n in calls.items() if n and signal})
         examples = cur.execute(q("session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
         status = cur.execute(q("session_status"), args).fetchone()
+        plan = _plan(cur, args)
+        task_figures = window_figures(cur, args, [{"id": f"{n}.{k}", "s": s, "e": e}
+                                                  for n, task in enumerate(plan.tasks, 1)
+                                                  for k, (s, e) in enumerate(task.windows)])
 
     times = summary.pop("times")
     tokens = summary["tokens"]
     phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
-    subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}))
+    subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}),
+                           _task_at(plan.tasks, row["first_ts"]))
                  for row in subagent_rows]
+    tasks = [_task(n, task, [task_figures[f"{n}.{k}"] for k in range(len(task.windows))], prices,
+                   [s["agent_id"] for s in subagents if s["task"] == n])
+             for n, task in enumerate(plan.tasks, 1)]
     tool_use = summary["tool_use"]
     total_output = tokens["total"]["output"]
     return {
@@ -102,6 +112,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         "tasks": _by_task(phases),
         "phases": phases,
         "subagents": subagents,
+        "plan": {"family": plan.family, "calls": plan.calls, "tasks": tasks,
+                 "tasks_never_started": [{"name": t.name, "status": t.status} for t in plan.never_started]},
         "lessons": [p["lessons_learned"] for p in phases if p["lessons_learned"]],
     }
 
@@ -150,10 +162,10 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     with conn.cursor(row_factory=dict_row) as cur:
         phase_rows = cur.execute(q("session_phases"), {"session": session, "member": member}).fetchall()
         open_row = next((row for row in phase_rows if row["ended_at"] is None), None)
-        args = {"session": session, "away_us": int(away_after_s * 1_000_000),
-                "phase": open_row["id"] if open_row else None, "member": member}
+        args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
         summary = _summary(cur, args, prices)
-        fig = one(cur.execute(q("phase_figures"), args)) if open_row and phase_figures else None
+        fig = window_figures(cur, args, _phase_windows([open_row]))[str(open_row["id"])] \
+            if open_row and phase_figures else None
     times = summary.pop("times")
     del summary["by_agent"]
     if open_row is None:
@@ -166,6 +178,18 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     return {**summary, "member": member, "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
             "ended_at": _iso(times["last_ts"] or times["last_request_ts"]), "phases": len(phase_rows),
             "open_phase": open_phase}
+
+
+def plan(conn: Connection, session: str, member: str | None = None) -> Plan:
+    """The session's plan as the report derives it (DESIGN §2.9), without the tasks' figures."""
+    member = member_of(conn, session, member)
+    with conn.cursor(row_factory=dict_row) as cur:
+        return _plan(cur, {"session": session, "member": member})
+
+
+def _plan(cur, args: dict) -> Plan:
+    return derive(PlanCall(row["ts"], row["name"], row["plan"], row["failed"], row["task_id"])
+                  for row in cur.execute(q("session_plan_calls"), args))
 
 
 def _claude_code(row: dict | None) -> dict | None:
@@ -197,22 +221,71 @@ def phase(conn: Connection, session: str, row: dict, member: str, away_after_s: 
           prices: pricing.Prices = pricing.DEFAULT) -> dict | None:
     """One phase's figures, as the report's `phases[]` holds them: `row` is its cc_session_phases
     row (as session_phases reads it), `member` the role whose session it is (None: it is gone)."""
-    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "phase": row["id"], "member": member}
+    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
     with conn.cursor(row_factory=dict_row) as cur:
-        fig = cur.execute(q("phase_figures"), args).fetchone()
+        fig = window_figures(cur, args, _phase_windows([row])).get(str(row["id"]))
     return _phase(row, fig, prices) if fig else None
 
 
+def window_figures(cur, args: dict, windows: list[dict]) -> dict[str, dict]:
+    """The figures of each window `{id, s, e}` (datetimes; `e` None: open, until now) by its id:
+    what a phase (DESIGN §2.5) and a task (§2.9) count, by the same rules."""
+    if not windows:
+        return {}
+    document = json.dumps([{"id": str(w["id"]), "s": w["s"].isoformat(), "e": _iso(w["e"])} for w in windows])
+    return {row["id"]: row for row in cur.execute(q("window_figures"), {**args, "windows": document})}
+
+
+def _phase_windows(phase_rows: list[dict]) -> list[dict]:
+    return [{"id": row["id"], "s": row["started_at"], "e": row["ended_at"]} for row in phase_rows]
+
+
 def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
-    tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)  # by price group
-    requests = sum(m["requests"] for m in fig["by_model"])
-    tool_turns = sum(m["tool_turns"] for m in fig["by_model"])
     return {
         "task": row["task"],
         "phase": row["phase"],
         "verdict": row["verdict"],
         "started_at": _iso(row["started_at"]),
         "ended_at": _iso(row["ended_at"]),
+        **_figures(fig, prices),
+        "actions_summary": row["actions_summary"],
+        "subagents": row["subagents"],
+        "useful_info": row["useful_info"],
+        "lessons_learned": row["lessons_learned"],
+        "notes": row["notes"],
+    }
+
+
+def _task(number: int, task: Task, figs: list[dict], prices: pricing.Prices, subagents: list[str]) -> dict:
+    """A task of the plan (DESIGN §2.9) with a phase's figures over its windows: they never
+    overlap, so the windows' figures add up."""
+    figures = _figures(_sum_windows(figs), prices)
+    return {
+        "number": number,
+        "name": task.name,
+        "status": task.status,
+        "windows": [{"start": _iso(s), "end": _iso(e)} for s, e in task.windows],
+        "started_at": _iso(task.windows[0][0]),
+        "ended_at": _iso(task.windows[-1][1]),
+        **{k: figures[k] for k in ("tokens", "tokens_by_model", "cost", "requests", "tool_turns", "text_turns",
+                                   "claude_s", "tool_s", "human_s", "away_s", "tool_use")},
+        "subagents": subagents,
+    }
+
+
+_SUMMED = ("claude_us", "tool_us", "human_us", "away_us", "tool_result_bytes", "productive", *SIGNALS)
+
+
+def _sum_windows(figs: list[dict]) -> dict:
+    return {**{k: sum(int(f[k]) for f in figs) for k in _SUMMED}, "by_model": [m for f in figs for m in f["by_model"]]}
+
+
+def _figures(fig: dict, prices: pricing.Prices) -> dict:
+    """DESIGN §2.5's figures of a window (or of windows that never overlap, summed)."""
+    tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)  # by price group
+    requests = sum(m["requests"] for m in fig["by_model"])
+    tool_turns = sum(m["tool_turns"] for m in fig["by_model"])
+    return {
         "tokens": {f: sum(int(m[f]) for m in fig["by_model"]) for f in TOKEN_FIELDS},
         "tokens_by_model": tokens_by_model,
         "cost": cost,
@@ -226,11 +299,6 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
         "tool_result_bytes": int(fig["tool_result_bytes"]),
         "tool_result_tokens_est": int(fig["tool_result_bytes"]) // 4,
         "tool_use": tool_use_figures(_calls_by_signal(fig)),
-        "actions_summary": row["actions_summary"],
-        "subagents": row["subagents"],
-        "useful_info": row["useful_info"],
-        "lessons_learned": row["lessons_learned"],
-        "notes": row["notes"],
     }
 
 
@@ -241,6 +309,16 @@ def _phase_at(phase_rows: list[dict], ts: datetime | None) -> dict | None:
     for row in phase_rows:
         if row["started_at"] <= ts and (row["ended_at"] is None or ts < row["ended_at"]):
             return row
+    return None
+
+
+def _task_at(tasks: list[Task], ts: datetime | None) -> int | None:
+    """The number of the task whose window holds `ts` (DESIGN §2.9); an open window runs on."""
+    if ts is None:
+        return None
+    for number, task in enumerate(tasks, 1):
+        if any(s <= ts and (e is None or ts < e) for s, e in task.windows):
+            return number
     return None
 
 
@@ -346,7 +424,7 @@ def _by_task(phases: list[dict]) -> dict:
     return tasks
 
 
-def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int]) -> dict:
+def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int], task: int | None) -> dict:
     if row["meta_type"] or row["meta_description"]:
         matched_by, agent_type, description = "meta", row["meta_type"], row["meta_description"]
     elif row["linked_tool_use_id"]:
@@ -367,4 +445,5 @@ def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int]) ->
         "started_at": _iso(row["first_ts"]),
         "phase": phase and f"{phase['task']} / {phase['phase']}",
         "verdict": phase and phase["verdict"],
+        "task": task,
     }

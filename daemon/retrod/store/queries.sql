@@ -252,15 +252,17 @@ SET agent_type = excluded.agent_type, description = excluded.description;
 -- migration 0016 learns there whether it was a refusal, when its file is read again.)
 -- name: upsert_tool_use_calls
 INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, agent, file_path, "offset", block,
-                                   name, input_hash, path, detail, ts, counted,
-                                   has_result, failed, sibling, rejected, result_bytes, result_ts)
+                                   name, input_hash, path, detail, ts, counted, plan,
+                                   has_result, failed, sibling, rejected, result_bytes, result_ts, refused, task_id)
 SELECT f.file_id, c.id, f.session_uuid, c.agent, f.file_path, c."offset", c.block, c.name,
-       c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true,
-       c.has_result, c.failed, c.sibling, c.rejected, c.result_bytes, retrod.us_to_ts(c.result_ts_us)
+       c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true, c.plan,
+       c.has_result, c.failed, c.sibling, c.rejected, c.result_bytes, retrod.us_to_ts(c.result_ts_us),
+       c.refused, c.task_id
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, file_path TEXT, rows JSON),
      json_to_recordset(f.rows) AS c(id TEXT, agent TEXT, "offset" BIGINT, block INT, name TEXT, input_hash TEXT,
-                                    path TEXT, detail TEXT, ts_us BIGINT, has_result BOOL, failed BOOL,
-                                    sibling BOOL, rejected BOOL, result_bytes BIGINT, result_ts_us BIGINT)
+                                    path TEXT, detail TEXT, ts_us BIGINT, plan JSONB, has_result BOOL, failed BOOL,
+                                    sibling BOOL, rejected BOOL, result_bytes BIGINT, result_ts_us BIGINT,
+                                    refused BOOL, task_id TEXT)
 ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
 SET (agent, file_path, "offset", block, name, input_hash, path, detail, ts, counted) = (
         SELECT excluded.agent, excluded.file_path, excluded."offset", excluded.block, excluded.name,
@@ -268,16 +270,23 @@ SET (agent, file_path, "offset", block, name, input_hash, path, detail, ts, coun
         UNION ALL
         SELECT t.agent, t.file_path, t."offset", t.block, t.name, t.input_hash, t.path, t.detail, t.ts, t.counted
         WHERE t.agent IS NOT NULL),
-    (has_result, failed, sibling, rejected, result_bytes, result_ts) = (
+    -- (a call stored before migration 0025 learns its plan input when its file is read again)
+    plan = CASE WHEN t.agent IS NULL OR t.plan IS NULL THEN excluded.plan ELSE t.plan END,
+    (has_result, failed, sibling, rejected, result_bytes, result_ts, refused, task_id) = (
         SELECT excluded.has_result, excluded.failed, excluded.sibling, excluded.rejected, excluded.result_bytes,
-               excluded.result_ts
+               excluded.result_ts, excluded.refused, excluded.task_id
         WHERE NOT t.has_result
         UNION ALL
         SELECT t.has_result, t.failed, t.sibling,
-               t.rejected OR (excluded.rejected AND retrod.same_result(t, excluded)), t.result_bytes, t.result_ts
+               t.rejected OR (excluded.rejected AND retrod.same_result(t, excluded)), t.result_bytes, t.result_ts,
+               t.refused OR (excluded.refused AND retrod.same_result_read(t, excluded)),
+               coalesce(t.task_id, CASE WHEN retrod.same_result_read(t, excluded) THEN excluded.task_id END)
         WHERE t.has_result)
 WHERE t.agent IS NULL OR (NOT t.has_result AND excluded.has_result)
    OR (t.has_result AND excluded.rejected AND NOT t.rejected AND retrod.same_result(t, excluded))
+   OR (t.plan IS NULL AND excluded.plan IS NOT NULL)
+   OR (excluded.has_result AND retrod.same_result_read(t, excluded)
+       AND ((excluded.refused AND NOT t.refused) OR (t.task_id IS NULL AND excluded.task_id IS NOT NULL)))
 RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block;
 
 -- A result whose call is not in the batch fills its row, unless the file's first tool_result for
@@ -286,20 +295,27 @@ RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.blo
 -- name: upsert_tool_use_results
 WITH filled AS (
     INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, has_result, failed, sibling, rejected,
-                                       result_bytes, result_ts)
+                                       result_bytes, result_ts, refused, task_id)
     SELECT f.file_id, r.tool_use_id, f.session_uuid, true, r.failed, r.sibling, r.rejected, r.bytes,
-           retrod.us_to_ts(r.ts_us)
+           retrod.us_to_ts(r.ts_us), r.refused, r.task_id
     FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
          json_to_recordset(f.rows)
-         AS r(tool_use_id TEXT, ts_us BIGINT, bytes BIGINT, failed BOOL, sibling BOOL, rejected BOOL)
+         AS r(tool_use_id TEXT, ts_us BIGINT, bytes BIGINT, failed BOOL, sibling BOOL, rejected BOOL,
+              refused BOOL, task_id TEXT)
     ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
-    SET (has_result, failed, sibling, rejected, result_bytes, result_ts) = (
+    SET (has_result, failed, sibling, rejected, result_bytes, result_ts, refused, task_id) = (
             SELECT true, excluded.failed, excluded.sibling, excluded.rejected, excluded.result_bytes,
-                   excluded.result_ts
+                   excluded.result_ts, excluded.refused, excluded.task_id
             WHERE NOT t.has_result
-            UNION ALL  -- read again: only whether it was a refusal (migration 0016)
-            SELECT true, t.failed, t.sibling, true, t.result_bytes, t.result_ts WHERE t.has_result)
+            UNION ALL  -- read again: only what the stored result did not tell yet (migrations 0016, 0025)
+            SELECT true, t.failed, t.sibling,
+                   t.rejected OR (excluded.rejected AND retrod.same_result(t, excluded)), t.result_bytes,
+                   t.result_ts, t.refused OR (excluded.refused AND retrod.same_result_read(t, excluded)),
+                   coalesce(t.task_id, CASE WHEN retrod.same_result_read(t, excluded) THEN excluded.task_id END)
+            WHERE t.has_result)
     WHERE NOT t.has_result OR (excluded.rejected AND NOT t.rejected AND retrod.same_result(t, excluded))
+       OR (retrod.same_result_read(t, excluded)
+           AND ((excluded.refused AND NOT t.refused) OR (t.task_id IS NULL AND excluded.task_id IS NOT NULL)))
     RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block, t.counted, t.failed
 )
 SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted AND failed;

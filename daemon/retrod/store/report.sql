@@ -155,15 +155,16 @@ FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
 WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s
 ORDER BY p.started_at, p.id;
 
--- Per phase window [s, e) (open: until now), DESIGN §2.5: the requests whose timestamp falls in
--- it, the overlap of each classified gap with it, the tool output read in it. The whole minutes
+-- Per window [s, e) (open: until now), DESIGN §2.5 (a phase's) and §2.9 (a task's: each of its
+-- windows): the requests whose timestamp falls in it, the overlap of each classified gap with it,
+-- the tool output read in it. The whole minutes
 -- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
 -- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
 -- human_us counts every human gap; away_us is the part of it that is away (see session_away).
 -- by_model: the window's tokens by what their price depends on (as session_tokens_by_model),
--- the same way, as a JSON array. `phase`: one phase's id only (the MCP server's open phase), or
--- null for every phase of the session.
--- name: phase_figures
+-- the same way, as a JSON array. `windows`: a JSON array of {id, s, e} (e null: open), one row
+-- out per window, with its id (model.window_figures).
+-- name: window_figures
 WITH longest AS (  -- no span is longer: bounds the spans that can overlap a window
     SELECT coalesce(max(span_end - span_start), interval '0') AS gap
     FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s
@@ -172,12 +173,10 @@ WITH longest AS (  -- no span is longer: bounds the spans that can overlap a win
            CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
            CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
     FROM (
-        SELECT ph.id, ph.started_at AS s, coalesce(ph.ended_at, now()) AS e,
-               retrod.minute_of(ph.started_at + interval '1 minute' - interval '1 microsecond') AS whole_from,
-               retrod.minute_of(coalesce(ph.ended_at, now())) AS whole_to
-        FROM public.cc_session_phases ph JOIN public.cc_sessions u ON u.id = ph.session_id
-        WHERE u.session_uuid = %(session)s AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
-          AND (%(phase)s::bigint IS NULL OR ph.id = %(phase)s::bigint)
+        SELECT w.id, w.s, coalesce(w.e, now()) AS e,
+               retrod.minute_of(w.s + interval '1 minute' - interval '1 microsecond') AS whole_from,
+               retrod.minute_of(coalesce(w.e, now())) AS whole_to
+        FROM json_to_recordset(%(windows)s::json) AS w(id TEXT, s TIMESTAMPTZ, e TIMESTAMPTZ)
     ) w
 )
 SELECT p.id, g.*, a.*, m.*, c.*
@@ -287,6 +286,17 @@ CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window,
 ) c;
 
 -- DESIGN §2.6: the session's counted calls by agent, productive or by signal, from the rollup.
+-- DESIGN §2.9: the session's plan calls (migration 0025) — its counted calls of the main thread
+-- that are TodoWrite / TaskCreate / TaskUpdate with a timestamp — in order: time, project
+-- folder, line, block. report/plan.py derives the tasks from them.
+-- name: session_plan_calls
+SELECT t.ts, t.name, t.plan, t.has_result AND (t.failed OR t.refused) AS failed,
+       CASE WHEN t.has_result THEN t.task_id END AS task_id
+FROM retrod.tool_uses t JOIN retrod.files f ON f.id = t.file_id AND f.db_role = t.db_role
+WHERE t.session_uuid = %(session)s AND t.db_role = %(member)s AND t.counted AND t.plan IS NOT NULL
+  AND t.agent = '' AND t.ts IS NOT NULL
+ORDER BY t.ts, f.slug, t."offset", t.block;
+
 -- name: session_tool_use
 SELECT agent, productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
 FROM retrod.call_agents WHERE session_uuid = %(session)s AND db_role = %(member)s;

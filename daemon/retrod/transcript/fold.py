@@ -16,6 +16,7 @@ import msgspec
 
 from .keys import PLACE_KEY_BYTES, indexable
 from .parser import Entry, Message, Part, ToolResult, Usage
+from .plan import PLAN_TOOLS, plan_input
 from .tool_input import fingerprint, input_detail, input_path
 
 INLINE_AGENT = "<inline>"  # isSidechain lines of a main transcript (Claude Code 1.0.x)
@@ -43,7 +44,9 @@ class Source:
 # 1: requests carry their model, and tool calls are kept with their waste signals (0010).
 # 2: requests carry their parts (iterations) and fast mode (0013); lines their uuid, and
 #    compaction boundaries are rows, so that copies of a main transcript count once (0014).
-RULES = 2
+# 3: plan calls carry their input, results whether they failed by their own account and the
+#    task a TaskCreate made (0025).
+RULES = 3
 
 
 @dataclass(slots=True)
@@ -165,6 +168,7 @@ class Call:
     path: str | None
     detail: str | None  # a short form of an input without a path
     ts_us: int | None
+    plan: dict | None = None  # a plan call's input of the main thread (DESIGN §2.9; plan.plan_input)
 
 
 @dataclass(slots=True)
@@ -300,8 +304,10 @@ def _add_calls(out: FoldResult, agent: str, offset: int, msg: Message) -> None:
             continue
         name = tool_use.name or ""
         path = input_path(tool_use.input)
+        # DESIGN §2.9: the plan is the main thread's; a subagent's todo list is its own
+        plan = plan_input(name, tool_use.input) if agent == "" and name in PLAN_TOOLS else None
         out.calls[tool_use.id] = Call(tool_use.id, agent, offset, block, name, fingerprint(name, tool_use.input),
-                                      path, None if path else input_detail(tool_use.input), msg.timestamp)
+                                      path, None if path else input_detail(tool_use.input), msg.timestamp, plan)
 
 
 def _add_result(out: FoldResult, result: ToolResult) -> None:

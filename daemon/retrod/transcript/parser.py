@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from types import UnionType
@@ -69,8 +69,17 @@ class _Message(Struct):
     content: str | list[_Block] | None = None
 
 
+class _CreatedTask(Struct):
+    id: str | None = None
+
+
 class _AgentRef(Struct):
+    """What retrod reads of a user line's `toolUseResult`: the subagent it answers for, whether the
+    call failed by its own account, and the task a TaskCreate made (DESIGN §2.9)."""
+
     agentId: str | None = None
+    success: bool | None = None
+    task: _CreatedTask | None = None
 
 
 class _Line(Struct):
@@ -258,6 +267,12 @@ class ToolResult:
     sibling: bool = False  # a text of it says SIBLING_ERROR_TEXT (DESIGN §2.6 sibling_error)
     ts_us: int | None = None  # its line's timestamp
     rejected: bool = False  # failed, saying REJECTED_TEXT: the person declined the call
+    refused: bool = False  # its line's toolUseResult says success: false (DESIGN §2.9)
+    task_id: str | None = None  # the task a TaskCreate made, as its result tells (DESIGN §2.9)
+
+
+# DESIGN §2.9: a TaskCreate's result text starts "Task #<id> created successfully".
+_CREATED_TASK = re.compile(r"Task #(\S+) created successfully")
 
 
 @dataclass(slots=True)
@@ -350,12 +365,35 @@ def _tool_result(block: _Block, ts_us: int | None) -> ToolResult:
                       failed and any(REJECTED_TEXT in text for text in texts))
 
 
+def _created_task(content: str | list[_ResultItem] | None) -> str | None:
+    """The id in a result text `Task #<id> created successfully…`: the content when a string, else
+    the first text element's (DESIGN §2.9)."""
+    if isinstance(content, list):
+        content = next((item.text for item in content if item.type == "text"), None)
+    if not isinstance(content, str) or not content.startswith("Task #"):
+        return None
+    found = _CREATED_TASK.match(content)
+    return storable_id(found.group(1)) if found else None
+
+
+def _with_outcome(result: ToolResult, block: _Block, ref: _AgentRef | None) -> ToolResult:
+    """A result with what its line's toolUseResult says of it (DESIGN §2.9)."""
+    task_id = storable_id(ref.task.id) if ref is not None and ref.task is not None else None
+    refused = ref is not None and ref.success is False
+    if task_id is None:
+        task_id = _created_task(block.content)
+    if task_id is None and not refused:
+        return result
+    return replace(result, refused=refused, task_id=task_id)
+
+
 def _task_text(tool_input: Any, key: str) -> str | None:
     return storable_text(tool_input.get(key)) if isinstance(tool_input, dict) else None
 
 
 def _message(kind: str | None, session_id: str | None, timestamp: str | None, uuid: str | None,
-             request_id: str | None, body: _Message | None) -> Message:
+             request_id: str | None, body: _Message | None, outcome: _AgentRef | None = None) -> Message:
+    """`outcome`: the line's toolUseResult, which speaks for its tool_result blocks."""
     msg = Message(type=storable_text(kind), session_id=storable_id(session_id),
                   timestamp=parse_timestamp(timestamp))
     msg.key = (body and storable_key(body.id)) or storable_key(request_id) or storable_key(uuid)
@@ -380,7 +418,7 @@ def _message(kind: str | None, session_id: str | None, timestamp: str | None, uu
                 subagent_type=_task_text(task, "subagent_type"),
             ))
         elif block.type == "tool_result":
-            msg.tool_results.append(_tool_result(block, msg.timestamp))
+            msg.tool_results.append(_with_outcome(_tool_result(block, msg.timestamp), block, outcome))
     return msg
 
 
@@ -417,8 +455,9 @@ def parse_line(raw: bytes) -> Entry | None:
 
 def _entry(line: _Line) -> Entry:
     kind = storable_text(line.type)
+    ref = line.toolUseResult if kind == "user" and isinstance(line.toolUseResult, _AgentRef) else None
     entry = Entry(
-        msg=_message(kind, line.sessionId, line.timestamp, line.uuid, line.requestId, line.message),
+        msg=_message(kind, line.sessionId, line.timestamp, line.uuid, line.requestId, line.message, ref),
         uuid=storable_key(line.uuid),  # exact, as a request key: two lines are one only when equal
         cwd=storable_text(line.cwd),
         subtype=storable_text(line.subtype),
@@ -426,9 +465,8 @@ def _entry(line: _Line) -> Entry:
         is_compact_summary=line.isCompactSummary is True,
         parent_tool_use_id=storable_id(line.parentToolUseID),
     )
-    if kind == "user":
-        ref = line.toolUseResult
-        entry.result_agent_id = storable_id(ref.agentId) if isinstance(ref, _AgentRef) else None
+    if ref is not None:
+        entry.result_agent_id = storable_id(ref.agentId)
     elif kind == "progress":
         progress = line.data
         if progress is not None and progress.type == "agent_progress":
