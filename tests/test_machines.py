@@ -289,7 +289,7 @@ def test_requests_whose_machine_is_not_known_go_with_their_session(pg_cluster, t
                          " ('msg_m1', %(m)s, '', %(t)s, false, false, true, 100, 10, 0, 0, 0, 0, true),"
                          " ('msg_old', %(m)s, '', %(t)s, false, false, true, 7, 1, 0, 0, 0, 0, false)",
                          {"m": M, "t": datetime(2026, 3, 2, 10, 0, 10, tzinfo=UTC)})
-            assert migrate(conn) == [23]
+            assert migrate(conn)[0] == 23  # (and the migrations after it)
             assert conn.execute("SELECT count(*) FROM retrod.requests WHERE machine IS NULL").fetchone()[0] == 2
         ingest(url, [root], host="b")  # b reads M's first lines: msg_m1 ties, and b's record is known
         with psycopg.connect(url) as conn:
