@@ -20,6 +20,7 @@ from .service.daemon_lock import running_daemon
 from .settings import Settings
 from .store.db import cluster_for, open_pool
 from .store.queries import one, q
+from .stored_text import quoted
 from .transcript.discovery import walk
 
 WORST_FILES = 5
@@ -88,7 +89,7 @@ def render_status(s: dict) -> str:
         *_backfill_lines(s.get("backfill")),
         f"files:     {s['files']['tracked']} tracked ({s['files']['deleted_since']} deleted since, kept)",
         f"lag:       {s['lag']['bytes']:,} bytes not yet ingested in {s['lag']['files']} files",
-        *(f"           {w['bytes']:,} bytes  {w['path']}" for w in s["lag"]["worst"]),
+        *(f"           {w['bytes']:,} bytes  {quoted(w['path'])}" for w in s["lag"]["worst"]),
         f"last ingest: {s['last_ingest'] or 'never'}",
         f"bad lines: {s['bad_lines']:,} (skipped and counted)",
         f"sessions active in the last hour: {s['sessions_active_last_hour']}",
