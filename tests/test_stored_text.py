@@ -162,6 +162,10 @@ def _transcript(projects: Path) -> None:
              *call(5, 50, hostile("N"), {"x": 1}),
              *call(6, 60, "Task", {"description": hostile("S"), "subagent_type": hostile("Y"), "prompt": "p"})]
     (folder / f"{SESSION}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (projects / "-ids").mkdir()
+    (projects / "-ids" / "agent-1.jsonl").write_text(json.dumps(  # a 2.0.x agent file: any sessionId names it
+        {"type": "assistant", "sessionId": f"not-a-uuid{TITLE}{CSI}\u202e", "timestamp": "2026-01-01T00:00:00Z",
+         "message": {"id": "m-old", "model": MODEL, "usage": {"output_tokens": 1}}}) + "\n")
     (folder / SESSION / "subagents" / "agent-a1.jsonl").write_text(json.dumps(
         {"type": "assistant", "sessionId": SESSION, "isSidechain": True, "agentId": "a1", "timestamp": at(62),
          "message": {"id": "msg_sub", "model": MODEL, "usage": {"input_tokens": 2, "output_tokens": 4},
@@ -247,6 +251,7 @@ def test_phases_sessions_and_trends_show_them_by_the_rule(hostile_db: dict) -> N
     phases = retrod(hostile_db, "phases", SESSION)
     assert f"{shown(hostile('T'))} / {shown(OVERRIDE)}" in phases and shown(hostile("V")) in phases
     listing = retrod(hostile_db, "sessions")
+    assert "not-a-uuid ]0;pwned 31m  " in listing  # an id on one line, unquoted, like any id
     assert f"{shown(SLUG)}  2 phases  {shown(hostile('E'))}" in listing
     assert shown(CWD) in retrod(hostile_db, "trends", "--by-project", "--tz", "UTC")
     assert shown(MODEL) in retrod(hostile_db, "trends", "--by-model", "--tz", "UTC")

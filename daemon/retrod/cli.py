@@ -167,7 +167,7 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
         start = tracking.local(row["started_at"])[:16] if row["started_at"] else "undated"
         tracked = (f"{row['phases']} phases" + (f"  {quoted(row['description'])}" if row["description"] else "")
                    if row["tracked"] else "")
-        print(f"{row['uuid']}  " + (f"{one_line(row['member']):<12}  " if members else "") + f"{start:<16}  "
+        print(f"{one_line(row['uuid'])}  " + (f"{one_line(row['member']):<12}  " if members else "") + f"{start:<16}  "
               f"{markdown.duration(row['wall_s']):>8}  "
               f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  "
               f"{row['tool_calls']:>5} calls {markdown.efficiency(row):>4} eff  "

@@ -30,7 +30,7 @@ from ..store.db import configure
 from ..store.members import MemberError
 from ..store.migrate import migrate
 from ..store.store import Store
-from ..stored_text import quoted
+from ..stored_text import one_line, quoted
 from ..verdicts import VERDICTS, shown
 
 log = structlog.get_logger(__name__)
@@ -220,9 +220,9 @@ class Tools:
             rows = tracking.recent_sessions(conn, project=project, since=None, limit=limit,
                                             roots=self.settings.projects_roots())
         listed = [{**row, "started_at": _iso(row["started_at"])} for row in rows]
-        lines = [f"{r['uuid']}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens  {r['requests']} requests"
-                 f"  {quoted(r['project_slug'])}" + (f"  {quoted(r['description'])}" if r["description"] else "")
-                 for r in listed]
+        lines = [f"{one_line(r['uuid'])}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens"
+                 f"  {r['requests']} requests  {quoted(r['project_slug'])}"
+                 + (f"  {quoted(r['description'])}" if r["description"] else "") for r in listed]
         return {"sessions": listed}, "\n".join(lines) or "no sessions" + (" match" if project else " yet")
 
 

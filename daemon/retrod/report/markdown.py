@@ -74,9 +74,10 @@ def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ..
 def render(report: dict) -> str:
     session, summary = report["session"], report["summary"]
     date = (session["started_at"] or "")[:10] or "undated"
-    title = quoted(session["description"]) if one_line(session["description"]) else session["uuid"]
+    # (a session's id is stored text too: a 2.0.x agent file names its session by any sessionId)
+    title = quoted(session["description"]) if one_line(session["description"]) else one_line(session["uuid"])
     out = [f"# Session Retrospective: {date} — {title}", "",
-           f"Session `{session['uuid']}` in {quoted(session['project_path'] or session['project_slug'])}"
+           f"Session `{one_line(session['uuid'])}` in {quoted(session['project_path'] or session['project_slug'])}"
            + (f", {session['started_at'][:16].replace('T', ' ')} → {session['ended_at'][:16].replace('T', ' ')} UTC."
               if session["started_at"] and session["ended_at"] else "."), ""]
     out += _summary(summary)
