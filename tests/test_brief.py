@@ -158,7 +158,7 @@ def test_the_brief_of_a_project_with_history(history: dict) -> None:
     assert want[0][1] in lines[2] and str(history["work"]) in lines[0]
     pwr = next(w for w in data["recurring_waste"] if w["signal"] == "post_write_read")
     said = (f"{pwr['count']} reads right after Claude's own write, in {pwr['sessions']} of {len(ours)} sessions,"
-            f" e.g. `{brief.short_path(pwr['example'], data['project'])}` ({pwr['example_count']}×)")
+            f" e.g. {json.dumps(brief.short_path(pwr['example'], data['project']))} ({pwr['example_count']}×)")
     assert said in text
     assert f"cost per session {d['cost_per_session']['direction']}" in text
     assert "rewrote the parser twice" in text
@@ -211,7 +211,7 @@ def test_a_long_history_still_fits_in_40_lines(history: dict, tmp_path: Path) ->
                                tracking.PhaseNotes(lessons=f"distinct lesson {k} " + "x" * 300, notes=f"note {k}"))
     data = _brief(history, sessions=50)
     lines = brief.render(data).splitlines()
-    assert len(lines) <= 40 and all(len(line) <= brief.LINE_CHARS for line in lines)
+    assert len(lines) <= 40 and len(brief.render(data)) <= 10_000
     assert any("more: retrod brief --format json" in line for line in lines)
     assert len(data["lessons"]) > 60  # the JSON keeps them all
 

@@ -201,7 +201,7 @@ def test_every_error_is_one_sentence_and_the_server_goes_on(env: dict[str, str],
                        ended_at="2026-02-11T21:00:00Z", verdict="small_impact", session=SESSION)
             text = await error(session, "log_phase", task="t", phase="two", started_at="2026-02-11T20:50:00Z",
                                ended_at="2026-02-11T21:10:00Z", verdict="small_impact", session=SESSION)
-            assert "overlaps phase 1 't' / 'one'" in text and "phases may not overlap" in text
+            assert 'overlaps phase 1 "t" / "one"' in text and "phases may not overlap" in text
             assert "is not a time" in await error(session, "log_phase", task="t", phase="p", started_at="soon",
                                                   ended_at="later", verdict="small_impact", session=SESSION)
             assert "must end" in await error(session, "log_phase", task="t", phase="p",

@@ -96,8 +96,8 @@ def test_phases_from_cli_and_sql_match_the_reference(env: dict, db_url: str, pro
     markdown = ok(retrod(env, "report", SPOTTER))
     positions = [markdown.index(section) for section in SECTIONS]
     assert positions == sorted(positions)
-    assert markdown.startswith("# Session Retrospective: 2026-02-11 — Hooks research\n")
-    assert "1. docs first\n2. test earlier" in markdown
+    assert markdown.startswith('# Session Retrospective: 2026-02-11 — "Hooks research"\n')
+    assert '1. "docs first"\n2. "test earlier"' in markdown
     # Tool use (DESIGN §2.6), as the oracle counts it: the busiest tool's row and each signal's count.
     tools = reference_tools.tool_use(projects, SPOTTER)
     busiest = max(tools["tools"], key=lambda t: t["calls"])
@@ -127,7 +127,7 @@ def test_live_phase_start_and_end(env: dict, db_url: str) -> None:
     ok(retrod(env, "phase", "end", "--session", SPOTTER, "--verdict", "small_impact", "--actions", "a"))
     user_error(retrod(env, "phase", "end", "--session", SPOTTER, "--verdict", "small_impact"), "no open phase")
     listing = ok(retrod(env, "phases", SPOTTER))
-    assert "small_impact" in listing and "t / p1" in listing
+    assert "small_impact" in listing and '"t" / "p1"' in listing
 
     ok(retrod(env, "phase", "start", "--session", SPOTTER, "--task", "t", "--phase", "p3"))
     report = json.loads(ok(retrod(env, "report", SPOTTER, "--format", "json", "--close", "--no-save")))
@@ -160,8 +160,8 @@ def test_descriptions_cannot_escape_the_reports_folder(env: dict) -> None:
     assert saved.name == "2026-02-11-he-said-hi-then-etc-passwd-rm-rf-258c7280.json"
     assert json.loads(saved.read_text())["session"]["description"] == nasty  # JSON saved as JSON
     markdown = ok(retrod(env, "report", SPOTTER, "--no-save"))
-    assert markdown.splitlines()[0] == ('# Session Retrospective: 2026-02-11 — He said "hi" then '
-                                        '../../../etc/passwd; rm -rf /')
+    assert markdown.splitlines()[0] == ('# Session Retrospective: 2026-02-11 — "He said \\"hi\\" then '
+                                        '../../../etc/passwd; rm -rf /"')
 
 
 def test_session_ids_cannot_escape_the_reports_folder(env: dict, projects: Path, db_url: str) -> None:
@@ -304,7 +304,7 @@ def test_the_saved_report_reads_as_a_person_wants_it(db_url: str, projects: Path
         conn.commit()
         report = model.build(conn, SPOTTER)
     text = markdown.render(report)
-    assert f"Session `{SPOTTER}` in `/home/USER/projects/spotter-worktrees/spotter-gqc`" in text
+    assert f'Session `{SPOTTER}` in "/home/USER/projects/spotter-worktrees/spotter-gqc"' in text
     assert report["session"]["project_path"] == "/home/USER/projects/spotter-worktrees/spotter-gqc"
     breakdown = text.split("## Verdict Breakdown")[1].split("\n## ")[0]
     rows = [line.split(" | ")[0].lstrip("| ") for line in breakdown.splitlines() if line.startswith("| ")][2:]

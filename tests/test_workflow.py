@@ -244,7 +244,7 @@ def test_overlapping_phases_are_refused_and_the_clash_is_named(project: dict, db
                       "--start", _at(start), "--end", _at(end), "--verdict", "high_impact")
 
     ok(log("outer", 0, 60))
-    refused(log("inner", 10, 20), "overlaps phase 1 't' / 'outer'")
+    refused(log("inner", 10, 20), 'overlaps phase 1 "t" / "outer"')
     refused(log("straddle", 50, 70), "overlaps phase 1")
     done = ok(log("next", 60, 90))  # touching is not overlapping: windows are [start, end)
     assert "warning" not in done.stderr
@@ -256,7 +256,7 @@ def test_overlapping_phases_are_refused_and_the_clash_is_named(project: dict, db
                      "--start", (future - timedelta(hours=2)).isoformat(), "--end", future.isoformat(),
                      "--verdict", "small_impact"))
     assert "the phase ends in the future" in done.stderr
-    refused(retrod(env, "phase", "start", "--session", A, "--task", "t", "--phase", "now"), "'planned'")
+    refused(retrod(env, "phase", "start", "--session", A, "--task", "t", "--phase", "now"), '"planned"')
     report = _report(env, A)
     shares = sum(v["output_share"] for v in report["verdicts"].values())
     assert shares <= 1.0
@@ -279,8 +279,8 @@ def test_phases_are_numbered_as_listed_and_as_errors_name_them_also_in_json(proj
     assert [(r["number"], r["phase"]) for r in rows] == [(1, "first"), (2, "second")]
     assert [r["id"] for r in rows] != [1, 2]  # so the numbers above are not the ids
     listed = ok(retrod(env, "phases", A)).stdout.splitlines()
-    assert [(line.split(".")[0], line.split(" / ")[-1]) for line in listed] == [("1", "first"), ("2", "second")]
-    refused(log(A, "clash", 40, 50), "overlaps phase 2 't' / 'second'")
+    assert [(line.split(".")[0], line.split(" / ")[-1]) for line in listed] == [("1", '"first"'), ("2", '"second"')]
+    refused(log(A, "clash", 40, 50), 'overlaps phase 2 "t" / "second"')
 
 
 def test_report_close_leaves_no_empty_phase(project: dict, db_url: str) -> None:
@@ -327,7 +327,7 @@ def test_sessions_lists_the_newest_first_with_their_figures(project: dict, db_ur
         assert len(json.loads(ok(retrod(env, "sessions", "--json", "--project", project_arg)).stdout)) == 2
     assert json.loads(ok(retrod(env, "sessions", "--json", "--project", "elsewhere")).stdout) == []
     text = ok(retrod(env, "sessions")).stdout.splitlines()
-    assert text[0].startswith(B) and "phases" not in text[0] and text[1].endswith("0 phases  first try")
+    assert text[0].startswith(B) and "phases" not in text[0] and text[1].endswith('0 phases  "first try"')
     done = retrod(env, "sessions", "--limit", "0")  # argparse's own two lines: usage, then the error
     assert done.returncode == 2 and "argument --limit: must be at least 1" in done.stderr
 

@@ -23,7 +23,9 @@ from .settings import Settings
 from .statusline import install as statusline_install
 from .store.db import open_pool
 from .store.members import MemberError
+from .stored_text import one_line, quoted
 from .team import TeamError
+from .verdicts import shown
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -108,7 +110,7 @@ def _cmd_track(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _tracked_session(settings, conn, args)
         row = tracking.track_start(conn, session, args.description)
-    print(f"tracking session {session}" + (f": {markdown.cell(row['description'])}" if row["description"] else ""))
+    print(f"tracking session {session}" + (f": {quoted(row['description'])}" if row["description"] else ""))
     return EXIT_OK
 
 
@@ -120,7 +122,7 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
         if args.action == "start":
             row = tracking.phase_start(conn, session, args.task, args.phase)
             _warn(row["warnings"])
-            print(f"phase {args.task!r} / {args.phase!r} started at {tracking.local(row['started_at'])}")
+            print(f"phase {quoted(args.task)} / {quoted(args.phase)} started at {tracking.local(row['started_at'])}")
         elif args.action == "end":
             row = tracking.phase_end(conn, session, args.verdict, _notes(args))
             print(f"phase ended at {tracking.local(row['ended_at'])}: {args.verdict}")
@@ -130,8 +132,8 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
             start, end = tracking.parse_time(args.start), tracking.parse_time(args.end)
             row = tracking.phase_log(conn, session, args.task, args.phase, start, end, args.verdict, _notes(args))
             _warn(row["warnings"])
-            print(f"phase {args.task!r} / {args.phase!r} logged, {tracking.local(start)} → {tracking.local(end)}:"
-                  f" {args.verdict}")
+            print(f"phase {quoted(args.task)} / {quoted(args.phase)} logged, {tracking.local(start)} →"
+                  f" {tracking.local(end)}: {args.verdict}")
     return EXIT_OK
 
 
@@ -171,8 +173,8 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
         print(f"no phases logged for {session}")
     for row in rows if args.format == "text" else []:
         end = tracking.local(row["ended_at"]) if row["ended_at"] else "open"
-        print(f"{row['number']}. {tracking.local(row['started_at'])} → {end}  {row['verdict']:<18} "
-              f"{markdown.cell(row['task'])} / {markdown.cell(row['phase'])}")
+        print(f"{row['number']}. {tracking.local(row['started_at'])} → {end}  {shown(row['verdict']):<18} "
+              f"{quoted(row['task'])} / {quoted(row['phase'])}")
     return EXIT_OK
 
 
@@ -194,12 +196,13 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     members = len({row["member"] for row in rows}) > 1  # a team's reader: whose session each is
     for row in rows:
         start = tracking.local(row["started_at"])[:16] if row["started_at"] else "undated"
-        tracked = f"{row['phases']} phases  {markdown.cell(row['description'] or '')}" if row["tracked"] else ""
-        print(f"{row['uuid']}  " + (f"{row['member']:<12}  " if members else "") + f"{start:<16}  "
+        tracked = (f"{row['phases']} phases" + (f"  {quoted(row['description'])}" if row["description"] else "")
+                   if row["tracked"] else "")
+        print(f"{one_line(row['uuid'])}  " + (f"{one_line(row['member']):<12}  " if members else "") + f"{start:<16}  "
               f"{markdown.duration(row['wall_s']):>8}  "
               f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  "
               f"{row['tool_calls']:>5} calls {markdown.efficiency(row):>4} eff  "
-              f"{row['project_slug']}  {tracked}".rstrip())
+              f"{quoted(row['project_slug'])}  {tracked}".rstrip())
     return EXIT_OK
 
 
@@ -238,7 +241,8 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
     elif data["sessions"]:
         print(brief.render(data), end="")
     else:  # nothing to brief on: nothing on stdout, as the hook prints nothing
-        print(f"retrod: no past sessions of {data['project'] or 'this folder'} (or a folder above it)", file=sys.stderr)
+        print(f"retrod: no past sessions of {quoted(data['project']) if data['project'] else 'this folder'}"
+              " (or a folder above it)", file=sys.stderr)
     return EXIT_OK
 
 

@@ -20,6 +20,7 @@ from .service.daemon_lock import running_daemon
 from .settings import Settings
 from .store.db import cluster_for, open_pool
 from .store.queries import one, q
+from .stored_text import quoted
 from .transcript.discovery import walk
 
 WORST_FILES = 5
@@ -113,7 +114,7 @@ def render_status(s: dict) -> str:
         *_backfill_lines(s.get("backfill")),
         f"files:     {s['files']['tracked']} tracked ({s['files']['deleted_since']} deleted since, kept)",
         f"lag:       {s['lag']['bytes']:,} bytes not yet ingested in {s['lag']['files']} files",
-        *(f"           {w['bytes']:,} bytes  {w['path']}" for w in s["lag"]["worst"]),
+        *(f"           {w['bytes']:,} bytes  {quoted(w['path'])}" for w in s["lag"]["worst"]),
         *_waiting_lines(s["waiting_for_line_end"]),
         f"last ingest: {s['last_ingest'] or 'never'}",
         f"bad lines: {s['bad_lines']:,} (skipped and counted)",
@@ -126,7 +127,7 @@ def _waiting_lines(w: dict) -> list[str]:
     if not w["files"]:
         return []
     return [f"waiting:   {w['bytes']:,} bytes in {w['files']} files wait for their line's end (not lag)",
-            *(f"           {f['bytes']:,} bytes  {f['path']}" for f in w["largest"])]
+            *(f"           {f['bytes']:,} bytes  {quoted(f['path'])}" for f in w["largest"])]
 
 
 def _backfill_lines(b: dict | None) -> list[str]:
@@ -244,7 +245,7 @@ def _line_ends_check(settings: Settings) -> Check:
     if not waiting:
         return Check("line ends", True, "every transcript's last line is ended")
     waiting.sort(reverse=True)
-    named = ", ".join(p for _, p in waiting[:WORST_FILES]) + (", …" if len(waiting) > WORST_FILES else "")
+    named = ", ".join(quoted(p) for _, p in waiting[:WORST_FILES]) + (", …" if len(waiting) > WORST_FILES else "")
     return Check("line ends", False,
                  f"{len(waiting)} files wait for their last line's end ({sum(b for b, _ in waiting):,} bytes, "
                  f"not counted until it comes): {named}",

@@ -16,7 +16,8 @@ from psycopg.rows import dict_row
 from .resolve import project_filter
 from .store.members import member_of
 from .store.queries import one, q
-from .verdicts import VERDICTS
+from .stored_text import quoted
+from .verdicts import PENDING, VERDICTS
 
 
 class TrackingError(ValueError):
@@ -111,7 +112,7 @@ def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
         _refuse_overlap(cur, user_session["id"], now, None)
         row = one(cur.execute(q("insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": now,
-            "ended_at": None, "verdict": "pending", **_notes(PhaseNotes()),
+            "ended_at": None, "verdict": PENDING, **_notes(PhaseNotes()),
         }))
         return {**row, "warnings": _outside_span(span, user_session, now, None)}
 
@@ -180,7 +181,7 @@ def _refuse_overlap(cur, session_id: int, start: datetime, end: datetime | None)
                                                  "ended_at": end}).fetchone()
     if clash:
         until = local(clash["ended_at"]) if clash["ended_at"] else "still open"
-        raise TrackingError(f"overlaps phase {clash['number']} {clash['task']!r} / {clash['phase']!r}"
+        raise TrackingError(f"overlaps phase {clash['number']} {quoted(clash['task'])} / {quoted(clash['phase'])}"
                             f" ({local(clash['started_at'])} → {until}); phases may not overlap")
 
 

@@ -33,6 +33,8 @@ from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIEL
 from .resolve import project_filter
 from .store.members import current_role
 from .store.queries import q
+from .stored_text import quoted
+from .verdicts import shown
 
 PERIODS = ("day", "week", "month")
 SPLITS = ("project", "model", "machine", "session")  # session: for the brief, not offered on the command line
@@ -358,7 +360,7 @@ def _row(f: dict, ch: dict | None) -> str:
 def _detail(f: dict) -> str | None:
     parts = []
     if f["verdicts"]:
-        parts.append("verdicts: " + ", ".join(f"{v} {n}" for v, n in f["verdicts"].items()))
+        parts.append("verdicts: " + ", ".join(f"{shown(v)} {n}" for v, n in f["verdicts"].items()))
     if f["top_waste"]:
         parts.append("waste: " + ", ".join(f"{w['signal']} {w['count']}" for w in f["top_waste"]))
     return " · ".join(parts) or None
@@ -411,13 +413,14 @@ def render(data: dict) -> str:
         if detail:
             out.append(f"{'':<10}   {detail}")
         for row in p.get("projects", []):
-            out.append(f"{'':<10} {_row(row, None)}  {row['project_path'] or row['project_slug']}")
+            out.append(f"{'':<10} {_row(row, None)}  {quoted(row['project_path'] or row['project_slug'])}")
         for row in p.get("machines", []):
-            out.append(f"{'':<10} {_row(row, None)}  {row['machine']}")
+            out.append(f"{'':<10} {_row(row, None)}  {quoted(row['machine'])}")
         if data["split"] == "model":
             for m in p["tokens_by_model"]:
+                model = quoted(m["model"]) if m["model"] else "unknown model"
                 out.append(f"{'':<10} {m['sessions']:>5} {markdown.usd(m['cost_usd']):>10} {'':>8} {'':>8} {'':>4}"
-                           f" {'':>5} {'':>6} {_tokens(m['output']):>7}  {m['model'] or 'unknown model'}")
+                           f" {'':>5} {'':>6} {_tokens(m['output']):>7}  {model}")
     out.append(f"{'total':<10} {_row(data['total'], None)}")
     prices = data["prices"]
     out.append(f"Costs are estimates at API list prices ({prices['source']} {prices['version']}), not a bill.")

@@ -30,7 +30,8 @@ from ..store.db import configure
 from ..store.members import MemberError
 from ..store.migrate import migrate
 from ..store.store import Store
-from ..verdicts import VERDICTS
+from ..stored_text import one_line, quoted
+from ..verdicts import VERDICTS, shown
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +136,7 @@ class Tools:
             found = self._resolve(conn, session)
             row = tracking.track_start(conn, found.uuid, description)
         return ({"session": found.uuid, "found_by": _rule(found), "description": row["description"]},
-                f"tracking session {found.uuid}: {row['description']} (session found by {_rule(found)})")
+                f"tracking session {found.uuid}: {quoted(row['description'])} (session found by {_rule(found)})")
 
     def start_phase(self, task: str, phase: str, session: str | None) -> Result:
         with self.db.connection() as conn:
@@ -144,7 +145,8 @@ class Tools:
         started = _iso(row["started_at"])
         return ({"session": found.uuid, "found_by": _rule(found), "task": task, "phase": phase,
                  "started_at": started, "warnings": row["warnings"]},
-                f"phase {task!r} / {phase!r} started at {started}" + "".join(f"; {w}" for w in row["warnings"]))
+                f"phase {quoted(task)} / {quoted(phase)} started at {started}"
+                + "".join(f"; {w}" for w in row["warnings"]))
 
     def end_phase(self, verdict: str, notes: tracking.PhaseNotes, session: str | None) -> Result:
         with self.db.connection() as conn:
@@ -170,7 +172,7 @@ class Tools:
         return ({"session": found.uuid, "found_by": _rule(found), "task": task, "phase": phase,
                  "started_at": _iso(start), "ended_at": _iso(end), "verdict": verdict, "warnings": row["warnings"],
                  "phases": [{"started_at": _iso(start), "ended_at": _iso(end)}]},
-                f"phase {task!r} / {phase!r} logged, {_iso(start)} → {_iso(end)}: {verdict}"
+                f"phase {quoted(task)} / {quoted(phase)} logged, {_iso(start)} → {_iso(end)}: {verdict}"
                 + "".join(f"; {w}" for w in row["warnings"]))
 
     def _log_task(self, number: int, name: str | None, phase: str, started_at: str | None, ended_at: str | None,
@@ -189,7 +191,7 @@ class Tools:
         return ({"session": found.uuid, "found_by": _rule(found), "task": name, "phase": phase,
                  "started_at": logged[0]["started_at"], "ended_at": logged[-1]["ended_at"], "verdict": verdict,
                  "warnings": row["warnings"], "phases": logged},
-                f"task {number} logged as {len(logged)} phase{'s' if len(logged) > 1 else ''} {name!r} / {phase!r}: "
+                f"task {number} logged as {len(logged)} phase{'s' if len(logged) > 1 else ''} {quoted(name)} / {quoted(phase)}: "
                 + ", ".join(f"{w['started_at']} → {w['ended_at']}" for w in logged) + f": {verdict}"
                 + "".join(f"; {w}" for w in row["warnings"]))
 
@@ -198,8 +200,8 @@ class Tools:
             found = self._resolve(conn, session)
             rows = tracking.list_phases(conn, found.uuid, member)
         phases = [_phase_row(row) for row in rows]
-        lines = [f"{p['number']}. {p['started_at']} → {p['ended_at'] or 'open'}  {p['verdict']}  "
-                 f"{p['task']} / {p['phase']}" for p in phases]
+        lines = [f"{p['number']}. {p['started_at']} → {p['ended_at'] or 'open'}  {shown(p['verdict'])}  "
+                 f"{quoted(p['task'])} / {quoted(p['phase'])}" for p in phases]
         return ({"session": found.uuid, "found_by": _rule(found), "phases": phases},
                 "\n".join(lines) or f"no phases logged for {found.uuid}")
 
@@ -223,7 +225,7 @@ class Tools:
                 f" away {figures['away_s']:.0f}), tool-use efficiency"
                 f" {'n/a' if efficiency is None else f'{efficiency:.0%}'}")
         if open_phase:
-            text += (f"; open phase {open_phase['task']!r} / {open_phase['phase']!r} so far:"
+            text += (f"; open phase {quoted(open_phase['task'])} / {quoted(open_phase['phase'])} so far:"
                      f" {open_phase['tokens']['output']:,} output tokens, {open_phase['requests']} requests")
         return stats, text
 
@@ -246,8 +248,9 @@ class Tools:
             rows = tracking.recent_sessions(conn, project=project, since=None, limit=limit,
                                             roots=self.settings.projects_roots())
         listed = [{**row, "started_at": _iso(row["started_at"])} for row in rows]
-        lines = [f"{r['uuid']}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens  {r['requests']} requests"
-                 f"  {r['project_slug']}" + (f"  {r['description']}" if r["description"] else "") for r in listed]
+        lines = [f"{one_line(r['uuid'])}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens"
+                 f"  {r['requests']} requests  {quoted(r['project_slug'])}"
+                 + (f"  {quoted(r['description'])}" if r["description"] else "") for r in listed]
         return {"sessions": listed}, "\n".join(lines) or "no sessions" + (" match" if project else " yet")
 
 
@@ -263,7 +266,8 @@ class Tools:
             data = brief.brief(conn, folder=None if project else _cwd(), project=project,
                                roots=self.settings.projects_roots(), sessions=sessions, exclude=asking,
                                prices=load_prices(self.settings.prices), away_after_s=self.settings.away_after_s)
-        return data, brief.render(data) or f"no past sessions of {data['project'] or 'this folder'}"
+        return data, brief.render(data) or (
+            f"no past sessions of {quoted(data['project']) if data['project'] else 'this folder'}")
 
     def trends(self, by: str, project: str | None, since: str | None, split: str | None, tz: str | None,
                member: str | None = None) -> Result:

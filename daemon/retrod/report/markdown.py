@@ -1,10 +1,16 @@
-"""The retrospective as Markdown (GitHub-flavoured, with a Mermaid timeline)."""
+"""The retrospective as Markdown (GitHub-flavoured, with a Mermaid timeline).
+
+Every stored string (DESIGN §2.10: descriptions, paths, commands, tool, task, phase, model and agent
+names, lessons) is shown by stored_text's rule: quoted in the prose, on one line without quotes in
+a table's cell (`cell`) and in the timeline's labels, where quotes would only be noise."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
 
+from ..stored_text import one_line, quoted
+from ..verdicts import shown
 from .model import BUCKETS, SIGNALS
 
 # Token columns in the order the report shows them, with their row titles.
@@ -30,9 +36,9 @@ def duration(seconds: float) -> str:
 
 
 def cell(value: object) -> str:
-    """Text safe inside a table cell: one line, no column breaks."""
-    text = "" if value is None else str(value)
-    return " ".join(text.split()).replace("|", "\\|")
+    """Stored text inside a table cell: stored_text.one_line (one line, no control character, at
+    most 200 characters), and no column break."""
+    return one_line(value).replace("|", "\\|")
 
 
 def _n(value: int) -> str:
@@ -68,9 +74,10 @@ def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ..
 def render(report: dict) -> str:
     session, summary = report["session"], report["summary"]
     date = (session["started_at"] or "")[:10] or "undated"
-    title = cell(session["description"]) or session["uuid"]
+    # (a session's id is stored text too: a 2.0.x agent file names its session by any sessionId)
+    title = quoted(session["description"]) if one_line(session["description"]) else one_line(session["uuid"])
     out = [f"# Session Retrospective: {date} — {title}", "",
-           f"Session `{session['uuid']}` in `{cell(session['project_path'] or session['project_slug'])}`"
+           f"Session `{one_line(session['uuid'])}` in {quoted(session['project_path'] or session['project_slug'])}"
            + (f", {session['started_at'][:16].replace('T', ' ')} → {session['ended_at'][:16].replace('T', ' ')} UTC."
               if session["started_at"] and session["ended_at"] else "."), ""]
     out += _summary(summary)
@@ -192,7 +199,7 @@ _GANTT_KEYWORDS = re.compile(r"^(title|section|dateFormat|axisFormat|tickInterva
 
 def _gantt_text(text: str) -> str:
     """One line with no gantt syntax in it: no separators, and no keyword a line could start with."""
-    clean = re.sub(r"[:#;%]", " ", " ".join(str(text).split())).strip() or "-"
+    clean = re.sub(r"[:#;%]", " ", one_line(text)).strip() or "-"
     return "'" + clean if _GANTT_KEYWORDS.match(clean) else clean
 
 
@@ -254,7 +261,7 @@ def _verdicts(verdicts: dict, outside: dict | None) -> list[str]:
         return [title, phases, *(_n(f["tokens"][t]) for t in SHOWN), duration(f["claude_s"]),
                 f"{f['output_share'] * 100:.1f}%", cost_cell(f["cost"]), efficiency(f["tool_use"])]
 
-    rows = [row(v, _n(f["phases"]), f) for v, f in verdicts.items() if f["phases"]]  # the verdicts given
+    rows = [row(cell(v), _n(f["phases"]), f) for v, f in verdicts.items() if f["phases"]]  # the verdicts given
     if outside is not None:
         rows.append(row("*outside every phase*", "—", outside))
     out = ["", "## Verdict Breakdown", ""] + _table(
@@ -268,7 +275,7 @@ def _subagents(agents: list[dict]) -> list[str]:
         return ["", "## Subagents", "", "No subagents."]
     rows = [[cell(a["description"]), cell(a["agent_type"]),
              *(_n(a["tokens"][t]) for t in SHOWN), duration(a["seconds"]),
-             _n(a["tool_use"]["calls"]), efficiency(a["tool_use"]), cell(a["phase"] or "—"), cell(a["verdict"] or "—")]
+             _n(a["tool_use"]["calls"]), efficiency(a["tool_use"]), cell(a["phase"]) or "—", cell(a["verdict"]) or "—"]
             for a in agents]
     return ["", "## Subagents", ""] + _table(
         ["Description", "Type", "Output", "Input", "Cache read", "Cache create", "Time", "Tool calls", "Efficiency",
@@ -278,7 +285,7 @@ def _subagents(agents: list[dict]) -> list[str]:
 def _tasks(tasks: dict) -> list[str]:
     rows = [[cell(task), _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
              duration(f["claude_s"]), cost_cell(f["cost"]), efficiency(f["tool_use"]),
-             ", ".join(f"{v} ×{n}" for v, n in f["verdicts"].items())]
+             ", ".join(f"{cell(v)} ×{n}" for v, n in f["verdicts"].items())]
             for task, f in tasks.items()]
     return ["", "## By Task", ""] + _table(
         ["Task", "Phases", "Output", "Input", "Cache read", "Cache create", "Claude time", "Est. cost", "Efficiency",
@@ -323,9 +330,9 @@ def _phase_detail(phases: list[dict]) -> list[str]:
     for i, p in enumerate(phases, 1):
         t = p["tokens"]
         end = p["ended_at"][11:19] if p["ended_at"] else "open"
-        out += ["", f"### {i}. {cell(p['task'])} / {cell(p['phase'])} — {p['verdict']}", "",
+        out += ["", f"### {i}. {quoted(p['task'])} / {quoted(p['phase'])} — {shown(p['verdict'])}", "",
                 f"- **When:** {p['started_at'][:19].replace('T', ' ')} → {end} UTC",
-                f"- **Actions:** {cell(p['actions_summary']) or '—'}",
+                f"- **Actions:** {quoted(p['actions_summary']) if one_line(p['actions_summary']) else '—'}",
                 (f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
                  f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)"),
                 f"- **Estimated cost:** {_phase_cost(p)}",
@@ -335,9 +342,9 @@ def _phase_detail(phases: list[dict]) -> list[str]:
                 (f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
                  f"human {duration(p['human_s'])}, away {duration(p['away_s'])}")]
         if p["useful_info"]:
-            out.append(f"- **Useful info:** {cell(p['useful_info'])}")
+            out.append(f"- **Useful info:** {quoted(p['useful_info'])}")
         if p["lessons_learned"]:
-            out.append(f"- **Lessons learned:** {cell(p['lessons_learned'])}")
+            out.append(f"- **Lessons learned:** {quoted(p['lessons_learned'])}")
     return out
 
 
@@ -361,5 +368,5 @@ def _phase_cost(phase: dict) -> str:
 def _lessons(lessons: list[str]) -> list[str]:
     if not lessons:
         return []
-    return ["", "## Lessons Summary", ""] + [f"{i}. {cell(text)}" for i, text in enumerate(lessons, 1)]
+    return ["", "## Lessons Summary", ""] + [f"{i}. {quoted(text)}" for i, text in enumerate(lessons, 1)]
 

@@ -1,6 +1,7 @@
 """The status line's text: Claude Code's JSON and the daemon's figures laid out in at most two
 lines of `columns` cells. Standard library only, and only its lightest parts (no dataclasses,
-typing or re: each would cost milliseconds of a command that runs after every message).
+typing or re: each would cost milliseconds of a command that runs after every message), besides
+stored_text, which shows a stored name the way every other surface does and is as light.
 
 Line 1 is the session's money and waste: retrod's cost (the report's), Claude Code's own
 estimate beside it, today's cost, tool-use efficiency and wasted calls, the time split. Line 2 is
@@ -11,6 +12,8 @@ each line sets (the steps below); what must stay is cut only when it alone does 
 """
 
 from __future__ import annotations
+
+from ..stored_text import one_line
 
 SEPARATOR = " | "
 ELLIPSIS = "…"
@@ -72,11 +75,12 @@ def get(obj: object, *keys: str) -> object:
 
 
 def text(value: object) -> str | None:
-    """A string as one line of printable text; None when empty or not a string."""
+    """A string (a phase's, task's or model's name) as stored text is shown where quotes do not
+    fit (stored_text.one_line: one line, no control character, at most 200 characters); None when
+    empty or not a string."""
     if not isinstance(value, str):
         return None
-    clean = " ".join("".join(c if c.isprintable() else " " for c in value).split())
-    return clean or None
+    return one_line(value) or None
 
 
 def usd(value: float, cents: bool = True) -> str:

@@ -15,6 +15,7 @@ from importlib.resources import files
 from urllib.parse import quote, urlencode
 
 from ..report.markdown import SIGNAL_TITLES, duration
+from ..stored_text import flat
 from ..trends import has_figures, period_name, shown_periods
 from ..verdicts import VERDICTS
 from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
@@ -30,7 +31,10 @@ SORT_TITLES = {"start": "Started (UTC)", "wall": "Wall clock", "tokens": "Tokens
 
 
 def e(value: object) -> str:
-    return escape("" if value is None else str(value))
+    """Text in HTML: on one line without a control or format character (stored_text.flat: a page
+    printed by `retrod report --format html` reaches a terminal, and a bidirectional override
+    would reorder what the page shows), then escaped."""
+    return escape(flat(value))
 
 
 def money(usd: float | None, complete: bool = True) -> str:
