@@ -191,7 +191,8 @@ class Tools:
         return ({"session": found.uuid, "found_by": _rule(found), "task": name, "phase": phase,
                  "started_at": logged[0]["started_at"], "ended_at": logged[-1]["ended_at"], "verdict": verdict,
                  "warnings": row["warnings"], "phases": logged},
-                f"task {number} logged as {len(logged)} phase{'s' if len(logged) > 1 else ''} {quoted(name)} / {quoted(phase)}: "
+                f"task {number} logged as {len(logged)} phase{'s' if len(logged) > 1 else ''} "
+                f"{quoted(name)} / {quoted(phase)}: "
                 + ", ".join(f"{w['started_at']} → {w['ended_at']}" for w in logged) + f": {verdict}"
                 + "".join(f"; {w}" for w in row["warnings"]))
 

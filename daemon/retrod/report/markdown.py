@@ -320,7 +320,7 @@ def _plan(plan: dict, summary: dict) -> list[str]:
         out += ["", (f"Outside every task: {duration(max(outside, 0))}. Log a verdict for task N with "
                      "`retrod phase log --from-task N --phase P --verdict V`.")]
     if plan["tasks_never_started"]:
-        out += ["", "Never started: " + "; ".join(f"{cell(t['name'])} ({t['status']})"
+        out += ["", "Never started: " + "; ".join(f"{quoted(t['name'])} ({t['status']})"
                                                   for t in plan["tasks_never_started"]) + "."]
     return out
 
