@@ -448,7 +448,7 @@ def test_log_phase_from_a_task_of_the_plan(env: dict[str, str], tmp_path: Path, 
                 == bounds([(w["start"], w["end"]) for w in closed["windows"]])
             text = await error(session, "log_phase", phase="again", verdict="high_impact",
                                from_task=closed["number"], session=planned)
-            assert f"overlaps phase 1 {closed['name']!r} / 'work'" in text
+            assert f"overlaps phase 1 {json.dumps(closed['name'])} / \"work\"" in text
         assert "Traceback" not in (tmp_path / "server.log").read_text()
 
     anyio.run(run)

@@ -285,7 +285,7 @@ def test_markdown_shows_the_tasks_after_the_phases(hand_made) -> None:
     assert rows[1].startswith("| 2 | Test **(costliest)** | deleted | 0m 19s |")
     # The session's times add to 60 s (0 to 60); the tasks hold 10 + 19.
     assert "Outside every task: 0m 31s." in section
-    assert "Never started: Ghost (pending)." in section
+    assert 'Never started: "Ghost" (pending).' in section
     assert "## Tasks (from Claude's plan)" not in markdown.render(reports["no_plan"])
     open_task = markdown.render(reports["open_last_window"])
     assert "| 1 | B **(costliest)** | in_progress (current) |" in open_task

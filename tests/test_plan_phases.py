@@ -87,7 +87,7 @@ def test_an_overlap_logs_nothing_and_names_the_phase(env: dict, db_url: str) -> 
                   "--start", at(35).isoformat(), "--end", at(36).isoformat(), "--verdict", "small_impact")
     assert done.returncode == 0, done.stderr
     # Task 1's first window [10, 20) is free, its second [30, 40) is not: neither is logged.
-    user_error(log(env, TWO_WINDOWS, "--from-task", "1"), "overlaps phase 1 'other' / 'p'")
+    user_error(log(env, TWO_WINDOWS, "--from-task", "1"), 'overlaps phase 1 "other" / "p"')
     assert len(phases(db_url)) == 1
 
 
