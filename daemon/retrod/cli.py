@@ -51,8 +51,12 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     from .ingest import Ingester  # the parser and fold: only a report reads transcripts
     from .store.store import Store
 
-    output = args.output.absolute() if args.output else None  # absolute: "saved" names the daemon's file too
+    to_stdout = args.output == STDOUT  # `--output -`: the report on stdout, and no file
+    output = args.output.absolute() if args.output and not to_stdout else None  # absolute: "saved" names it
     retrospective.check_output(output)
+    verdict, notes = _report_verdict(args)
+    # A page is ~80 KB of HTML: a terminal gets the path of the file, a pipe (or `--output -`) the page
+    page_saved_only = args.format == "html" and not (to_stdout or args.no_save) and sys.stdout.isatty()
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     with open_pool(settings, max_size=3) as pool:
         with pool.connection() as conn:
@@ -63,9 +67,12 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
         with pool.connection() as conn:
             report, text = retrospective.produce(
                 conn, session, close=args.close, output=output, as_json=args.format == "json",
-                reports_dir=None if args.no_save else settings.reports_dir.absolute(),
+                reports_dir=None if args.no_save or to_stdout else settings.reports_dir.absolute(),
                 away_after_s=settings.away_after_s, prices=prices, member=args.member,
-                html=_html_page(prices) if args.format == "html" else None)
+                html=_html_page(prices) if args.format == "html" else None, verdict=verdict, notes=notes)
+    if page_saved_only and "saved_to" in report:
+        print(report["saved_to"])
+        return EXIT_OK
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
@@ -73,6 +80,20 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
         print(f"retrod: error: {report['not_saved']}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
+
+
+STDOUT = Path("-")
+
+
+def _report_verdict(args: argparse.Namespace) -> tuple[str | None, tracking.PhaseNotes | None]:
+    """`report --close --verdict V [--lessons …]`: what the open phase ends with."""
+    notes = _notes(args)
+    if args.verdict is None:
+        given = [f"--{name.replace('_', '-')}" for name, text in vars(notes).items() if text is not None]
+        if given:
+            raise tracking.TrackingError(f"{', '.join(given)} go with --close --verdict VERDICT")
+        return None, None
+    return args.verdict, notes
 
 
 def _html_page(prices):
@@ -120,7 +141,11 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
             print(f"phase {args.task!r} / {args.phase!r} started at {tracking.local(row['started_at'])}")
         elif args.action == "end":
             row = tracking.phase_end(conn, session, args.verdict, _notes(args))
-            print(f"phase ended at {tracking.local(row['ended_at'])}: {args.verdict}")
+            if row["ended"]:
+                print(f"phase ended at {tracking.local(row['ended_at'])}: {args.verdict}")
+            else:  # a phase `report --close` ended without one
+                print(f"phase {markdown.cell(row['task'])} / {markdown.cell(row['phase'])}, ended at"
+                      f" {tracking.local(row['ended_at'])}, given its verdict: {args.verdict}")
         else:
             start, end = tracking.parse_time(args.start), tracking.parse_time(args.end)
             row = tracking.phase_log(conn, session, args.task, args.phase, start, end, args.verdict, _notes(args))

@@ -117,19 +117,38 @@ def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
 
 
 def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, at: datetime | None = None) -> dict:
-    check_verdict(verdict)
+    """End the open phase with its verdict; with none open, give it to the session's latest phase
+    that ended still `pending` (`report --close` ends phases without a verdict): its row, with
+    `ended` True when it ended now."""
+    check_verdict(verdict)  # (refused before any work)
     _check_notes(notes)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         user_session = cur.execute(q("get_user_session"), {"session": session, "member": None}).fetchone()
-        open_phases = user_session and cur.execute(
-            q("open_phases"), {"session_id": user_session["id"]}).fetchall()
-        if not open_phases:
+        if user_session is None:
             raise TrackingError("no open phase to end; start one with `retrod phase start --task T --phase P`")
+        return give_verdict(cur, user_session["id"], verdict, notes, at)
+
+
+def give_verdict(cur, session_id: int, verdict: str, notes: PhaseNotes, at: datetime | None = None) -> dict:
+    """`phase end`'s work inside the caller's transaction (`report --close --verdict` runs it
+    before it closes the session). `session_id`: the user's cc_sessions row."""
+    check_verdict(verdict)
+    _check_notes(notes)
+    open_phases = cur.execute(q("open_phases"), {"session_id": session_id}).fetchall()
+    if open_phases:
         phase = open_phases[0]
         if at is not None and at < phase["started_at"]:
             raise TrackingError(f"the phase cannot end ({local(at)}) before it starts ({local(phase['started_at'])})")
-        return one(cur.execute(q("end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
-                                                **_notes(notes)}))
+        return {**one(cur.execute(q("end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
+                                                   **_notes(notes)})), "ended": True}
+    pending = cur.execute(q("last_pending_phase"), {"session_id": session_id}).fetchone()
+    if pending is None:
+        raise TrackingError("no open phase to end, and no ended phase still `pending`; start one with"
+                            " `retrod phase start --task T --phase P`")
+    # It keeps the end it was given (when the session was closed): only its verdict and notes change
+    return {**one(cur.execute(q("end_phase"), {"id": pending["id"], "ended_at": pending["ended_at"],
+                                               "verdict": verdict, **_notes(notes)})),
+            "ended": False, "task": pending["task"], "phase": pending["phase"]}
 
 
 def phase_log(conn: Connection, session: str, task: str, phase: str, start: datetime, end: datetime,

@@ -59,6 +59,13 @@ VALUES (%(session_id)s, %(task)s, %(phase)s, coalesce(%(started_at)s, now()), %(
         %(verdict)s, %(actions)s, %(subagents)s, %(useful_info)s, %(lessons)s, %(notes)s)
 RETURNING id, started_at;
 
+-- name: last_pending_phase
+-- The session's latest phase that ended with no verdict (`pending`: `report --close` ended it):
+-- the one `phase end` gives its verdict when no phase is open.
+SELECT id, task, phase, started_at, ended_at FROM public.cc_session_phases
+WHERE session_id = %(session_id)s AND ended_at IS NOT NULL AND verdict = 'pending'
+ORDER BY started_at DESC, id DESC LIMIT 1;
+
 -- name: end_phase
 UPDATE public.cc_session_phases
 SET ended_at = coalesce(%(ended_at)s, now()), verdict = %(verdict)s,
