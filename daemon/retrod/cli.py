@@ -174,27 +174,48 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
 
     since = tracking.parse_time(args.since) if args.since else None
+    prices = load_prices(settings.prices)  # a bad price file is refused before any work
     with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:
-            rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit,
-                                            sort=args.sort, roots=settings.projects_roots())
+            listing = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit,
+                                               sort=args.sort)
+            costs = model.session_costs(conn, [(r["uuid"], r["member"]) for r in listing["sessions"]], prices)
+    for row in listing["sessions"]:
+        row["cost"] = costs[(row["uuid"], row["member"])][1]  # as its report prices it
     _warn([note] if note else [])
+    print(resolve.matched_line(args.project, listing.get("projects_matched")), end="", file=sys.stderr)
     if args.json:
-        print(_json(rows))
+        print(_json(listing))
         return EXIT_OK
+    rows = listing["sessions"]
     if not rows:
         print("no sessions" + (" match" if args.project or args.since else " yet"))
-    members = len({row["member"] for row in rows}) > 1  # a team's reader: whose session each is
-    for row in rows:
-        start = tracking.local(row["started_at"])[:16] if row["started_at"] else "undated"
-        tracked = f"{row['phases']} phases  {markdown.cell(row['description'] or '')}" if row["tracked"] else ""
-        print(f"{row['uuid']}  " + (f"{row['member']:<12}  " if members else "") + f"{start:<16}  "
-              f"{markdown.duration(row['wall_s']):>8}  "
-              f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  "
-              f"{row['tool_calls']:>5} calls {markdown.efficiency(row):>4} eff  "
-              f"{row['project_slug']}  {tracked}".rstrip())
+    else:
+        for line in _sessions_table(rows):
+            print(line)
+    if listing["more"]:
+        print(f"… and {listing['more']:,} more (--limit {args.limit})")
     return EXIT_OK
+
+
+def _sessions_table(rows: list[dict]) -> list[str]:
+    """`retrod sessions`' rows under a header, each column as wide as its widest cell (numbers to
+    the right), the member's column only when several members' sessions are listed."""
+    members = len({row["member"] for row in rows}) > 1  # a team's reader: whose session each is
+    header = ["SESSION", *(["MEMBER"] if members else []), "STARTED", "WALL", "COST", "TOKENS", "REQUESTS",
+              "CALLS", "EFF", "PROJECT", "PHASES", "DESCRIPTION"]
+    right = {"WALL", "COST", "TOKENS", "REQUESTS", "CALLS", "EFF", "PHASES"}
+    cells = [[row["uuid"], *([row["member"]] if members else []),
+              tracking.local(row["started_at"])[:16] if row["started_at"] else "undated",
+              markdown.duration(row["wall_s"]), markdown.cost_cell(row["cost"]), f"{row['total_tokens']:,}",
+              f"{row['requests']:,}", f"{row['tool_calls']:,}", markdown.efficiency(row), markdown.cell(row["project"]),
+              f"{row['phases']}" if row["tracked"] else "", markdown.cell(row["description"] or "")]
+             for row in rows]
+    widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
+    return ["  ".join(cell.rjust(width) if name in right else cell.ljust(width)
+                      for name, cell, width in zip(header, line, widths, strict=True)).rstrip()
+            for line in [header, *cells]]
 
 
 def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
@@ -208,9 +229,9 @@ def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:
             data = trends.trends(conn, by=args.by, project=args.project, since=since, split=split, prices=prices,
-                                 tz=zone, member=args.member, roots=settings.projects_roots(),
-                                 away_after_s=settings.away_after_s)
+                                 tz=zone, member=args.member, away_after_s=settings.away_after_s)
     _warn([note] if note else [])
+    print(resolve.matched_line(args.project, data.get("projects_matched")), end="", file=sys.stderr)
     print(json.dumps(data, indent=2) if args.json else trends.render(data), end="\n" if args.json else "")
     return EXIT_OK
 
@@ -223,9 +244,8 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:
-            data = brief.brief(conn, folder=folder, project=args.project, roots=settings.projects_roots(),
-                               sessions=args.sessions, exclude=brief.excluded_session(), prices=prices,
-                               away_after_s=settings.away_after_s)
+            data = brief.brief(conn, folder=folder, project=args.project, sessions=args.sessions,
+                               exclude=brief.excluded_session(), prices=prices, away_after_s=settings.away_after_s)
     _warn([note] if note else [])
     if args.format == "json":
         print(json.dumps(data, indent=2))
@@ -259,7 +279,7 @@ def _hook(args: argparse.Namespace) -> int:
         except OSError:
             cwd = None
         with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-            out, notes = brief.hook(conn, payload, roots=settings.projects_roots(), sessions=args.sessions,
+            out, notes = brief.hook(conn, payload, sessions=args.sessions,
                                     prices=prices, away_after_s=settings.away_after_s, cwd=cwd)
     except Exception as exc:  # noqa: BLE001 - a hook never fails the session it starts
         if args.debug:
@@ -278,7 +298,7 @@ def _cmd_hooks(_settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _json(rows: list[dict]) -> str:
+def _json(rows: list[dict] | dict) -> str:
     """Times as the report's JSON writes them (ISO 8601, UTC)."""
     return json.dumps(rows, indent=2, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
 

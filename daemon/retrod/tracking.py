@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TypeVar
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .resolve import project_filter
+from .resolve import Project, ProjectMatch, match_project, projects_of
 from .store.members import member_of
 from .store.queries import one, q
 from .verdicts import VERDICTS
@@ -193,17 +192,44 @@ def _outside_span(span: dict, user_session: dict, start: datetime, end: datetime
     return warnings
 
 
-def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int,
-                    sort: str = "start", roots: list[Path] | None = None) -> list[dict]:
-    """`retrod sessions`, by `sort`: "start" newest first, "tokens" most first, "efficiency" least
-    efficient tool use first (sessions without calls last); from the files' fold state and the rollups
-    (no scan of events, requests or calls, so it stays instant with thousands of sessions).
+def project_match(conn: Connection, project: str | None, member: str | None = None,
+                  one: bool = False) -> ProjectMatch | None:
+    """What a `--project` names among the projects stored (resolve.match_project; None: not
+    given). `member`: among that member's sessions (None: every one the role may read); `one`:
+    for a command that serves one project."""
+    if not project:
+        return None
+    return match_project(project, known_projects(conn, member), one=one)
 
-    `project`: a path, or part of a Claude Code folder name (resolve.project_filter)."""
-    slugs, pattern = project_filter(project, roots or [])
+
+def known_projects(conn: Connection, member: str | None = None) -> list[Project]:
+    """Every project stored, by name. `member`: that member's (None: every one the role may read)."""
+    return projects_of(conn.execute(q("known_projects"), {"member": member}).fetchall())
+
+
+def project_args(match: ProjectMatch | None) -> dict:
+    """A match as the statements that filter by project take it (`projects`, `slugs`)."""
+    return {"projects": match.names if match else None, "slugs": match.slugs if match else None}
+
+
+def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int,
+                    sort: str = "start") -> dict:
+    """`retrod sessions`: `{sessions, more, projects_matched?}` (`more`: how many match beyond
+    `limit`), by `sort`: "start" newest first, "tokens" most first, "efficiency" least efficient
+    tool use first (sessions without calls last); from the files' fold state and the rollups (no
+    scan of events, requests or calls, so it stays instant with thousands of sessions).
+
+    `project`: as every surface reads it (resolve.match_project)."""
+    match = project_match(conn, project)
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(q("recent_sessions"), {
-            "slugs": slugs, "pattern": pattern, "since": since, "limit": limit, "sort": sort}).fetchall()
+        rows = cur.execute(q("recent_sessions"), {
+            **project_args(match), "since": since, "limit": limit, "sort": sort}).fetchall()
+    matching = rows[0]["matching"] if rows else 0
+    out: dict = {"sessions": [{k: v for k, v in row.items() if k != "matching"} for row in rows],
+                 "more": max(0, matching - len(rows))}
+    if match and match.matched:
+        out["projects_matched"] = match.matched
+    return out
 
 
 def list_phases(conn: Connection, session: str, member: str | None = None) -> list[dict]:

@@ -30,9 +30,9 @@ from psycopg.rows import dict_row
 from .report import markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
-from .resolve import project_filter
 from .store.members import current_role
 from .store.queries import q
+from .tracking import project_args, project_match
 
 PERIODS = ("day", "week", "month")
 SPLITS = ("project", "model", "session")  # session: for the brief, not offered on the command line
@@ -236,12 +236,12 @@ def _bounds(period: date, by: str, zone: str) -> tuple[str, str]:
 
 def trends(conn: Connection, *, by: str = "week", project: str | None = None, since: datetime | None = None,
            split: str | None = None, prices: pricing.Prices = pricing.DEFAULT, tz: str = "UTC",
-           member: str | None = None, roots: list[Path] | None = None, away_after_s: float = AWAY_AFTER_S,
+           member: str | None = None, away_after_s: float = AWAY_AFTER_S,
            sessions: list[str] | None = None) -> dict:
     """Per period of `by` (day, week, month), oldest first, every period between the first and
     the last that has a session (empty ones included, so that each period's `change` is from the
     one right before it); with `split` ("project" or "model"), each period's figures per project
-    or per model too. `project`: as `retrod sessions --project` (a path needs `roots`); `since`:
+    or per model too. `project`: as every surface reads it (resolve.match_project); `since`:
     sessions that started at or after it; `member`: whose rows (default: one's own);
     `sessions`: only these (the brief's). Sessions without any timestamp come last, undated."""
     if by not in PERIODS:
@@ -250,22 +250,21 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         raise TrendsError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     check_zone(tz)
     pricing.store_tiers(conn)  # the tiers the rollups are summed by are the ones priced
-    slugs, pattern = project_filter(project, roots or [])
     member = member or current_role(conn)
+    match = project_match(conn, project, member)
     with conn.cursor(row_factory=dict_row) as cur:
         try:
             rows = cur.execute(q("trend_figures"), {
-                "member": member, "slugs": slugs, "pattern": pattern, "since": since, "by": by, "tz": tz,
+                "member": member, **project_args(match), "since": since, "by": by, "tz": tz,
                 "away_us": int(away_after_s * 1_000_000), "by_project": split == "project",
                 "by_session": split == "session", "sessions": sessions,
                 "rates": price_table(conn, member, prices, sessions)},
                 prepare=False).fetchall()  # planned for its arguments each time: a generic plan is far slower
         except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
             raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None
-        paths = {} if split != "project" else {r["slug"]: r["path"] for r in cur.execute(
-            q("project_paths"), {"member": member, "slugs": sorted({row["grp"] for row in rows})})}
     whole: dict[date | None, _Sums] = {}
     parts: dict[date | None, list[tuple[str, _Sums]]] = {}
+    folders: dict[str, tuple[str, str | None]] = {}  # a project's Claude Code folder and working folder
     for row in rows:  # a period's rows (one per project or session in it) add up to the period
         sums = _Sums.of(row)
         if row["grp"] is None:  # (no split: the one row is the period)
@@ -273,6 +272,7 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
             continue
         whole.setdefault(row["period"], _Sums()).add(sums)
         parts.setdefault(row["period"], []).append((row["grp"], sums))
+        folders.setdefault(row["grp"], (row["slug"], row["path"]))
     dated = sorted(p for p in whole if p is not None)
     keys: list[date | None] = []
     period = dated[0] if dated else None
@@ -294,15 +294,16 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         entry = {"period": key.isoformat() if key else None, "start": start, "end": end, **entry,
                  "change": change(entry, before) if key is not None else None}
         if split == "project":
-            entry["projects"] = [{"project_slug": slug, "project_path": paths.get(slug), **figures(s)}
-                                 for slug, s in parts.get(key, [])]
+            entry["projects"] = [{"project": name, "project_slug": folders[name][0], "project_path": folders[name][1],
+                                  **figures(s)} for name, s in parts.get(key, [])]
         elif split == "session":
             entry["per_session"] = [{"session": uuid, **figures(s)} for uuid, s in parts.get(key, [])]
         out.append(entry)
         before = entry if key is not None else before
     return {
         "by": by, "time_zone": tz, "split": split, "member": member,
-        "project": project, "since": since.isoformat() if since else None,
+        "project": project, **({"projects_matched": match.matched} if match and match.matched else {}),
+        "since": since.isoformat() if since else None,
         "attribution": "each session wholly in the period its first line falls in",
         "prices": prices.describe(),
         "periods": out,
@@ -393,7 +394,7 @@ def render(data: dict) -> str:
         if detail:
             out.append(f"{'':<10}   {detail}")
         for row in p.get("projects", []):
-            out.append(f"{'':<10} {_row(row, None)}  {row['project_path'] or row['project_slug']}")
+            out.append(f"{'':<10} {_row(row, None)}  {row['project']}")
         if data["split"] == "model":
             for m in p["tokens_by_model"]:
                 out.append(f"{'':<10} {m['sessions']:>5} {markdown.usd(m['cost_usd']):>10} {'':>8} {'':>8} {'':>4}"

@@ -121,21 +121,24 @@ WHERE session_uuid = %(session)s AND ended_at IS NULL
 -- `retrod sessions`: the newest sessions first, or those with the most tokens, or the least
 -- efficient tool use (DESIGN §2.6) first. Start and end come from the main transcripts' fold
 -- state (first event, high-water mark), tokens and calls from the per-minute rollups: no scan of
--- events, requests or calls. `slugs`: a project folder's names; `pattern`: part of one.
+-- events, requests or calls. `projects`: the projects' names (resolve.match_project), `slugs`
+-- their Claude Code folders' (a session's project: its working folder, else its folder name).
 -- name: recent_sessions
 -- (A session per member: on a team's database one id may be several members' sessions, §3.)
 WITH s AS (
     SELECT session_uuid, db_role,
            coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+           (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path,
            min((state ->> 'first_event_us')::bigint) FILTER (WHERE kind = 'main') AS first_us,
            max((state ->> 'high_water_us')::bigint) FILTER (WHERE kind = 'main') AS last_us
     FROM retrod.files
     WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
     GROUP BY session_uuid, db_role
-), candidates AS (
-    SELECT * FROM s
-    WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[]))
-      AND (%(pattern)s::text IS NULL OR project_slug ILIKE %(pattern)s::text)
+), candidates AS (  -- `matching`: how many there are before the limit
+    SELECT *, count(*) OVER () AS matching FROM s
+    WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[])
+                                      AND coalesce(project_path, project_slug) = ANY(%(projects)s::text[]))
       AND (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
     ORDER BY first_us DESC NULLS LAST, session_uuid
     LIMIT CASE WHEN %(sort)s = 'start' THEN %(limit)s END  -- the other orders need every session's figures
@@ -154,7 +157,8 @@ WITH s AS (
         FROM retrod.call_agents a WHERE a.session_uuid = n.session_uuid AND a.db_role = n.db_role
     ) c ON true
 )
-SELECT f.session_uuid AS uuid, f.db_role AS member, f.project_slug, retrod.us_to_ts(f.first_us) AS started_at,
+SELECT f.session_uuid AS uuid, f.db_role AS member, coalesce(f.project_path, f.project_slug) AS project,
+       f.project_slug, f.project_path, f.matching, retrod.us_to_ts(f.first_us) AS started_at,
        round(coalesce(f.last_us - f.first_us, 0) / 1e6, 3)::float AS wall_s,
        f.total_tokens, f.requests, f.tool_calls, f.efficiency,
        u.id IS NOT NULL AS tracked, u.description,
@@ -166,3 +170,18 @@ ORDER BY CASE WHEN %(sort)s = 'tokens' THEN f.total_tokens END DESC NULLS LAST,
          CASE WHEN %(sort)s = 'efficiency' THEN f.efficiency END NULLS LAST,
          f.first_us DESC NULLS LAST, f.session_uuid, f.db_role
 LIMIT %(limit)s;
+
+-- name: known_projects
+-- Every project there is (DESIGN §4), as one (working folder, Claude Code folder name) pair per
+-- session: its working folder is the first `cwd` of its main transcripts in the order of their
+-- folder names (null: none names one), its folder the main transcript's (else the smallest).
+-- `member`: whose sessions (null: every one the role may read).
+SELECT DISTINCT project_path, project_slug FROM (
+    SELECT (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path,
+           coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+    FROM retrod.files
+    WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
+      AND (%(member)s::text IS NULL OR db_role = %(member)s::text)
+    GROUP BY session_uuid, db_role
+) s;

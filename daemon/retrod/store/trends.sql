@@ -14,9 +14,10 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- the sessions that started in it. A session belongs wholly to the period its first counted event
 -- falls in (the report's started_at; a session with no main-transcript event: its first request's
 -- minute), periods cut by date_trunc(`by`) in the time zone `tz` (weeks start on Monday).
--- period NULL: no timestamp at all. grp: the project (`by_project`), the session
--- (`by_session`), else NULL. Filters: `slugs` (a project folder's names) or `pattern`
--- (part of one), `since` (started at or after), `sessions` (these sessions only).
+-- period NULL: no timestamp at all. grp: the project (`by_project`: its working folder, else its
+-- Claude Code folder name; `slug`, `path`: its folder name and working folder), the session
+-- (`by_session`), else NULL. Filters: `projects` (the projects' names, resolve.match_project) with
+-- `slugs` (their Claude Code folders), `since` (started at or after), `sessions` (these only).
 -- models: per model, its sessions, requests (parts), tokens by bucket and kind, and cost: each
 -- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
 -- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none.
@@ -26,18 +27,20 @@ WITH rates AS (
         AS r(model TEXT, fast BOOLEAN, tier_floor BIGINT, day_from DATE, day_to DATE, input NUMERIC, output NUMERIC,
              cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC)
 ), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), and their project
-    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+           (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path
     FROM retrod.files
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
       AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
     GROUP BY session_uuid
 ), p AS MATERIALIZED (  -- each session's period and group (k_: NULL as a value a join can match)
     SELECT d.session_uuid, coalesce(date_trunc(%(by)s, d.started_at AT TIME ZONE %(tz)s)::date, 'infinity') AS k_period,
-           coalesce(CASE WHEN %(by_project)s THEN d.project_slug WHEN %(by_session)s THEN d.session_uuid END, '')
-               AS k_grp,
-           d.claude_us, d.tool_us, d.human_us, d.tool_result_bytes, d.wall
+           coalesce(CASE WHEN %(by_project)s THEN coalesce(d.project_path, d.project_slug)
+                         WHEN %(by_session)s THEN d.session_uuid END, '') AS k_grp,
+           d.project_slug, d.project_path, d.claude_us, d.tool_us, d.human_us, d.tool_result_bytes, d.wall
     FROM (
-        SELECT s.session_uuid, s.project_slug, t.claude_us, t.tool_us, t.human_us, t.tool_result_bytes,
+        SELECT s.session_uuid, s.project_slug, s.project_path, t.claude_us, t.tool_us, t.human_us, t.tool_result_bytes,
                t.last_ts - t.first_ts AS wall,
                coalesce(t.first_ts, CASE WHEN r.session_uuid IS NOT NULL THEN (  -- (it has requests)
                    SELECT min(minute) FROM retrod.request_minutes m
@@ -47,13 +50,14 @@ WITH rates AS (
         LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
         LEFT JOIN (SELECT DISTINCT session_uuid FROM retrod.session_requests WHERE db_role = %(member)s) r
                ON t.first_ts IS NULL AND r.session_uuid = s.session_uuid
-        WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
-          AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+        WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[])
+                                          AND coalesce(s.project_path, s.project_slug) = ANY(%(projects)s::text[]))
         OFFSET 0  -- (evaluated once per session: the start is used twice below)
     ) d
     WHERE %(since)s::timestamptz IS NULL OR d.started_at >= %(since)s::timestamptz
 ), figures AS (  -- each group's sums, straight to its period and group (no per-session step)
-    SELECT k_period, k_grp, count(*) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
+    SELECT k_period, k_grp, min(project_slug) AS slug, min(project_path) AS path, count(*) AS sessions,
+           retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
            coalesce(sum(claude_us), 0)::bigint AS claude_us, coalesce(sum(tool_us), 0)::bigint AS tool_us,
            coalesce(sum(human_us), 0)::bigint AS human_us,
            coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes
@@ -122,7 +126,7 @@ WITH rates AS (
           GROUP BY 1, 2, 3) v
     GROUP BY 1, 2
 )
-SELECT nullif(f.k_period, 'infinity') AS period, nullif(f.k_grp, '') AS grp, f.sessions, f.wall_us, f.claude_us,
+SELECT nullif(f.k_period, 'infinity') AS period, nullif(f.k_grp, '') AS grp, f.slug, f.path, f.sessions, f.wall_us, f.claude_us,
        f.tool_us, f.human_us, f.tool_result_bytes, coalesce(a.away_us, 0) AS away_us,
        coalesce(c.productive, 0) AS productive, coalesce(c.sibling_error, 0) AS sibling_error,
        coalesce(c.error_retry, 0) AS error_retry, coalesce(c.persisted_output_read, 0) AS persisted_output_read,
@@ -135,39 +139,33 @@ LEFT JOIN models m USING (k_period, k_grp)
 LEFT JOIN verdicts v USING (k_period, k_grp)
 ORDER BY f.k_period, f.k_grp;
 
--- The folder Claude Code ran in for each project folder name (a main transcript's first cwd).
--- name: project_paths
-SELECT DISTINCT ON (slug) slug, state ->> 'cwd' AS path
-FROM retrod.files
-WHERE db_role = %(member)s AND kind = 'main' AND slug = ANY(%(slugs)s::text[]) AND state ? 'cwd'
-ORDER BY slug, path;
-
--- `retrod brief`: the member's sessions of these project folders (`slugs`, or folder names like
--- `pattern`), newest first by the report's started_at, leaving out `exclude` (the session asking)
--- and sessions that never did anything (no timestamp at all).
+-- `retrod brief`: the member's sessions of these project folders (`slugs`; of these projects,
+-- `projects`, when given: as trend_figures), newest first by the report's started_at, leaving out
+-- `exclude` (the session asking) and sessions that never did anything (no timestamp at all).
 -- name: brief_sessions
-SELECT s.session_uuid, s.project_slug,
+SELECT s.session_uuid, s.project_slug, coalesce(s.project_path, s.project_slug) AS project,
        coalesce(t.first_ts, (SELECT min(minute) FROM retrod.request_minutes m
                              WHERE m.session_uuid = s.session_uuid AND m.db_role = %(member)s
                                AND m.minute < 'infinity')) AS started_at,
        u.description
 FROM (
-    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+           (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path
     FROM retrod.files
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
       AND session_uuid IN (SELECT session_uuid FROM retrod.files
                            WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
-                             AND (%(slugs)s::text[] IS NULL OR slug = ANY(%(slugs)s::text[]))
-                             AND (%(pattern)s::text IS NULL OR slug ILIKE %(pattern)s::text))
+                             AND slug = ANY(%(slugs)s::text[]))
     GROUP BY session_uuid
 ) s
 LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
 LEFT JOIN public.cc_sessions u ON u.session_uuid = s.session_uuid
                               AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
-WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
-  AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+WHERE s.project_slug = ANY(%(slugs)s::text[])
+  AND (%(projects)s::text[] IS NULL OR coalesce(s.project_path, s.project_slug) = ANY(%(projects)s::text[]))
   AND s.session_uuid IS DISTINCT FROM %(exclude)s::text
-ORDER BY 3 DESC NULLS LAST, 1;
+ORDER BY started_at DESC NULLS LAST, s.session_uuid;
 
 -- The phases of these sessions, newest first, with what was written about them.
 -- name: brief_phases

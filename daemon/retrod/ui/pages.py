@@ -60,8 +60,12 @@ def short(tokens: int) -> str:
     return str(tokens)
 
 
-def project(row: Mapping) -> str:
-    """A project as a cell shows it: the end of the folder Claude Code ran in, else its folder name."""
+def project(row: Mapping, shorts: Mapping[str, str] | None = None) -> str:
+    """A project as a cell shows it: its short name (data.short_names: the end of the folder
+    Claude Code ran in, longer where two would read the same), else its folder name."""
+    short = row.get("project_short") or (shorts or {}).get(row.get("project") or "")
+    if short:
+        return str(short)
     path = row.get("project_path")
     if not path:
         return str(row["project_slug"])
@@ -400,14 +404,15 @@ TREND_HEAD = ('<th class="num">Sessions</th><th class="num">Est. cost</th><th cl
               '<th class="num">Tool</th><th class="num">Human</th><th class="num">Away</th>')
 
 
-def trends_page(data: dict, costliest: list[dict], projects: list[str], query: TrendsQuery) -> str:
+def trends_page(data: dict, costliest: list[dict], projects: Mapping[str, str], query: TrendsQuery) -> str:
     """`/trends`: `retrod trends` as a page — the periods' cost and efficiency drawn, their figures
     in rows (a run of empty periods is one row, as the command prints it), the total below; and
     the outliers: the costliest sessions, each against the average session."""
     periods = data["periods"]
     by = data["by"]
     if any(p["sessions"] for p in periods):
-        rows = "".join(_trend_rows(p, change, through, data) for p, change, through in shown_periods(periods, by))
+        rows = "".join(_trend_rows(p, change, through, data, projects)
+                       for p, change, through in shown_periods(periods, by))
     else:
         rows = (f'<tr><td colspan="13" class="empty">No sessions'
                 f'{" match" if data["project"] or data["since"] else " yet"}.</td></tr>')
@@ -460,7 +465,7 @@ def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> str:
             '</table></section>')
 
 
-def _trend_filters(projects: list[str], query: TrendsQuery) -> str:
+def _trend_filters(projects: Iterable[str], query: TrendsQuery) -> str:
     def select(name: str, chosen: str | None, values: Iterable[tuple[str, str]]) -> str:
         return (f'<select name="{name}" aria-label="{name}">' + "".join(
             f'<option value="{e(v)}"{" selected" if v == (chosen or "") else ""}>{e(label)}</option>'
@@ -494,7 +499,8 @@ def _trend_cards(total: dict) -> str:
     return _card_section("totals", items)
 
 
-def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -> str:
+def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict,
+                shorts: Mapping[str, str]) -> str:
     """A period's row and the rows of its projects or models; a run of empty periods: one row
     (`through`: its last period's name). As trends.shown_periods gives them."""
     name = period_name(p, data["by"])
@@ -511,9 +517,8 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -
     if detail:
         out.append(f'<tr class="detail-row"><td></td><td colspan="12">{" · ".join(detail)}</td></tr>')
     for row in p.get("projects", []):
-        label = row["project_path"] or row["project_slug"]
-        out.append(f'<tr class="sub" data-project="{e(row["project_slug"])}"><td title="{e(label)}">'
-                   f'{e(project(row))}</td>{_trend_cells(row, None)}</tr>')
+        out.append(f'<tr class="sub" data-project="{e(row["project_slug"])}"><td title="{e(row["project"])}">'
+                   f'{e(project(row, shorts))}</td>{_trend_cells(row, None)}</tr>')
     if data["split"] == "model":
         for m in p["tokens_by_model"]:
             out.append(f'<tr class="sub" data-model="{e(m["model"] or "")}"><td>{e(m["model"] or "unknown model")}'
