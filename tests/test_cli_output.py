@@ -170,3 +170,35 @@ class TestCloseWithAVerdict:
                 "--lessons go with --close --verdict")
         refused(retrod(env, "report", A, "--close", "--verdict", "great", "--no-save"), "unknown verdict 'great'")
         assert phases(db_url) == [("build", "pending", None, False)]  # refused: nothing written
+
+
+# -- retrod sessions ----------------------------------------------------------------------------
+
+class TestSessionsTable:
+    def test_a_header_aligned_columns_the_cost_and_how_many_more(self, env: dict, db_url: str) -> None:
+        env = dict(env, RETROD_DATABASE_URL=db_url)
+        reports = {s: json.loads(ok(retrod(env, "report", s, "--format", "json", "--no-save")).stdout)
+                   for s in (B, C)}
+        shown = ok(retrod(env, "sessions", "--limit", "2")).stdout.splitlines()
+        header, rows, more = shown[0], shown[1:3], shown[3:]
+        assert header.split() == ["SESSION", "STARTED", "WALL", "COST", "TOKENS", "REQUESTS", "CALLS", "EFF",
+                                  "PROJECT", "PHASES", "DESCRIPTION"]
+        assert [row.split()[0] for row in rows] == [C, B]  # newest first
+        for row in rows:  # numbers end under their heading's end, text starts under its start
+            report = reports[row.split()[0]]
+            cost = f"${report['summary']['cost']['usd']:,.2f}"
+            assert row[header.index("COST") + len("COST") - len(cost):header.index("COST") + len("COST")] == cost
+            tokens = f"{sum(report['summary']['tokens']['total'].values()):,}"
+            end = header.index("TOKENS") + len("TOKENS")
+            assert row[end - len(tokens):end] == tokens
+            assert row[header.index("PROJECT"):].startswith(report["session"]["project_path"])
+        assert more == ["… and 1 more (--limit 2)"]
+
+    def test_the_json_is_an_object_with_each_sessions_cost_and_how_many_more(self, env: dict, db_url: str) -> None:
+        env = dict(env, RETROD_DATABASE_URL=db_url)
+        listing = json.loads(ok(retrod(env, "sessions", "--json", "--limit", "2")).stdout)
+        assert set(listing) == {"sessions", "more"} and listing["more"] == 1
+        for row in listing["sessions"]:
+            report = json.loads(ok(retrod(env, "report", row["uuid"], "--format", "json", "--no-save")).stdout)
+            assert row["cost"] == report["summary"]["cost"] and row["cost"]["usd"] > 0
+        assert json.loads(ok(retrod(env, "sessions", "--json")).stdout)["more"] == 0
