@@ -225,7 +225,10 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
         rows = cur.execute(q("recent_sessions"), {
             **project_args(match), "since": since, "limit": limit, "sort": sort}).fetchall()
     matching = rows[0]["matching"] if rows else 0
-    out: dict = {"sessions": [{k: v for k, v in row.items() if k != "matching"} for row in rows],
+    out: dict = {"sessions": [{"uuid": row["uuid"], "member": row["member"],
+                               "project": row["project_path"] or row["project_slug"],  # (its one name)
+                               **{k: v for k, v in row.items() if k not in ("uuid", "member", "matching")}}
+                              for row in rows],
                  "more": max(0, matching - len(rows))}
     if match and match.matched:
         out["projects_matched"] = match.matched

@@ -128,8 +128,6 @@ WHERE session_uuid = %(session)s AND ended_at IS NULL
 WITH s AS (
     SELECT session_uuid, db_role,
            coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-           (array_agg(state ->> 'cwd' ORDER BY slug, path)
-                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path,
            min((state ->> 'first_event_us')::bigint) FILTER (WHERE kind = 'main') AS first_us,
            max((state ->> 'high_water_us')::bigint) FILTER (WHERE kind = 'main') AS last_us
     FROM retrod.files
@@ -138,7 +136,11 @@ WITH s AS (
 ), candidates AS (  -- `matching`: how many there are before the limit
     SELECT *, count(*) OVER () AS matching FROM s
     WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[])
-                                      AND coalesce(project_path, project_slug) = ANY(%(projects)s::text[]))
+                                      AND coalesce((SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
+                                                     FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
+                                                FROM retrod.files f
+                                                WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role),
+                                               project_slug) = ANY(%(projects)s::text[]))
       AND (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
     ORDER BY first_us DESC NULLS LAST, session_uuid
     LIMIT CASE WHEN %(sort)s = 'start' THEN %(limit)s END  -- the other orders need every session's figures
@@ -157,8 +159,11 @@ WITH s AS (
         FROM retrod.call_agents a WHERE a.session_uuid = n.session_uuid AND a.db_role = n.db_role
     ) c ON true
 )
-SELECT f.session_uuid AS uuid, f.db_role AS member, coalesce(f.project_path, f.project_slug) AS project,
-       f.project_slug, f.project_path, f.matching, retrod.us_to_ts(f.first_us) AS started_at,
+SELECT f.session_uuid AS uuid, f.db_role AS member, f.project_slug,
+       (SELECT (array_agg(w.state ->> 'cwd' ORDER BY w.slug, w.path)  -- (worked out after the limit)
+                    FILTER (WHERE w.kind = 'main' AND w.state ->> 'cwd' IS NOT NULL))[1]
+        FROM retrod.files w WHERE w.session_uuid = f.session_uuid AND w.db_role = f.db_role) AS project_path,
+       f.matching, retrod.us_to_ts(f.first_us) AS started_at,
        round(coalesce(f.last_us - f.first_us, 0) / 1e6, 3)::float AS wall_s,
        f.total_tokens, f.requests, f.tool_calls, f.efficiency,
        u.id IS NOT NULL AS tracked, u.description,
