@@ -187,7 +187,7 @@ def _filters(choices: dict, query: SessionQuery, today: date) -> str:
             ' placeholder="Search descriptions, uuids, projects"'
             f' aria-label="search">'
             f'<select name="project" aria-label="project">'
-            f'{options(choices["projects"], query.project, "All projects")}</select>'
+            f'{options(_listed(choices["projects"], query.project), query.project, "All projects")}</select>'
             f'<select name="model" aria-label="model">{options(choices["models"], query.model, "All models")}</select>'
             f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
             f'<label>To <input type="date" name="until" value="{e(query.until)}"></label>'
@@ -465,14 +465,20 @@ def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> str:
             '</table></section>')
 
 
+def _listed(projects: Iterable[str], chosen: str | None) -> list[str]:
+    """The project filter's choices: a project asked by a path or a part of its name (as
+    `--project` reads it) stays chosen."""
+    names = list(projects)
+    return names if not chosen or chosen in names else [chosen, *names]
+
+
 def _trend_filters(projects: Iterable[str], query: TrendsQuery) -> str:
     def select(name: str, chosen: str | None, values: Iterable[tuple[str, str]]) -> str:
         return (f'<select name="{name}" aria-label="{name}">' + "".join(
             f'<option value="{e(v)}"{" selected" if v == (chosen or "") else ""}>{e(label)}</option>'
             for v, label in values) + "</select>")
 
-    # a project asked by path or by part of its name (as `retrod trends --project`) stays chosen
-    listed = projects if not query.project or query.project in projects else [query.project, *projects]
+    listed = _listed(projects, query.project)
     quick = "".join(
         f'<a class="chip{" on" if query.by == by else ""}" href="'
         f'{e("?" + urlencode(query.params(by=by)))}">{title}</a>'
