@@ -179,14 +179,17 @@ LIMIT %(limit)s;
 -- name: known_projects
 -- Every project there is (DESIGN §4), as one (working folder, Claude Code folder name) pair per
 -- session: its working folder is the first `cwd` of its main transcripts in the order of their
--- folder names (null: none names one), its folder the main transcript's (else the smallest).
--- `member`: whose sessions (null: every one the role may read).
+-- folder names (null: none names one), its folder the main transcript's (else the smallest, which
+-- session_figures holds for a session with no main transcript). `member`: whose sessions (null:
+-- every one the role may read). Only the main transcripts are grouped: a third of the files.
 SELECT DISTINCT project_path, project_slug FROM (
     SELECT (array_agg(state ->> 'cwd' ORDER BY slug, path)
-                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path,
-           coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+                FILTER (WHERE state ->> 'cwd' IS NOT NULL))[1] AS project_path,
+           min(slug) AS project_slug
     FROM retrod.files
-    WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
-      AND (%(member)s::text IS NULL OR db_role = %(member)s::text)
+    WHERE kind = 'main' AND session_uuid IS NOT NULL AND (%(member)s::text IS NULL OR db_role = %(member)s::text)
     GROUP BY session_uuid, db_role
-) s;
+) s
+UNION
+SELECT DISTINCT NULL, project_slug FROM retrod.session_figures
+WHERE NOT has_main AND transcripts > 0 AND (%(member)s::text IS NULL OR db_role = %(member)s::text);

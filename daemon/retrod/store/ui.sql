@@ -7,6 +7,12 @@
 -- name: ui_price_keys
 SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_requests;
 
+-- name: ui_working_folders
+-- Every folder Claude Code ran a stored main transcript in: the names the list's short names are
+-- made distinct among (data.short_names; a few more than the projects' when a session's folder
+-- moved, which can only lengthen a name), without grouping the files by session.
+SELECT DISTINCT state ->> 'cwd' FROM retrod.files WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL;
+
 -- The list's choices: the models there are (the projects: tracking.sql's known_projects).
 -- name: ui_models
 SELECT DISTINCT model FROM retrod.session_requests WHERE model <> '' AND parts > 0 ORDER BY 1;

@@ -243,7 +243,7 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
                 break  # else: groups stored since the rates were read; once more, with theirs
     # The page's own rows, priced exactly as their reports price them (the sort used doubles)
     costs = model.session_costs(conn, [(row["uuid"], row["member"]) for row in found], prices)
-    shorts = short_names(projects(conn)) if found else {}
+    shorts = short_names(row[0] for row in conn.execute(q("ui_working_folders"))) if found else {}
     total = int(found[0]["total"]) if found else 0
     return [_row(row, *costs[(row["uuid"], row["member"])], shorts) for row in found], total
 
