@@ -30,7 +30,7 @@ from retrod import brief, hooks, tracking
 from retrod.hooks import MATCHER
 from retrod.report.client import SOCKET_NAME
 from retrod.report.model import SIGNALS
-from retrod.resolve import project_slugs
+from retrod.resolve import ProjectError, project_slugs
 
 PAYLOAD = json.loads((Path(__file__).parent / "payloads" / "sessionstart.json").read_text())
 # Real sessions of four fixture projects, gathered as one project's history.
@@ -87,7 +87,7 @@ def history(pg_cluster, tmp_path_factory) -> dict:
 
 def _brief(history: dict, **kwargs) -> dict:
     with psycopg.connect(history["url"]) as conn:
-        return brief.brief(conn, roots=[history["projects"]], **{"folder": history["work"] / "src" / "deep", **kwargs})
+        return brief.brief(conn, **{"folder": history["work"] / "src" / "deep", **kwargs})
 
 
 def test_the_brief_of_a_project_with_history(history: dict) -> None:
@@ -171,9 +171,12 @@ def test_the_session_asking_is_left_out_and_sessions_limits_the_history(history:
     two = _brief(history, sessions=2)
     assert [s["session"] for s in two["sessions"]] == ours[:2]
     assert {x["session"] for x in two["lessons"]} <= set(ours[:2])
-    # a project named as `retrod sessions --project` reads it: part of its folder name
-    named = _brief(history, folder=None, project=history["folder"].name[-12:], sessions=len(ours))
-    assert [s["session"] for s in named["sessions"]] == ours
+    # a project named as every surface reads `--project`: its Claude Code folder name is the projects
+    # of that folder (the fixtures' sessions ran in several working folders)
+    named = _brief(history, folder=None, project=history["folder"].name, sessions=len(ours))
+    assert [s["session"] for s in named["sessions"]] == ours and named["project"] == history["folder"].name
+    with pytest.raises(ProjectError, match=r"matches \d+ projects .*this command serves one"):
+        _brief(history, folder=None, project=history["folder"].name[-12:])  # a part of several
 
 
 def test_no_history_no_brief(history: dict) -> None:
@@ -257,7 +260,7 @@ def test_the_hook_answers_every_source_with_the_brief_and_tracks_the_session(his
     assert not (history["folder"] / f"{session}.jsonl").exists() or source == "resume"  # not written yet
     done = _run(_env(history), "brief", "--hook", cwd=history["work"], stdin=_payload(history, source, session))
     with psycopg.connect(history["url"]) as conn:
-        want = brief.render(brief.brief(conn, folder=history["work"], roots=[history["projects"]], exclude=session))
+        want = brief.render(brief.brief(conn, folder=history["work"], exclude=session))
     assert _context(done) == want and want
     assert done.stderr == b""
     assert (session[:8] in want) is False  # not its own history
@@ -325,7 +328,7 @@ def test_with_the_daemon_the_hook_is_answered_without_loading_the_database_drive
         done = _run(env, "brief", "--hook", cwd=history["work"], stdin=_payload(history, "startup", session),
                     python=no_driver)
         with psycopg.connect(history["url"]) as conn:
-            want = brief.render(brief.brief(conn, folder=history["work"], roots=[history["projects"]], exclude=session))
+            want = brief.render(brief.brief(conn, folder=history["work"], exclude=session))
         assert _context(done) == want
         assert _tracked(history, session) is not None
         garbage = _run(env, "brief", "--hook", cwd=history["work"], stdin=b"\x00\xff", python=no_driver)

@@ -31,6 +31,7 @@ from retrod.verdicts import VERDICTS
 
 SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
 GHOST = "99999999-9999-4999-8999-999999999999"
+SPOTTER_FOLDER = "/home/USER/projects/spotter-worktrees/spotter-gqc"  # SESSION's working folder
 TOOLS = {"start_tracking", "start_phase", "end_phase", "log_phase", "list_phases", "session_stats",
          "retrospective", "sessions", "brief", "trends"}
 
@@ -195,8 +196,8 @@ def test_every_error_is_one_sentence_and_the_server_goes_on(env: dict[str, str],
             await call(session, "start_tracking", description="x", session=SESSION)
             text = await error(session, "end_phase", verdict="great", session=SESSION)
             assert f"unknown verdict 'great'; use one of: {', '.join(VERDICTS)}" in text
-            assert "no open phase to end; start one with start_phase" in await error(
-                session, "end_phase", verdict="high_impact", session=SESSION)
+            assert ("no open phase to end, and no ended phase still `pending`; start one with start_phase"
+                    in await error(session, "end_phase", verdict="high_impact", session=SESSION))
             await call(session, "log_phase", task="t", phase="one", started_at="2026-02-11T20:40:00Z",
                        ended_at="2026-02-11T21:00:00Z", verdict="small_impact", session=SESSION)
             text = await error(session, "log_phase", task="t", phase="two", started_at="2026-02-11T20:50:00Z",
@@ -274,7 +275,7 @@ def test_sessions_lists_what_the_report_counts(env: dict[str, str], tmp_path: Pa
             return await call(session, "sessions", limit=50)
 
     listed = {row["uuid"]: row for row in anyio.run(run)["sessions"]}
-    expected = json.loads(cli(env, "sessions", "--limit", "50", "--json").stdout)
+    expected = json.loads(cli(env, "sessions", "--limit", "50", "--json").stdout)["sessions"]
     assert [row["uuid"] for row in expected] == list(listed)
     assert listed[SESSION]["description"] == "listed" and listed[SESSION]["tracked"]
     report = json.loads(cli(env, "report", SESSION, "--format", "json", "--no-save").stdout)
@@ -290,13 +291,13 @@ def test_brief_and_trends_answer_what_the_commands_print(env: dict[str, str], tm
 
     async def run() -> tuple[dict, dict, str]:
         async with server(env, tmp_path / "server.log") as session:
-            brief = await call(session, "brief", project="spotter", session=GHOST)
+            brief = await call(session, "brief", project=SPOTTER_FOLDER, session=GHOST)
             trends = await call(session, "trends", by="month", tz="UTC", split="project")
             refused = await error(session, "trends", tz="Mars/Olympus")
             return brief, trends, refused
 
     brief, trends, refused = anyio.run(run)
-    assert brief == json.loads(cli(env, "brief", "--project", "spotter", "--format", "json").stdout)
+    assert brief == json.loads(cli(env, "brief", "--project", SPOTTER_FOLDER, "--format", "json").stdout)
     assert brief["lessons"][0]["text"] == "read the hook docs before coding"
     assert trends == json.loads(cli(env, "trends", "--by", "month", "--tz", "UTC", "--by-project", "--json").stdout)
     assert sum(p["sessions"] for p in trends["periods"]) == trends["total"]["sessions"] > 10

@@ -79,7 +79,7 @@ def members(team: dict) -> dict:
 
 
 def _listed(team: dict, role: str) -> set[str]:
-    rows = json.loads(ok(retrod(team, role, "sessions", "--json", "--limit", "1000")))
+    rows = json.loads(ok(retrod(team, role, "sessions", "--json", "--limit", "1000")))["sessions"]
     return {row["uuid"] for row in rows}
 
 
@@ -250,7 +250,7 @@ def test_a_member_squatting_anothers_session_and_request_keys_changes_nothing_of
         assert _figures(seen) == _figures(own) and seen["phases"] == own["phases"]
     phases = json.loads(ok(retrod(team, "carol", "phases", session, "--member", "alice", "--format", "json")))
     assert [p["task"] for p in phases] == ["a"]
-    listed = [row for row in json.loads(ok(retrod(team, "carol", "sessions", "--json", "--limit", "1000")))
+    listed = [row for row in json.loads(ok(retrod(team, "carol", "sessions", "--json", "--limit", "1000")))["sessions"]
               if row["uuid"] == session]
     assert sorted((row["member"], row["requests"]) for row in listed) == [
         ("alice", want["requests"]), ("bob", want["requests"])]

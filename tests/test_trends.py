@@ -136,13 +136,13 @@ def test_by_project_each_project_is_the_sum_of_its_sessions(corpus) -> None:
     for period in data["periods"]:
         rows = period["projects"]
         assert sum(r["sessions"] for r in rows) == period["sessions"]
-        for row in rows:
-            group = [r for r in by_session.values() if r["session"]["project_slug"] == row["project_slug"]
+        for row in rows:  # a project: its sessions' working folder, else their Claude Code folder (DESIGN §4)
+            group = [r for r in by_session.values()
+                     if (r["session"]["project_path"] or r["session"]["project_slug"]) == row["project"]
                      and period_of(r["session"]["started_at"], "month", "UTC") == period["period"]]
             assert_adds_up(row, group)
-            paths = {r["session"]["project_path"] for r in by_session.values()
-                     if r["session"]["project_slug"] == row["project_slug"]} - {None}
-            assert row["project_path"] in paths if paths else row["project_path"] is None
+            assert row["project_path"] == group[0]["session"]["project_path"]
+            assert row["project_slug"] in {r["session"]["project_slug"] for r in group}
             seen += 1
     assert seen > 10
 

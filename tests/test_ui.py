@@ -413,17 +413,21 @@ def test_the_costliest_on_the_trends_page_are_of_the_sessions_its_figures_add_up
     with psycopg.connect(fixture_db) as conn:
         def costliest(**query: object) -> tuple[list[str], int]:
             trends_query = data.TrendsQuery(**query)  # type: ignore[arg-type]
-            rows = data.costliest(conn, trends_query, roots=[FIXTURES])
-            return [r["uuid"] for r in rows], data.trends(conn, trends_query, roots=[FIXTURES])["total"]["sessions"]
+            rows = data.costliest(conn, trends_query)
+            return [r["uuid"] for r in rows], data.trends(conn, trends_query)["total"]["sessions"]
 
-        # part of a folder name, as `retrod trends --project` reads it
-        found, summed = costliest(project="SPOTTER")
-        spotter = [u for u, r in reports.items() if "spotter" in r["session"]["project_slug"].lower()]
-        assert found == expected(lambda s: "spotter" in s["project_slug"].lower()) and summed == len(spotter) > 1
-        # a project's path
-        slug = reports[SPOTTER]["session"]["project_slug"]
-        found, summed = costliest(project=reports[SPOTTER]["session"]["project_path"])
-        assert found == expected(lambda s: s["project_slug"] == slug) and found[0] == SPOTTER
+        # part of a folder name or a working folder (case-sensitive), as `retrod trends --project` reads it
+        def spotter(s: dict) -> bool:
+            return "spotter" in s["project_slug"] or "spotter" in (s["project_path"] or "")
+
+        found, summed = costliest(project="spotter")
+        assert found == expected(spotter) and summed == sum(spotter(r["session"]) for r in reports.values()) > 1
+        with pytest.raises(data.QueryError, match="matches no project"):
+            costliest(project="SPOTTER")  # (no folder is named in capitals)
+        # a project's path: the sessions that ran in it
+        path = reports[SPOTTER]["session"]["project_path"]
+        found, summed = costliest(project=path)
+        assert found == expected(lambda s: s["project_path"] == path) and found[0] == SPOTTER
         # the periods' midnight, not UTC's
         found, summed = costliest(since=date(2026, 2, 12), tz="Pacific/Kiritimati")
         assert found == expected(lambda s: s["started_at"] is not None

@@ -34,10 +34,11 @@ def _at(seconds: float) -> str:
     return (T0 + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
 
 
-def _lines(session: str, start: float, requests: int) -> str:
-    """A user line, then `requests` answers a second apart, each its own request."""
+def _lines(session: str, start: float, requests: int, cwd: Path | None = None) -> str:
+    """A user line (in `cwd`, as Claude Code writes it), then `requests` answers a second apart,
+    each its own request."""
     out = [{"type": "user", "sessionId": session, "timestamp": _at(start), "uuid": f"{session}-u{start}",
-            "message": {"role": "user", "content": "go"}}]
+            **({"cwd": str(cwd)} if cwd else {}), "message": {"role": "user", "content": "go"}}]
     for n in range(requests):
         out.append({"type": "assistant", "sessionId": session, "timestamp": _at(start + n + 1),
                     "message": {"id": f"msg-{session[:4]}-{start}-{n}", "role": "assistant",
@@ -55,8 +56,8 @@ def project(tmp_path: Path) -> dict:
     projects = tmp_path / "projects"
     folder = projects / str(work).replace("/", "-").replace(".", "-")
     folder.mkdir(parents=True)
-    (folder / f"{A}.jsonl").write_text(_lines(A, 0, 2))
-    (folder / f"{B}.jsonl").write_text(_lines(B, 100, 3))
+    (folder / f"{A}.jsonl").write_text(_lines(A, 0, 2, work))
+    (folder / f"{B}.jsonl").write_text(_lines(B, 100, 3, work))
     os.utime(folder / f"{A}.jsonl", (time.time() - 60, time.time() - 60))
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("RETROD_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR"))}
@@ -311,7 +312,7 @@ def test_sessions_lists_the_newest_first_with_their_figures(project: dict, db_ur
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     ingest(db_url, [project["projects"]])
     ok(retrod(env, "track", "start", "--session", A, "--description", "first try"))
-    rows = json.loads(ok(retrod(env, "sessions", "--json")).stdout)
+    rows = json.loads(ok(retrod(env, "sessions", "--json")).stdout)["sessions"]
     want = reference.compute(project["projects"])
     assert [r["uuid"] for r in rows] == [B, A]  # B started later
     for row in rows:
@@ -320,14 +321,17 @@ def test_sessions_lists_the_newest_first_with_their_figures(project: dict, db_ur
         assert row["total_tokens"] == sum(summary["tokens"]["total"].values())
     assert (rows[1]["tracked"], rows[1]["description"], rows[1]["phases"]) == (True, "first try", 0)
     assert rows[0]["tracked"] is False
-    assert [r["uuid"] for r in json.loads(ok(retrod(env, "sessions", "--json", "--limit", "1")).stdout)] == [B]
-    since = json.loads(ok(retrod(env, "sessions", "--json", "--since", _at(50))).stdout)
+    first = json.loads(ok(retrod(env, "sessions", "--json", "--limit", "1")).stdout)
+    assert [r["uuid"] for r in first["sessions"]] == [B] and first["more"] == 1
+    since = json.loads(ok(retrod(env, "sessions", "--json", "--since", _at(50))).stdout)["sessions"]
     assert [r["uuid"] for r in since] == [B]
     for project_arg in (str(project["work"]), "my-app"):
-        assert len(json.loads(ok(retrod(env, "sessions", "--json", "--project", project_arg)).stdout)) == 2
-    assert json.loads(ok(retrod(env, "sessions", "--json", "--project", "elsewhere")).stdout) == []
+        assert len(json.loads(ok(retrod(env, "sessions", "--json", "--project", project_arg)).stdout)["sessions"]) == 2
+    refused(retrod(env, "sessions", "--json", "--project", "elsewhere"), "--project 'elsewhere' matches no project")
     text = ok(retrod(env, "sessions")).stdout.splitlines()
-    assert text[0].startswith(B) and "phases" not in text[0] and text[1].endswith('0 phases  "first try"')
+    work = json.dumps(str(project["work"]))  # stored text: quoted
+    assert text[1].startswith(B) and text[1].endswith(work)  # untracked: no phases
+    assert text[2].startswith(A) and text[2].endswith(f'{work}       0  "first try"')
     done = retrod(env, "sessions", "--limit", "0")  # argparse's own two lines: usage, then the error
     assert done.returncode == 2 and "argument --limit: must be at least 1" in done.stderr
 
@@ -338,7 +342,7 @@ def test_sessions_without_a_daemon_first_reads_what_no_one_has_read(project: dic
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     ok(retrod(env, "report", A, "--no-save"))  # reads A's transcript only
     done = ok(retrod(env, "sessions", "--json"))
-    assert [r["uuid"] for r in json.loads(done.stdout)] == [B, A]
+    assert [r["uuid"] for r in json.loads(done.stdout)["sessions"]] == [B, A]
     assert done.stderr == ""
 
 
@@ -588,7 +592,7 @@ def test_sessions_json_times_and_a_project_path_with_dots(project: dict, db_url:
     env = dict(project["env"], RETROD_DATABASE_URL=db_url)
     ingest(db_url, [project["projects"]])
     dotted = project["work"] / "src" / ".." / ".." / project["work"].name
-    rows = json.loads(ok(retrod(env, "sessions", "--json", "--project", str(dotted))).stdout)
+    rows = json.loads(ok(retrod(env, "sessions", "--json", "--project", str(dotted))).stdout)["sessions"]
     assert [r["uuid"] for r in rows] == [B, A]
     assert rows[0]["started_at"] == "2026-05-04T10:01:40+00:00"
 
@@ -604,11 +608,13 @@ def test_sessions_project_takes_a_claude_code_folder_name_and_a_folder_inside_a_
     assert name.startswith("-")
     deep = project["work"] / "src" / "deep"
     for args in (["--project", name], [f"--project={name}"], ["--project", str(deep)], ["--project", f"{deep}/"]):
-        rows = json.loads(ok(retrod(env, "sessions", "--json", *args)).stdout)
+        rows = json.loads(ok(retrod(env, "sessions", "--json", *args)).stdout)["sessions"]
         assert [r["uuid"] for r in rows] == [B, A], args
     relative = ok(retrod(env, "sessions", "--json", "--project", "src/deep", cwd=project["work"])).stdout
-    assert [r["uuid"] for r in json.loads(relative)] == [B, A]
-    assert json.loads(ok(retrod(env, "sessions", "--json", "--project", str(project["tmp"]))).stdout) == []
+    assert [r["uuid"] for r in json.loads(relative)["sessions"]] == [B, A]
+    # a folder above the project is no project's, but is a part of its working folder (rule 3)
+    above = json.loads(ok(retrod(env, "sessions", "--json", "--project", str(project["tmp"]))).stdout)
+    assert [r["uuid"] for r in above["sessions"]] == [B, A] and above["projects_matched"] == [str(project["work"])]
     done = retrod(env, "sessions", "--project", "--json")  # a forgotten value is still refused
     assert done.returncode == 2 and "argument --project: expected one argument" in done.stderr
 

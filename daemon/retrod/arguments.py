@@ -31,6 +31,8 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--no-save", action="store_true", help="print only; save no file")
     report.add_argument("--output", type=Path, help="save to this file instead of RETROD_REPORTS_DIR")
     report.add_argument("--close", action="store_true", help="end open phases and the session now")
+    _verdict_and_notes(report, required=False,
+                       verdict_help="with --close: the verdict the open phase ends with (one of: {})")
     _member_option(report)
 
     track = sub.add_parser("track", help="start tracking a session").add_subparsers(
@@ -241,8 +243,9 @@ def _member_option(parser: argparse.ArgumentParser) -> None:
                         help="a team's reader: the member whose session it is, when several hold its id")
 
 
-def _verdict_and_notes(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--verdict", required=True, help=f"one of: {', '.join(VERDICTS)}")
+def _verdict_and_notes(parser: argparse.ArgumentParser, required: bool = True,
+                       verdict_help: str = "one of: {}") -> None:
+    parser.add_argument("--verdict", required=required, help=verdict_help.format(", ".join(VERDICTS)))
     parser.add_argument("--actions", help="what was done")
     parser.add_argument("--subagents", help="subagents used")
     parser.add_argument("--useful-info", help="facts worth keeping")

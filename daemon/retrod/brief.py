@@ -31,7 +31,7 @@ from . import tracking, trends
 from .report import markdown, model
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, SIGNALS
-from .resolve import ENV_VAR, UUID_RE, project_filter, project_slugs
+from .resolve import ENV_VAR, UUID_RE, project_slugs
 from .settings import Settings
 from .store.members import current_role
 from .store.queries import q
@@ -57,21 +57,23 @@ SIGNAL_WORDS = {
 HOOK_EVENT = "SessionStart"
 
 
-def find_sessions(conn: Connection, member: str, *, folder: Path | None, project: str | None, roots: list[Path],
-                  exclude: str | None) -> tuple[str | None, list[dict]]:
-    """(the project's name, its dated sessions newest first). `project`: as `retrod sessions
-    --project`; else `folder`'s project: the nearest folder from it up that has sessions."""
-    def query(slugs: list[str] | None, pattern: str | None) -> list[dict]:
+def find_sessions(conn: Connection, member: str, *, folder: Path | None, project: str | None,
+                  exclude: str | None) -> tuple[str | None, list[dict], list[str] | None]:
+    """(the project's name, its dated sessions newest first, `projects_matched`). `project`: as
+    every surface reads it (resolve.match_project), one project only; else `folder`'s project:
+    the nearest folder from it up that has sessions."""
+    def query(slugs: list[str], projects: list[str] | None) -> list[dict]:
         with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(q("brief_sessions"), {"member": member, "slugs": slugs, "pattern": pattern,
+            rows = cur.execute(q("brief_sessions"), {"member": member, "slugs": slugs, "projects": projects,
                                                      "exclude": exclude}, prepare=False).fetchall()
         return [r for r in rows if r["started_at"] is not None]  # (a session that never did anything)
 
-    if project:
-        slugs, pattern = project_filter(project, roots)
-        return project, query(slugs, pattern)
+    match = tracking.project_match(conn, project, member, one=True)
+    if match is not None:
+        name = match.names[0] if len(match.projects) == 1 else match.value  # (a folder name: its projects)
+        return name, query(match.slugs, match.names), match.matched
     if folder is None:
-        return None, []
+        return None, [], None
     # From the folder up, but not to the home folder or the root from below them: sessions someone
     # once ran there are no project's history.
     above = [f for f in folder.parents if f not in (Path.home(), Path(folder.anchor))]
@@ -80,19 +82,20 @@ def find_sessions(conn: Connection, member: str, *, folder: Path | None, project
     for candidate, slugs in candidates:
         found = [r for r in rows if r["project_slug"] in slugs]
         if found:
-            return str(candidate), found
-    return str(folder), []
+            return str(candidate), found, None
+    return str(folder), [], None
 
 
 def brief(conn: Connection, *, folder: Path | None = None, project: str | None = None,
-          roots: list[Path] | None = None, sessions: int = DEFAULT_SESSIONS, exclude: str | None = None,
+          sessions: int = DEFAULT_SESSIONS, exclude: str | None = None,
           prices: pricing.Prices = pricing.DEFAULT, away_after_s: float = AWAY_AFTER_S,
           member: str | None = None) -> dict:
     """The brief as data (JSON-able): `sessions` is empty when the project has no history."""
     member = member or current_role(conn)
-    where, rows = find_sessions(conn, member, folder=folder, project=project, roots=roots or [], exclude=exclude)
+    where, rows, matched = find_sessions(conn, member, folder=folder, project=project, exclude=exclude)
     rows = rows[:sessions]
-    out: dict[str, Any] = {"project": where, "sessions_asked": sessions, "sessions": [], "lessons": [],
+    out: dict[str, Any] = {"project": where, **({"projects_matched": matched} if matched else {}),
+                           "sessions_asked": sessions, "sessions": [], "lessons": [],
                            "waste_phases": [], "waste_phases_total": 0, "recurring_waste": [], "direction": None,
                            "prices": prices.describe()}
     if not rows:
@@ -299,7 +302,7 @@ def read_payload(data: bytes) -> dict:
     return payload if isinstance(payload, dict) else {}
 
 
-def hook(conn: Connection, payload: dict, *, roots: list[Path], sessions: int = DEFAULT_SESSIONS,
+def hook(conn: Connection, payload: dict, *, sessions: int = DEFAULT_SESSIONS,
          prices: pricing.Prices = pricing.DEFAULT, away_after_s: float = AWAY_AFTER_S,
          cwd: Path | None = None) -> tuple[str, list[str]]:
     """(what the hook prints, notes for stderr). Tracks the session that starts (its cc_sessions
@@ -317,7 +320,7 @@ def hook(conn: Connection, payload: dict, *, roots: list[Path], sessions: int = 
                 tracking.track_start(conn, session, None, project_slugs(folder)[0] if folder else None)
         except (psycopg.Error, tracking.TrackingError) as exc:
             notes.append(f"session {session} is not tracked ({' '.join(str(exc).split())})")
-    result = brief(conn, folder=folder, roots=roots, sessions=sessions, exclude=session, prices=prices,
+    result = brief(conn, folder=folder, sessions=sessions, exclude=session, prices=prices,
                    away_after_s=away_after_s)
     text = render(result)
     if not text:
@@ -343,7 +346,7 @@ def answer(pool: ConnectionPool, settings: Settings, request: dict[str, str]) ->
         sessions = int(request.get("sessions") or DEFAULT_SESSIONS)
         payload = read_payload(request.get("stdin", "").encode("utf-8", "surrogateescape"))
         with pool.connection() as conn:
-            out, notes = hook(conn, payload, roots=settings.projects_roots(), sessions=sessions, prices=prices,
+            out, notes = hook(conn, payload, sessions=sessions, prices=prices,
                               away_after_s=away_after_s, cwd=Path(request["cwd"]) if request.get("cwd") else None)
     except Exception as exc:  # noqa: BLE001 - a hook never fails the session it starts
         return "0", f"retrod brief: {' '.join(str(exc).split()) or type(exc).__name__}; no brief this time\n", ""

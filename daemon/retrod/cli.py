@@ -54,8 +54,12 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     from .ingest import Ingester  # the parser and fold: only a report reads transcripts
     from .store.store import Store
 
-    output = args.output.absolute() if args.output else None  # absolute: "saved" names the daemon's file too
+    to_stdout = args.output == STDOUT  # `--output -`: the report on stdout, and no file
+    output = args.output.absolute() if args.output and not to_stdout else None  # absolute: "saved" names it
     retrospective.check_output(output)
+    verdict, notes = _report_verdict(args)
+    # A page is ~80 KB of HTML: a terminal gets the path of the file, a pipe (or `--output -`) the page
+    page_saved_only = args.format == "html" and not (to_stdout or args.no_save) and sys.stdout.isatty()
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     with open_pool(settings, max_size=3) as pool:
         with pool.connection() as conn:
@@ -66,9 +70,12 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
         with pool.connection() as conn:
             report, text = retrospective.produce(
                 conn, session, close=args.close, output=output, as_json=args.format == "json",
-                reports_dir=None if args.no_save else settings.reports_dir.absolute(),
+                reports_dir=None if args.no_save or to_stdout else settings.reports_dir.absolute(),
                 away_after_s=settings.away_after_s, prices=prices, member=args.member,
-                html=_html_page(prices) if args.format == "html" else None)
+                html=_html_page(prices) if args.format == "html" else None, verdict=verdict, notes=notes)
+    if page_saved_only and "saved_to" in report:
+        print(report["saved_to"])
+        return EXIT_OK
     print(text, end="")
     if "saved_to" in report:
         print(f"retrod: saved {report['saved_to']}", file=sys.stderr)
@@ -76,6 +83,20 @@ def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
         print(f"retrod: error: {report['not_saved']}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
+
+
+STDOUT = Path("-")
+
+
+def _report_verdict(args: argparse.Namespace) -> tuple[str | None, tracking.PhaseNotes | None]:
+    """`report --close --verdict V [--lessons …]`: what the open phase ends with."""
+    notes = _notes(args)
+    if args.verdict is None:
+        given = [f"--{name.replace('_', '-')}" for name, text in vars(notes).items() if text is not None]
+        if given:
+            raise tracking.TrackingError(f"{', '.join(given)} go with --close --verdict VERDICT")
+        return None, None
+    return args.verdict, notes
 
 
 def _html_page(prices):
@@ -125,7 +146,11 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
             print(f"phase {quoted(args.task)} / {quoted(args.phase)} started at {tracking.local(row['started_at'])}")
         elif args.action == "end":
             row = tracking.phase_end(conn, session, args.verdict, _notes(args))
-            print(f"phase ended at {tracking.local(row['ended_at'])}: {args.verdict}")
+            if row["ended"]:
+                print(f"phase ended at {tracking.local(row['ended_at'])}: {args.verdict}")
+            else:  # a phase `report --close` ended without one
+                print(f"phase {markdown.cell(row['task'])} / {markdown.cell(row['phase'])}, ended at"
+                      f" {tracking.local(row['ended_at'])}, given its verdict: {args.verdict}")
         else:
             if args.task is None or args.start is None or args.end is None:
                 raise tracking.TrackingError("phase log needs --task, --start and --end (or --from-task N)")
@@ -182,28 +207,48 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
 
     since = tracking.parse_time(args.since) if args.since else None
+    prices = load_prices(settings.prices)  # a bad price file is refused before any work
     with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:
-            rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit,
-                                            sort=args.sort, roots=settings.projects_roots())
+            listing = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit,
+                                               sort=args.sort)
+            costs = model.session_costs(conn, [(r["uuid"], r["member"]) for r in listing["sessions"]], prices)
+    for row in listing["sessions"]:
+        row["cost"] = costs[(row["uuid"], row["member"])][1]  # as its report prices it
     _warn([note] if note else [])
+    print(resolve.matched_line(args.project, listing.get("projects_matched")), end="", file=sys.stderr)
     if args.json:
-        print(_json(rows))
+        print(_json(listing))
         return EXIT_OK
+    rows = listing["sessions"]
     if not rows:
         print("no sessions" + (" match" if args.project or args.since else " yet"))
-    members = len({row["member"] for row in rows}) > 1  # a team's reader: whose session each is
-    for row in rows:
-        start = tracking.local(row["started_at"])[:16] if row["started_at"] else "undated"
-        tracked = (f"{row['phases']} phases" + (f"  {quoted(row['description'])}" if row["description"] else "")
-                   if row["tracked"] else "")
-        print(f"{one_line(row['uuid'])}  " + (f"{one_line(row['member']):<12}  " if members else "") + f"{start:<16}  "
-              f"{markdown.duration(row['wall_s']):>8}  "
-              f"{row['total_tokens']:>13,} tok  {row['requests']:>5} req  "
-              f"{row['tool_calls']:>5} calls {markdown.efficiency(row):>4} eff  "
-              f"{quoted(row['project_slug'])}  {tracked}".rstrip())
+    else:
+        for line in _sessions_table(rows):
+            print(line)
+    if listing["more"]:
+        print(f"… and {listing['more']:,} more (--limit {args.limit})")
     return EXIT_OK
+
+
+def _sessions_table(rows: list[dict]) -> list[str]:
+    """`retrod sessions`' rows under a header, each column as wide as its widest cell (numbers to
+    the right), the member's column only when several members' sessions are listed."""
+    members = len({row["member"] for row in rows}) > 1  # a team's reader: whose session each is
+    header = ["SESSION", *(["MEMBER"] if members else []), "STARTED", "WALL", "COST", "TOKENS", "REQUESTS",
+              "CALLS", "EFF", "PROJECT", "PHASES", "DESCRIPTION"]
+    right = {"WALL", "COST", "TOKENS", "REQUESTS", "CALLS", "EFF", "PHASES"}
+    cells = [[one_line(row["uuid"]), *([one_line(row["member"])] if members else []),
+              tracking.local(row["started_at"])[:16] if row["started_at"] else "undated",
+              markdown.duration(row["wall_s"]), markdown.cost_cell(row["cost"]), f"{row['total_tokens']:,}",
+              f"{row['requests']:,}", f"{row['tool_calls']:,}", markdown.efficiency(row), quoted(row["project"]),
+              f"{row['phases']}" if row["tracked"] else "", quoted(row["description"]) if row["description"] else ""]
+             for row in rows]
+    widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
+    return ["  ".join(cell.rjust(width) if name in right else cell.ljust(width)
+                      for name, cell, width in zip(header, line, widths, strict=True)).rstrip()
+            for line in [header, *cells]]
 
 
 def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
@@ -217,9 +262,9 @@ def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:
             data = trends.trends(conn, by=args.by, project=args.project, since=since, split=split, prices=prices,
-                                 tz=zone, member=args.member, roots=settings.projects_roots(),
-                                 away_after_s=settings.away_after_s)
+                                 tz=zone, member=args.member, away_after_s=settings.away_after_s)
     _warn([note] if note else [])
+    print(resolve.matched_line(args.project, data.get("projects_matched")), end="", file=sys.stderr)
     print(json.dumps(data, indent=2) if args.json else trends.render(data), end="\n" if args.json else "")
     return EXIT_OK
 
@@ -232,9 +277,8 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
     with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:
-            data = brief.brief(conn, folder=folder, project=args.project, roots=settings.projects_roots(),
-                               sessions=args.sessions, exclude=brief.excluded_session(), prices=prices,
-                               away_after_s=settings.away_after_s)
+            data = brief.brief(conn, folder=folder, project=args.project, sessions=args.sessions,
+                               exclude=brief.excluded_session(), prices=prices, away_after_s=settings.away_after_s)
     _warn([note] if note else [])
     if args.format == "json":
         print(json.dumps(data, indent=2))
@@ -269,7 +313,7 @@ def _hook(args: argparse.Namespace) -> int:
         except OSError:
             cwd = None
         with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-            out, notes = brief.hook(conn, payload, roots=settings.projects_roots(), sessions=args.sessions,
+            out, notes = brief.hook(conn, payload, sessions=args.sessions,
                                     prices=prices, away_after_s=settings.away_after_s, cwd=cwd)
     except Exception as exc:  # noqa: BLE001 - a hook never fails the session it starts
         if args.debug:
@@ -288,7 +332,7 @@ def _cmd_hooks(_settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _json(rows: list[dict]) -> str:
+def _json(rows: list[dict] | dict) -> str:
     """Times as the report's JSON writes them (ISO 8601, UTC)."""
     return json.dumps(rows, indent=2, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
 

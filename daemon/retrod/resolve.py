@@ -219,18 +219,118 @@ def project_of(folder: Path, roots: list[Path]) -> Path | None:
     return next((project for project, _transcripts in projects_above(folder, roots)), None)
 
 
-def project_filter(project: str | None, roots: list[Path]) -> tuple[list[str] | None, str | None]:
-    """A `--project` as `sessions`, `trends` and `brief` read it: (Claude Code folder names, or a
-    LIKE pattern). A path (it has a `/`, or starts with `.` or `~`; a Claude Code folder name has
-    neither) means the project it is in, found under `roots` as a command run there finds its
-    session (project_of); when no folder from it up is one on disk (its transcripts deleted since),
-    the path itself. Anything else is part of a Claude Code folder name."""
-    if not project:
-        return None, None
-    if project.startswith(("/", ".", "~")) or "/" in project:
-        folder = Path(project).expanduser().resolve()  # as Claude Code sees it: no `..`, no links
-        return project_slugs(project_of(folder, roots) or folder), None
-    return None, f"%{project}%"
+class ProjectError(SessionError):
+    """A `--project` that names no project, or (for a command that serves one, `brief`) several:
+    the user's mistake, answered as a session that cannot be found is."""
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project as the store knows it (DESIGN §4): its working folder (`path`, the first `cwd`
+    of its sessions' main transcripts; None when they name none: then the project is its Claude
+    Code folder alone) and the Claude Code folder names (`<slug>`s) its sessions are in."""
+
+    path: str | None
+    slugs: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """Its one name on every surface: the working folder, else the folder name."""
+        return self.path or self.slugs[0]
+
+
+def projects_of(pairs: Iterable[tuple[str | None, str]]) -> list[Project]:
+    """The projects of sessions given as (working folder or None, `<slug>`) pairs, by name."""
+    slugs: dict[tuple[str | None, str], set[str]] = {}
+    for path, slug in pairs:
+        slugs.setdefault((path, "") if path else (None, slug), set()).add(slug)
+    found = [Project(path, tuple(sorted(names))) for (path, _slug), names in slugs.items()]
+    return sorted(found, key=lambda p: p.name)
+
+
+@dataclass(frozen=True)
+class ProjectMatch:
+    """What a `--project` value matched (match_project): the projects, by name, and whether the
+    value was read as a part of their names (rule 3)."""
+
+    value: str
+    projects: tuple[Project, ...]
+    by_part: bool
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.projects]
+
+    @property
+    def slugs(self) -> list[str]:
+        """Every Claude Code folder name the projects' sessions are in (for an index to narrow by)."""
+        return sorted({slug for p in self.projects for slug in p.slugs})
+
+    @property
+    def matched(self) -> list[str] | None:
+        """The JSON answers' `projects_matched`: the projects a part matched (None: not read as a part)."""
+        return self.names if self.by_part else None
+
+    @property
+    def said(self) -> str:
+        return matched_line(self.value, self.matched)
+
+
+def matched_line(value: str | None, matched: list[str] | None) -> str:
+    """The stderr line that says which projects a part took (`projects_matched`; "" when it took
+    one, or the value was not read as a part)."""
+    if not value or not matched or len(matched) < 2:
+        return ""
+    return f"retrod: --project {value} matched {len(matched)} projects: {', '.join(matched)}\n"
+
+
+def match_project(value: str, projects: Iterable[Project], *, one: bool = False) -> ProjectMatch:
+    """A `--project` (the MCP tools' `project`, the web UI's filter) as every surface reads it
+    (DESIGN §4), the first rule that matches:
+    1. a project's working folder, or an existing path (`~` expanded, made absolute) inside one:
+       that project (the deepest folder when several hold it);
+    2. a Claude Code folder name (`<slug>`): the projects of that folder;
+    3. a part (case-sensitive) of the folder names or the working folders: every project it is
+       a part of.
+    Nothing matched, or (`one`: the command serves one project) a part that matches several,
+    is a ProjectError naming them."""
+    known = list(projects)
+    by_path = {p.path: p for p in known if p.path}
+    if value in by_path:
+        return ProjectMatch(value, (by_path[value],), False)
+    inside = _containing(value, by_path)
+    if inside is not None:
+        return ProjectMatch(value, (inside,), False)
+    in_folder = tuple(p for p in known if value in p.slugs)
+    if in_folder:
+        return ProjectMatch(value, in_folder, False)
+    parts = tuple(p for p in known if (p.path and value in p.path) or any(value in slug for slug in p.slugs))
+    if not parts:
+        raise ProjectError(f"--project {value!r} matches no project: give a project's folder (or a folder"
+                           " inside one), its Claude Code folder name, or a part of either"
+                           " (`retrod sessions` lists them)")
+    if one and len(parts) > 1:
+        raise ProjectError(f"--project {value!r} matches {len(parts)} projects ({', '.join(p.name for p in parts)});"
+                           " this command serves one: give more of its folder")
+    return ProjectMatch(value, parts, True)
+
+
+def _containing(value: str, by_path: Mapping[str, Project]) -> Project | None:
+    """Rule 1's second half: the project whose working folder holds the existing path `value`,
+    the deepest when several do; the path as typed (made absolute) and with its links resolved,
+    as Claude Code may have recorded either."""
+    try:
+        given = Path(value).expanduser()
+        if not given.exists():
+            return None
+        candidates = [Path(os.path.normpath(given.absolute())), given.resolve()]
+    except (OSError, RuntimeError, ValueError):  # (a value no path can be: NUL, a loop of links)
+        return None
+    for folder in candidates:
+        holding = [p for path, p in by_path.items() if folder.is_relative_to(path)]
+        if holding:
+            return max(holding, key=lambda p: len(Path(p.path or "").parts))
+    return None
 
 
 def _newest_in_folder(roots: list[Path], cwd: Path | None) -> Resolved:

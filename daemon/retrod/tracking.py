@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TypeVar
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .resolve import project_filter
+from .resolve import Project, ProjectMatch, match_project, projects_of
 from .store.members import member_of
 from .store.queries import one, q
 from .stored_text import quoted
@@ -118,19 +117,38 @@ def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
 
 
 def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, at: datetime | None = None) -> dict:
-    check_verdict(verdict)
+    """End the open phase with its verdict; with none open, give it to the session's latest phase
+    that ended still `pending` (`report --close` ends phases without a verdict): its row, with
+    `ended` True when it ended now."""
+    check_verdict(verdict)  # (refused before any work)
     _check_notes(notes)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         user_session = cur.execute(q("get_user_session"), {"session": session, "member": None}).fetchone()
-        open_phases = user_session and cur.execute(
-            q("open_phases"), {"session_id": user_session["id"]}).fetchall()
-        if not open_phases:
+        if user_session is None:
             raise TrackingError("no open phase to end; start one with `retrod phase start --task T --phase P`")
+        return give_verdict(cur, user_session["id"], verdict, notes, at)
+
+
+def give_verdict(cur, session_id: int, verdict: str, notes: PhaseNotes, at: datetime | None = None) -> dict:
+    """`phase end`'s work inside the caller's transaction (`report --close --verdict` runs it
+    before it closes the session). `session_id`: the user's cc_sessions row."""
+    check_verdict(verdict)
+    _check_notes(notes)
+    open_phases = cur.execute(q("open_phases"), {"session_id": session_id}).fetchall()
+    if open_phases:
         phase = open_phases[0]
         if at is not None and at < phase["started_at"]:
             raise TrackingError(f"the phase cannot end ({local(at)}) before it starts ({local(phase['started_at'])})")
-        return one(cur.execute(q("end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
-                                                **_notes(notes)}))
+        return {**one(cur.execute(q("end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
+                                                   **_notes(notes)})), "ended": True}
+    pending = cur.execute(q("last_pending_phase"), {"session_id": session_id}).fetchone()
+    if pending is None:
+        raise TrackingError("no open phase to end, and no ended phase still `pending`; start one with"
+                            " `retrod phase start --task T --phase P`")
+    # It keeps the end it was given (when the session was closed): only its verdict and notes change
+    return {**one(cur.execute(q("end_phase"), {"id": pending["id"], "ended_at": pending["ended_at"],
+                                               "verdict": verdict, **_notes(notes)})),
+            "ended": False, "task": pending["task"], "phase": pending["phase"]}
 
 
 def phase_log(conn: Connection, session: str, task: str, phase: str, start: datetime, end: datetime,
@@ -198,17 +216,47 @@ def _outside_span(span: dict, user_session: dict, start: datetime, end: datetime
     return warnings
 
 
-def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int,
-                    sort: str = "start", roots: list[Path] | None = None) -> list[dict]:
-    """`retrod sessions`, by `sort`: "start" newest first, "tokens" most first, "efficiency" least
-    efficient tool use first (sessions without calls last); from the files' fold state and the rollups
-    (no scan of events, requests or calls, so it stays instant with thousands of sessions).
+def project_match(conn: Connection, project: str | None, member: str | None = None,
+                  one: bool = False) -> ProjectMatch | None:
+    """What a `--project` names among the projects stored (resolve.match_project; None: not
+    given). `member`: among that member's sessions (None: every one the role may read); `one`:
+    for a command that serves one project."""
+    if not project:
+        return None
+    return match_project(project, known_projects(conn, member), one=one)
 
-    `project`: a path, or part of a Claude Code folder name (resolve.project_filter)."""
-    slugs, pattern = project_filter(project, roots or [])
+
+def known_projects(conn: Connection, member: str | None = None) -> list[Project]:
+    """Every project stored, by name. `member`: that member's (None: every one the role may read)."""
+    return projects_of(conn.execute(q("known_projects"), {"member": member}).fetchall())
+
+
+def project_args(match: ProjectMatch | None) -> dict:
+    """A match as the statements that filter by project take it (`projects`, `slugs`)."""
+    return {"projects": match.names if match else None, "slugs": match.slugs if match else None}
+
+
+def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int,
+                    sort: str = "start") -> dict:
+    """`retrod sessions`: `{sessions, more, projects_matched?}` (`more`: how many match beyond
+    `limit`), by `sort`: "start" newest first, "tokens" most first, "efficiency" least efficient
+    tool use first (sessions without calls last); from the files' fold state and the rollups (no
+    scan of events, requests or calls, so it stays instant with thousands of sessions).
+
+    `project`: as every surface reads it (resolve.match_project)."""
+    match = project_match(conn, project)
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(q("recent_sessions"), {
-            "slugs": slugs, "pattern": pattern, "since": since, "limit": limit, "sort": sort}).fetchall()
+        rows = cur.execute(q("recent_sessions"), {
+            **project_args(match), "since": since, "limit": limit, "sort": sort}).fetchall()
+    matching = rows[0]["matching"] if rows else 0
+    out: dict = {"sessions": [{"uuid": row["uuid"], "member": row["member"],
+                               "project": row["project_path"] or row["project_slug"],  # (its one name)
+                               **{k: v for k, v in row.items() if k not in ("uuid", "member", "matching")}}
+                              for row in rows],
+                 "more": max(0, matching - len(rows))}
+    if match and match.matched:
+        out["projects_matched"] = match.matched
+    return out
 
 
 def list_phases(conn: Connection, session: str, member: str | None = None) -> list[dict]:

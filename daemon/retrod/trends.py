@@ -30,10 +30,10 @@ from psycopg.rows import dict_row
 from .report import markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
-from .resolve import project_filter
 from .store.members import current_role
 from .store.queries import q
-from .stored_text import quoted
+from .stored_text import one_line, quoted
+from .tracking import project_args, project_match
 from .verdicts import shown
 
 PERIODS = ("day", "week", "month")
@@ -238,25 +238,25 @@ def _bounds(period: date, by: str, zone: str) -> tuple[str, str]:
 
 def trends(conn: Connection, *, by: str = "week", project: str | None = None, since: datetime | None = None,
            split: str | None = None, prices: pricing.Prices = pricing.DEFAULT, tz: str = "UTC",
-           member: str | None = None, roots: list[Path] | None = None, away_after_s: float = AWAY_AFTER_S,
+           member: str | None = None, away_after_s: float = AWAY_AFTER_S,
            sessions: list[str] | None = None, machine: str | None = None) -> dict:
     """Per period of `by` (day, week, month), oldest first, every period between the first and
     the last that has a session (empty ones included, so that each period's `change` is from the
     one right before it); with `split` ("project", "model" or "machine"), each period's figures
-    per project, per model or per machine too. `project`: as `retrod sessions --project` (a path
-    needs `roots`); `since`: sessions that started at or after it; `member`: whose rows (default:
-    one's own); `sessions`: only these (the brief's); `machine`: only the figures that host id's
-    files hold (as its `machines` row in the split: DESIGN §4). Sessions without any timestamp
-    come last, undated."""
+    per project, per model or per machine too. `project`: as every surface reads it
+    (resolve.match_project); `since`: sessions that started at or after it; `member`: whose rows
+    (default: one's own); `sessions`: only these (the brief's); `machine`: only the figures that
+    host id's files hold (as its `machines` row in the split: DESIGN §4). Sessions without any
+    timestamp come last, undated."""
     if by not in PERIODS:
         raise TrendsError(f"--by {by!r}: use one of {', '.join(PERIODS)}")
     if split not in (None, *SPLITS):
         raise TrendsError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     check_zone(tz)
     pricing.store_tiers(conn)  # the tiers the rollups are summed by are the ones priced
-    slugs, pattern = project_filter(project, roots or [])
     member = member or current_role(conn)
-    args = {"member": member, "slugs": slugs, "pattern": pattern, "since": since, "by": by, "tz": tz,
+    match = project_match(conn, project, member)
+    args = {"member": member, **project_args(match), "since": since, "by": by, "tz": tz,
             "away_us": int(away_after_s * 1_000_000), "by_project": split == "project",
             "by_session": split == "session", "sessions": sessions, "by_machine": machine is not None,
             "machine": machine, "rates": price_table(conn, member, prices, sessions)}
@@ -271,10 +271,9 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         # By machine, the period is the unsplit answer, not the machines' rows added up: a session
         # on two machines is in both machines' per-model session counts, and once in the period's.
         machine_rows = figure_rows(by_machine=True) if split == "machine" else []
-        paths = {} if split != "project" else {r["slug"]: r["path"] for r in cur.execute(
-            q("project_paths"), {"member": member, "slugs": sorted({row["grp"] for row in rows})})}
     whole: dict[date | None, _Sums] = {}
     parts: dict[date | None, list[tuple[str, _Sums]]] = {}
+    folders: dict[str, tuple[str, str | None]] = {}  # a project's Claude Code folder and working folder
     for row in rows:  # a period's rows (one per project or session in it) add up to the period
         sums = _Sums.of(row)
         if row["grp"] is None:  # (no split: the one row is the period)
@@ -282,6 +281,7 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
             continue
         whole.setdefault(row["period"], _Sums()).add(sums)
         parts.setdefault(row["period"], []).append((row["grp"], sums))
+        folders.setdefault(row["grp"], (row["slug"], row["path"]))
     for row in machine_rows:
         parts.setdefault(row["period"], []).append((row["machine"], _Sums.of(row)))
     dated = sorted(p for p in whole if p is not None)
@@ -305,8 +305,8 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         entry = {"period": key.isoformat() if key else None, "start": start, "end": end, **entry,
                  "change": change(entry, before) if key is not None else None}
         if split == "project":
-            entry["projects"] = [{"project_slug": slug, "project_path": paths.get(slug), **figures(s)}
-                                 for slug, s in parts.get(key, [])]
+            entry["projects"] = [{"project": name, "project_slug": folders[name][0], "project_path": folders[name][1],
+                                  **figures(s)} for name, s in parts.get(key, [])]
         elif split == "machine":
             entry["machines"] = [{"machine": host, **figures(s)} for host, s in parts.get(key, [])]
         elif split == "session":
@@ -315,7 +315,8 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         before = entry if key is not None else before
     return {
         "by": by, "time_zone": tz, "split": split, "member": member,
-        "project": project, "machine": machine, "since": since.isoformat() if since else None,
+        "project": project, **({"projects_matched": match.matched} if match and match.matched else {}),
+        "machine": machine, "since": since.isoformat() if since else None,
         "attribution": "each session wholly in the period its first line falls in",
         "prices": prices.describe(),
         "periods": out,
@@ -413,9 +414,9 @@ def render(data: dict) -> str:
         if detail:
             out.append(f"{'':<10}   {detail}")
         for row in p.get("projects", []):
-            out.append(f"{'':<10} {_row(row, None)}  {quoted(row['project_path'] or row['project_slug'])}")
-        for row in p.get("machines", []):
-            out.append(f"{'':<10} {_row(row, None)}  {quoted(row['machine'])}")
+            out.append(f"{'':<10} {_row(row, None)}  {quoted(row['project'])}")
+        for row in p.get("machines", []):  # (a host id: a setting's, shown on one line unquoted)
+            out.append(f"{'':<10} {_row(row, None)}  {one_line(row['machine'])}")
         if data["split"] == "model":
             for m in p["tokens_by_model"]:
                 model = quoted(m["model"]) if m["model"] else "unknown model"

@@ -177,14 +177,21 @@ class Retrospective(Found):
     markdown: str
 
 
+PROJECT = ("A project: its working folder (or a folder inside it), its Claude Code folder name, or a"
+           " case-sensitive part of either (then every project it is a part of, named in projects_matched)")
+
+
 class SessionRow(BaseModel):
     uuid: str
     member: str = Field(description="The database role whose session it is (a team's reader sees several)")
+    project: str = Field(description="Its project: the working folder, else its Claude Code folder name")
     project_slug: str | None
+    project_path: str | None
     started_at: str | None = Field(description="null: undated (only subagent transcripts)")
     wall_s: float
     total_tokens: int
     requests: int
+    cost: dict[str, Any] = Field(description="Estimated as its report estimates it: usd, unknown_models, complete")
     tool_calls: int
     efficiency: float | None
     tracked: bool
@@ -192,12 +199,18 @@ class SessionRow(BaseModel):
     phases: int
 
 
+MATCHED = Field(None, description="The projects `project` took when read as a part of their names")
+
+
 class SessionList(BaseModel):
     sessions: list[SessionRow] = Field(description="Newest first")
+    more: int = Field(description="How many more match beyond `limit`")
+    projects_matched: list[str] | None = MATCHED
 
 
 class Brief(BaseModel):
     project: str | None = Field(description="The project folder (or the name asked) the sessions are of")
+    projects_matched: list[str] | None = MATCHED
     sessions_asked: int
     sessions: list[dict[str, Any]] = Field(description=(
         "Newest first: session, started_at, description, cost, tool_use, output_tokens, wall_s, claude_s, verdicts;"
@@ -222,6 +235,7 @@ class Trends(BaseModel):
     member: str
     project: str | None
     machine: str | None = Field(default=None, description="Only this machine's figures (the command never filters)")
+    projects_matched: list[str] | None = MATCHED
     since: str | None
     attribution: str = Field(description="How a session is given to a period: wholly to the one it started in")
     prices: dict[str, Any]
@@ -327,8 +341,7 @@ def server(tools: Tools) -> MCPServer:
         return answer(lambda: tools.retrospective(session, close, member))
 
     @app.tool(annotations=READ_ONLY)
-    def sessions(project: Annotated[str | None, Field(description=(
-                     "A project folder's path, or part of its Claude Code folder name"))] = None,
+    def sessions(project: Annotated[str | None, Field(description=PROJECT)] = None,
                  limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many")] = 20,
                  ) -> Annotated[CallToolResult, SessionList]:
         """Recent sessions across projects, newest first, with their totals."""
@@ -336,7 +349,8 @@ def server(tools: Tools) -> MCPServer:
 
     @app.tool(annotations=READ_ONLY)
     def brief(project: Annotated[str | None, Field(description=(
-                  "A project folder's path, or part of its Claude Code folder name; default: the project of the"
+                  "One project: its working folder, its Claude Code folder name, or a part that names it alone;"
+                  " default: the project of the"
                   " folder Claude Code runs in"))] = None,
               sessions: Annotated[int, Field(ge=1, le=100, description="How many past sessions")] = 5,
               session: Session = None) -> Annotated[CallToolResult, Brief]:
@@ -348,8 +362,7 @@ def server(tools: Tools) -> MCPServer:
     @app.tool(annotations=READ_ONLY)
     def trends(by: Annotated[str, Field(description="The period: day, week or month",
                                         json_schema_extra={"enum": ["day", "week", "month"]})] = "week",
-               project: Annotated[str | None, Field(description=(
-                   "A project folder's path, or part of its Claude Code folder name"))] = None,
+               project: Annotated[str | None, Field(description=PROJECT)] = None,
                since: Annotated[str | None, Field(description=(
                    "Sessions started at or after this ISO 8601 date or time (no offset: in the periods' zone)"
                ))] = None,

@@ -245,15 +245,21 @@ class Tools:
                  "warnings": warnings, "markdown": text}, "".join(f"warning: {w}\n\n" for w in warnings) + text)
 
     def sessions(self, project: str | None, limit: int) -> Result:
+        """`retrod sessions --json`: the same object, each session with its cost."""
         with self.db.connection() as conn:
-            rows = tracking.recent_sessions(conn, project=project, since=None, limit=limit,
-                                            roots=self.settings.projects_roots())
-        listed = [{**row, "started_at": _iso(row["started_at"])} for row in rows]
+            listing = tracking.recent_sessions(conn, project=project, since=None, limit=limit)
+            costs = model.session_costs(conn, [(r["uuid"], r["member"]) for r in listing["sessions"]],
+                                        load_prices(self.settings.prices))
+        listed = [{**row, "started_at": _iso(row["started_at"]), "cost": costs[(row["uuid"], row["member"])][1]}
+                  for row in listing["sessions"]]
         lines = [f"{one_line(r['uuid'])}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens"
-                 f"  {r['requests']} requests  {quoted(r['project_slug'])}"
+                 f"  {r['requests']} requests  {quoted(r['project'])}"
                  + (f"  {quoted(r['description'])}" if r["description"] else "") for r in listed]
-        return {"sessions": listed}, "\n".join(lines) or "no sessions" + (" match" if project else " yet")
-
+        if listing["more"]:
+            lines.append(f"… and {listing['more']:,} more (raise `limit`)")
+        said = resolve.matched_line(project, listing.get("projects_matched")).removeprefix("retrod: ").strip()
+        text = "\n".join(([said] if said else []) + lines) or "no sessions" + (" match" if project else " yet")
+        return {**listing, "sessions": listed}, text
 
     def brief(self, project: str | None, sessions: int, session: str | None) -> Result:
         """`retrod brief`: the project of the server's working folder (Claude Code starts it in
@@ -265,7 +271,7 @@ class Tools:
             except resolve.SessionError:
                 asking = None  # a first session in a new folder: nothing to leave out
             data = brief.brief(conn, folder=None if project else _cwd(), project=project,
-                               roots=self.settings.projects_roots(), sessions=sessions, exclude=asking,
+                               sessions=sessions, exclude=asking,
                                prices=load_prices(self.settings.prices), away_after_s=self.settings.away_after_s)
         return data, brief.render(data) or (
             f"no past sessions of {quoted(data['project']) if data['project'] else 'this folder'}")
@@ -278,8 +284,9 @@ class Tools:
             data = trends.trends(conn, by=by, project=project,
                                  since=trends.parse_since(since, zone) if since else None, split=split,
                                  prices=load_prices(self.settings.prices), tz=zone, member=member,
-                                 roots=self.settings.projects_roots(), away_after_s=self.settings.away_after_s)
-        return data, trends.render(data)
+                                 away_after_s=self.settings.away_after_s)
+        said = resolve.matched_line(project, data.get("projects_matched")).removeprefix("retrod: ")
+        return data, said + trends.render(data)
 
 
 def _cwd() -> Path | None:
@@ -296,7 +303,8 @@ _IN_TOOL_TERMS = (("`retrod phase start --task T --phase P`", "start_phase"),
                   ("--description", "description"), ("--task", "task"), ("--phase", "phase"),
                   ("--actions", "actions_summary"), ("--lessons", "lessons_learned"), ("--useful-info", "useful_info"),
                   ("--subagents", "subagents"), ("--notes", "notes"), ("--from-task N", "from_task"),
-                  ("--end TIME", "`ended_at`"), ("--end", "`ended_at`"), ("--start", "`started_at`"))
+                  ("--end TIME", "`ended_at`"), ("--end", "`ended_at`"), ("--start", "`started_at`"),
+                  ("--project", "`project`"))
 
 
 # What a refused input needs beyond its name: the valid values, the form of a time.

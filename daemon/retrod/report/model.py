@@ -36,6 +36,19 @@ def known_sessions(conn: Connection, prefix: str) -> list[str]:
     return [row[0] for row in conn.execute(q("find_sessions"), {"prefix": prefix})]
 
 
+def session_costs(conn: Connection, sessions: list[tuple[str, str]],
+                  prices: pricing.Prices) -> dict[tuple[str, str], tuple[list[dict], dict]]:
+    """Each (session, member)'s tokens by model and cost, priced exactly as its report prices them
+    (pricing.by_model over its price groups): the lists' cost (`retrod sessions`, the web UI's)."""
+    groups: dict[tuple[str, str], list[dict]] = {pair: [] for pair in sessions}
+    if sessions:
+        with conn.cursor(row_factory=dict_row) as cur:
+            for group in cur.execute(q("sessions_price_groups"), {"sessions": [s for s, _m in sessions],
+                                                                  "members": [m for _s, m in sessions]}):
+                groups[(group["session_uuid"], group["db_role"])].append(group)
+    return {pair: pricing.by_model(found, prices) for pair, found in groups.items()}
+
+
 AWAY_AFTER_S = 1800.0  # DESIGN §2.3's default; RETROD_AWAY_AFTER_S
 
 

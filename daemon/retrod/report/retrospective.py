@@ -12,7 +12,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from ..store.queries import q
-from ..tracking import TrackingError, ensure_session, may_write
+from ..tracking import PhaseNotes, TrackingError, ensure_session, give_verdict, may_write
 from . import markdown, model
 from .prices import DEFAULT, Prices
 
@@ -56,12 +56,14 @@ def check_output(output: Path | None) -> None:
 def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
             reports_dir: Path | None = None, as_json: bool = False,
             away_after_s: float = model.AWAY_AFTER_S, prices: Prices = DEFAULT,
-            member: str | None = None, html: Callable[[Connection, dict], str] | None = None) -> tuple[dict, str]:
+            member: str | None = None, html: Callable[[Connection, dict], str] | None = None,
+            verdict: str | None = None, notes: PhaseNotes | None = None) -> tuple[dict, str]:
     """Build the report and save it to `output`, else into `reports_dir` (None for both: not saved).
     `prices`: what its estimated costs use; `member`: a team's member whose session it is; `html`:
     renders it as a page instead of Markdown or JSON (`--format html`: the web UI's). The
     report says where it was saved (`saved_to`), or why it could not be saved into `reports_dir`
-    (`not_saved`).
+    (`not_saved`). `verdict` and `notes` (with `close` only): the open phase ends with them, as
+    `phase end` ends it (else the latest phase that ended still `pending` gets them).
 
     One transaction: a failure anywhere, writing an `output` included, leaves the database
     untouched. A report that cannot be saved into `reports_dir` (RETROD_REPORTS_DIR, a setting)
@@ -69,6 +71,9 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
     and what it shows (its session closed, the totals filled) is kept.
     """
     check_output(output)
+    if verdict is not None and not close:
+        raise TrackingError("--verdict goes with --close (a phase ends when the session is closed);"
+                            " else use `retrod phase end --verdict VERDICT`")
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         # A team's reader role reads everyone's sessions and writes none: its report is read only.
         writable = may_write(conn)
@@ -76,6 +81,8 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
             raise TrackingError("--close: this database role may only read (a team's reader)")
         if writable:
             user_session = ensure_session(cur, session)
+            if close and verdict is not None:
+                give_verdict(cur, user_session["id"], verdict, notes or PhaseNotes())
             if close:
                 cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
         report = model.build(conn, session, away_after_s, prices, member)

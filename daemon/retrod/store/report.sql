@@ -346,3 +346,14 @@ CROSS JOIN LATERAL (
     ) c
     ORDER BY c.ts NULLS LAST, c.file_path, c."offset", c.block LIMIT %(examples)s
 ) e;
+
+-- name: sessions_price_groups
+-- The price groups of these sessions (`sessions`, `members`: pairs), from session_requests
+-- (migration 0018), for report/prices.py to price each session as its report prices it
+-- (session_tokens_by_model): the session list, `retrod sessions`, the MCP tool's.
+SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NULL ELSE g.day END AS day, g.fast,
+       g.tier_floor, g.parts, g.input_tokens AS input, g.output_tokens AS output, g.cache_read_tokens AS cache_read,
+       g.cache_create_tokens AS cache_create, g.cache_create_5m_tokens AS cache_create_5m,
+       g.cache_create_1h_tokens AS cache_create_1h
+FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
+JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;

@@ -59,6 +59,13 @@ VALUES (%(session_id)s, %(task)s, %(phase)s, coalesce(%(started_at)s, now()), %(
         %(verdict)s, %(actions)s, %(subagents)s, %(useful_info)s, %(lessons)s, %(notes)s)
 RETURNING id, started_at;
 
+-- name: last_pending_phase
+-- The session's latest phase that ended with no verdict (`pending`: `report --close` ended it):
+-- the one `phase end` gives its verdict when no phase is open.
+SELECT id, task, phase, started_at, ended_at FROM public.cc_session_phases
+WHERE session_id = %(session_id)s AND ended_at IS NOT NULL AND verdict = 'pending'
+ORDER BY started_at DESC, id DESC LIMIT 1;
+
 -- name: end_phase
 UPDATE public.cc_session_phases
 SET ended_at = coalesce(%(ended_at)s, now()), verdict = %(verdict)s,
@@ -114,7 +121,8 @@ WHERE session_uuid = %(session)s AND ended_at IS NULL
 -- `retrod sessions`: the newest sessions first, or those with the most tokens, or the least
 -- efficient tool use (DESIGN §2.6) first. Start and end come from the main transcripts' fold
 -- state (first event, high-water mark), tokens and calls from the per-minute rollups: no scan of
--- events, requests or calls. `slugs`: a project folder's names; `pattern`: part of one.
+-- events, requests or calls. `projects`: the projects' names (resolve.match_project), `slugs`
+-- their Claude Code folders' (a session's project: its working folder, else its folder name).
 -- name: recent_sessions
 -- (A session per member: on a team's database one id may be several members' sessions, §3.)
 WITH s AS (
@@ -125,10 +133,14 @@ WITH s AS (
     FROM retrod.files
     WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
     GROUP BY session_uuid, db_role
-), candidates AS (
-    SELECT * FROM s
-    WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[]))
-      AND (%(pattern)s::text IS NULL OR project_slug ILIKE %(pattern)s::text)
+), candidates AS (  -- `matching`: how many there are before the limit
+    SELECT *, count(*) OVER () AS matching FROM s
+    WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[])
+                                      AND coalesce((SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
+                                                     FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
+                                                FROM retrod.files f
+                                                WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role),
+                                               project_slug) = ANY(%(projects)s::text[]))
       AND (%(since)s::timestamptz IS NULL OR first_us >= retrod.ts_to_us(%(since)s::timestamptz))
     ORDER BY first_us DESC NULLS LAST, session_uuid
     LIMIT CASE WHEN %(sort)s = 'start' THEN %(limit)s END  -- the other orders need every session's figures
@@ -147,7 +159,11 @@ WITH s AS (
         FROM retrod.call_agents a WHERE a.session_uuid = n.session_uuid AND a.db_role = n.db_role
     ) c ON true
 )
-SELECT f.session_uuid AS uuid, f.db_role AS member, f.project_slug, retrod.us_to_ts(f.first_us) AS started_at,
+SELECT f.session_uuid AS uuid, f.db_role AS member, f.project_slug,
+       (SELECT (array_agg(w.state ->> 'cwd' ORDER BY w.slug, w.path)  -- (worked out after the limit)
+                    FILTER (WHERE w.kind = 'main' AND w.state ->> 'cwd' IS NOT NULL))[1]
+        FROM retrod.files w WHERE w.session_uuid = f.session_uuid AND w.db_role = f.db_role) AS project_path,
+       f.matching, retrod.us_to_ts(f.first_us) AS started_at,
        round(coalesce(f.last_us - f.first_us, 0) / 1e6, 3)::float AS wall_s,
        f.total_tokens, f.requests, f.tool_calls, f.efficiency,
        u.id IS NOT NULL AS tracked, u.description,
@@ -159,3 +175,21 @@ ORDER BY CASE WHEN %(sort)s = 'tokens' THEN f.total_tokens END DESC NULLS LAST,
          CASE WHEN %(sort)s = 'efficiency' THEN f.efficiency END NULLS LAST,
          f.first_us DESC NULLS LAST, f.session_uuid, f.db_role
 LIMIT %(limit)s;
+
+-- name: known_projects
+-- Every project there is (DESIGN §4), as one (working folder, Claude Code folder name) pair per
+-- session: its working folder is the first `cwd` of its main transcripts in the order of their
+-- folder names (null: none names one), its folder the main transcript's (else the smallest, which
+-- session_figures holds for a session with no main transcript). `member`: whose sessions (null:
+-- every one the role may read). Only the main transcripts are grouped: a third of the files.
+SELECT DISTINCT project_path, project_slug FROM (
+    SELECT (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                FILTER (WHERE state ->> 'cwd' IS NOT NULL))[1] AS project_path,
+           min(slug) AS project_slug
+    FROM retrod.files
+    WHERE kind = 'main' AND session_uuid IS NOT NULL AND (%(member)s::text IS NULL OR db_role = %(member)s::text)
+    GROUP BY session_uuid, db_role
+) s
+UNION
+SELECT DISTINCT NULL, project_slug FROM retrod.session_figures
+WHERE NOT has_main AND transcripts > 0 AND (%(member)s::text IS NULL OR db_role = %(member)s::text);

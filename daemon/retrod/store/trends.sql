@@ -14,15 +14,18 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- figures of the sessions that started in it. A session belongs wholly to the period its first
 -- counted event falls in (the report's started_at; a session with no main-transcript event: its
 -- first request's minute), periods cut by date_trunc(`by`) in the time zone `tz` (weeks start on
--- Monday). period NULL: no timestamp at all. grp: the project (`by_project`), the session
--- (`by_session`), else NULL. Filters: `slugs` (a project folder's names) or `pattern`
--- (part of one), `since` (started at or after), `sessions` (these sessions only).
+-- Monday). period NULL: no timestamp at all. grp: the project (`by_project`: its working folder,
+-- else its Claude Code folder name; `slug`, `path`: its folder name and working folder), the
+-- session (`by_session`), else NULL. Filters: `projects` (the projects' names,
+-- resolve.match_project) with `slugs` (their Claude Code folders), `since` (started at or after),
+-- `sessions` (these only).
 -- machine (DESIGN §4 "Machines"; NULL unless `by_machine`): the host id whose files hold the
 -- figure. Requests go by the machine of their attributed record (requests.machine, migration
 -- 0023; not known: the session's), time, tool-result bytes and calls by the host of the
 -- transcript row that counts (events, tool_uses); the session itself (its count, wall time,
--- phases' verdicts) by the smallest host holding its main transcript, else any of its transcripts. These come from the
--- stored rows, not the per-session rollups, which hold no machine; `machine`: that one's rows only.
+-- phases' verdicts) by the smallest host holding its main transcript, else any of its
+-- transcripts. These come from the stored rows, not the per-session rollups, which hold no
+-- machine; `machine`: that one's rows only.
 -- models: per model, its sessions, requests (parts), tokens by bucket and kind, and cost: each
 -- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
 -- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none.
@@ -33,6 +36,8 @@ WITH rates AS (
              cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC)
 ), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), their project and machine
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+           (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path,
            CASE WHEN %(by_machine)s  -- (else not read: files_member_sessions holds no host id)
                 THEN coalesce(min(host_id) FILTER (WHERE kind = 'main'), min(host_id)) END AS machine
     FROM retrod.files
@@ -41,12 +46,13 @@ WITH rates AS (
     GROUP BY session_uuid
 ), p AS MATERIALIZED (  -- each session's period and group (k_: NULL as a value a join can match)
     SELECT d.session_uuid, coalesce(date_trunc(%(by)s, d.started_at AT TIME ZONE %(tz)s)::date, 'infinity') AS k_period,
-           coalesce(CASE WHEN %(by_project)s THEN d.project_slug WHEN %(by_session)s THEN d.session_uuid END, '')
-               AS k_grp,
+           coalesce(CASE WHEN %(by_project)s THEN coalesce(d.project_path, d.project_slug)
+                         WHEN %(by_session)s THEN d.session_uuid END, '') AS k_grp,
            CASE WHEN %(by_machine)s THEN d.machine ELSE '' END AS k_machine,
-           d.claude_us, d.tool_us, d.human_us, d.tool_result_bytes, d.wall
+           d.project_slug, d.project_path, d.claude_us, d.tool_us, d.human_us, d.tool_result_bytes, d.wall
     FROM (
-        SELECT s.session_uuid, s.project_slug, s.machine, t.claude_us, t.tool_us, t.human_us, t.tool_result_bytes,
+        SELECT s.session_uuid, s.project_slug, s.project_path, s.machine, t.claude_us, t.tool_us, t.human_us,
+               t.tool_result_bytes,
                t.last_ts - t.first_ts AS wall,
                coalesce(t.first_ts, CASE WHEN r.session_uuid IS NOT NULL THEN (  -- (it has requests)
                    SELECT min(minute) FROM retrod.request_minutes m
@@ -56,23 +62,25 @@ WITH rates AS (
         LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
         LEFT JOIN (SELECT DISTINCT session_uuid FROM retrod.session_requests WHERE db_role = %(member)s) r
                ON t.first_ts IS NULL AND r.session_uuid = s.session_uuid
-        WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
-          AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+        WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[])
+                                          AND coalesce(s.project_path, s.project_slug) = ANY(%(projects)s::text[]))
         OFFSET 0  -- (evaluated once per session: the start is used twice below)
     ) d
     WHERE %(since)s::timestamptz IS NULL OR d.started_at >= %(since)s::timestamptz
 ), figures AS (  -- each group's sums, straight to its period and group (no per-session step)
-    SELECT k_period, k_grp, k_machine, sum(sessions) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
+    SELECT k_period, k_grp, k_machine, min(project_slug) AS slug, min(project_path) AS path,
+           sum(sessions) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
            coalesce(sum(claude_us), 0)::bigint AS claude_us, coalesce(sum(tool_us), 0)::bigint AS tool_us,
            coalesce(sum(human_us), 0)::bigint AS human_us,
            coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes
     FROM (
-        SELECT k_period, k_grp, k_machine, 1 AS sessions, wall, claude_us, tool_us, human_us, tool_result_bytes
+        SELECT k_period, k_grp, k_machine, project_slug, project_path, 1 AS sessions, wall, claude_us, tool_us,
+               human_us, tool_result_bytes
         FROM p WHERE NOT %(by_machine)s
         UNION ALL  -- by machine: the session there, its time where its transcripts' counted lines are
-        SELECT k_period, k_grp, k_machine, 1, wall, 0, 0, 0, 0 FROM p WHERE %(by_machine)s
+        SELECT k_period, k_grp, k_machine, project_slug, project_path, 1, wall, 0, 0, 0, 0 FROM p WHERE %(by_machine)s
         UNION ALL
-        SELECT p.k_period, p.k_grp, f.host_id, 0, NULL,
+        SELECT p.k_period, p.k_grp, f.host_id, min(p.project_slug), min(p.project_path), 0, NULL,
                sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'claude' AND e.ts > e.prev_ts),
                sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'tool' AND e.ts > e.prev_ts),
                sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'human' AND e.ts > e.prev_ts),
@@ -184,6 +192,7 @@ WITH rates AS (
     UNION SELECT k_period, k_grp, k_machine FROM models
 )
 SELECT nullif(k.k_period, 'infinity') AS period, nullif(k.k_grp, '') AS grp, nullif(k.k_machine, '') AS machine,
+       f.slug, f.path,
        coalesce(f.sessions, 0) AS sessions, coalesce(f.wall_us, 0) AS wall_us, coalesce(f.claude_us, 0) AS claude_us,
        coalesce(f.tool_us, 0) AS tool_us, coalesce(f.human_us, 0) AS human_us,
        coalesce(f.tool_result_bytes, 0) AS tool_result_bytes, coalesce(a.away_us, 0) AS away_us,
@@ -200,39 +209,33 @@ LEFT JOIN verdicts v USING (k_period, k_grp, k_machine)
 WHERE %(machine)s::text IS NULL OR k.k_machine = %(machine)s::text
 ORDER BY k.k_period, k.k_grp, k.k_machine;
 
--- The folder Claude Code ran in for each project folder name (a main transcript's first cwd).
--- name: project_paths
-SELECT DISTINCT ON (slug) slug, state ->> 'cwd' AS path
-FROM retrod.files
-WHERE db_role = %(member)s AND kind = 'main' AND slug = ANY(%(slugs)s::text[]) AND state ? 'cwd'
-ORDER BY slug, path;
-
--- `retrod brief`: the member's sessions of these project folders (`slugs`, or folder names like
--- `pattern`), newest first by the report's started_at, leaving out `exclude` (the session asking)
--- and sessions that never did anything (no timestamp at all).
+-- `retrod brief`: the member's sessions of these project folders (`slugs`; of these projects,
+-- `projects`, when given: as trend_figures), newest first by the report's started_at, leaving out
+-- `exclude` (the session asking) and sessions that never did anything (no timestamp at all).
 -- name: brief_sessions
-SELECT s.session_uuid, s.project_slug,
+SELECT s.session_uuid, s.project_slug, coalesce(s.project_path, s.project_slug) AS project,
        coalesce(t.first_ts, (SELECT min(minute) FROM retrod.request_minutes m
                              WHERE m.session_uuid = s.session_uuid AND m.db_role = %(member)s
                                AND m.minute < 'infinity')) AS started_at,
        u.description
 FROM (
-    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug
+    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+           (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path
     FROM retrod.files
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
       AND session_uuid IN (SELECT session_uuid FROM retrod.files
                            WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
-                             AND (%(slugs)s::text[] IS NULL OR slug = ANY(%(slugs)s::text[]))
-                             AND (%(pattern)s::text IS NULL OR slug ILIKE %(pattern)s::text))
+                             AND slug = ANY(%(slugs)s::text[]))
     GROUP BY session_uuid
 ) s
 LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
 LEFT JOIN public.cc_sessions u ON u.session_uuid = s.session_uuid
                               AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
-WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
-  AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+WHERE s.project_slug = ANY(%(slugs)s::text[])
+  AND (%(projects)s::text[] IS NULL OR coalesce(s.project_path, s.project_slug) = ANY(%(projects)s::text[]))
   AND s.session_uuid IS DISTINCT FROM %(exclude)s::text
-ORDER BY 3 DESC NULLS LAST, 1;
+ORDER BY started_at DESC NULLS LAST, s.session_uuid;
 
 -- The phases of these sessions, newest first, with what was written about them.
 -- name: brief_phases

@@ -7,11 +7,13 @@
 -- name: ui_price_keys
 SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_requests;
 
--- The list's choices: the projects and models there are.
--- name: ui_projects
-SELECT DISTINCT slug FROM retrod.files
-WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
+-- name: ui_working_folders
+-- Every folder Claude Code ran a stored main transcript in: the names the list's short names are
+-- made distinct among (data.short_names; a few more than the projects' when a session's folder
+-- moved, which can only lengthen a name), without grouping the files by session.
+SELECT DISTINCT state ->> 'cwd' FROM retrod.files WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL;
 
+-- The list's choices: the models there are (the projects: tracking.sql's known_projects).
 -- name: ui_models
 SELECT DISTINCT model FROM retrod.session_requests WHERE model <> '' AND parts > 0 ORDER BY 1;
 
@@ -28,10 +30,13 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 -- given (`rates`: report/rates.py's spans of days with one price per model, fast and tier, USD per
 -- million tokens of each kind and per part; null: no price known),
 -- in doubles: the page's own rows are priced again exactly, as the report prices them (ui/data.py,
--- from ui_session_groups). A group with no tokens costs nothing, priced or not, as in the report;
+-- from report.sql's sessions_price_groups). A group with no tokens costs nothing, priced or not, as in the report;
 -- a session's cost is null only when something could not be priced and nothing could.
--- `sessions`: only these (the live page), else every one. The sort handles narrow rows (a
--- session's key and the figure it is ordered by); what the page shows is looked up for its rows
+-- `sessions`: only these (the live page), else every one. `projects`: these projects' sessions
+-- (their names, resolve.match_project: a session's working folder, else its Claude Code folder
+-- name), narrowed first by their folders' names (`slugs`: session_figures holds no working folder).
+-- The sort handles narrow rows (a session's key and the figure it is ordered by); what the page
+-- shows is looked up for its rows
 -- alone, after the limit.
 -- name: ui_sessions
 WITH rates AS MATERIALIZED (  -- read once, typed
@@ -79,9 +84,11 @@ WITH rates AS MATERIALIZED (  -- read once, typed
                FROM cost) c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
     WHERE s.transcripts > 0
       AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
-      AND (%(project)s::text IS NULL OR s.project_slug = %(project)s::text)
-      AND (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]))
-      AND (%(pattern)s::text IS NULL OR s.project_slug ILIKE %(pattern)s::text)
+      AND (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]) AND coalesce(
+          (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
+                       FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
+           FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role),
+          s.project_slug) = ANY(%(projects)s::text[]))
       AND (%(member)s::text IS NULL OR s.db_role = %(member)s::text)
       AND (%(machine)s::text IS NULL OR EXISTS (  -- a transcript of it on that machine (DESIGN §4)
           SELECT FROM retrod.files f
@@ -117,7 +124,7 @@ SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, page.total, 
        s.calls AS tool_calls, s.productive::float / nullif(s.calls, 0) AS efficiency,
        u.id AS user_session_id, u.description,
        (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
-                FILTER (WHERE f.kind = 'main' AND f.state ? 'cwd'))[1]
+                FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
         FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role) AS project_path,
        (SELECT count(*) FROM public.cc_session_phases ph WHERE ph.session_id = u.id) AS phases
 FROM page
@@ -126,16 +133,6 @@ LEFT JOIN u ON u.session_uuid = s.session_uuid AND u.db_role = s.db_role
 ORDER BY CASE WHEN %(desc)s THEN page.sort_key END DESC NULLS LAST,
          CASE WHEN NOT %(desc)s THEN page.sort_key END ASC NULLS LAST, page.first_us DESC NULLS LAST,
          page.session_uuid, page.db_role;
-
--- The price groups of the list's page (`sessions`, `members`: pairs), priced by report/prices.py
--- as a report prices its session's (session_tokens_by_model).
--- name: ui_session_groups
-SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NULL ELSE g.day END AS day, g.fast,
-       g.tier_floor, g.parts, g.input_tokens AS input, g.output_tokens AS output, g.cache_read_tokens AS cache_read,
-       g.cache_create_tokens AS cache_create, g.cache_create_5m_tokens AS cache_create_5m,
-       g.cache_create_1h_tokens AS cache_create_1h
-FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
-JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 
 -- Sessions with transcript time in the last hour (as `retrod status` counts them), the most
 -- recent first, at most `limit`: the live page's first rows. Not later than a few minutes from

@@ -122,13 +122,14 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
                             headers={"Content-Disposition": f'attachment; filename="{_file(report, "html")}"'})
 
     def trend_figures(conn: psycopg.Connection, query: data.TrendsQuery) -> dict:
-        return data.trends(conn, query, prices(), settings.projects_roots(), settings.away_after_s)
+        return data.trends(conn, query, prices(), settings.away_after_s)
 
     def trends_page(request: Request) -> Response:
         query = data.TrendsQuery.parse(request.query_params)
         with connection() as conn:
-            costliest = data.costliest(conn, query, prices(), settings.projects_roots())
-            return HTMLResponse(pages.trends_page(trend_figures(conn, query), costliest, data.projects(conn), query,
+            costliest = data.costliest(conn, query, prices())
+            figures = trend_figures(conn, query)
+            return HTMLResponse(pages.trends_page(figures, costliest, data.short_names(data.projects(conn)), query,
                                                   data.machines(conn)))
 
     def trends_api(request: Request) -> Response:

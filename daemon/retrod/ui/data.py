@@ -7,10 +7,9 @@ read time as the report prices (report/prices.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from psycopg import Connection
@@ -19,9 +18,10 @@ from psycopg.rows import dict_row
 from .. import trends as history
 from ..report import model, rates, timeline
 from ..report import prices as pricing
-from ..resolve import project_filter
+from ..resolve import ProjectError, ProjectMatch
 from ..store.members import current_role
 from ..store.queries import q
+from ..tracking import known_projects, project_args, project_match
 
 SORTS = ("start", "cost", "tokens", "efficiency", "wall")
 # Each sort's first direction: the most, the newest, the longest first; efficiency least first (the
@@ -120,27 +120,54 @@ class TrendsQuery:
 
 
 def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
-           roots: list[Path] | None = None, away_after_s: float = model.AWAY_AFTER_S) -> dict:
+           away_after_s: float = model.AWAY_AFTER_S) -> dict:
     """`/api/trends`: what `retrod trends --json` prints for the same choices, as it is."""
     zone, since = _trends_zone_and_since(query)
     try:
         return history.trends(conn, by=query.by, project=query.project, since=since, split=query.split,
-                              prices=prices, tz=zone, member=query.member, roots=roots, away_after_s=away_after_s,
+                              prices=prices, tz=zone, member=query.member, away_after_s=away_after_s,
                               machine=query.machine)
-    except history.TrendsError as exc:
+    except (history.TrendsError, ProjectError) as exc:
         raise QueryError(str(exc)) from None
 
 
-def costliest(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
-              roots: list[Path] | None = None) -> list[dict]:
+def costliest(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
     """The trends page's outliers: the OUTLIERS costliest of the sessions its figures add up (the
     same project, member and day, as `trends` reads them), as `/api/sessions?sort=cost` gives them."""
     _zone, since = _trends_zone_and_since(query)
-    slugs, pattern = project_filter(query.project, roots or [])
+    member = query.member or current_role(conn)
     rows, _total = _rows(conn, prices, SessionQuery(sort="cost", per_page=OUTLIERS),
-                         scope={"slugs": slugs, "pattern": pattern, "since": since, "machine": query.machine,
-                                "member": query.member or current_role(conn)})
+                         scope={**project_args(_project(conn, query.project, member)), "since": since,
+                                "machine": query.machine, "member": member})
     return rows
+
+
+def _project(conn: Connection, project: str | None, member: str | None = None) -> ProjectMatch | None:
+    """The project filter as every surface reads it (resolve.match_project); one that matches
+    nothing is a bad parameter."""
+    try:
+        return project_match(conn, project, member)
+    except ProjectError as exc:
+        raise QueryError(f"project: {exc}") from None
+
+
+def short_names(names: Iterable[str]) -> dict[str, str]:
+    """Each project's name as a narrow cell shows it: the last two parts of its working folder (a
+    Claude Code folder name as it is), more where two projects' would read the same."""
+    unique = sorted(set(names))
+    parts = {n: [p for p in n.split("/") if p] for n in unique if n.startswith("/")}
+    out = {}
+    for name in unique:
+        mine = parts.get(name)
+        if mine is None:
+            out[name] = name
+            continue
+        depth = 2
+        while depth < len(mine) and any(other != name and theirs[-depth:] == mine[-depth:]
+                                        for other, theirs in parts.items()):
+            depth += 1
+        out[name] = "/".join(mine[-depth:]) if depth < len(mine) else name
+    return out
 
 
 def _trends_zone_and_since(query: TrendsQuery) -> tuple[str, datetime | None]:
@@ -154,11 +181,13 @@ def _trends_zone_and_since(query: TrendsQuery) -> tuple[str, datetime | None]:
 
 def sessions(conn: Connection, query: SessionQuery, prices: pricing.Prices = pricing.DEFAULT) -> dict:
     """`/api/sessions`: one page of sessions with their figures, how many match, and the query."""
-    rows, total = _rows(conn, prices, query=query)
+    match = _project(conn, query.project)
+    rows, total = _rows(conn, prices, query=query, scope=project_args(match))
     return {"sessions": rows, "total": total, "page": query.page, "per_page": query.per_page,
             "pages": max(1, -(-total // query.per_page)), "sort": query.sort, "order": query.order,
             "filters": {"project": query.project, "since": _day(query.since), "until": _day(query.until),
                         "model": query.model, "machine": query.machine, "q": query.search},
+            **({"projects_matched": match.matched} if match and match.matched else {}),
             "prices": prices.describe()}
 
 
@@ -169,8 +198,8 @@ def choices(conn: Connection) -> dict:
 
 
 def projects(conn: Connection) -> list[str]:
-    """Every Claude Code folder name stored."""
-    return [row[0] for row in conn.execute(q("ui_projects"))]
+    """Every project stored, by its name (its working folder, else its Claude Code folder name)."""
+    return [p.name for p in known_projects(conn)]
 
 
 def machines(conn: Connection) -> list[str]:
@@ -203,11 +232,12 @@ def find(conn: Connection, prefix: str) -> list[str]:
 
 def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = SessionQuery(),
           uuids: list[str] | None = None, scope: Mapping[str, object] | None = None) -> tuple[list[dict], int]:
-    """The list's rows for `query`, or for these `uuids`; `scope`: trends' filters instead of the
-    list's project and days — Claude Code folder names (`slugs`) or a folder name's part
-    (`pattern`), started at or after `since`, one `member`'s."""
+    """The list's rows for `query`, or for these `uuids`, each with its project's `project_short`
+    (short_names); `scope`: the project's sessions (`projects`, `slugs`: tracking.project_args),
+    and for trends' outliers their filters instead of the list's days — started at or after
+    `since`, one `member`'s."""
     args = {
-        "sessions": uuids, "project": query.project, "slugs": None, "pattern": None, "member": None,
+        "sessions": uuids, "projects": None, "slugs": None, "member": None,
         "since": _midnight(query.since), "until": _midnight(_day_after(query.until)),
         "model": query.model, "machine": query.machine,
         "search": f"%{_like(query.search)}%" if query.search else None,
@@ -222,20 +252,18 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
             found = cur.execute(q("ui_sessions"), {**args, "rates": rates.stored(conn, prices, fresh)}).fetchall()
             if not (found and found[0]["stale_rates"]):
                 break  # else: groups stored since the rates were read; once more, with theirs
-        # The page's own rows, priced exactly as their reports price them (the sort used doubles)
-        groups: dict[tuple[str, str], list[dict]] = {}
-        if found:
-            for group in cur.execute(q("ui_session_groups"), {"sessions": [r["uuid"] for r in found],
-                                                              "members": [r["member"] for r in found]}):
-                groups.setdefault((group["session_uuid"], group["db_role"]), []).append(group)
+    # The page's own rows, priced exactly as their reports price them (the sort used doubles)
+    costs = model.session_costs(conn, [(row["uuid"], row["member"]) for row in found], prices)
+    shorts = short_names(row[0] for row in conn.execute(q("ui_working_folders"))) if found else {}
     total = int(found[0]["total"]) if found else 0
-    return [_row(row, *pricing.by_model(groups.get((row["uuid"], row["member"]), []), prices)) for row in found], total
+    return [_row(row, *costs[(row["uuid"], row["member"])], shorts) for row in found], total
 
 
-def _row(row: dict, by_model: list[dict], cost: dict) -> dict:
+def _row(row: dict, by_model: list[dict], cost: dict, shorts: Mapping[str, str]) -> dict:
+    name = row["project_path"] or row["project_slug"]
     return {
-        "uuid": row["uuid"], "member": row["member"], "project_slug": row["project_slug"],
-        "project_path": row["project_path"], "description": row["description"],
+        "uuid": row["uuid"], "member": row["member"], "project": name, "project_short": shorts.get(name, name),
+        "project_slug": row["project_slug"], "project_path": row["project_path"], "description": row["description"],
         "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]), "wall_s": row["wall_s"],
         "tokens": {f: int(row[f]) for f in model.TOKEN_FIELDS}, "total_tokens": int(row["total_tokens"]),
         "requests": int(row["requests"]),

@@ -64,8 +64,12 @@ def short(tokens: int) -> str:
     return str(tokens)
 
 
-def project(row: Mapping) -> str:
-    """A project as a cell shows it: the end of the folder Claude Code ran in, else its folder name."""
+def project(row: Mapping, shorts: Mapping[str, str] | None = None) -> str:
+    """A project as a cell shows it: its short name (data.short_names: the end of the folder
+    Claude Code ran in, longer where two would read the same), else its folder name."""
+    short = row.get("project_short") or (shorts or {}).get(row.get("project") or "")
+    if short:
+        return str(short)
     path = row.get("project_path")
     if not path:
         return str(row["project_slug"])
@@ -187,7 +191,7 @@ def _filters(choices: dict, query: SessionQuery, today: date) -> str:
             ' placeholder="Search descriptions, uuids, projects"'
             f' aria-label="search">'
             f'<select name="project" aria-label="project">'
-            f'{options(choices["projects"], query.project, "All projects")}</select>'
+            f'{options(_listed(choices["projects"], query.project), query.project, "All projects")}</select>'
             f'<select name="model" aria-label="model">{options(choices["models"], query.model, "All models")}</select>'
             f'{_machine_select(choices.get("machines", []), query.machine)}'
             f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
@@ -427,7 +431,7 @@ TREND_HEAD = ('<th class="num">Sessions</th><th class="num">Est. cost</th><th cl
               '<th class="num">Tool</th><th class="num">Human</th><th class="num">Away</th>')
 
 
-def trends_page(data: dict, costliest: list[dict], projects: list[str], query: TrendsQuery,
+def trends_page(data: dict, costliest: list[dict], projects: Mapping[str, str], query: TrendsQuery,
                 machines: list[str] | None = None) -> str:
     """`/trends`: `retrod trends` as a page — the periods' cost and efficiency drawn, their figures
     in rows (a run of empty periods is one row, as the command prints it), the total below; and
@@ -435,7 +439,8 @@ def trends_page(data: dict, costliest: list[dict], projects: list[str], query: T
     periods = data["periods"]
     by = data["by"]
     if any(has_figures(p) for p in periods):
-        rows = "".join(_trend_rows(p, change, through, data) for p, change, through in shown_periods(periods, by))
+        rows = "".join(_trend_rows(p, change, through, data, projects)
+                       for p, change, through in shown_periods(periods, by))
     else:
         rows = (f'<tr><td colspan="13" class="empty">No sessions'
                 f'{" match" if data["project"] or data["since"] else " yet"}.</td></tr>')
@@ -488,14 +493,20 @@ def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> str:
             '</table></section>')
 
 
-def _trend_filters(projects: list[str], query: TrendsQuery, machines: list[str]) -> str:
+def _listed(projects: Iterable[str], chosen: str | None) -> list[str]:
+    """The project filter's choices: a project asked by a path or a part of its name (as
+    `--project` reads it) stays chosen."""
+    names = list(projects)
+    return names if not chosen or chosen in names else [chosen, *names]
+
+
+def _trend_filters(projects: Iterable[str], query: TrendsQuery, machines: list[str]) -> str:
     def select(name: str, chosen: str | None, values: Iterable[tuple[str, str]]) -> str:
         return (f'<select name="{name}" aria-label="{name}">' + "".join(
             f'<option value="{e(v)}"{" selected" if v == (chosen or "") else ""}>{e(label)}</option>'
             for v, label in values) + "</select>")
 
-    # a project asked by path or by part of its name (as `retrod trends --project`) stays chosen
-    listed = projects if not query.project or query.project in projects else [query.project, *projects]
+    listed = _listed(projects, query.project)
     quick = "".join(
         f'<a class="chip{" on" if query.by == by else ""}" href="'
         f'{e("?" + urlencode(query.params(by=by)))}">{title}</a>'
@@ -523,7 +534,8 @@ def _trend_cards(total: dict) -> str:
     return _card_section("totals", items)
 
 
-def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -> str:
+def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict,
+                shorts: Mapping[str, str]) -> str:
     """A period's row and the rows of its projects or models; a run of empty periods: one row
     (`through`: its last period's name). As trends.shown_periods gives them."""
     name = period_name(p, data["by"])
@@ -540,9 +552,8 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict) -
     if detail:
         out.append(f'<tr class="detail-row"><td></td><td colspan="12">{" · ".join(detail)}</td></tr>')
     for row in p.get("projects", []):
-        label = row["project_path"] or row["project_slug"]
-        out.append(f'<tr class="sub" data-project="{e(row["project_slug"])}"><td title="{e(label)}">'
-                   f'{e(project(row))}</td>{_trend_cells(row, None)}</tr>')
+        out.append(f'<tr class="sub" data-project="{e(row["project_slug"])}"><td title="{e(row["project"])}">'
+                   f'{e(project(row, shorts))}</td>{_trend_cells(row, None)}</tr>')
     for row in p.get("machines", []):
         out.append(f'<tr class="sub" data-machine="{e(row["machine"])}"><td>{e(row["machine"])}</td>'
                    f'{_trend_cells(row, None)}</tr>')
