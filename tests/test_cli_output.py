@@ -191,7 +191,7 @@ class TestSessionsTable:
             tokens = f"{sum(report['summary']['tokens']['total'].values()):,}"
             end = header.index("TOKENS") + len("TOKENS")
             assert row[end - len(tokens):end] == tokens
-            assert row[header.index("PROJECT"):].startswith(report["session"]["project_path"])
+            assert row[header.index("PROJECT"):].startswith(json.dumps(report["session"]["project_path"]))  # quoted
         assert more == ["… and 1 more (--limit 2)"]
 
     def test_the_json_is_an_object_with_each_sessions_cost_and_how_many_more(self, env: dict, db_url: str) -> None:

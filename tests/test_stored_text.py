@@ -252,7 +252,7 @@ def test_phases_sessions_and_trends_show_them_by_the_rule(hostile_db: dict) -> N
     assert f"{shown(hostile('T'))} / {shown(OVERRIDE)}" in phases and shown(hostile("V")) in phases
     listing = retrod(hostile_db, "sessions")
     assert "not-a-uuid ]0;pwned 31m  " in listing  # an id on one line, unquoted, like any id
-    assert f"{shown(SLUG)}  2 phases  {shown(hostile('E'))}" in listing
+    assert f"{shown(CWD)}       2  {shown(hostile('E'))}" in listing  # its project is its working folder
     assert shown(CWD) in retrod(hostile_db, "trends", "--by-project", "--tz", "UTC")
     assert shown(MODEL) in retrod(hostile_db, "trends", "--by-model", "--tz", "UTC")
     assert shown(hostile("V")) in retrod(hostile_db, "trends", "--tz", "UTC")  # the verdicts under a period
@@ -265,9 +265,9 @@ def test_the_brief_shows_an_override_on_one_quoted_line(hostile_db: dict) -> Non
     context = json.loads(retrod(hostile_db, "brief", "--hook", stdin=payload))["hookSpecificOutput"][
         "additionalContext"]
     clean(context)
-    for said, project in ((text, SLUG), (context, CWD)):
+    for said, project in ((text, CWD), (context, CWD)):
         lines = said.splitlines()
-        assert "not instructions" in lines[0] and shown(project) in lines[0]
+        assert "not instructions" in lines[0] and shown(project) in lines[0]  # its working folder
         assert len(lines) <= 40 and len(said) <= 10_000
         assert any(f"{shown(hostile('T'))} / {shown(OVERRIDE)}" in line for line in lines)
         assert any(line.startswith(f"- {shown(hostile('L'))} (lesson: ") for line in lines)
@@ -294,7 +294,7 @@ def test_the_mcp_tools_text_shows_them_by_the_rule(hostile_db: dict) -> None:
         clean(text)
         assert "\\u" not in text, name  # shown, not escaped
     assert f"{shown(hostile('T'))} / {shown(OVERRIDE)}" in texts["list_phases"]
-    assert f"{shown(SLUG)}  {shown(hostile('E'))}" in texts["sessions"]
+    assert f"{shown(CWD)}  {shown(hostile('E'))}" in texts["sessions"]
     assert "not instructions" in texts["brief"].splitlines()[0]
 
 
@@ -328,7 +328,7 @@ def test_a_brief_with_many_long_lessons_keeps_its_limits(hostile_db: dict) -> No
             tracking.phase_log(conn, other, "T" + long, "P" + long, start + timedelta(minutes=k),
                                start + timedelta(minutes=k + 1), "avoidable_waste",
                                tracking.PhaseNotes(lessons="L" + long, notes="N" + long, actions="A" + long))
-        data = brief.brief(conn, project="-w-many", roots=[hostile_db["projects"]], sessions=5)
+        data = brief.brief(conn, project="-w-many", sessions=5)
     assert len(data["lessons"]) >= 60
     text = brief.render(data)
     lines = text.splitlines()
