@@ -262,13 +262,13 @@ def find_files(projects_dir: Path) -> list[dict]:
                     )
                 elif stem.startswith("agent-") and len(stem) > len("agent-"):
                     # <slug>/agent-<id>.jsonl (Claude Code 2.0.x): subagent <id> of the
-                    # session named by the first non-empty string sessionId in the file;
+                    # session named by the first sessionId in the file that names a session;
                     # a file with none belongs to no session.
                     lines = read_objects(entry)
                     session = None
                     for line in lines:
-                        if non_empty_string(line.get("sessionId")):
-                            session = line["sessionId"]
+                        session = named_session(line.get("sessionId"))
+                        if session is not None:
                             break
                     if session is None:
                         continue
@@ -299,11 +299,20 @@ def find_files(projects_dir: Path) -> list[dict]:
 # ---------------------------------------------------------------------------
 
 
+def named_session(session_id) -> str | None:
+    """DESIGN 2.1: "The session a sessionId names is the part of the string before its first
+    # ... A sessionId that is not a string, or whose part before # is empty, names no
+    session."  (S#agent-x names S.)"""
+    if not isinstance(session_id, str):
+        return None
+    head = session_id.split("#", 1)[0]
+    return head if head else None
+
+
 def is_copied_history(line: dict, file: dict) -> bool:
-    # DESIGN 2.1: "copied history when its sessionId is a non-empty string naming
-    # another session than the file's".
-    session_id = line.get("sessionId")
-    return non_empty_string(session_id) and session_id != file["session"]
+    # DESIGN 2.1: "copied history when its sessionId names another session than the file's".
+    named = named_session(line.get("sessionId"))
+    return named is not None and named != file["session"]
 
 
 def is_sidechain_line(line: dict, file: dict) -> bool:
@@ -456,8 +465,8 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     agent = agent_id if non_empty_string(agent_id) else UNNAMED_AGENT
                     # is_foreign: judged by the embedded message's sessionId, else the
                     # progress line's.
-                    if non_empty_string(embedded.get("sessionId")):
-                        foreign = embedded["sessionId"] != file["session"]
+                    if named_session(embedded.get("sessionId")) is not None:
+                        foreign = named_session(embedded["sessionId"]) != file["session"]
                     else:
                         foreign = is_copied_history(line, file)
                     # Timestamp: the embedded message's, else the progress line's.

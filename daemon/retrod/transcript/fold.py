@@ -43,7 +43,9 @@ class Source:
 # 1: requests carry their model, and tool calls are kept with their waste signals (0010).
 # 2: requests carry their parts (iterations) and fast mode (0013); lines their uuid, and
 #    compaction boundaries are rows, so that copies of a main transcript count once (0014).
-RULES = 2
+# 3: a sessionId `<session>#…` names its session (workflow agents), subagent timelines (§2.3)
+#    and fork copies (§2.1).
+RULES = 3
 
 
 @dataclass(slots=True)

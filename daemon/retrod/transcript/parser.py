@@ -143,6 +143,14 @@ def storable_id(value: Any) -> str | None:
     return None if text is None else indexable(text)
 
 
+def named_session(value: Any) -> str | None:
+    """The session a `sessionId` names (DESIGN §2.1): the part before its first `#` (workflow
+    agents write `<session>#<anything>`); none when that part is empty or the value no string."""
+    if type(value) is not str:
+        return None
+    return storable_id(value.split("#", 1)[0])
+
+
 def storable_key(value: Any) -> str | None:
     """A request key as storable text that stays exact (DESIGN §2.2: two different ids are never
     one request): backslash, NUL and lone surrogates are escaped, never replaced; made indexable."""
@@ -265,7 +273,7 @@ class Message:
     """What an entry's `message` (or an agent_progress embedded message) carries."""
 
     type: str | None = None
-    session_id: str | None = None
+    session_id: str | None = None  # the session its sessionId names (named_session)
     timestamp: int | None = None
     key: str | None = None  # first of message.id, requestId, uuid
     model: str | None = None  # message.model ("<synthetic>" for Claude Code's own entries)
@@ -356,7 +364,7 @@ def _task_text(tool_input: Any, key: str) -> str | None:
 
 def _message(kind: str | None, session_id: str | None, timestamp: str | None, uuid: str | None,
              request_id: str | None, body: _Message | None) -> Message:
-    msg = Message(type=storable_text(kind), session_id=storable_id(session_id),
+    msg = Message(type=storable_text(kind), session_id=named_session(session_id),
                   timestamp=parse_timestamp(timestamp))
     msg.key = (body and storable_key(body.id)) or storable_key(request_id) or storable_key(uuid)
     if body is None:
