@@ -177,8 +177,9 @@ def _outside_span(span: dict, user_session: dict, start: datetime, end: datetime
 def recent_sessions(conn: Connection, project: str | None, since: datetime | None, limit: int,
                     sort: str = "start", roots: list[Path] | None = None) -> list[dict]:
     """`retrod sessions`, by `sort`: "start" newest first, "tokens" most first, "efficiency" least
-    efficient tool use first (sessions without calls last); from the files' fold state and the rollups
-    (no scan of events, requests or calls, so it stays instant with thousands of sessions).
+    efficient tool use first (sessions without calls last); from the per-session rollups, start and
+    end as every surface reads them (no scan of events, requests or calls, so it stays instant
+    with thousands of sessions).
 
     `project`: a path, or part of a Claude Code folder name (resolve.project_filter)."""
     slugs, pattern = project_filter(project, roots or [])

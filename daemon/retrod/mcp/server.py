@@ -162,7 +162,7 @@ class SessionRow(BaseModel):
     uuid: str
     member: str = Field(description="The database role whose session it is (a team's reader sees several)")
     project_slug: str | None
-    started_at: str | None = Field(description="null: undated (only subagent transcripts)")
+    started_at: str | None = Field(description="null: undated (no event at all, DESIGN §2.3)")
     wall_s: float
     total_tokens: int
     requests: int
