@@ -224,3 +224,27 @@ def test_forks_read_before_their_original_end_like_one_pass(pg_cluster, tmp_path
                 ingest(url, [root], batch_bytes=512)
         assert snapshot(url, relative_to=root) == want
         rollups_match_raw(url)
+
+
+def test_a_forked_from_of_the_wrong_shape_marks_nothing() -> None:
+    """Any field may be of the wrong type (§2.1): such a line is read, and is the file's own."""
+    for forked_from in ("x", 7, [], {"sessionId": 7}, {"sessionId": "#agent"}, {"sessionId": A}, None):
+        result = _fold(A, [user(A, 0, forkedFrom=forked_from), assistant(A, 3, "msg_5", 2, forkedFrom=forked_from)])
+        assert [e.kind for e in result.events] == [None, "claude"], forked_from
+        assert result.requests["msg_5"].attr_foreign is False
+    marked = _fold(A, [user(A, 0, forkedFrom={"sessionId": f"{B}#x"}), assistant(A, 3, "msg_6", 2,
+                                                                                  forkedFrom={"sessionId": B})])
+    assert marked.events == [] and marked.requests["msg_6"].attr_foreign is True
+
+
+def test_a_forks_copy_of_an_agent_progress_line_lists_no_subagent_and_is_no_event() -> None:
+    """§2.1/§2.4: a progress line that is a fork copy makes its embedded record foreign; its agent
+    is not listed, and its message is no line of the subagent timeline (§2.3)."""
+    progress = {"type": "progress", "sessionId": A, "timestamp": ts(1), "forkedFrom": {"sessionId": B},
+                "data": {"type": "agent_progress", "agentId": "x7", "message": assistant(A, 2, "msg_7", 4)}}
+    result = _fold(A, [progress])
+    assert result.requests["msg_7"].attr_foreign is True
+    assert "x7" not in result.subagents and result.events == []
+    own = _fold(A, [{**progress, "forkedFrom": None}])
+    assert own.requests["msg_7"].attr_foreign is False and "x7" in own.subagents
+    assert [(e.sub, e.gap_class) for e in own.events] == [(True, "claude")]
