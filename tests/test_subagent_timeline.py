@@ -30,6 +30,7 @@ S1 = "11111111-0000-4000-8000-000000000001"  # subagent files only (and a compac
 S2 = "22222222-0000-4000-8000-000000000002"  # an empty main transcript, a subagent file
 S3 = "33333333-0000-4000-8000-000000000003"  # a main transcript of isSidechain lines only
 S4 = "44444444-0000-4000-8000-000000000004"  # main events: its subagent lines are no events
+S5 = "55555555-0000-4000-8000-000000000005"  # no timestamp anywhere: undated
 
 
 def at(day: int, second: float) -> str:
@@ -83,6 +84,8 @@ def tree() -> dict[str, list[dict]]:
         f"{SLUG}/{S4}.jsonl": [user(S4, at(4, 0), "x0"), assistant(S4, at(4, 5), "x5", "k5")],
         f"{SLUG}/{S4}/subagents/agent-c1.jsonl": [
             user(S4, at(4, 100), "x100"), assistant(S4, at(4, 200), "x200", "k200")],
+        # S5: a request, no timestamp: no event at all, undated
+        f"{SLUG}/{S5}/subagents/agent-d1.jsonl": [{**assistant(S5, at(5, 0), "y0", "k0"), "timestamp": None}],
     }
 
 
@@ -138,26 +141,32 @@ def test_the_reference_agrees(ingested) -> None:
 def test_every_surface_shows_the_same_start(ingested) -> None:
     url, root, got = ingested
     starts = {s: datetime.fromisoformat(got[s]["session"]["started_at"]) for s in EXPECTED}
+    assert got[S5]["session"]["started_at"] is None and got[S5]["summary"]["requests"] == 1
+    starts[S5] = None
     with psycopg.connect(url) as conn:
         listed = {r["uuid"]: r for r in tracking.recent_sessions(conn, project=None, since=None, limit=10)}
         assert {s: r["started_at"] for s, r in listed.items()} == starts  # `retrod sessions`
-        assert [r["uuid"] for r in tracking.recent_sessions(conn, None, None, 10)] == [S4, S3, S2, S1]
+        assert [r["uuid"] for r in tracking.recent_sessions(conn, None, None, 10)] == [S4, S3, S2, S1, S5]
+        assert [r["uuid"] for r in tracking.recent_sessions(conn, None, datetime(2026, 1, 2, tzinfo=UTC), 10)] \
+            == [S4, S3, S2]
         for s in EXPECTED:
             assert listed[s]["wall_s"] == EXPECTED[s][0]
             assert datetime.fromisoformat(model.stats(conn, s)["started_at"]) == starts[s]  # MCP's session_stats
         page = data.sessions(conn, data.SessionQuery())["sessions"]  # the web UI's list
-        assert {r["uuid"]: datetime.fromisoformat(r["started_at"]) for r in page} == starts
-        assert {r["uuid"]: r["wall_s"] for r in page} == {s: e[0] for s, e in EXPECTED.items()}
+        assert {r["uuid"]: r["started_at"] and datetime.fromisoformat(r["started_at"]) for r in page} == starts
+        assert [r["uuid"] for r in page] == [S4, S3, S2, S1, S5]
+        assert {r["uuid"]: r["wall_s"] for r in page} == {**{s: e[0] for s, e in EXPECTED.items()}, S5: 0}
         ui_since = data.sessions(conn, data.SessionQuery(since=datetime(2026, 1, 2).date()))["sessions"]
         assert sorted(r["uuid"] for r in ui_since) == [S2, S3, S4]
         # `trends --since`: a session belongs to the day of its start; day 1's is left out
         by_day = trends.trends(conn, by="day", since=datetime(2026, 1, 2, tzinfo=UTC))
         days = {p["period"]: p["sessions"] for p in by_day["periods"] if p["sessions"]}
         assert days == {"2026-01-02": 1, "2026-01-03": 1, "2026-01-04": 1}
-        every = trends.trends(conn, by="day")
-        assert {p["period"]: p["sessions"] for p in every["periods"] if p["sessions"]}["2026-01-01"] == 1
-        told = brief.brief(conn, project=SLUG, roots=[root], sessions=10)  # the brief's JSON
-        assert {s["session"]: datetime.fromisoformat(s["started_at"]) for s in told["sessions"]} == starts
+        every = {p["period"]: p["sessions"] for p in trends.trends(conn, by="day")["periods"] if p["sessions"]}
+        assert every["2026-01-01"] == 1 and every[None] == 1  # S5: the undated row
+        told = brief.brief(conn, project=SLUG, roots=[root], sessions=10)  # the brief's JSON (dated only)
+        assert {s["session"]: datetime.fromisoformat(s["started_at"]) for s in told["sessions"]} \
+            == {s: t for s, t in starts.items() if t is not None}
     rollups_match_raw(url)
 
 
