@@ -54,7 +54,7 @@ _SNAPSHOT = {
              " FROM retrod.files ORDER BY path",
     "requests": "SELECT * FROM retrod.requests ORDER BY key",
     "events": "SELECT f.path, e.\"offset\", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us,"
-              " e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction, e.counted"
+              " e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction, e.counted, e.sub"
               " FROM retrod.events e JOIN retrod.files f ON f.id = e.file_id ORDER BY 1, 2",
     "tool_calls": "SELECT f.path, c.tool_use_id, c.session_uuid, c.name, c.ts, c.description,"
                   " c.subagent_type FROM retrod.tool_calls c JOIN retrod.files f ON f.id = c.file_id"
@@ -109,7 +109,8 @@ ROLLUPS_FROM_RAW = {
                        " GROUP BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6"
                        " ORDER BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6",
     # migration 0019: a session's files, request parts and counted calls
-    "session_figures": "SELECT k.session_uuid, coalesce(f.n, 0), f.slug, f.first_us, f.last_us,"
+    # (start and end: the counted events', main or subagent timeline: migration 0022)
+    "session_figures": "SELECT k.session_uuid, coalesce(f.n, 0), f.slug, t.first_us, t.last_us,"
                        " coalesce(f.main, false), coalesce(p.parts, 0), coalesce(p.requests, 0),"
                        " coalesce(p.i, 0), coalesce(p.o, 0),"
                        " coalesce(p.cr, 0), coalesce(p.cc, 0), coalesce(c.calls, 0), coalesce(c.productive, 0)"
@@ -119,10 +120,11 @@ ROLLUPS_FROM_RAW = {
                        "  UNION SELECT session_uuid, db_role FROM retrod.tool_uses WHERE counted) k"
                        " LEFT JOIN (SELECT session_uuid, db_role, count(*) AS n,"
                        "  coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS slug,"
-                       "  min((state ->> 'first_event_us')::bigint) FILTER (WHERE kind = 'main') AS first_us,"
-                       "  max((state ->> 'high_water_us')::bigint) FILTER (WHERE kind = 'main') AS last_us,"
                        "  bool_or(kind = 'main') AS main FROM retrod.files"
                        "  WHERE kind IN ('main', 'subagent', 'agent_root') GROUP BY 1, 2) f"
+                       "  USING (session_uuid, db_role)"
+                       " LEFT JOIN (SELECT session_uuid, db_role, retrod.ts_to_us(min(ts)) AS first_us,"
+                       "  retrod.ts_to_us(max(ts)) AS last_us FROM retrod.events WHERE counted GROUP BY 1, 2) t"
                        "  USING (session_uuid, db_role)"
                        " LEFT JOIN (SELECT r.session_uuid, r.db_role, count(*) AS parts,"
                        "  count(*) FILTER (WHERE p.first) AS requests, sum(p.input) AS i, sum(p.output) AS o,"

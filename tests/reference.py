@@ -263,23 +263,23 @@ def find_files(projects_dir: Path) -> list[dict]:
                     lines = read_objects(entry)
                     files.append(
                         {"path": entry, "slug": slug, "session": stem, "kind": "main",
-                         "agent_id": "", "lines": lines}
+                         "agent_id": "", "lines": lines, "below_root": f"{slug}/{name}"}
                     )
                 elif stem.startswith("agent-") and len(stem) > len("agent-"):
                     # <slug>/agent-<id>.jsonl (Claude Code 2.0.x): subagent <id> of the
-                    # session named by the first non-empty string sessionId in the file;
+                    # session named by the first sessionId in the file that names a session;
                     # a file with none belongs to no session.
                     lines = read_objects(entry)
                     session = None
                     for line in lines:
-                        if non_empty_string(line.get("sessionId")):
-                            session = line["sessionId"]
+                        session = named_session(line.get("sessionId"))
+                        if session is not None:
                             break
                     if session is None:
                         continue
                     files.append(
                         {"path": entry, "slug": slug, "session": session, "kind": "subagent",
-                         "agent_id": stem[len("agent-"):], "lines": lines}
+                         "agent_id": stem[len("agent-"):], "lines": lines, "below_root": f"{slug}/{name}"}
                     )
             elif entry.is_dir() and UUID_RE.fullmatch(name):
                 # <slug>/<uuid>/subagents/**/agent-<id>.jsonl (any depth below subagents/).
@@ -294,8 +294,14 @@ def find_files(projects_dir: Path) -> list[dict]:
                         continue  # agent-.jsonl is ignored
                     files.append(
                         {"path": path, "slug": slug, "session": name, "kind": "subagent",
-                         "agent_id": agent_id, "lines": read_objects(path)}
+                         "agent_id": agent_id, "lines": read_objects(path),
+                         "below_root": str(path.relative_to(projects_dir))}
                     )
+    # DESIGN 2.1 unmarked fork copies are decided over every session's main transcripts: each
+    # file carries the one map of which session wrote each uuid.
+    writers = uuid_writers(files)
+    for file in files:
+        file["uuid_writer"] = writers
     return files
 
 
@@ -304,11 +310,20 @@ def find_files(projects_dir: Path) -> list[dict]:
 # ---------------------------------------------------------------------------
 
 
+def named_session(session_id) -> str | None:
+    """DESIGN 2.1: "The session a sessionId names is the part of the string before its first
+    # ... A sessionId that is not a string, or whose part before # is empty, names no
+    session."  (S#agent-x names S.)"""
+    if not isinstance(session_id, str):
+        return None
+    head = session_id.split("#", 1)[0]
+    return head if head else None
+
+
 def is_copied_history(line: dict, file: dict) -> bool:
-    # DESIGN 2.1: "copied history when its sessionId is a non-empty string naming
-    # another session than the file's".
-    session_id = line.get("sessionId")
-    return non_empty_string(session_id) and session_id != file["session"]
+    # DESIGN 2.1: "copied history when its sessionId names another session than the file's".
+    named = named_session(line.get("sessionId"))
+    return named is not None and named != file["session"]
 
 
 def is_sidechain_line(line: dict, file: dict) -> bool:
@@ -317,12 +332,84 @@ def is_sidechain_line(line: dict, file: dict) -> bool:
     return file["kind"] == "subagent" or line.get("isSidechain") is True
 
 
+def is_marked_fork_copy(line: dict, file: dict) -> bool:
+    """DESIGN 2.1 fork copy, 1. marked: a main-transcript line that is neither copied history
+    nor sidechain, whose forkedFrom is an object whose sessionId names another session than
+    the file's."""
+    if file["kind"] != "main" or is_copied_history(line, file) or is_sidechain_line(line, file):
+        return False
+    forked_from = line.get("forkedFrom")
+    if not isinstance(forked_from, dict):
+        return False
+    named = named_session(forked_from.get("sessionId"))
+    return named is not None and named != file["session"]
+
+
+def is_unmarked_candidate(line: dict, file: dict) -> bool:
+    """DESIGN 2.1: "a main-transcript line that is neither copied history, nor sidechain, nor
+    marked"."""
+    return (file["kind"] == "main" and not is_copied_history(line, file)
+            and not is_sidechain_line(line, file) and not is_marked_fork_copy(line, file))
+
+
+def uuid_writers(files: list[dict]) -> dict[str, str]:
+    """uuid -> the session that wrote it, for every non-empty string uuid of an unmarked
+    candidate line of a main transcript (DESIGN 2.1 fork copy, 2. unmarked): among the
+    sessions whose main transcripts hold it on such lines, the smallest
+    (stamped_bg, first_ts, last_ts, session_id)."""
+    kinds: dict[tuple[str, str], list] = {}  # (uuid, session) -> sessionKind of each candidate line
+    span: dict[str, list[int]] = {}  # session -> timestamps of all its candidate lines
+    for file in files:
+        if file["kind"] != "main":
+            continue
+        for line in file["lines"]:
+            if not is_unmarked_candidate(line, file):
+                continue
+            timestamp = parse_timestamp(line.get("timestamp"))
+            times = span.setdefault(file["session"], [])
+            if timestamp is not None:
+                times.append(timestamp)
+            uuid = line.get("uuid")
+            if non_empty_string(uuid):
+                kinds.setdefault((uuid, file["session"]), []).append(line.get("sessionKind"))
+    holders: dict[str, list[tuple]] = {}
+    for (uuid, session), line_kinds in kinds.items():
+        stamped_bg = all(kind == "bg" for kind in line_kinds)
+        times = span.get(session) or []
+        # "a session with none sorts last"
+        first_ts = min(times) if times else MISSING_TIMESTAMP
+        last_ts = max(times) if times else MISSING_TIMESTAMP
+        holders.setdefault(uuid, []).append((stamped_bg, first_ts, last_ts, session))
+    return {uuid: min(tuples)[3] for uuid, tuples in holders.items()}
+
+
+# DESIGN 2.1's unmarked fork copies. retrod does not find them yet (issue 28 item 12, part d:
+# docs/decisions.md), so the reference compared with it leaves them out too; its own tests
+# (test_forks.py) switch them on, so that the rule as written here is held to hand-worked figures.
+UNMARKED_FORK_COPIES = False
+
+
+def is_fork_copy(line: dict, file: dict) -> bool:
+    """DESIGN 2.1 fork copy: marked, or unmarked (its uuid also on an unmarked candidate line of
+    another session's main transcript, and that other session wrote it)."""
+    if is_marked_fork_copy(line, file):
+        return True
+    if not UNMARKED_FORK_COPIES or not is_unmarked_candidate(line, file):
+        return False
+    uuid = line.get("uuid")
+    if not non_empty_string(uuid):
+        return False
+    return file["uuid_writer"].get(uuid, file["session"]) != file["session"]
+
+
 def is_own_line(line: dict, file: dict) -> bool:
-    # DESIGN 2.1: "The main transcript's own lines are its lines that are neither."
+    # DESIGN 2.1: "The main transcript's own lines are its lines that are neither copied history,
+    # nor fork copies, nor sidechain."
     return (
         file["kind"] == "main"
         and not is_copied_history(line, file)
         and not is_sidechain_line(line, file)
+        and not is_fork_copy(line, file)
     )
 
 
@@ -433,7 +520,7 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     "key": first_key(message.get("id"), line.get("requestId"), line.get("uuid")),
                     "usage": usage_figures(usage),
                     "is_sidechain": sidechain,
-                    "is_foreign": is_copied_history(line, file),
+                    "is_foreign": is_copied_history(line, file) or is_fork_copy(line, file),
                     "timestamp": parse_timestamp(line.get("timestamp")),
                     "session": file["session"],
                     "agent": agent,
@@ -461,10 +548,12 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     agent = agent_id if non_empty_string(agent_id) else UNNAMED_AGENT
                     # is_foreign: judged by the embedded message's sessionId, else the
                     # progress line's.
-                    if non_empty_string(embedded.get("sessionId")):
-                        foreign = embedded["sessionId"] != file["session"]
+                    if named_session(embedded.get("sessionId")) is not None:
+                        foreign = named_session(embedded["sessionId"]) != file["session"]
                     else:
                         foreign = is_copied_history(line, file)
+                    # "a progress line that is a fork copy makes its embedded record foreign"
+                    foreign = foreign or is_fork_copy(line, file)
                     # Timestamp: the embedded message's, else the progress line's.
                     timestamp = parse_timestamp(embedded.get("timestamp"))
                     if timestamp is None:
@@ -699,17 +788,18 @@ def gap_class(line: dict, gap_us: int, away_after_s=DEFAULT_AWAY_AFTER_S) -> str
 
 
 def classified_gaps(
-    main_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S
+    session_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S
 ) -> list[tuple[int, int, str]]:
     """DESIGN 2.3 gaps as (H, t_i, class), only those with t_i > H.
 
     H = the latest timestamp among the events before event i (the high-water mark), over
-    the session's one timeline: it runs across its main files, never restarting per file.
+    the session's one timeline: it runs across its main files, never restarting per file
+    (a session without a main event: its subagent timeline, in its order).
     When t_i <= H nothing is added.
     """
     gaps = []
     high_water = None  # the latest timestamp among the events seen so far
-    for time, line in own_events(main_files):
+    for time, line in session_events(session_files):
         if high_water is not None and time > high_water:
             gaps.append((high_water, time, gap_class(line, time - high_water, away_after_s)))
         if high_water is None or time > high_water:
@@ -717,15 +807,84 @@ def classified_gaps(
     return gaps
 
 
-def time_figures(main_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S) -> dict:
-    """DESIGN 2.3: classify the gaps of the main transcript's own events."""
+def embedded_message(line: dict) -> dict | None:
+    """The message an agent_progress line embeds (data.message), when it is an object."""
+    if line.get("type") != "progress":
+        return None
+    data = get_dict(line, "data")
+    if data is None or data.get("type") != "agent_progress":
+        return None
+    return get_dict(data, "message")
+
+
+def subagent_timeline(session_files: list[dict]) -> list[tuple[int, dict]]:
+    """DESIGN 2.3 "Sessions without a main event": (timestamp, line or embedded message) of the
+    session's subagent timeline, in its order, a uuid counted once at its first place.
+
+    Its lines: the user and assistant lines that have a timestamp in its subagent files (both
+    layouts, compaction agents included), the isSidechain: true ones of its main transcripts,
+    and the user/assistant messages embedded in agent_progress lines of any of its transcripts
+    (timestamp: the embedded message's, else the progress line's); never copied history or
+    fork copies.  Order: timestamp, the file's path below the projects root (code-point), line
+    number, the line itself before its embedded message.
+    """
+    placed = []
+    for file in session_files:
+        for number, line in enumerate(file["lines"]):
+            if line.get("type") in ("user", "assistant") and is_sidechain_line(line, file) \
+                    and not is_copied_history(line, file):
+                timestamp = parse_timestamp(line.get("timestamp"))
+                if timestamp is not None:
+                    placed.append(((timestamp, file["below_root"], number, 0), line.get("uuid"), line))
+            embedded = embedded_message(line)
+            if embedded is None or embedded.get("type") not in ("user", "assistant"):
+                continue
+            # copied history of an agent_progress copy: the embedded sessionId, else the line's
+            named = named_session(embedded.get("sessionId"))
+            if named is None:
+                named = named_session(line.get("sessionId"))
+            if named is not None and named != file["session"]:
+                continue
+            if is_fork_copy(line, file):
+                continue
+            timestamp = parse_timestamp(embedded.get("timestamp"))
+            if timestamp is None:
+                timestamp = parse_timestamp(line.get("timestamp"))
+            if timestamp is not None:
+                placed.append(((timestamp, file["below_root"], number, 1), embedded.get("uuid"), embedded))
+    placed.sort(key=lambda item: item[0])
+    seen = set()
+    events = []
+    for position, uuid, message in placed:
+        if non_empty_string(uuid):
+            if uuid in seen:
+                continue
+            seen.add(uuid)
+        events.append((position[0], message))
+    return events
+
+
+def session_events(session_files: list[dict]) -> list[tuple[int, dict]]:
+    """DESIGN 2.3: the main events when there is one, else the subagent timeline."""
+    main_files = [f for f in session_files if f["kind"] == "main"]
+    return own_events(main_files) or subagent_timeline(session_files)
+
+
+def session_span(session_files: list[dict]) -> tuple[int | None, int | None]:
+    """DESIGN 2.3 "The session's start and end": the earliest and the latest timestamp of its
+    events (main events when it has any, else its subagent timeline); (None, None): undated."""
+    times = [time for time, _ in session_events(session_files)]
+    return (min(times), max(times)) if times else (None, None)
+
+
+def time_figures(session_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S) -> dict:
+    """DESIGN 2.3: classify the gaps of the session's events (main, else subagent timeline)."""
     totals = {"claude": 0, "tool": 0, "human": 0, "away": 0}
-    for gap_start, gap_end, kind in classified_gaps(main_files, away_after_s):
+    for gap_start, gap_end, kind in classified_gaps(session_files, away_after_s):
         totals[kind] += gap_end - gap_start
-    all_event_times = [time for time, _ in own_events(main_files)]
-    # wall = latest event time - earliest event time (0 when there are no events); the
-    # events are the counted ones of the one timeline.
-    wall = max(all_event_times) - min(all_event_times) if all_event_times else 0
+    start, end = session_span(session_files)
+    # wall = end - start (0 when undated)
+    wall = end - start if start is not None else 0
     return {
         "wall_s": seconds(wall),
         "claude_s": seconds(totals["claude"]),
@@ -1031,14 +1190,17 @@ def compute(
                     tokens[bucket][field] += request["usage"][field]
 
         summary = {}
-        summary.update(time_figures(main_files, away_after_s))
+        summary.update(time_figures(session_files, away_after_s))
         summary["requests"] = request_count
         summary.update(main_transcript_figures(main_files))
         summary["tokens"] = tokens
 
         session_requests = [r for r in requests if r["session"] == session]
+        start, end = session_span(session_files)
         result[session] = {
             "project_slug": project_slug,
+            "start_us": start,  # DESIGN 2.3: None when undated
+            "end_us": end,
             "summary": summary,
             "subagents": listed_subagents(session_files),
             "tokens_by_model": tokens_by_model(session_requests, prices_override),
@@ -1104,7 +1266,7 @@ def compute_phases(
     session_files, requests = load(projects_dir, session)
     main_files = [f for f in session_files if f["kind"] == "main"]
     session_requests = [r for r in requests if r["session"] == session]
-    gaps = classified_gaps(main_files, away_after_s)
+    gaps = classified_gaps(session_files, away_after_s)
     user_line_sizes = timed_tool_result_bytes(main_files)
 
     results = []

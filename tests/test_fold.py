@@ -128,8 +128,10 @@ def test_time_classification_across_chunks() -> None:
     for store in (one_pass, chunked):
         assert (store.seconds("claude"), store.seconds("tool"), store.seconds("human")) == (7.0, 3.0, 10.0)
         assert [e.offset for e in store.events if e.compaction] == [5]  # a row of its own, no event
-        timed = [e.ts_us for e in store.events if e.ts_us is not None]
+        timed = [e.ts_us for e in store.events if e.ts_us is not None and not e.sub]
         assert max(timed) - min(timed) == 20_000_000
+        # the inline sidechain line is a line of the subagent timeline (§2.3), placed by the store
+        assert [(e.offset, e.kind, e.gap_class) for e in store.events if e.sub] == [(8, None, "human")]
         assert sum(e.tool_result_bytes for e in store.events) == 4
 
 

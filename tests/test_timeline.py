@@ -48,7 +48,8 @@ def test_a_copied_project_folder_counts_each_line_once(db_url: str, tmp_path: Pa
     assert figures(got) == figures(want)
     assert round(got["claude_s"] + got["tool_s"] + got["human_s"] + got["away_s"], 3) <= got["wall_s"]
     with psycopg.connect(db_url) as conn:
-        rows = dict(conn.execute("SELECT counted, count(*) FROM retrod.events WHERE session_uuid = %s GROUP BY 1",
+        rows = dict(conn.execute("SELECT counted, count(*) FROM retrod.events WHERE session_uuid = %s AND NOT sub"
+                                 " GROUP BY 1",
                                  (SPOTTER,)).fetchall())
     assert rows[False] == 2 * rows[True]  # the two copies' lines are kept, and not counted
     rollups_match_raw(db_url)

@@ -17,7 +17,7 @@ from .committer import Committer, log_not_ingested
 from .progress import Progress
 from .store.store import OUTAGE, FileRow, Meta, Pending, Stat, Store
 from .transcript.discovery import FileRef, classify, walk
-from .transcript.fold import RULES, first_session_id, fold
+from .transcript.fold import FORGET_BELOW_RULES, RULES, first_session_id, fold
 from .transcript.parser import parse_line, storable_text
 from .transcript.tailer import read_chunk
 
@@ -400,10 +400,14 @@ class Ingester:
         truncated = stat.size < file.offset
         rewritten = (not (replaced or truncated) and file.head != ""
                      and _head(fd, _head_len(file.head)) != file.head)
-        reset = replaced or truncated or rewritten
+        # Read under rules that counted lines as its own which may be fork copies (§2.1): its rows
+        # go, as a replaced file's.
+        forgotten = _older_rules(file) and file.state.rules < FORGET_BELOW_RULES
+        reset = replaced or truncated or rewritten or forgotten
         if reset:
             log.info("file re-read from its start", path=str(ref.path),
-                     reason="replaced" if replaced else "truncated" if truncated else "content changed")
+                     reason="replaced" if replaced else "truncated" if truncated
+                     else "content changed" if rewritten else "read under older rules")
             self.store.reset(file, stat)
         elif _older_rules(file):
             log.info("file re-read from its start", path=str(ref.path), reason="read under older rules")

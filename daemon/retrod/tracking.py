@@ -240,8 +240,9 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
                     sort: str = "start") -> dict:
     """`retrod sessions`: `{sessions, more, projects_matched?}` (`more`: how many match beyond
     `limit`), by `sort`: "start" newest first, "tokens" most first, "efficiency" least efficient
-    tool use first (sessions without calls last); from the files' fold state and the rollups (no
-    scan of events, requests or calls, so it stays instant with thousands of sessions).
+    tool use first (sessions without calls last); from the per-session rollups, start and end as
+    every surface reads them (no scan of events, requests or calls, so it stays instant with
+    thousands of sessions).
 
     `project`: as every surface reads it (resolve.match_project)."""
     match = project_match(conn, project)

@@ -187,7 +187,7 @@ class SessionRow(BaseModel):
     project: str = Field(description="Its project: the working folder, else its Claude Code folder name")
     project_slug: str | None
     project_path: str | None
-    started_at: str | None = Field(description="null: undated (only subagent transcripts)")
+    started_at: str | None = Field(description="null: undated (no event at all, DESIGN §2.3)")
     wall_s: float
     total_tokens: int
     requests: int

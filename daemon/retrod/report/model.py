@@ -96,8 +96,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "project_slug": files["project_slug"],
             "project_path": files["project_path"],
             "description": user_row["description"] if user_row else None,
-            "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
-            "ended_at": _iso(times["last_ts"] or times["last_request_ts"]),
+            "started_at": _iso(times["first_ts"]),
+            "ended_at": _iso(times["last_ts"]),
             "transcripts": files["transcripts"],
             "transcripts_deleted": files["transcripts_deleted"],
             "bad_lines": int(files["bad_lines"]),
@@ -188,8 +188,8 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
                       "started_at": _iso(open_row["started_at"])}
     else:
         open_phase = _phase(open_row, fig, prices)
-    return {**summary, "member": member, "started_at": _iso(times["first_ts"] or times["first_request_ts"]),
-            "ended_at": _iso(times["last_ts"] or times["last_request_ts"]), "phases": len(phase_rows),
+    return {**summary, "member": member, "started_at": _iso(times["first_ts"]),
+            "ended_at": _iso(times["last_ts"]), "phases": len(phase_rows),
             "open_phase": open_phase}
 
 

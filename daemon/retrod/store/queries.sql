@@ -135,14 +135,15 @@ ON CONFLICT (key, db_role) DO UPDATE SET
 -- A line read again brings what it has anyway; a row stored before migration 0014 gets its uuid
 -- and class (its file is read again under fold.RULES 2).
 -- name: insert_events
+-- A subagent timeline's row (sub) counts for nothing until subtime_sessions places it.
 INSERT INTO retrod.events AS o (file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes,
-                                line_uuid, gap_class, compaction)
+                                line_uuid, gap_class, compaction, sub, counted)
 SELECT f.file_id, e."offset", f.session_uuid, retrod.us_to_ts(e.ts_us), retrod.us_to_ts(e.prev_us),
-       e.kind, e.gap_us, e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction
+       e.kind, e.gap_us, e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction, e.sub, NOT e.sub
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
      json_to_recordset(f.rows)
      AS e("offset" BIGINT, ts_us BIGINT, prev_us BIGINT, kind TEXT, gap_us BIGINT, tool_result_bytes BIGINT,
-          line_uuid TEXT, gap_class TEXT, compaction BOOL)
+          line_uuid TEXT, gap_class TEXT, compaction BOOL, sub BOOL)
 ON CONFLICT (file_id, "offset") DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
 WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
 
@@ -154,10 +155,11 @@ WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.
 -- json_to_recordset's 100 × 100 rows for granted and hashed all of the member's events for every
 -- batch, one line's included (~20 ms per commit on 150 MB of history, growing with it).
 -- name: sessions_to_retime
-WITH batch AS (
+WITH batch AS (  -- (main rows: a subagent timeline is placed by subtime_sessions)
     SELECT f.file_id, f.session_uuid, e."offset", e.line_uuid
     FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-         json_to_recordset(f.rows) AS e("offset" BIGINT, line_uuid TEXT)
+         json_to_recordset(f.rows) AS e("offset" BIGINT, line_uuid TEXT, sub BOOL)
+    WHERE NOT e.sub
 )
 SELECT s.session_uuid FROM (SELECT DISTINCT session_uuid, file_id FROM batch) s
 CROSS JOIN LATERAL (SELECT FROM retrod.files o WHERE o.session_uuid = s.session_uuid AND o.kind = 'main'
@@ -165,13 +167,13 @@ CROSS JOIN LATERAL (SELECT FROM retrod.files o WHERE o.session_uuid = s.session_
 UNION
 SELECT s.session_uuid FROM (SELECT DISTINCT session_uuid FROM batch) s
 CROSS JOIN LATERAL (SELECT FROM retrod.events e WHERE e.session_uuid = s.session_uuid AND NOT e.counted
-                    AND e.db_role = current_user LIMIT 1) not_counted
+                    AND NOT e.sub AND e.db_role = current_user LIMIT 1) not_counted
 UNION
 SELECT b.session_uuid FROM batch b
 CROSS JOIN LATERAL (
     SELECT FROM retrod.events e
     WHERE e.session_uuid = b.session_uuid AND e.line_uuid = b.line_uuid AND e.db_role = current_user
-      AND (e.file_id, e."offset") <> (b.file_id, b."offset") LIMIT 1) met_before
+      AND NOT e.sub AND (e.file_id, e."offset") <> (b.file_id, b."offset") LIMIT 1) met_before
 WHERE b.line_uuid IS NOT NULL;
 
 -- DESIGN §2.3/§2.4: a session's one timeline, over all its main transcripts (deleted ones too):
@@ -186,7 +188,7 @@ WITH lines AS (
                PARTITION BY e.session_uuid, e.line_uuid ORDER BY f.slug, f.host_id, f.path, e."offset") = 1 AS counts,
            f.slug, f.host_id, f.path
     FROM retrod.events e JOIN retrod.files f ON f.id = e.file_id
-    WHERE e.session_uuid = ANY(%(sessions)s::text[]) AND e.db_role = current_user
+    WHERE e.session_uuid = ANY(%(sessions)s::text[]) AND e.db_role = current_user AND NOT e.sub
 ), timeline AS (
     SELECT file_id, "offset", ts, gap_class, counts,
            max(ts) FILTER (WHERE counts) OVER (
@@ -205,6 +207,48 @@ WITH lines AS (
 UPDATE retrod.events e SET counted = p.counts, prev_ts = p.prev_ts, kind = p.kind, gap_us = p.gap_us
 FROM placed p
 WHERE (e.file_id, e."offset") = (p.file_id, p."offset")
+  AND (e.counted, e.prev_ts, e.kind, e.gap_us) IS DISTINCT FROM (p.counts, p.prev_ts, p.kind, p.gap_us);
+
+-- DESIGN §2.3 "Sessions without a main event": a session with no main event (a counted, timestamped
+-- main row) has its subagent timeline: its sub rows ordered by time, then the file's path below
+-- the projects root (the path from its project folder on), host and line; a uuid counts once, at
+-- its first place; the gaps run from the high-water mark as on a main timeline (in time order,
+-- the previous counted row). A session with a main event has none: its sub rows that count are
+-- turned off. Only the rows that change are written (the update trigger moves the rollups).
+-- Run after retime_sessions, which decides which main rows count.
+-- name: subtime_sessions
+WITH s AS (
+    SELECT k.session_uuid, EXISTS (
+        SELECT FROM retrod.events m
+        WHERE m.session_uuid = k.session_uuid AND m.db_role = current_user AND NOT m.sub AND m.counted
+          AND m.ts IS NOT NULL) AS has_main
+    FROM (SELECT DISTINCT session_uuid FROM unnest(%(sessions)s::text[]) u(session_uuid)) k
+), lines AS (
+    SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.line_uuid, s.has_main,
+           substr(f.path, strpos(f.path, '/' || f.slug || '/') + 1) AS below_root, f.host_id
+    FROM s JOIN retrod.events e ON e.session_uuid = s.session_uuid AND e.db_role = current_user AND e.sub
+    JOIN retrod.files f ON f.id = e.file_id
+    WHERE NOT s.has_main OR e.counted OR e.prev_ts IS NOT NULL  -- (with a main event: those to turn off)
+), ordered AS (
+    SELECT *, NOT has_main AND (line_uuid IS NULL OR row_number() OVER (
+               PARTITION BY session_uuid, line_uuid ORDER BY ts, below_root, host_id, "offset") = 1) AS counts
+    FROM lines
+), timeline AS (
+    SELECT file_id, "offset", ts, gap_class, counts,
+           max(ts) FILTER (WHERE counts) OVER (
+               PARTITION BY session_uuid ORDER BY ts, below_root, host_id, "offset"
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS high
+    FROM ordered
+), placed AS (
+    SELECT file_id, "offset", counts,
+           CASE WHEN counts THEN high END AS prev_ts,
+           CASE WHEN counts AND ts > high THEN gap_class END AS kind,
+           CASE WHEN counts AND ts > high THEN retrod.ts_to_us(ts) - retrod.ts_to_us(high) ELSE 0 END AS gap_us
+    FROM timeline
+)
+UPDATE retrod.events e SET counted = p.counts, prev_ts = p.prev_ts, kind = p.kind, gap_us = p.gap_us
+FROM placed p
+WHERE (e.file_id, e."offset", e.db_role) = (p.file_id, p."offset", current_user)
   AND (e.counted, e.prev_ts, e.kind, e.gap_us) IS DISTINCT FROM (p.counts, p.prev_ts, p.kind, p.gap_us);
 
 -- name: upsert_tool_calls

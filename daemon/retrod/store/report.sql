@@ -78,14 +78,12 @@ SELECT (coalesce(sum(claude_us), 0) + coalesce((SELECT us FROM spans WHERE kind 
        (coalesce(sum(tool_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'tool'), 0))::bigint AS tool_us,
        (coalesce(sum(human_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'human'), 0))::bigint AS human_us,
        coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes,
-       (SELECT min(ts) FROM retrod.events
-        WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted) AS first_ts,
-       (SELECT max(ts) FROM retrod.events
-        WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted) AS last_ts,
-       (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s AND db_role = %(member)s)
-           AS first_request_ts,
-       (SELECT max(ts) FROM retrod.requests WHERE session_uuid = %(session)s AND db_role = %(member)s)
-           AS last_request_ts
+       -- the session's start and end (DESIGN §2.3, §4), as every surface reads them: its counted
+       -- events', main or subagent timeline (migration 0022); none: undated
+       (SELECT first_ts FROM retrod.session_times WHERE session_uuid = %(session)s AND db_role = %(member)s)
+           AS first_ts,
+       (SELECT last_ts FROM retrod.session_times WHERE session_uuid = %(session)s AND db_role = %(member)s)
+           AS last_ts
 FROM retrod.event_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s;
 
 -- The human gaps longer than the away threshold (DESIGN §2.3): `away` as a whole. Few rows,

@@ -166,6 +166,7 @@ class Store:
             _settle_tool_uses(conn, gone, gone)
             if file.session_uuid is not None:  # its lines may have hidden copies elsewhere (§2.3)
                 conn.execute(q("retime_sessions"), {"sessions": [file.session_uuid]})
+                conn.execute(q("subtime_sessions"), {"sessions": [file.session_uuid]})  # (after retime)
             self._save(conn, [start_over])
         _advance(start_over)
 
@@ -261,7 +262,7 @@ class Store:
                 document = _json(files)
                 conn.execute(q(query), {"files": document})
                 if query == "insert_events":
-                    _retime(conn, document)
+                    _retime(conn, document, [p.session for p in batch if p.session and p.result and p.result.events])
         _write_tool_uses(conn, batch)
 
 
@@ -277,13 +278,15 @@ def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
     return merged
 
 
-def _retime(conn: psycopg.Connection, events: str) -> None:
+def _retime(conn: psycopg.Connection, events: str, batch_sessions: list[str]) -> None:
     """DESIGN §2.3: each file's events are folded on their own, which is the session's timeline
     unless it has several main transcripts or a line uuid repeats; those sessions' timelines are
-    worked out again across their files."""
+    worked out again across their files. Then the subagent timelines of the batch's sessions:
+    placed when a session has no main event, turned off when it has one."""
     sessions = [row[0] for row in conn.execute(q("sessions_to_retime"), {"files": events})]
     if sessions:
         conn.execute(q("retime_sessions"), {"sessions": sessions})
+    conn.execute(q("subtime_sessions"), {"sessions": sorted(set(batch_sessions))})
 
 
 def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:

@@ -119,20 +119,18 @@ WHERE session_uuid = %(session)s AND ended_at IS NULL
   AND coalesce(to_jsonb(s) ->> 'db_role', current_user) = current_user;
 
 -- `retrod sessions`: the newest sessions first, or those with the most tokens, or the least
--- efficient tool use (DESIGN §2.6) first. Start and end come from the main transcripts' fold
--- state (first event, high-water mark), tokens and calls from the per-minute rollups: no scan of
--- events, requests or calls. `projects`: the projects' names (resolve.match_project), `slugs`
--- their Claude Code folders' (a session's project: its working folder, else its folder name).
+-- efficient tool use (DESIGN §2.6) first. Start and end are the session's (DESIGN §2.3, §4: its
+-- counted events', main or subagent timeline), as session_figures keeps them for every surface
+-- (migration 0022); tokens and calls come from the per-minute rollups: no scan of events,
+-- requests or calls. `projects`: the projects' names (resolve.match_project), `slugs` their
+-- Claude Code folders' (a session's project: its working folder, else its folder name). Undated
+-- sessions come last and never pass `since`.
 -- name: recent_sessions
 -- (A session per member: on a team's database one id may be several members' sessions, §3.)
 WITH s AS (
-    SELECT session_uuid, db_role,
-           coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-           min((state ->> 'first_event_us')::bigint) FILTER (WHERE kind = 'main') AS first_us,
-           max((state ->> 'high_water_us')::bigint) FILTER (WHERE kind = 'main') AS last_us
-    FROM retrod.files
-    WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
-    GROUP BY session_uuid, db_role
+    SELECT session_uuid, db_role, project_slug, first_us, last_us
+    FROM retrod.session_figures
+    WHERE transcripts > 0
 ), candidates AS (  -- `matching`: how many there are before the limit
     SELECT *, count(*) OVER () AS matching FROM s
     WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[])

@@ -11,10 +11,9 @@ FROM retrod.session_requests
 WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]));
 
 -- One row per period, `grp` and `machine` (trends.py adds a period's rows up): the sums of the
--- figures of the sessions that started in it. A session belongs wholly to the period its first
--- counted event falls in (the report's started_at; a session with no main-transcript event: its
--- first request's minute), periods cut by date_trunc(`by`) in the time zone `tz` (weeks start on
--- Monday). period NULL: no timestamp at all. grp: the project (`by_project`: its working folder,
+-- figures of the sessions that started in it. A session belongs wholly to the period its start
+-- falls in (DESIGN §2.3: its first counted event, main or subagent timeline; the report's
+-- started_at), periods cut by date_trunc(`by`) in the time zone `tz` (weeks start on Monday). period NULL: no timestamp at all. grp: the project (`by_project`: its working folder,
 -- else its Claude Code folder name; `slug`, `path`: its folder name and working folder), the
 -- session (`by_session`), else NULL. Filters: `projects` (the projects' names,
 -- resolve.match_project) with `slugs` (their Claude Code folders), `since` (started at or after),
@@ -52,16 +51,9 @@ WITH rates AS (
            d.project_slug, d.project_path, d.claude_us, d.tool_us, d.human_us, d.tool_result_bytes, d.wall
     FROM (
         SELECT s.session_uuid, s.project_slug, s.project_path, s.machine, t.claude_us, t.tool_us, t.human_us,
-               t.tool_result_bytes,
-               t.last_ts - t.first_ts AS wall,
-               coalesce(t.first_ts, CASE WHEN r.session_uuid IS NOT NULL THEN (  -- (it has requests)
-                   SELECT min(minute) FROM retrod.request_minutes m
-                   WHERE m.session_uuid = s.session_uuid AND m.db_role = %(member)s AND m.minute < 'infinity') END)
-                   AS started_at
+               t.tool_result_bytes, t.last_ts - t.first_ts AS wall, t.first_ts AS started_at
         FROM s
         LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
-        LEFT JOIN (SELECT DISTINCT session_uuid FROM retrod.session_requests WHERE db_role = %(member)s) r
-               ON t.first_ts IS NULL AND r.session_uuid = s.session_uuid
         WHERE (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[])
                                           AND coalesce(s.project_path, s.project_slug) = ANY(%(projects)s::text[]))
         OFFSET 0  -- (evaluated once per session: the start is used twice below)
@@ -214,10 +206,7 @@ ORDER BY k.k_period, k.k_grp, k.k_machine;
 -- `exclude` (the session asking) and sessions that never did anything (no timestamp at all).
 -- name: brief_sessions
 SELECT s.session_uuid, s.project_slug, coalesce(s.project_path, s.project_slug) AS project,
-       coalesce(t.first_ts, (SELECT min(minute) FROM retrod.request_minutes m
-                             WHERE m.session_uuid = s.session_uuid AND m.db_role = %(member)s
-                               AND m.minute < 'infinity')) AS started_at,
-       u.description
+       t.first_ts AS started_at, u.description
 FROM (
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
            (array_agg(state ->> 'cwd' ORDER BY slug, path)

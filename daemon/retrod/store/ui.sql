@@ -75,10 +75,7 @@ WITH rates AS MATERIALIZED (  -- read once, typed
                          WHEN 'efficiency' THEN s.productive::float8 / nullif(s.calls, 0) END AS sort_key,
            coalesce(c.unrated, false) AS unrated
     FROM retrod.session_figures s
-    CROSS JOIN LATERAL (SELECT
-        CASE WHEN s.first_us IS NOT NULL OR s.parts = 0 THEN s.first_us
-             ELSE (SELECT retrod.ts_to_us(min(r.ts)) FROM retrod.requests r
-                   WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END AS first_us) t
+    CROSS JOIN LATERAL (SELECT s.first_us) t  -- the session's start (DESIGN §2.3; migration 0022)
     LEFT JOIN (SELECT session_uuid, db_role, unrated,
                       CASE WHEN unpriced_any AND NOT priced_any THEN NULL ELSE coalesce(usd, 0) END AS usd
                FROM cost) c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
@@ -114,9 +111,7 @@ WITH rates AS MATERIALIZED (  -- read once, typed
 )
 SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, page.total, page.stale_rates,
        retrod.us_to_ts(page.first_us) AS started_at,
-       retrod.us_to_ts(CASE WHEN s.last_us IS NOT NULL OR s.parts = 0 THEN s.last_us
-                            ELSE (SELECT retrod.ts_to_us(max(r.ts)) FROM retrod.requests r
-                                  WHERE r.session_uuid = s.session_uuid AND r.db_role = s.db_role) END) AS ended_at,
+       retrod.us_to_ts(s.last_us) AS ended_at,
        round(coalesce(s.last_us - s.first_us, 0) / 1e6, 3)::float AS wall_s,
        s.requests, s.input_tokens AS input, s.output_tokens AS output, s.cache_read_tokens AS cache_read,
        s.cache_create_tokens AS cache_create,

@@ -45,8 +45,13 @@ class Source:
 # 2: requests carry their parts (iterations) and fast mode (0013); lines their uuid, and
 #    compaction boundaries are rows, so that copies of a main transcript count once (0014).
 # 3: plan calls carry their input, results whether they failed by their own account and the
-#    task a TaskCreate made (0025).
+#    task a TaskCreate made (0025); a sessionId `<session>#…` names its session (workflow agents),
+#    subagent timelines (§2.3) and fork copies (§2.1).
 RULES = 3
+# A file read under rules below this is read again forgetting its per-file rows (events, calls,
+# subagents, links; requests stay counted), not keeping them: lines the file once counted as its
+# own may be fork copies under rules 3.
+FORGET_BELOW_RULES = 3
 
 
 @dataclass(slots=True)
@@ -143,6 +148,10 @@ class Event:
     line_uuid: str | None = None
     gap_class: str | None = None  # what the gap before it is when there is one (kind's class)
     compaction: bool = False  # a compact_boundary line: no event, counted in `compactions`
+    # A line of the subagent timeline (§2.3: a timestamped user/assistant line of a subagent file
+    # or an isSidechain one, or a message an agent_progress line embeds): it counts only while its
+    # session has no main event, placed by the store across the session's files (no gap here).
+    sub: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,15 +236,26 @@ def _is_foreign(session_id: str | None, session: str) -> bool:
     return session_id is not None and session_id != session
 
 
+def is_marked_fork_copy(source: Source, entry: Entry) -> bool:
+    """§2.1: a main transcript's line, neither copied history nor sidechain, whose forkedFrom
+    names another session: a fork's copy of what that session wrote (`--fork-session`, `/branch`)."""
+    session = source.session_uuid
+    return (source.kind == "main" and not entry.is_sidechain and not _is_foreign(entry.msg.session_id, session)
+            and _is_foreign(entry.forked_from, session))
+
+
 def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
     session = source.session_uuid
     msg = entry.msg
     in_subagent_file = source.kind != "main"
     sidechain = in_subagent_file or entry.is_sidechain
-    foreign = _is_foreign(msg.session_id, session)
+    # copied history, or a fork copy: counts like copied history everywhere (§2.1)
+    foreign = _is_foreign(msg.session_id, session) or is_marked_fork_copy(source, entry)
 
     if in_subagent_file and source.agent_id in out.subagents:
         out.subagents[source.agent_id].add(msg.timestamp)
+    if sidechain and not foreign:
+        _add_sub_event(out, offset, msg, msg.timestamp)
 
     if msg.type == "assistant" and msg.usage is not None:
         if in_subagent_file:
@@ -262,15 +282,25 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
 
 def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry, embedded: Message) -> None:
     ts = embedded.timestamp if embedded.timestamp is not None else entry.msg.timestamp
-    foreign = _is_foreign(embedded.session_id or entry.msg.session_id, source.session_uuid)
+    foreign = (_is_foreign(embedded.session_id or entry.msg.session_id, source.session_uuid)
+               or is_marked_fork_copy(source, entry))  # (a fork's copy of a progress line: its record too)
     agent = entry.progress_agent_id
     if agent and not foreign and entry.parent_tool_use_id:
         out.links.add((agent, entry.parent_tool_use_id))
+    if not foreign:
+        _add_sub_event(out, offset, embedded, ts)
     if embedded.type != "assistant" or embedded.usage is None:
         return
     _add_record(out, source, offset, embedded, embedded.usage, ts, True, foreign, agent or UNNAMED_AGENT)
     if agent and not foreign and not agent.startswith(COMPACTION_PREFIX):
         out.subagents.setdefault(agent, Span()).add(ts)  # listed through its copied records
+
+
+def _add_sub_event(out: FoldResult, offset: int, msg: Message, ts: int | None) -> None:
+    """A line of the subagent timeline (§2.3), when it is a timestamped user or assistant message
+    (a line's own, or the one an agent_progress line embeds: a line is never both)."""
+    if ts is not None and msg.type in ("user", "assistant"):
+        out.events.append(Event(offset, ts, None, None, 0, 0, msg.uuid, _classify_message(msg), sub=True))
 
 
 def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usage: Usage, ts: int | None,
@@ -360,11 +390,17 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
 
 
 def _classify(entry: Entry) -> str:
-    if entry.type == "assistant":
+    return _classify_message(entry.msg)
+
+
+def _classify_message(msg: Message) -> str:
+    """§2.3: the class of the gap a user or assistant message closes (`human` may turn `away`
+    when the figures are read)."""
+    if msg.type == "assistant":
         return "claude"
-    if entry.msg.tool_results:
+    if msg.tool_results:
         return "tool"
-    if entry.is_compact_summary:
+    if msg.compact_summary:
         return "claude"
     return "human"
 

@@ -82,6 +82,10 @@ class _AgentRef(Struct):
     task: _CreatedTask | None = None
 
 
+class _ForkRef(Struct):
+    sessionId: str | None = None
+
+
 class _Line(Struct):
     type: str | None = None
     subtype: str | None = None
@@ -96,6 +100,7 @@ class _Line(Struct):
     message: _Message | None = None
     data: _Progress | None = None
     toolUseResult: _AgentRef | str | None = None
+    forkedFrom: _ForkRef | None = None
 
 
 class _Progress(Struct):
@@ -150,6 +155,14 @@ def storable_id(value: Any) -> str | None:
     names, input paths): storable text, made indexable."""
     text = storable_text(value)
     return None if text is None else indexable(text)
+
+
+def named_session(value: Any) -> str | None:
+    """The session a `sessionId` names (DESIGN §2.1): the part before its first `#` (workflow
+    agents write `<session>#<anything>`); none when that part is empty or the value no string."""
+    if type(value) is not str:
+        return None
+    return storable_id(value.split("#", 1)[0])
 
 
 def storable_key(value: Any) -> str | None:
@@ -280,7 +293,7 @@ class Message:
     """What an entry's `message` (or an agent_progress embedded message) carries."""
 
     type: str | None = None
-    session_id: str | None = None
+    session_id: str | None = None  # the session its sessionId names (named_session)
     timestamp: int | None = None
     key: str | None = None  # first of message.id, requestId, uuid
     model: str | None = None  # message.model ("<synthetic>" for Claude Code's own entries)
@@ -289,6 +302,8 @@ class Message:
     # top-level usage and the message's model
     parts: tuple[Part, ...] | None = None
     fast: bool = False  # usage.speed is "fast" (fast mode: priced apart, §2.7)
+    uuid: str | None = None  # its uuid (an embedded message's: a subagent timeline counts it once, §2.3)
+    compact_summary: bool = False  # isCompactSummary: its gap is compaction time (§2.3)
     tool_uses: list[ToolUse] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
 
@@ -302,11 +317,11 @@ class Entry:
     cwd: str | None = None  # the working folder Claude Code ran in: the project's real path
     subtype: str | None = None
     is_sidechain: bool = False
-    is_compact_summary: bool = False
     result_agent_id: str | None = None  # toolUseResult.agentId (links a subagent to its tool_use)
     parent_tool_use_id: str | None = None
     progress_agent_id: str | None = None  # data.agentId of an agent_progress line
-    embedded: Message | None = None  # the assistant message an agent_progress line copies
+    embedded: Message | None = None  # the message an agent_progress line copies
+    forked_from: str | None = None  # the session forkedFrom.sessionId names: a marked fork copy's (§2.1)
 
     @property
     def type(self) -> str | None:
@@ -392,11 +407,13 @@ def _task_text(tool_input: Any, key: str) -> str | None:
 
 
 def _message(kind: str | None, session_id: str | None, timestamp: str | None, uuid: str | None,
-             request_id: str | None, body: _Message | None, outcome: _AgentRef | None = None) -> Message:
+             request_id: str | None, body: _Message | None, compact_summary: bool | None = None,
+             outcome: _AgentRef | None = None) -> Message:
     """`outcome`: the line's toolUseResult, which speaks for its tool_result blocks."""
-    msg = Message(type=storable_text(kind), session_id=storable_id(session_id),
-                  timestamp=parse_timestamp(timestamp))
-    msg.key = (body and storable_key(body.id)) or storable_key(request_id) or storable_key(uuid)
+    msg = Message(type=storable_text(kind), session_id=named_session(session_id),
+                  timestamp=parse_timestamp(timestamp), uuid=storable_key(uuid),
+                  compact_summary=compact_summary is True)
+    msg.key = (body and storable_key(body.id)) or storable_key(request_id) or msg.uuid
     if body is None:
         return msg
     msg.model = storable_id(body.model)
@@ -456,14 +473,16 @@ def parse_line(raw: bytes) -> Entry | None:
 def _entry(line: _Line) -> Entry:
     kind = storable_text(line.type)
     ref = line.toolUseResult if kind == "user" and isinstance(line.toolUseResult, _AgentRef) else None
+    msg = _message(kind, line.sessionId, line.timestamp, line.uuid, line.requestId, line.message,
+                   line.isCompactSummary, ref)
     entry = Entry(
-        msg=_message(kind, line.sessionId, line.timestamp, line.uuid, line.requestId, line.message, ref),
-        uuid=storable_key(line.uuid),  # exact, as a request key: two lines are one only when equal
+        msg=msg,
+        uuid=msg.uuid,  # exact, as a request key: two lines are one only when equal
         cwd=storable_text(line.cwd),
         subtype=storable_text(line.subtype),
         is_sidechain=line.isSidechain is True,
-        is_compact_summary=line.isCompactSummary is True,
         parent_tool_use_id=storable_id(line.parentToolUseID),
+        forked_from=named_session(line.forkedFrom.sessionId) if line.forkedFrom is not None else None,
     )
     if ref is not None:
         entry.result_agent_id = storable_id(ref.agentId)
@@ -474,5 +493,5 @@ def _entry(line: _Line) -> Entry:
             inner = progress.message
             if inner is not None:
                 entry.embedded = _message(inner.type, inner.sessionId, inner.timestamp, inner.uuid,
-                                          inner.requestId, inner.message)
+                                          inner.requestId, inner.message, inner.isCompactSummary)
     return entry

@@ -1,0 +1,250 @@
+"""Which session a line belongs to (DESIGN §2.1): a `sessionId` of the form `<session>#…`
+names the part before `#`; a background fork's copies of the chain it continues (fork copies)
+stay with the session that wrote them. Figures worked out by hand from DESIGN's text."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import reference
+import reference_tools
+from helpers import ingest, reports, rollups_match_raw
+from retrod.transcript.fold import FoldState, Source, first_session_id, fold
+from retrod.transcript.parser import parse_line
+
+A = "aaaaaaaa-0000-4000-8000-000000000001"
+B = "bbbbbbbb-0000-4000-8000-000000000002"
+
+
+def ts(second: int) -> str:
+    return f"2026-01-01T00:{second // 60:02d}:{second % 60:02d}.000Z"
+
+
+def user(session: str, second: int, **extra) -> dict:
+    return {"type": "user", "sessionId": session, "timestamp": ts(second), "message": {"content": "hi"}, **extra}
+
+
+def assistant(session: str, second: int, key: str, output: int, **extra) -> dict:
+    return {"type": "assistant", "sessionId": session, "timestamp": ts(second), "requestId": key,
+            "message": {"id": key, "content": [], "usage": {"input_tokens": 1, "output_tokens": output}}, **extra}
+
+
+def write(path: Path, lines: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _fold(session: str, lines: list[dict], kind: str = "main", agent: str = ""):
+    source = Source(kind, "p", session, agent, f"h:/{session}/{agent}")
+    return fold(source, FoldState(), [(i, parse_line(json.dumps(x).encode())) for i, x in enumerate(lines)])
+
+
+# --- (a) `<session>#…` names the session before `#` -------------------------------------------
+
+WORKFLOW = [user(f"{A}#agent-x", 0), assistant(f"{A}#agent-x", 4, "msg_1", 10), user(f"{A}#", 10)]
+
+
+def test_a_workflow_agents_session_id_names_the_part_before_the_hash() -> None:
+    result = _fold(A, WORKFLOW)
+    # Own lines, not copied history: three events, gaps 4 s claude and 6 s human; the request is
+    # the main transcript's own (not foreign).
+    assert [e.kind for e in result.events] == [None, "claude", "human"]
+    assert result.requests["msg_1"].attr_foreign is False
+    assert result.state.first_event_us is not None
+
+
+def test_a_session_id_with_nothing_before_the_hash_names_no_session() -> None:
+    lines = [parse_line(json.dumps(x).encode()) for x in ({"sessionId": "#x"}, {"sessionId": 7},
+                                                          {"sessionId": f"{A}#agent-1"})]
+    assert first_session_id(lines) == A
+    result = _fold(A, [user("#agent-x", 0), assistant("#agent-x", 3, "msg_2", 1)])
+    assert [e.kind for e in result.events] == [None, "claude"]  # own lines, none copied
+
+
+def test_reference_names_the_session_before_the_hash(tmp_path: Path) -> None:
+    write(tmp_path / "p" / f"{A}.jsonl", WORKFLOW)
+    write(tmp_path / "p" / "agent-x1.jsonl", [assistant(f"{B}#agent-x1", 20, "msg_9", 5)])  # 2.0.x layout
+    got = reference.compute(tmp_path)
+    assert sorted(got) == [A, B]
+    assert got[A]["summary"]["wall_s"] == 10.0 and got[A]["summary"]["claude_s"] == 4.0
+    assert got[A]["summary"]["human_s"] == 6.0
+    assert got[A]["summary"]["tokens"]["main"]["output"] == 10
+    assert got[B]["summary"]["tokens"]["subagents"]["output"] == 5
+
+
+# --- (c, d) background forks: a fork re-writes the chain it continues under its own id -------------
+
+ORIG = "aaaaaaaa-0000-4000-8000-0000000000a0"  # the original, interactive: its lines carry no stamp
+F = "0fffffff-0000-4000-8000-0000000000f1"  # a background fork of ORIG (its id sorts before ORIG's)
+G = "0aaaaaaa-0000-4000-8000-0000000000f2"  # a background fork of F: a chain of two forks
+SLUG = "-home-me-app"
+
+
+def _o_chain() -> list[dict]:
+    """ORIG's own lines: 0 U, 5 A (claude 5, a Bash call), 60 U tool result of 4 bytes (tool 55),
+    70 A (claude 10), a compaction boundary."""
+    call = [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]
+    result = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "abcd"}]
+    return [
+        user(ORIG, 0, uuid="o1", cwd="/home/me/app"),
+        {**assistant(ORIG, 5, "k1", 10, uuid="o2"), "message": {"id": "k1", "content": call,
+                                                             "usage": {"input_tokens": 1, "output_tokens": 10}}},
+        {**user(ORIG, 60, uuid="o3"), "message": {"content": result}},
+        assistant(ORIG, 70, "k2", 20, uuid="o4"),
+        {"type": "system", "subtype": "compact_boundary", "sessionId": ORIG, "uuid": "o5", "timestamp": ts(80)},
+    ]
+
+
+def _copy(lines: list[dict], session: str, marked_from: str | None) -> list[dict]:
+    """A background fork's copies: the same lines (uuids, timestamps, usage) under its own id,
+    stamped by its process; marked with forkedFrom when `marked_from`."""
+    out = []
+    for line in lines:
+        copy = {**line, "sessionId": session, "sessionKind": "bg"}
+        if marked_from is not None:
+            copy["forkedFrom"] = {"sessionId": marked_from, "messageUuid": line["uuid"]}
+        out.append(copy)
+    return out
+
+
+def fork_tree(root: Path, marked: bool) -> None:
+    o = _o_chain()
+    f_own = [user(F, 1000, uuid="f1", sessionKind="bg"), assistant(F, 1010, "k3", 30, uuid="f2", sessionKind="bg")]
+    g_own = [user(G, 2000, uuid="g1", sessionKind="bg"), assistant(G, 2004, "k4", 40, uuid="g2", sessionKind="bg")]
+    write(root / SLUG / f"{ORIG}.jsonl", o)
+    write(root / SLUG / f"{F}.jsonl", _copy(o, F, ORIG if marked else None) + f_own)
+    write(root / SLUG / f"{G}.jsonl", _copy(o, G, F if marked else None) + _copy(f_own, G, F if marked else None)
+          + g_own)
+
+
+# Worked out from DESIGN §2.1–2.4: each session keeps what it wrote; a fork starts with its own line.
+FORKS = {  # session: (requests, output tokens, wall, claude, tool, compactions, tool calls, tool-result bytes)
+    ORIG: (2, 30, 70.0, 15.0, 55.0, 1, 1, 4),
+    F: (1, 30, 10.0, 10.0, 0.0, 0, 0, 0),
+    G: (1, 40, 4.0, 4.0, 0.0, 0, 0, 0),
+}
+STARTS = {ORIG: ts(0), F: ts(1000), G: ts(2000)}
+
+
+def _figures(summary: dict) -> tuple:
+    return (summary["requests"], summary["tokens"]["total"]["output"], summary["wall_s"], summary["claude_s"],
+            summary["tool_s"], summary["compactions"], summary["tool_calls"], summary["tool_result_bytes"])
+
+
+def test_reference_keeps_a_marked_forks_copies_with_the_session_that_wrote_them(tmp_path: Path) -> None:
+    fork_tree(tmp_path, marked=True)
+    got = reference.compute(tmp_path)
+    assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
+    assert {s: got[s]["start_us"] for s in FORKS} == {s: parse_ts(t) for s, t in STARTS.items()}
+
+
+def test_reference_finds_unmarked_fork_copies_by_who_wrote_them(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(reference, "UNMARKED_FORK_COPIES", True)  # (retrod does not find them yet)
+    fork_tree(tmp_path, marked=False)
+    got = reference.compute(tmp_path)
+    assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
+    assert {s: got[s]["start_us"] for s in FORKS} == {s: parse_ts(t) for s, t in STARTS.items()}
+
+
+def parse_ts(text: str) -> int:
+    return reference.parse_timestamp(text)
+
+
+@pytest.fixture
+def forks_ingested(db_url: str, tmp_path: Path, request) -> tuple[str, Path]:
+    root = tmp_path / "projects"
+    fork_tree(root, marked=request.param)
+    ingest(db_url, [root])
+    return db_url, root
+
+
+@pytest.mark.parametrize("forks_ingested", [True], indirect=True, ids=["marked"])
+def test_a_marked_forks_copies_stay_with_the_session_that_wrote_them(forks_ingested) -> None:
+    url, root = forks_ingested
+    got = reports(url)
+    assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
+    assert {s: datetime.fromisoformat(got[s]["session"]["started_at"]) for s in FORKS} \
+        == {s: datetime.fromisoformat(t) for s, t in STARTS.items()}
+    want = reference.compute(root)
+    for session in FORKS:
+        assert {k: got[session]["summary"][k] for k in want[session]["summary"]} == want[session]["summary"]
+    assert reference_tools.compute_tool_use(root)[F]["summary"]["calls"] == 0
+    assert got[ORIG]["summary"]["tool_use"]["calls"] == 1 and got[F]["summary"]["tool_use"]["calls"] == 0
+    rollups_match_raw(url)
+
+
+@pytest.mark.parametrize("forks_ingested", [True], indirect=True, ids=["marked"])
+def test_a_fork_read_under_older_rules_is_read_again_forgetting_its_copies(forks_ingested) -> None:
+    """A fork's file read before rules 3 counted its copies as its own lines (events from second 0,
+    calls): read again, those rows go, as a replaced file's; its figures are the ones above."""
+    url, _root = forks_ingested
+    with psycopg.connect(url) as conn:
+        (fork_file,) = conn.execute("SELECT id FROM retrod.files WHERE session_uuid = %s AND kind = 'main'",
+                                    (F,)).fetchone()
+        # what rules 2 stored for the copy of ORIG's first line: an own event at second 0
+        conn.execute("INSERT INTO retrod.events (file_id, \"offset\", session_uuid, ts, prev_ts, kind, gap_us,"
+                     " tool_result_bytes, line_uuid, gap_class)"
+                     " VALUES (%s, 0, %s, %s, NULL, NULL, 0, 0, 'o1', 'human')",
+                     (fork_file, F, datetime.fromisoformat(ts(0))))
+        conn.execute("UPDATE retrod.files SET state = jsonb_set(state, '{rules}', '2') WHERE kind <> 'meta'")
+    assert reports(url)[F]["summary"]["wall_s"] == 1010.0  # (the copied hours, as issue 28 found them)
+    ingest(url, [_root])
+    got = reports(url)
+    assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
+    rollups_match_raw(url)
+
+
+def test_forks_read_before_their_original_end_like_one_pass(pg_cluster, tmp_path: Path) -> None:
+    """Newest fork first, then the fork it continues, then the original, each in halves: the same
+    rows as one pass (a fork alone holds the copies' only records until the original comes)."""
+    from conftest import fresh_database
+    from helpers import snapshot
+
+    whole = tmp_path / "whole" / "projects"
+    fork_tree(whole, marked=True)
+    with fresh_database(pg_cluster) as url:
+        ingest(url, [whole])
+        want = snapshot(url, relative_to=whole)
+    root = tmp_path / "steps" / "projects"
+    (root / SLUG).mkdir(parents=True)
+    with fresh_database(pg_cluster) as url:
+        for session in (G, F, ORIG):
+            data = (whole / SLUG / f"{session}.jsonl").read_bytes()
+            lines = data.splitlines(keepends=True)
+            for upto in (len(lines) // 2, len(lines)):
+                (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
+                ingest(url, [root], batch_bytes=512)
+        assert snapshot(url, relative_to=root) == want
+        rollups_match_raw(url)
+
+
+def test_a_forked_from_of_the_wrong_shape_marks_nothing() -> None:
+    """Any field may be of the wrong type (§2.1): such a line is read, and is the file's own."""
+    for forked_from in ("x", 7, [], {"sessionId": 7}, {"sessionId": "#agent"}, {"sessionId": A}, None):
+        result = _fold(A, [user(A, 0, forkedFrom=forked_from), assistant(A, 3, "msg_5", 2, forkedFrom=forked_from)])
+        assert [e.kind for e in result.events] == [None, "claude"], forked_from
+        assert result.requests["msg_5"].attr_foreign is False
+    marked = _fold(A, [user(A, 0, forkedFrom={"sessionId": f"{B}#x"}), assistant(A, 3, "msg_6", 2,
+                                                                                  forkedFrom={"sessionId": B})])
+    assert marked.events == [] and marked.requests["msg_6"].attr_foreign is True
+
+
+def test_a_forks_copy_of_an_agent_progress_line_lists_no_subagent_and_is_no_event() -> None:
+    """§2.1/§2.4: a progress line that is a fork copy makes its embedded record foreign; its agent
+    is not listed, and its message is no line of the subagent timeline (§2.3)."""
+    progress = {"type": "progress", "sessionId": A, "timestamp": ts(1), "forkedFrom": {"sessionId": B},
+                "data": {"type": "agent_progress", "agentId": "x7", "message": assistant(A, 2, "msg_7", 4)}}
+    result = _fold(A, [progress])
+    assert result.requests["msg_7"].attr_foreign is True
+    assert "x7" not in result.subagents and result.events == []
+    own = _fold(A, [{**progress, "forkedFrom": None}])
+    assert own.requests["msg_7"].attr_foreign is False and "x7" in own.subagents
+    assert [(e.sub, e.gap_class) for e in own.events] == [(True, "claude")]
