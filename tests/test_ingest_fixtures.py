@@ -156,7 +156,7 @@ def test_sessions_sort_by_tokens_and_by_efficiency(db_url: str, projects: Path) 
         done = subprocess.run([sys.executable, "-m", "retrod", "sessions", "--json", "--limit", "1000", *args],
                               env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        return json.loads(done.stdout)["sessions"]
 
     by_tokens = listed("--sort", "tokens")
     assert len(by_tokens) == len(tokens)

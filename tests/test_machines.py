@@ -279,7 +279,7 @@ def test_requests_whose_machine_is_not_known_go_with_their_session(pg_cluster, t
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("DROP SCHEMA retrod CASCADE")  # (the template is migrated to today: start from nothing)
             conn.execute("DROP TABLE public.cc_session_phases, public.cc_sessions")
-            assert migrate(conn, before)[-1] == 21
+            assert migrate(conn, before)[-1] == 22
             # what an older retrod stored: a's transcript of M and its requests, with no machine
             conn.execute("INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid) VALUES"
                          " ('a', '/a/-home-me-proj/m.jsonl', 'main', '-home-me-proj', %(m)s)", {"m": M})

@@ -139,16 +139,17 @@ def test_the_reference_agrees(ingested) -> None:
 
 
 def test_every_surface_shows_the_same_start(ingested) -> None:
-    url, root, got = ingested
+    url, _root, got = ingested
     starts = {s: datetime.fromisoformat(got[s]["session"]["started_at"]) for s in EXPECTED}
     assert got[S5]["session"]["started_at"] is None and got[S5]["summary"]["requests"] == 1
     starts[S5] = None
     with psycopg.connect(url) as conn:
-        listed = {r["uuid"]: r for r in tracking.recent_sessions(conn, project=None, since=None, limit=10)}
+        listed = {r["uuid"]: r
+                  for r in tracking.recent_sessions(conn, project=None, since=None, limit=10)["sessions"]}
         assert {s: r["started_at"] for s, r in listed.items()} == starts  # `retrod sessions`
-        assert [r["uuid"] for r in tracking.recent_sessions(conn, None, None, 10)] == [S4, S3, S2, S1, S5]
-        assert [r["uuid"] for r in tracking.recent_sessions(conn, None, datetime(2026, 1, 2, tzinfo=UTC), 10)] \
-            == [S4, S3, S2]
+        assert [r["uuid"] for r in tracking.recent_sessions(conn, None, None, 10)["sessions"]] == [S4, S3, S2, S1, S5]
+        since_day_2 = tracking.recent_sessions(conn, None, datetime(2026, 1, 2, tzinfo=UTC), 10)["sessions"]
+        assert [r["uuid"] for r in since_day_2] == [S4, S3, S2]
         for s in EXPECTED:
             assert listed[s]["wall_s"] == EXPECTED[s][0]
             assert datetime.fromisoformat(model.stats(conn, s)["started_at"]) == starts[s]  # MCP's session_stats
@@ -164,7 +165,7 @@ def test_every_surface_shows_the_same_start(ingested) -> None:
         assert days == {"2026-01-02": 1, "2026-01-03": 1, "2026-01-04": 1}
         every = {p["period"]: p["sessions"] for p in trends.trends(conn, by="day")["periods"] if p["sessions"]}
         assert every["2026-01-01"] == 1 and every[None] == 1  # S5: the undated row
-        told = brief.brief(conn, project=SLUG, roots=[root], sessions=10)  # the brief's JSON (dated only)
+        told = brief.brief(conn, project=SLUG, sessions=10)  # the brief's JSON (dated only)
         assert {s["session"]: datetime.fromisoformat(s["started_at"]) for s in told["sessions"]} \
             == {s: t for s, t in starts.items() if t is not None}
     rollups_match_raw(url)
