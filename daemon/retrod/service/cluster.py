@@ -33,7 +33,7 @@ from pathlib import Path
 
 import structlog
 
-from .daemon_lock import running_daemon
+from .daemon_lock import LinkRefused, open_unlinked, running_daemon
 
 log = structlog.get_logger(__name__)
 
@@ -220,7 +220,9 @@ class Cluster:
         self._run("initdb", "-D", str(self.pgdata), "-U", self.db_user, "-E", "UTF8", "--locale=C",
                   "--auth-local=peer", "--auth-host=reject")
         # pgdata is the server user's: its files are opened without following a link
-        with os.fdopen(self._open_unlinked(self.pgdata / "pg_hba.conf", os.O_WRONLY | os.O_TRUNC), "w") as hba:
+        # emptied only once known to be the server's own file: a hard link is refused untouched
+        with os.fdopen(self._open_unlinked(self.pgdata / "pg_hba.conf", os.O_WRONLY), "w") as hba:
+            os.ftruncate(hba.fileno(), 0)
             hba.write(f"local all {self.db_user} peer\n")
         with os.fdopen(self._open_unlinked(self.pgdata / "postgresql.conf", os.O_WRONLY | os.O_APPEND), "w") as conf:
             conf.write(
@@ -339,21 +341,14 @@ class Cluster:
         return self._open_unlinked(self.root / name, os.O_RDWR | os.O_CREAT)
 
     def _open_unlinked(self, path: Path, flags: int, private: bool = True) -> int:
-        """`path` opened without following a link (O_NOFOLLOW; O_NONBLOCK: a pipe put there does
-        not hang the open), and only if it is a plain file of one name: a link, hard or
-        symbolic, is refused in one line. `private`: made owner-only, on the open file."""
+        """`path` opened as daemon_lock.open_unlinked opens it (a link, hard or symbolic, or
+        anything but a plain file refused in one line). `private`: made owner-only, on the open file."""
         try:
-            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise self._link_refused(path) from None
-            raise
+            fd = open_unlinked(path, flags)
+        except LinkRefused as exc:
+            raise ClusterError(str(exc)) from None
         try:
-            found = os.fstat(fd)
-            if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
-                raise self._link_refused(path)
-            os.set_blocking(fd, True)
-            if private and stat.S_IMODE(found.st_mode) & 0o077:
+            if private and stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
                 os.fchmod(fd, 0o600)
         except BaseException:
             os.close(fd)
@@ -367,9 +362,7 @@ class Cluster:
             return file.read(4096).decode("utf-8", "replace")
 
     def _link_refused(self, path: Path) -> ClusterError:
-        return ClusterError(
-            f"{path} is a link or not a plain file, which retrod will not follow or change; "
-            "remove it (someone may have tried to reach another file through it)")
+        return ClusterError(str(LinkRefused(path)))
 
     def _hand_over(self, path: Path, directory: bool) -> None:
         """What the server writes (a folder or its log), owner-only; as root, owned by the

@@ -130,9 +130,11 @@ def install(dry_run: bool) -> list[str]:
         raise ServiceError(f"{no_user_manager(reason)}: {NO_USER_MANAGER_FIX}; nothing was installed")
     # each file or folder written and what it held before (None: it was not there), to undo
     written: list[tuple[Path, bytes | None]] = []
+    enabling = False
     try:
         done = _write_files(p, written)
         for i, command in enumerate(p.commands):
+            enabling = enabling or command[2:3] == ["enable"]
             result = _run(command)
             # launchctl bootout of an agent that is not loaded fails; that is fine before bootstrap.
             if result.returncode != 0 and not (command[:2] == ["launchctl", "bootout"] and i == 0):
@@ -140,6 +142,12 @@ def install(dry_run: bool) -> list[str]:
                                    "nothing was installed")
             done.append(f"ran {' '.join(command)}")
     except BaseException:
+        if enabling and not any(path == p.path and before is not None for path, before in written):
+            # `enable --now` that failed at its start has linked the unit into default.target.wants
+            # already: else the next login starts what was not installed. A unit that was there
+            # before may be an earlier install's, enabled by it: left as it was.
+            with contextlib.suppress(ServiceError):
+                _run(["systemctl", "--user", "disable", UNIT])
         for path, before in reversed(written):  # nothing half-installed left behind
             if path.is_dir():
                 with contextlib.suppress(OSError):  # something else put there meanwhile: kept

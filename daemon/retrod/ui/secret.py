@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
 
 FILE_NAME = "ui-token"
 _READ_MAX = 4096  # a token is 43 characters
+_TOKEN = re.compile(rb"[A-Za-z0-9_-]+")  # what secrets.token_urlsafe makes: it goes in an address as it is
+_REFUSED = "refused as the web UI's token file (remove it; the daemon makes a new one at its start)"
 
 
 class TokenFileError(RuntimeError):
@@ -45,26 +48,38 @@ def load_or_create(data_dir: Path) -> str:
             with os.fdopen(fd, "w", encoding="ascii") as out:
                 out.write(token + "\n")
             return token
-        with os.fdopen(fd, "r+", encoding="ascii") as opened:
+        with os.fdopen(fd, "r+b") as opened:
             if os.fstat(fd).st_mode & 0o077:
                 os.fchmod(fd, 0o600)
-            token = opened.read(_READ_MAX).strip()
-            if not token:  # an empty file (a disk that filled at its making): a new token in it
-                token = secrets.token_urlsafe(32)
+            found = _token(file, opened.read(_READ_MAX))
+            if found is None:  # an empty file (a disk that filled at its making): a new token in it
+                found = secrets.token_urlsafe(32)
                 opened.seek(0)
                 opened.truncate()
-                opened.write(token + "\n")
-            return token
+                opened.write(found.encode("ascii") + b"\n")
+            return found
     raise TokenFileError(f"{file}: made and removed while the daemon read it; restart the daemon")
 
 
 def read(data_dir: Path) -> str | None:
     """The token when it exists (the daemon made it), for `retrod ui` to print."""
-    fd = _open(path(data_dir), os.O_RDONLY)
+    file = path(data_dir)
+    fd = _open(file, os.O_RDONLY)
     if fd is None:
         return None
-    with os.fdopen(fd, "r", encoding="ascii") as opened:
-        return opened.read(_READ_MAX).strip() or None
+    with os.fdopen(fd, "rb") as opened:
+        return _token(file, opened.read(_READ_MAX))
+
+
+def _token(file: Path, held: bytes) -> str | None:
+    """The token `held` (None when there is none); anything else, a byte that is not ASCII
+    among them, refused in one line rather than raised as a decoding error that stops the daemon."""
+    held = held.strip()
+    if not held:
+        return None
+    if _TOKEN.fullmatch(held) is None:
+        raise TokenFileError(f"{file} does not hold a token (ASCII letters, digits, - and _): {_REFUSED}")
+    return held.decode("ascii")
 
 
 def _open(file: Path, mode: int) -> int | None:
@@ -76,8 +91,7 @@ def _open(file: Path, mode: int) -> int | None:
     except FileNotFoundError:
         return None
     except IsADirectoryError:
-        raise TokenFileError(f"{file} is a folder: refused as the web UI's token file (remove it; the daemon "
-                             "makes a new one at its start)") from None
+        raise TokenFileError(f"{file} is a folder: {_REFUSED}") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise TokenFileError(f"{file} is a symbolic link, not the web UI's token file: refused (remove it; "
@@ -85,11 +99,11 @@ def _open(file: Path, mode: int) -> int | None:
         raise
     info = os.fstat(fd)
     problem = ("is not a plain file" if not stat.S_ISREG(info.st_mode)
-               else "belongs to another user" if info.st_uid != os.geteuid() else None)
+               else "belongs to another user" if info.st_uid != os.geteuid()
+               else "is a hard link (the file has other names)" if info.st_nlink != 1 else None)
     if problem is not None:
         os.close(fd)
-        raise TokenFileError(f"{file} {problem}: refused as the web UI's token file (remove it; the daemon "
-                             "makes a new one at its start)")
+        raise TokenFileError(f"{file} {problem}: {_REFUSED}")
     os.set_blocking(fd, True)
     return fd
 

@@ -3,7 +3,9 @@
 Browsers send a host's cookies to every port on it, so a cookie holding the token handed it to
 any other server on 127.0.0.1 (issue 28). A session id is random, one per browser that logs in,
 kept in the daemon's memory only (gone when it stops), and expires SESSION_S after it was made:
-what another port might receive is worth hours, not the token's lifetime.
+what another port might receive is worth hours, not the token's lifetime. Hours of the wall
+clock: the monotonic one stands still while the machine sleeps, and a laptop suspended every
+night would keep a session for days.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ SESSIONS_MAX = 64  # logins kept at once; the oldest goes first (a browser per l
 
 
 class Sessions:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self.clock = clock or time.time
         # Keyed by the id's digest: a dictionary's look-up time then tells nothing about the ids.
         self._expiry: OrderedDict[bytes, float] = OrderedDict()
 
