@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from psycopg import Connection
 from psycopg.rows import dict_row
@@ -11,6 +11,7 @@ from psycopg.rows import dict_row
 from ..store.members import member_of
 from ..store.queries import one, q
 from ..verdicts import VERDICTS
+from . import cache
 from . import prices as pricing
 
 BUCKETS = ("main", "subagents", "compaction", "total")
@@ -58,11 +59,20 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         examples = cur.execute(q("session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
         status = cur.execute(q("session_status"), args).fetchone()
+        cache_rows = cur.execute(q("session_cache_misses"), args).fetchall()
 
     times = summary.pop("times")
     tokens = summary["tokens"]
+    now = datetime.now(UTC)  # the live state's and open phases' "now"
+    misses = cache.misses(cache_rows, prices)
+    summary["cache"] = {**cache.figures(tokens["total"], misses), "live": cache.live(cache_rows, now, prices),
+                        "costliest": cache.costliest(misses)}
     phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
-    subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}))
+    for row, phase_figures in zip(phase_rows, phases, strict=True):
+        phase_figures["cache"] = cache.figures(
+            phase_figures["tokens"], cache.in_window(misses, row["started_at"], row["ended_at"], now))
+    subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}),
+                           cache.of_agent(misses, row["agent_id"]))
                  for row in subagent_rows]
     tool_use = summary["tool_use"]
     total_output = tokens["total"]["output"]
@@ -90,7 +100,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "tool_result_tokens_est": int(times["tool_result_bytes"]) // 4,
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
             "phases": len(phases),
-            **{k: summary[k] for k in ("tokens", "tokens_by_model", "cost", "tool_use")},
+            **{k: summary[k] for k in ("tokens", "tokens_by_model", "cost", "tool_use", "cache")},
             "tool_use_by_agent": {agent: tool_use_figures(calls) for agent, calls in sorted(by_agent.items())},
         },
         "prices": prices.describe(),
@@ -346,7 +356,7 @@ def _by_task(phases: list[dict]) -> dict:
     return tasks
 
 
-def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int]) -> dict:
+def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int], misses: list[cache.Miss]) -> dict:
     if row["meta_type"] or row["meta_description"]:
         matched_by, agent_type, description = "meta", row["meta_type"], row["meta_description"]
     elif row["linked_tool_use_id"]:
@@ -363,6 +373,7 @@ def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int]) ->
         "tokens": {f: int(row[f]) for f in TOKEN_FIELDS},
         "requests": row["requests"],
         "tool_use": tool_use_figures(calls_by_signal),
+        "cache": cache.figures(row, misses),
         "seconds": _seconds(row["span_us"] or 0),
         "started_at": _iso(row["first_ts"]),
         "phase": phase and f"{phase['task']} / {phase['phase']}",

@@ -43,7 +43,9 @@ class Source:
 # 1: requests carry their model, and tool calls are kept with their waste signals (0010).
 # 2: requests carry their parts (iterations) and fast mode (0013); lines their uuid, and
 #    compaction boundaries are rows, so that copies of a main transcript count once (0014).
-RULES = 2
+# 3: requests carry Claude Code's cache-miss reason and their place when keyless, and every
+#    stream's compaction boundaries are kept with their time (0024, DESIGN §2.8).
+RULES = 3
 
 
 @dataclass(slots=True)
@@ -85,6 +87,11 @@ class Request:
     model: str = ""  # message.model of the record whose usage counts; "" when it names none
     parts: str | None = None  # that record's parts as JSON (parts_json); None: one part, the above
     fast: bool = False  # that record's usage.speed is "fast"
+    reason: str | None = None  # that record's message.diagnostics.cache_miss_reason (§2.8)
+    # A request without a key (a record of its own): its file and offset, which order it among
+    # the keyless requests of its timestamp (§2.8); None for a keyed request.
+    place_path: str | None = None
+    place_offset: int | None = None
 
     def attribution_rank(self) -> tuple:
         ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
@@ -99,9 +106,11 @@ class Request:
     def tie_rank(self) -> tuple:
         """Among records that tie on the usage rank, the smallest counts: a model before none, then
         the smallest model in code-point order; then parts before none (a record read again under
-        newer rules brings them), the smallest parts; then fast mode before standard. So any order
+        newer rules brings them), the smallest parts; then fast mode before standard; then a
+        cache-miss reason before none, the smallest. So any order
         of arrival picks the same record (upsert_requests sorts the same way)."""
-        return (self.model == "", self.model, self.parts is None, self.parts or "", not self.fast)
+        return (self.model == "", self.model, self.parts is None, self.parts or "", not self.fast,
+                self.reason is None, self.reason or "")
 
     def usage_beaten_by(self, other: Request) -> bool:
         """Whether `other`'s record is the one whose usage (and model, parts, speed) counts."""
@@ -114,7 +123,7 @@ class Request:
         """Fold another record of the same request in (DESIGN §2.2)."""
         if self.usage_beaten_by(other):
             self.usage_main, self.usage, self.model = other.usage_main, other.usage, other.model
-            self.parts, self.fast = other.parts, other.fast
+            self.parts, self.fast, self.reason = other.parts, other.fast, other.reason
         if other.attribution_rank() < self.attribution_rank():
             self.session_uuid, self.agent = other.session_uuid, other.agent
             self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
@@ -140,6 +149,17 @@ class Event:
     line_uuid: str | None = None
     gap_class: str | None = None  # what the gap before it is when there is one (kind's class)
     compaction: bool = False  # a compact_boundary line: no event, counted in `compactions`
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """A compact_boundary line with a timestamp in a stream's own transcript (DESIGN §2.8): a
+    main transcript's lines but its isSidechain ones (copied history and fork copies included;
+    agent ""), every line of an agent's own file (agent = the file's id)."""
+
+    offset: int
+    agent: str
+    ts_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +213,7 @@ class FoldResult:
     links: set[tuple[str, str]] = field(default_factory=set)  # (agent_id, tool_use_id)
     calls: dict[str, Call] = field(default_factory=dict)  # the first of each id in this chunk
     results: dict[str, ToolResult] = field(default_factory=dict)  # the first of each id in this chunk
+    boundaries: list[Boundary] = field(default_factory=list)
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -233,6 +254,10 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
     if in_subagent_file and source.agent_id in out.subagents:
         out.subagents[source.agent_id].add(msg.timestamp)
 
+    if (msg.type == "system" and entry.subtype == "compact_boundary" and msg.timestamp is not None
+            and (in_subagent_file or not entry.is_sidechain)):
+        out.boundaries.append(Boundary(offset, source.agent_id if in_subagent_file else "", msg.timestamp))
+
     if msg.type == "assistant" and msg.usage is not None:
         if in_subagent_file:
             agent = source.agent_id
@@ -272,6 +297,7 @@ def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: En
 def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usage: Usage, ts: int | None,
                 sidechain: bool, foreign: bool, agent: str) -> None:
     key = msg.key or indexable(f"@{source.name}@{offset}", PLACE_KEY_BYTES, keep_start=False)
+    keyless = msg.key is None
     record = Request(
         key=key,
         session_uuid=source.session_uuid,
@@ -286,6 +312,9 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         model=msg.model or "",
         parts=parts_json(msg.parts),
         fast=msg.fast,
+        reason=msg.cache_miss_reason,
+        place_path=indexable(source.name, PLACE_KEY_BYTES) if keyless else None,
+        place_offset=offset if keyless else None,
     )
     known = out.requests.get(key)
     if known is None:
