@@ -229,3 +229,18 @@ def test_the_markdown_names_the_waste_and_the_costliest_misses(db_url: str, tmp_
     assert "| 11-03 10:07:00 | main | invalidated (messages_changed) | 55.0 s | 26,800 | 19,800 | $0.07 |" in section
     summary = text.split("## Summary", 1)[1].split("\n## ", 1)[0]
     assert "; prompt-cache waste $0.14, " in summary and "% of it (see *Prompt Cache*)." in summary
+
+
+def test_files_read_under_older_rules_gain_their_reasons_and_boundaries(db_url: str, tmp_path: Path) -> None:
+    """A database from before migration 0024: requests without reasons, no boundary rows, files
+    read under fold rules 2. They are read again from their start, rows kept, and end as one pass."""
+    causes(tmp_path)
+    want = report_of(db_url, tmp_path)["summary"]["cache"]
+    with psycopg.connect(db_url) as conn:
+        conn.execute("UPDATE retrod.requests SET cache_miss_reason = NULL")
+        conn.execute("DELETE FROM retrod.cache_boundaries")
+        conn.execute("UPDATE retrod.files SET state = jsonb_set(state, '{rules}', '2')"
+                     " WHERE kind IN ('main', 'subagent', 'agent_root') AND \"offset\" > 0")
+    got = report_of(db_url, tmp_path)["summary"]["cache"]
+    assert got["misses"] == want["misses"] and got["misses"]["compaction"]["count"] == 2
+    assert got["costliest"] == want["costliest"]

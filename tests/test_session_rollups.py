@@ -101,7 +101,8 @@ def test_a_database_with_rows_from_before_the_migration_gets_them_summed(pg_clus
     before = tmp_path / "before"
     before.mkdir()
     for migration in load():
-        if migration.version < version:
+        # (and 0024's columns and table, which today's ingest writes: they need none of 18–21)
+        if migration.version < version or migration.version == 24:
             (before / f"{migration.version:04d}_{migration.name}.sql").write_text(migration.sql)
     projects = tmp_path / "projects"
     shutil.copytree(FIXTURES, projects)

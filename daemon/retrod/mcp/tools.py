@@ -194,6 +194,11 @@ class Tools:
                 f" (Claude {figures['claude_s']:.0f}, tool {figures['tool_s']:.0f}, human {figures['human_s']:.0f},"
                 f" away {figures['away_s']:.0f}), tool-use efficiency"
                 f" {'n/a' if efficiency is None else f'{efficiency:.0%}'}")
+        cache = figures["cache"]
+        if cache["waste_usd"]:
+            text += f", prompt-cache waste ${cache['waste_usd']:,.2f}"
+        if cache["live"]["state"] != "none":
+            text += f", cache {cache['live']['state']}"
         if open_phase:
             text += (f"; open phase {open_phase['task']!r} / {open_phase['phase']!r} so far:"
                      f" {open_phase['tokens']['output']:,} output tokens, {open_phase['requests']} requests")

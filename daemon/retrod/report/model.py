@@ -59,14 +59,11 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         examples = cur.execute(q("session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
         status = cur.execute(q("session_status"), args).fetchone()
-        cache_rows = cur.execute(q("session_cache_misses"), args).fetchall()
+        now = datetime.now(UTC)  # the live state's and open phases' "now"
+        misses, summary["cache"] = _cache(cur, args, summary["tokens"]["total"], prices, now)
 
     times = summary.pop("times")
     tokens = summary["tokens"]
-    now = datetime.now(UTC)  # the live state's and open phases' "now"
-    misses = cache.misses(cache_rows, prices)
-    summary["cache"] = {**cache.figures(tokens["total"], misses), "live": cache.live(cache_rows, now, prices),
-                        "costliest": cache.costliest(misses)}
     phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
     for row, phase_figures in zip(phase_rows, phases, strict=True):
         phase_figures["cache"] = cache.figures(
@@ -148,13 +145,23 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
     }
 
 
+def _cache(cur, args: dict, tokens: dict, prices: pricing.Prices, now: datetime) -> tuple[list[cache.Miss], dict]:
+    """DESIGN §2.8: the session's misses, and its `summary.cache` (`tokens`: its total tokens)."""
+    rows = cur.execute(q("session_cache_misses"), args).fetchall()
+    misses = cache.misses(rows, prices)
+    return misses, {**cache.figures(tokens, misses), "live": cache.live(rows, now, prices),
+                    "costliest": cache.costliest(misses)}
+
+
 def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
-          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True) -> dict:
+          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True,
+          cache_figures: bool = True) -> dict:
     """The figures of a look mid-session (`retrod mcp`'s session_stats, `retrod statusline`), the
     same as `build`'s: the summary's totals, the number of phases and the open phase's figures so
     far (its window up to now), without the per-tool, subagent, waste-example and closed-phase
     queries. Without `phase_figures` the open phase is only named, with its start: its window's
-    query is the costliest of these (the status line, which shows its name and minutes, skips it)."""
+    query is the costliest of these (the status line, which shows its name and minutes, skips it).
+    Without `cache_figures`, no `cache` (DESIGN §2.8: a read of all the session's requests)."""
     pricing.store_tiers(conn)
     member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
@@ -164,6 +171,8 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
                 "phase": open_row["id"] if open_row else None, "member": member}
         summary = _summary(cur, args, prices)
         fig = one(cur.execute(q("phase_figures"), args)) if open_row and phase_figures else None
+        if cache_figures:
+            summary["cache"] = _cache(cur, args, summary["tokens"]["total"], prices, datetime.now(UTC))[1]
     times = summary.pop("times")
     del summary["by_agent"]
     if open_row is None:
