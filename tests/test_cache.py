@@ -5,7 +5,7 @@ reference (tests/reference.py, written from DESIGN alone) and the report."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -244,3 +244,34 @@ def test_files_read_under_older_rules_gain_their_reasons_and_boundaries(db_url: 
     got = report_of(db_url, tmp_path)["summary"]["cache"]
     assert got["misses"] == want["misses"] and got["misses"]["compaction"]["count"] == 2
     assert got["costliest"] == want["costliest"]
+
+
+def test_the_lifetime_in_force_follows_the_latest_write() -> None:
+    """The walk alone (no database): an hour's lifetime holds through reads, a write mixing 5m
+    and 1h tokens ends in 5 minutes, and writes whose split does not add up count as 5m (for
+    lifetime and price alike); each stream starts afresh."""
+    from retrod.report import cache, prices
+
+    def element(agent: str, minute: int, read: int, five: int, hour: int, written: int | None = None) -> tuple:
+        ts = datetime(2025, 11, 3, 10, 0, tzinfo=UTC) + timedelta(minutes=minute)
+        return (agent, ts, SONNET, False, 3, read, five + hour if written is None else written, five, hour, None)
+
+    rows = [
+        element("", 0, 0, 0, 10_000),  # 1h writes alone: an hour
+        element("", 1, 10_000, 0, 0),  # reads only: the hour holds
+        element("", 21, 0, 0, 10_000),  # 20 min: within the hour → invalidated (1h rewrite)
+        element("", 22, 10_000, 100, 100),  # writes 5m and 1h: 5 minutes
+        element("", 32, 0, 0, 10_200),  # 10 min > 5 → expired
+        element("", 33, 10_200, 0, 500, written=900),  # split 0 + 500 ≠ 900: all 5m → 5 minutes
+        element("", 43, 0, 0, 11_100),  # 10 min > 5 → expired
+        element("sub", 43, 0, 50_000, 0),  # another stream: its first element is no miss
+        element("sub", 44, 0, 50_000, 0),  # → invalidated, 5m rewrite
+    ]
+    found, last = cache.walk(rows, [], prices.DEFAULT)
+    assert [(m.at.minute, m.agent, m.cause, m.rewritten, m.prefix_before) for m in found] == [
+        (21, "", "invalidated", 10_000, 10_000), (32, "", "expired", 10_200, 10_200),
+        (43, "", "expired", 11_100, 11_100), (44, "sub", "invalidated", 50_000, 50_000)]
+    # By hand at Sonnet 4.5's list prices: 1h write $6, 5m write $3.75, read $0.30 per million.
+    assert [float(m.extra) for m in found] == pytest.approx(
+        [10_000 * 5.70e-6, 10_200 * 5.70e-6, 11_100 * 5.70e-6, 50_000 * 3.45e-6], abs=1e-9)
+    assert last is not None and (last.at.minute, last.prefix, last.ttl_s) == (43, 11_100, 3600)

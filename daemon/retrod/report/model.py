@@ -147,9 +147,11 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
 
 def _cache(cur, args: dict, tokens: dict, prices: pricing.Prices, now: datetime) -> tuple[list[cache.Miss], dict]:
     """DESIGN §2.8: the session's misses, and its `summary.cache` (`tokens`: its total tokens)."""
-    rows = cur.execute(q("session_cache_misses"), args).fetchall()
-    misses = cache.misses(rows, prices)
-    return misses, {**cache.figures(tokens, misses), "live": cache.live(rows, now, prices),
+    with cur.connection.cursor() as rows:  # tuples: a large session has tens of thousands
+        elements = rows.execute(q("session_cache_elements"), args).fetchall()
+        boundaries = rows.execute(q("session_cache_boundaries"), args).fetchall()
+    misses, last = cache.walk(elements, boundaries, prices)
+    return misses, {**cache.figures(tokens, misses), "live": cache.live(last, now, prices),
                     "costliest": cache.costliest(misses)}
 
 

@@ -337,62 +337,36 @@ CROSS JOIN LATERAL (
     ORDER BY c.ts NULLS LAST, c.file_path, c."offset", c.block LIMIT %(examples)s
 ) e;
 
--- DESIGN §2.8: the session's prompt-cache misses, and its main stream's last element (the live
--- state), worked out from its requests through the index on (session, ts): each stream's
--- elements in order (a request's parts of its last part's model that read or wrote the cache),
--- each with the element before it and the lifetime in force after that one. The pricing is
--- done by report/cache.py. Inline and unnamed threads form no stream.
--- name: session_cache_misses
-WITH parts AS (
-    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, r.fast, r.cache_miss_reason AS reason, p.*
+-- DESIGN §2.8: the elements of the session's streams, each stream in its order, through the index
+-- on (session, agent): a request's parts of its last part's model that read or wrote the cache,
+-- with a timestamp. Inline and unnamed threads form no stream. report/cache.py walks them. (Two
+-- scans rather than a lateral join per request: most requests are one part.)
+-- name: session_cache_elements
+SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason FROM (
+    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, 1::bigint AS n, r.model, r.fast,
+           r.input_tokens AS input, r.cache_read_tokens AS cache_read, r.cache_create_tokens AS cache_create,
+           r.cache_create_5m_tokens AS c5, r.cache_create_1h_tokens AS c1, r.cache_miss_reason AS reason
     FROM retrod.requests r
-    CROSS JOIN LATERAL (
-        SELECT 1::bigint AS n, r.model AS model, r.input_tokens AS input, r.cache_read_tokens AS cache_read,
-               r.cache_create_tokens AS cache_create, r.cache_create_5m_tokens AS c5,
-               r.cache_create_1h_tokens AS c1, true AS last_model
-        WHERE r.parts IS NULL
-        UNION ALL
-        SELECT j.n, j.model, j.input, j.cache_read, j.cache_create, j.cache_create_5m, j.cache_create_1h,
-               j.model = (r.parts::jsonb -> -1 ->> 'model')
-        FROM ROWS FROM (jsonb_to_recordset(r.parts::jsonb)
-                        AS (model TEXT, input BIGINT, cache_read BIGINT, cache_create BIGINT,
-                            cache_create_5m BIGINT, cache_create_1h BIGINT)) WITH ORDINALITY
-             AS j (model, input, cache_read, cache_create, cache_create_5m, cache_create_1h, n)
-        WHERE r.parts IS NOT NULL
-    ) p
-    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.ts IS NOT NULL
-      AND r.agent NOT IN ('<inline>', '<unnamed>')
-), elements AS (
-    SELECT *, cache_read + cache_create AS prefix,
-           -- writes that do not add up count as 5m; 1h alone keeps the cache an hour
-           CASE WHEN c1 > 0 AND c5 = 0 AND c1 = cache_create THEN 3600 ELSE 300 END AS writer_ttl,
-           count(*) FILTER (WHERE cache_create > 0) OVER w AS writes,
-           row_number() OVER w AS i, count(*) OVER (PARTITION BY agent) AS n_elements
-    FROM parts WHERE last_model AND cache_read + cache_create > 0
-    WINDOW w AS (PARTITION BY agent ORDER BY ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END,
-                 place_path, place_offset, n)
-), lifetimes AS (
-    SELECT *, CASE WHEN writes = 0 THEN 300
-                   ELSE first_value(writer_ttl) OVER (PARTITION BY agent, writes ORDER BY i) END AS ttl
-    FROM elements
-), paired AS (
-    SELECT *, lag(prefix) OVER s AS prev_prefix, lag(ts) OVER s AS prev_ts, lag(model) OVER s AS prev_model,
-           lag(ttl) OVER s AS prev_ttl
-    FROM lifetimes WINDOW s AS (PARTITION BY agent ORDER BY i)
-), judged AS (
-    SELECT *, CASE WHEN prev_prefix - cache_read > 0 THEN least(cache_create, prev_prefix - cache_read) ELSE 0 END
-                  AS rewritten
-    FROM paired
-)
-SELECT agent, ts, key, model, fast, input, cache_read, cache_create,
-       CASE WHEN c5 + c1 = cache_create THEN c1 ELSE 0 END AS c1, reason, rewritten, prefix, ttl,
-       prev_prefix, prev_ts, prev_model, prev_ttl,
-       i = n_elements AND agent = '' AS last_main,
-       prev_prefix IS NOT NULL AND rewritten >= 2000 AND 20 * cache_read < 19 * prev_prefix AS miss,
-       EXISTS (SELECT FROM retrod.cache_boundaries b
-               WHERE b.session_uuid = %(session)s AND b.agent = judged.agent AND b.db_role = %(member)s
-                 AND b.ts > judged.prev_ts AND b.ts <= judged.ts) AS after_compaction
-FROM judged
-WHERE (prev_prefix IS NOT NULL AND rewritten >= 2000 AND 20 * cache_read < 19 * prev_prefix)
-   OR (agent = '' AND i = n_elements)
-ORDER BY ts, agent, i;
+    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.ts IS NOT NULL AND r.parts IS NULL
+      AND r.agent NOT IN ('<inline>', '<unnamed>') AND r.cache_read_tokens + r.cache_create_tokens > 0
+    UNION ALL
+    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, j.n, j.model, r.fast, j.input, j.cache_read,
+           j.cache_create, j.cache_create_5m, j.cache_create_1h, r.cache_miss_reason
+    FROM retrod.requests r,
+         ROWS FROM (jsonb_to_recordset(r.parts::jsonb)
+                    AS (model TEXT, input BIGINT, cache_read BIGINT, cache_create BIGINT,
+                        cache_create_5m BIGINT, cache_create_1h BIGINT)) WITH ORDINALITY
+         AS j (model, input, cache_read, cache_create, cache_create_5m, cache_create_1h, n)
+    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.ts IS NOT NULL AND r.parts IS NOT NULL
+      AND r.agent NOT IN ('<inline>', '<unnamed>') AND j.cache_read + j.cache_create > 0
+      AND j.model = (r.parts::jsonb -> -1 ->> 'model')
+) e
+-- time, then key (code-point); a keyless request after the keyed ones of its time, by file and
+-- offset; then the part's place among the iterations
+ORDER BY agent, ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
+
+-- DESIGN §2.8: the times of the compaction boundaries in each stream's own transcripts.
+-- name: session_cache_boundaries
+SELECT agent, ts FROM retrod.cache_boundaries
+WHERE session_uuid = %(session)s AND db_role = %(member)s
+ORDER BY agent, ts;
