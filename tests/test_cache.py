@@ -275,3 +275,26 @@ def test_the_lifetime_in_force_follows_the_latest_write() -> None:
     assert [float(m.extra) for m in found] == pytest.approx(
         [10_000 * 5.70e-6, 10_200 * 5.70e-6, 11_100 * 5.70e-6, 50_000 * 3.45e-6], abs=1e-9)
     assert last is not None and (last.at.minute, last.prefix, last.ttl_s) == (43, 11_100, 3600)
+
+
+def test_phases_count_the_misses_whose_request_falls_in_them(db_url: str, tmp_path: Path) -> None:
+    """DESIGN §2.8: a phase's figures are its window's requests and the misses whose element's
+    request falls in it (§2.5's windows), against the reference."""
+    from retrod import tracking
+
+    causes(tmp_path)
+    ingest(db_url, [tmp_path])
+    windows = [(datetime(2025, 11, 3, 9, 0, tzinfo=UTC), datetime(2025, 11, 3, 9, 20, 1, tzinfo=UTC)),
+               (datetime(2025, 11, 3, 9, 20, 1, tzinfo=UTC), datetime(2025, 11, 3, 9, 40, tzinfo=UTC))]
+    with psycopg.connect(db_url) as conn:
+        for n, (start, end) in enumerate(windows):
+            tracking.phase_log(conn, SESSION, "t", f"p{n}", start, end, "high_impact", tracking.PhaseNotes())
+        report = model.build(conn, SESSION)
+    want = reference.compute_cache(tmp_path, windows={SESSION: windows})[SESSION]["phases"]
+    got = [phase["cache"] for phase in report["phases"]]
+    assert got == [_without_sum(w) for w in want]
+    # By hand: the first window holds m2 (invalidated) and w2 (compaction, 09:06:30) and w3;
+    # m3 at 09:20:01 starts the second, with m4; the keyless pair at 09:40 is in neither.
+    assert [{c: v["count"] for c, v in g["misses"].items()} for g in got] == [
+        {"compaction": 1, "model": 0, "expired": 0, "invalidated": 2},
+        {"compaction": 1, "model": 1, "expired": 0, "invalidated": 0}]
