@@ -283,6 +283,9 @@ def test_sessions_lists_what_the_report_counts(env: dict[str, str], tmp_path: Pa
     report = json.loads(cli(env, "report", SESSION, "--format", "json", "--no-save").stdout)
     assert listed[SESSION]["requests"] == report["summary"]["requests"]
     assert listed[SESSION]["total_tokens"] == sum(report["summary"]["tokens"]["total"].values())
+    # DESIGN §2.8's waste, as the report's, from the command and the tool alike
+    assert listed[SESSION]["cache_waste_usd"] == report["summary"]["cache"]["waste_usd"] > 0
+    assert [row["cache_waste_usd"] for row in expected] == [row["cache_waste_usd"] for row in listed.values()]
 
 
 def test_brief_and_trends_answer_what_the_commands_print(env: dict[str, str], tmp_path: Path) -> None:

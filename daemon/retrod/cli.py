@@ -148,12 +148,15 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
 
+    prices = load_prices(settings.prices)  # a bad price file is refused before any work
     since = tracking.parse_time(args.since) if args.since else None
     with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:
             rows = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit,
                                             sort=args.sort, roots=settings.projects_roots())
+            if args.json:  # (each listed session's elements read: the text list stays on precomputed rows)
+                rows = model.with_cache_waste(conn, rows, prices)
     _warn([note] if note else [])
     if args.json:
         print(_json(rows))

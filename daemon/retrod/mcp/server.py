@@ -175,6 +175,8 @@ class SessionRow(BaseModel):
     tracked: bool
     description: str | None
     phases: int
+    cache_waste_usd: float = Field(description="What re-writing a lost prompt cache cost, compactions aside"
+                                               " (the report's summary.cache.waste_usd)")
 
 
 class SessionList(BaseModel):

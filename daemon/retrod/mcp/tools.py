@@ -220,8 +220,9 @@ class Tools:
 
     def sessions(self, project: str | None, limit: int) -> Result:
         with self.db.connection() as conn:
-            rows = tracking.recent_sessions(conn, project=project, since=None, limit=limit,
-                                            roots=self.settings.projects_roots())
+            rows = model.with_cache_waste(conn, tracking.recent_sessions(
+                conn, project=project, since=None, limit=limit, roots=self.settings.projects_roots()),
+                load_prices(self.settings.prices))
         listed = [{**row, "started_at": _iso(row["started_at"])} for row in rows]
         lines = [f"{r['uuid']}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens  {r['requests']} requests"
                  f"  {r['project_slug']}" + (f"  {r['description']}" if r["description"] else "") for r in listed]

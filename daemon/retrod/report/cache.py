@@ -172,6 +172,11 @@ def figures(tokens: Mapping[str, int], scope: Iterable[Miss]) -> dict:
     }
 
 
+def waste(found: Iterable[Miss]) -> float:
+    """The extra cost of the misses that are waste (not after a compaction), to the micro-dollar."""
+    return pricing.usd(sum((m.extra for m in found if m.cause in WASTE_CAUSES), Decimal(0)))
+
+
 def in_window(found: Iterable[Miss], start: datetime, end: datetime | None, now: datetime) -> list[Miss]:
     """The misses whose element's request falls in a phase's window (open: until now)."""
     stop = end if end is not None else now

@@ -155,6 +155,20 @@ def _cache(cur, args: dict, tokens: dict, prices: pricing.Prices, now: datetime)
                     "costliest": cache.costliest(misses)}
 
 
+def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
+    """Listed sessions (`retrod sessions`' rows: uuid, member), each with its prompt-cache waste
+    (DESIGN §2.8, as its report's `summary.cache.waste_usd`): one read of each one's elements."""
+    out = []
+    with conn.cursor() as cur:
+        for row in rows:
+            args = {"session": row["uuid"], "member": row["member"]}
+            elements = cur.execute(q("session_cache_elements"), args).fetchall()
+            boundaries = cur.execute(q("session_cache_boundaries"), args).fetchall()
+            misses, _ = cache.walk(elements, boundaries, prices)
+            out.append({**row, "cache_waste_usd": cache.waste(misses)})
+    return out
+
+
 def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
           prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True,
           cache_figures: bool = True) -> dict:
