@@ -170,8 +170,10 @@ def test_the_live_state_is_warm_then_cold(db_url: str, tmp_path: Path) -> None:
                                                                                  session=session)]
     lines[0]["timestamp"], lines[1]["timestamp"] = stamp(200), stamp(100)
     write(tmp_path / "-p" / f"{session}.jsonl", lines)
-    live = report_of(db_url, tmp_path, session)["summary"]["cache"]["live"]
+    report = report_of(db_url, tmp_path, session)
+    live = report["summary"]["cache"]["live"]
     assert live["state"] == "warm" and live["ttl_s"] == 300 and live["prefix_tokens"] == 42_000
+    assert "When this report was made the cache was warm for 3m" in markdown.render(report)
     assert 180 < live["seconds_left"] <= 200  # 300 s less the ~100 s since l2
     assert live["rewrite_usd"] == pytest.approx(42_000 * 3.45 / 1e6, abs=1e-6)
     lines[0]["timestamp"], lines[1]["timestamp"] = stamp(900), stamp(400)
@@ -227,6 +229,9 @@ def test_the_markdown_names_the_waste_and_the_costliest_misses(db_url: str, tmp_
     assert "After a compaction" not in section  # no such miss: no row
     assert "| 11-03 10:06:00 | main | expired | 5m 50s | 21,000 | 21,000 | $0.07 |" in section
     assert "| 11-03 10:07:00 | main | invalidated (messages_changed) | 55.0 s | 26,800 | 19,800 | $0.07 |" in section
+    # Made long after 10:07: the cache is cold, and the next message writes f's 22,800 again.
+    assert ("When this report was made the cache was cold: the next message writes 22,800 tokens again"
+            " (≈ $0.08 more than reading it).") in section
     summary = text.split("## Summary", 1)[1].split("\n## ", 1)[0]
     assert "; prompt-cache waste $0.14, " in summary and "% of it (see *Prompt Cache*)." in summary
 

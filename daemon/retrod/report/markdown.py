@@ -188,6 +188,7 @@ def _cache(cache: dict) -> list[str]:
     out = ["", "## Prompt Cache", "",
            (f"Hit ratio {_pct(cache['hit_ratio'])}: {_n(cache['read'])} tokens read from the cache, "
             f"{_n(cache['create'])} written to it.")]
+    out += _live(cache["live"])
     if not count:
         return out + ["", "No cache miss: every request read back what the one before it had cached."]
     out += [""] + _table(["Cause", "Misses", "Re-written", "Extra cost"],
@@ -202,6 +203,19 @@ def _cache(cache: dict) -> list[str]:
     return out + ["", "Costliest misses:", ""] + _table(
         ["Time (UTC)", "Agent", "Cause (Claude Code's reason)", "Pause before", "Context before", "Re-written",
          "Extra cost"], rows, text_columns=(0, 1, 2))
+
+
+def _live(live: dict) -> list[str]:
+    """The main conversation's cache when the report was made: what the next message would cost
+    to write again once it is cold (the moment it can still be saved)."""
+    if live["state"] == "none":
+        return []
+    rewrite = f" (≈ {usd(live['rewrite_usd'])} more than reading it)" if live["rewrite_usd"] is not None else ""
+    if live["state"] == "warm":
+        return ["", (f"When this report was made the cache was warm for {duration(live['seconds_left'])} more: "
+                     f"a message after that writes {_n(live['prefix_tokens'])} tokens again{rewrite}.")]
+    return ["", (f"When this report was made the cache was cold: the next message writes "
+                 f"{_n(live['prefix_tokens'])} tokens again{rewrite}.")]
 
 
 def _utc_seconds(iso: str) -> str:
