@@ -303,3 +303,23 @@ def test_phases_count_the_misses_whose_request_falls_in_them(db_url: str, tmp_pa
     assert [{c: v["count"] for c, v in g["misses"].items()} for g in got] == [
         {"compaction": 1, "model": 0, "expired": 0, "invalidated": 2},
         {"compaction": 1, "model": 1, "expired": 0, "invalidated": 0}]
+
+
+@pytest.mark.parametrize(("diagnostics", "reason"), [
+    ({"cache_miss_reason": "messages_changed"}, "messages_changed"),
+    ({"cache_miss_reason": {"type": "system_changed", "detail": 3}}, "system_changed"),
+    ({"cache_miss_reason": {"type": 7}}, None),
+    ({"cache_miss_reason": 5}, None),
+    ({"cache_miss_reason": ""}, None),
+    (None, None),
+    ("not an object", None),
+])
+def test_claude_codes_reason_is_a_string_or_an_objects_type(diagnostics: object, reason: str | None) -> None:
+    """DESIGN §2.8: message.diagnostics.cache_miss_reason, a string or an object whose `type` is
+    one; anything else is no reason, and never costs the line its usage."""
+    from retrod.transcript.parser import parse_line
+
+    line = {"type": "assistant", "message": {"id": "m", "usage": {"input_tokens": 4}, "diagnostics": diagnostics}}
+    entry = parse_line(json.dumps(line).encode())
+    assert entry is not None and entry.msg.usage is not None and entry.msg.usage.input == 4
+    assert entry.msg.cache_miss_reason == reason
