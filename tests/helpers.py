@@ -64,6 +64,8 @@ _SNAPSHOT = {
     "subagent_links": "SELECT f.path, l.agent_id, l.tool_use_id, l.session_uuid FROM retrod.subagent_links l"
                       " JOIN retrod.files f ON f.id = l.file_id ORDER BY 1, 2, 3",
     "subagent_meta": "SELECT * FROM retrod.subagent_meta ORDER BY 1, 2",
+    "cache_boundaries": "SELECT f.path, b.\"offset\", b.session_uuid, b.agent, b.ts FROM retrod.cache_boundaries b"
+                        " JOIN retrod.files f ON f.id = b.file_id ORDER BY 1, 2",
     # minute::text: 'infinity' (rows without a timestamp) does not load as a Python datetime
     "request_minutes": "SELECT session_uuid, minute::text, agent, model, fast, tier_floor, requests, parts,"
                        " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"

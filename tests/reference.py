@@ -21,6 +21,8 @@ What it covers, in short:
        with a non-empty uuid counted where first met; events, H, wall over counted lines.
   2.4  compactions and tool_result_bytes over counted lines; tool_calls; listed subagents.
   2.5  phase windows: tokens, turns, times, tool_result bytes, by model, subagent phase.
+  2.8  prompt-cache misses: streams, elements, misses, causes, extra cost, live state
+       (compute_cache).
   2.9  tasks from Claude's plan: the plan calls, which count, the family, the current task,
        windows, end statuses (compute_plan; a task's figures are compute_phases' over its windows).
   2.7  cost of each part with genai-prices (provider anthropic, the request's timestamp,
@@ -481,6 +483,19 @@ def model_of(message: dict | None) -> str | None:
     return model if non_empty_string(model) else None
 
 
+def cache_miss_reason(message: dict | None) -> str | None:
+    """DESIGN 2.8 "Claude Code's own reason": message.diagnostics.cache_miss_reason, a
+    string, or an object whose "type" is a string.  Reference decision: an empty string is
+    no reason (no other string field of a transcript counts when empty)."""
+    diagnostics = get_dict(message, "diagnostics")
+    if diagnostics is None:
+        return None
+    reason = diagnostics.get("cache_miss_reason")
+    if isinstance(reason, dict):
+        reason = reason.get("type")
+    return reason if non_empty_string(reason) else None
+
+
 def first_key(*candidates) -> str | None:
     # DESIGN 2.2 "Key": the first of message.id, requestId, uuid that is a non-empty string.
     for candidate in candidates:
@@ -530,6 +545,7 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     "model": model_of(message),
                     "iterations": iteration_figures(usage),
                     "fast": is_fast(usage),
+                    "reason": cache_miss_reason(message),
                 }
             )
 
@@ -577,6 +593,7 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                             "model": model_of(inner_message),
                             "iterations": iteration_figures(usage),
                             "fast": is_fast(usage),
+                            "reason": cache_miss_reason(inner_message),
                         }
                     )
     return records
@@ -644,6 +661,11 @@ def build_requests(all_records: list[dict]) -> list[dict]:
                 "has_tool_use": any(r["has_tool_use"] for r in records),
                 "model": usage_record["model"],
                 "fast": usage_record["fast"],
+                # DESIGN 2.8: the key orders elements of one timestamp; a request without one
+                # sorts after the keyed ones, by its file's path, then line number.
+                "key": records[0]["key"],
+                "place": (str(records[0].get("path", "")), records[0].get("line", 0)),
+                "reason": usage_record["reason"],
             }
         )
     return requests
@@ -700,7 +722,10 @@ def usage_winner(records: list[dict]) -> dict:
     def tie_break(record: dict) -> tuple:
         rest = json.dumps({"iterations": record["iterations"], "fast": record["fast"]}, sort_keys=True)
         # A record naming a model comes before one naming none; then the smallest model.
-        return (record["model"] is None, record["model"] or "", rest)
+        # Then (DESIGN 2.8's reason) a record giving a reason before one giving none, the
+        # smallest reason first: never the order files are read in.
+        return (record["model"] is None, record["model"] or "", rest, record["reason"] is None,
+                record["reason"] or "")
 
     return min(tied, key=tie_break)
 
@@ -1565,6 +1590,253 @@ def compute_plan(projects_dir: Path, session: str) -> dict:
         "tasks_never_started": [{"name": names[k], "status": status[k]} for k in names if not windows[k]],
     }
 
+
+
+# ---------------------------------------------------------------------------
+# Prompt-cache misses and their cost (DESIGN 2.8)
+# ---------------------------------------------------------------------------
+#
+# Written from DESIGN 2.8's text alone.  Reference decisions where the text leaves a choice:
+#   - a keyless request (DESIGN 2.2 "a request of its own") is placed by its file's path
+#     (here: the absolute path, the same root for all, so the order below the root) and the
+#     index of its line among the file's JSON-object lines (the same order as line numbers);
+#   - "no model" is None, a value of its own: None vs a model is a model change;
+#   - pause_s is reported to the millisecond, like every other seconds figure (2.3);
+#   - costliest ties: earlier element first, then stream agent, then key (never file order).
+
+CAUSES = ("compaction", "model", "expired", "invalidated")
+FIVE_MINUTES_S = 300
+ONE_HOUR_S = 3600
+MISS_MIN_REWRITTEN = 2000
+
+
+def records_with_places(files: list[dict]) -> list[dict]:
+    """Every record of every file, each with its file's path and its line's index."""
+    records = []
+    for file in files:
+        for index, line in enumerate(file["lines"]):
+            for record in records_of_line(line, file):
+                record["path"] = file["path"]
+                record["line"] = index
+                records.append(record)
+    return records
+
+
+def writes_of(part: dict) -> tuple[int, int]:
+    """(5m, 1h) writes of a part: "when they do not add up to its cache_create, all of its
+    cache_create counts as 5m (for lifetime and price alike)"."""
+    if part["cache_create_5m"] + part["cache_create_1h"] != part["cache_create"]:
+        return part["cache_create"], 0
+    return part["cache_create_5m"], part["cache_create_1h"]
+
+
+def stream_elements(requests: list[dict], session: str, agent: str) -> list[dict]:
+    """The elements of one stream in order: the parts of its requests that have a timestamp,
+    only those whose model is the model of the request's last part, and only those with
+    cache_read + cache_create > 0.  Order: request timestamp, then key (code-point), a keyless
+    request after the keyed ones of its timestamp, by (path, line); then place in iterations."""
+    elements = []
+    for request in requests:
+        if request["session"] != session or request["agent"] != agent or request["timestamp"] is None:
+            continue
+        last_model = request["parts"][-1]["model"]
+        for place, part in enumerate(request["parts"]):
+            if part["model"] != last_model:
+                continue
+            if part["cache_read"] + part["cache_create"] <= 0:
+                continue
+            keyless = request["key"] is None
+            order = (request["timestamp"], keyless, request["key"] or "", request["place"] if keyless else ("", 0),
+                     place)
+            elements.append({"order": order, "part": part, "request": request, "agent": agent})
+    elements.sort(key=lambda element: element["order"])
+    return elements
+
+
+def prefix_of(element: dict) -> int:
+    return element["part"]["cache_read"] + element["part"]["cache_create"]
+
+
+def lifetime_after(elements: list[dict], index: int) -> int:
+    """The lifetime in force after elements[index]: that of the latest element up to it
+    (included) with cache_create > 0: 3600 s when it wrote 1h tokens and no 5m tokens, else
+    300 s (also when none wrote yet)."""
+    for element in reversed(elements[: index + 1]):
+        if element["part"]["cache_create"] > 0:
+            five, hour = writes_of(element["part"])
+            return ONE_HOUR_S if hour > 0 and five == 0 else FIVE_MINUTES_S
+    return FIVE_MINUTES_S
+
+
+def boundaries_of(session_files: list[dict], agent: str) -> list[int]:
+    """Timestamps of the compact_boundary system lines in a stream's own transcripts: for the
+    main stream, every main transcript of the session, its isSidechain lines excepted (copied
+    history included); for an agent, its own file(s), every line."""
+    times = []
+    for file in session_files:
+        if agent == "":
+            if file["kind"] != "main":
+                continue
+        elif file["kind"] != "subagent" or file["agent_id"] != agent:
+            continue
+        for line in file["lines"]:
+            if line.get("type") != "system" or line.get("subtype") != "compact_boundary":
+                continue
+            if agent == "" and line.get("isSidechain") is True:
+                continue
+            timestamp = parse_timestamp(line.get("timestamp"))
+            if timestamp is not None:
+                times.append(timestamp)
+    return times
+
+
+def part_price(part: dict, model, timestamp, fast: bool, prices_override: dict | None):
+    """A part's price as 2.7 says, or None when it cannot be priced."""
+    overrides = prices_override or {}
+    if model is not None and model in overrides:
+        return override_price(part, overrides[model])
+    if model is None:
+        return None
+    return package_price({**part, "model": model}, timestamp, fast)
+
+
+def extra_cost(element: dict, rewritten: int, prices_override: dict | None) -> decimal.Decimal:
+    """cost(e) - cost(e'), e' = e with the rewritten tokens read instead of written; r1 from
+    the 1h writes first.  A miss whose model cannot be priced costs 0 extra."""
+    part = element["part"]
+    five, hour = writes_of(part)
+    r1 = min(rewritten, hour)
+    r5 = rewritten - r1
+    e = {**part, "cache_create_5m": five, "cache_create_1h": hour}
+    e_prime = {**e, "cache_read": part["cache_read"] + rewritten, "cache_create": part["cache_create"] - rewritten,
+               "cache_create_5m": five - r5, "cache_create_1h": hour - r1}
+    request = element["request"]
+    cost_e = part_price(e, part["model"], request["timestamp"], request["fast"], prices_override)
+    cost_e_prime = part_price(e_prime, part["model"], request["timestamp"], request["fast"], prices_override)
+    if cost_e is None or cost_e_prime is None:
+        return decimal.Decimal(0)
+    return cost_e - cost_e_prime
+
+
+def stream_misses(elements: list[dict], boundaries: list[int], prices_override: dict | None) -> list[dict]:
+    misses = []
+    for index in range(1, len(elements)):
+        e, p = elements[index], elements[index - 1]
+        lost = prefix_of(p) - e["part"]["cache_read"]
+        rewritten = min(e["part"]["cache_create"], lost) if lost > 0 else 0
+        if not (rewritten >= MISS_MIN_REWRITTEN and 20 * e["part"]["cache_read"] < 19 * prefix_of(p)):
+            continue
+        t_e, t_p = e["request"]["timestamp"], p["request"]["timestamp"]
+        if any(t_p < t <= t_e for t in boundaries):
+            cause = "compaction"
+        elif e["part"]["model"] != p["part"]["model"]:
+            cause = "model"
+        elif t_e - t_p > lifetime_after(elements, index - 1) * 1_000_000:
+            cause = "expired"
+        else:
+            cause = "invalidated"
+        misses.append({
+            "at_us": t_e,
+            "agent": e["agent"],
+            "cause": cause,
+            "reason": e["request"]["reason"],
+            "rewritten": rewritten,
+            "extra": extra_cost(e, rewritten, prices_override),
+            "pause_s": seconds(t_e - t_p),
+            "prefix_before": prefix_of(p),
+            "order": e["order"],
+        })
+    return misses
+
+
+def cache_figures(requests: list[dict], misses: list[dict]) -> dict:
+    """The figures of a scope: its requests (all parts) and its misses."""
+    read = sum(r["usage"]["cache_read"] for r in requests)
+    create = sum(r["usage"]["cache_create"] for r in requests)
+    inputs = sum(r["usage"]["input"] for r in requests)
+    whole = inputs + read + create
+    by_cause = {}
+    for cause in CAUSES:
+        these = [m for m in misses if m["cause"] == cause]
+        by_cause[cause] = {"count": len(these), "rewritten": sum(m["rewritten"] for m in these),
+                           "extra": sum((m["extra"] for m in these), decimal.Decimal(0))}
+    waste = sum((by_cause[c]["extra"] for c in ("model", "expired", "invalidated")), decimal.Decimal(0))
+    return {
+        "read": read, "create": create, "hit_ratio": read / whole if whole else None,
+        "misses": {c: {"count": f["count"], "rewritten": f["rewritten"], "extra_usd": usd(f["extra"])}
+                   for c, f in by_cause.items()},
+        "waste_usd": usd(waste),
+        "waste": waste,  # unrounded, for sums over sessions
+    }
+
+
+def live_state(elements: list[dict], now_us: int, prices_override: dict | None) -> dict:
+    """DESIGN 2.8 "Live state" of a session, from its main stream's elements."""
+    if not elements:
+        return {"state": "none"}
+    last = elements[-1]
+    ttl = lifetime_after(elements, len(elements) - 1)
+    age = max(0, now_us - last["request"]["timestamp"])
+    warm = age <= ttl * 1_000_000
+    prefix = prefix_of(last)
+    written = {"input": 0, "output": 0, "cache_read": 0, "cache_create": prefix,
+               "cache_create_5m": 0 if ttl == ONE_HOUR_S else prefix,
+               "cache_create_1h": prefix if ttl == ONE_HOUR_S else 0}
+    read = {"input": 0, "output": 0, "cache_read": prefix, "cache_create": 0, "cache_create_5m": 0,
+            "cache_create_1h": 0}
+    model, fast = last["part"]["model"], last["request"]["fast"]
+    cost_written = part_price(written, model, now_us, fast, prices_override)
+    cost_read = part_price(read, model, now_us, fast, prices_override)
+    rewrite = None if cost_written is None or cost_read is None else usd(cost_written - cost_read)
+    return {"state": "warm" if warm else "cold", "ttl_s": ttl,
+            "seconds_left": seconds(ttl * 1_000_000 - age) if warm else 0,
+            "prefix_tokens": prefix, "rewrite_usd": rewrite, "last_request_us": last["request"]["timestamp"]}
+
+
+def compute_cache(projects_dir: Path, now_us: int | None = None, prices_override: dict | None = None,
+                  windows: dict | None = None) -> dict[str, dict]:
+    """session -> {"summary": figures, "subagents": {agent: figures}, "phases": [figures per
+    window], "misses": [every miss, in order], "costliest": [the ten largest], "live",
+    "streams", "elements"}.  windows: session -> [(start, end) aware datetimes] (2.5)."""
+    files = find_files(Path(projects_dir))
+    requests = build_requests(records_with_places(files))
+    files_by_session: dict[str, list[dict]] = {}
+    for file in files:
+        files_by_session.setdefault(file["session"], []).append(file)
+    sessions = set(files_by_session) | {r["session"] for r in requests}
+    result = {}
+    for session in sorted(sessions):
+        session_files = files_by_session.get(session, [])
+        mine = [r for r in requests if r["session"] == session]
+        streams = sorted({r["agent"] for r in mine if r["agent"] not in (INLINE_AGENT, UNNAMED_AGENT)})
+        misses, elements_count, main_elements, with_elements = [], 0, [], 0
+        for agent in streams:
+            elements = stream_elements(mine, session, agent)
+            elements_count += len(elements)
+            with_elements += bool(elements)
+            if agent == "":
+                main_elements = elements
+            misses += stream_misses(elements, boundaries_of(session_files, agent), prices_override)
+        misses.sort(key=lambda m: (m["at_us"], m["agent"], m["order"]))
+        costliest = sorted(misses, key=lambda m: (-m["extra"], m["at_us"], m["agent"], m["order"]))[:10]
+        listed = listed_subagents(session_files)
+        phases = []
+        for start, end in (windows or {}).get(session, []):
+            a, b = to_microseconds(start), to_microseconds(end)
+            phases.append(cache_figures([r for r in mine if in_window(r["timestamp"], a, b)],
+                                        [m for m in misses if a <= m["at_us"] < b]))
+        result[session] = {
+            "summary": cache_figures(mine, misses),
+            "subagents": {agent: cache_figures([r for r in mine if r["agent"] == agent],
+                                               [m for m in misses if m["agent"] == agent]) for agent in listed},
+            "phases": phases,
+            "misses": misses,
+            "costliest": costliest,
+            "live": live_state(main_elements, now_us, prices_override) if now_us is not None else None,
+            "streams": with_elements,  # streams with at least one element
+            "elements": elements_count,
+        }
+    return result
 
 if __name__ == "__main__":
     # Not sort_keys: a model row keyed None (named no model) cannot be sorted with strings;

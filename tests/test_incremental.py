@@ -23,6 +23,7 @@ from helpers import HOST, ingest, snapshot
 from retrod.ingest import Ingester
 from retrod.report import prices
 from retrod.store.store import Store
+from test_cache import causes
 
 SPOTTER = "-home-USER-projects-spotter-worktrees-spotter-gqc/258c7280-ae70-4798-800f-63464d01a85d"
 EXAMPLES = int(os.environ.get("RETROD_HYPOTHESIS_EXAMPLES", "12"))
@@ -83,6 +84,11 @@ def _corpus(dest: Path) -> None:
     (dest / "-synthetic" / f"{two}.jsonl").write_bytes(
         record("msg_t", 1, 9, "Claude-a", session=one) + record("msg_v", 4, 5, None, session=one)
         + record("msg_w", 5, 1, "claude-z", session=two))
+
+
+    # Prompt-cache misses (DESIGN §2.8): each cause, reasons, keyless records, an agent's own
+    # compaction boundary.
+    causes(dest)
 
 
 class Tree(dict):

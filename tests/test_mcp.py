@@ -120,7 +120,7 @@ def test_the_tools_and_their_schemas(env: dict[str, str], tmp_path: Path) -> Non
                 assert "session" in listed[name].input_schema["properties"], name
             stats = listed["session_stats"].output_schema["properties"]
             assert {"tokens", "claude_s", "tool_s", "human_s", "away_s", "requests", "tool_use", "open_phase",
-                    "found_by"} <= set(stats)
+                    "found_by", "cache"} <= set(stats)
             assert listed["list_phases"].annotations.read_only_hint
             assert not listed["end_phase"].annotations.read_only_hint
 
@@ -167,6 +167,11 @@ def test_a_whole_session_over_mcp_has_the_figures_of_retrod_report(env: dict[str
     for key in ("wall_s", "claude_s", "tool_s", "human_s", "away_s", "requests", "tool_calls", "tool_use", "cost",
                 "tokens", "phases"):
         assert after[key] == summary[key], key
+    # DESIGN §2.8's figures, as the report's (the live state's seconds move on between the two)
+    assert {k: v for k, v in after["cache"].items() if k != "live"} == {
+        k: v for k, v in summary["cache"].items() if k != "live"}
+    assert after["cache"]["misses"]["invalidated"]["count"] > 0  # the spotter session has some
+    assert after["cache"]["live"]["prefix_tokens"] == summary["cache"]["live"]["prefix_tokens"]
     assert after["started_at"] == report["session"]["started_at"]
     listed = rest["phases"]["phases"]
     assert [(p["number"], p["task"], p["phase"], p["verdict"]) for p in listed] == [
@@ -281,6 +286,9 @@ def test_sessions_lists_what_the_report_counts(env: dict[str, str], tmp_path: Pa
     report = json.loads(cli(env, "report", SESSION, "--format", "json", "--no-save").stdout)
     assert listed[SESSION]["requests"] == report["summary"]["requests"]
     assert listed[SESSION]["total_tokens"] == sum(report["summary"]["tokens"]["total"].values())
+    # DESIGN §2.8's waste, as the report's, from the command and the tool alike
+    assert listed[SESSION]["cache_waste_usd"] == report["summary"]["cache"]["waste_usd"] > 0
+    assert [row["cache_waste_usd"] for row in expected] == [row["cache_waste_usd"] for row in listed.values()]
 
 
 def test_brief_and_trends_answer_what_the_commands_print(env: dict[str, str], tmp_path: Path) -> None:

@@ -206,14 +206,16 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
 
-    since = tracking.parse_time(args.since) if args.since else None
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
+    since = tracking.parse_time(args.since) if args.since else None
     with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
         note = catchup.catch_up(settings, pool)
         with pool.connection() as conn:
             listing = tracking.recent_sessions(conn, project=args.project, since=since, limit=args.limit,
                                                sort=args.sort)
             costs = model.session_costs(conn, [(r["uuid"], r["member"]) for r in listing["sessions"]], prices)
+            if args.json:  # (each listed session's elements read: the text list stays on precomputed rows)
+                listing["sessions"] = model.with_cache_waste(conn, listing["sessions"], prices)
     for row in listing["sessions"]:
         row["cost"] = costs[(row["uuid"], row["member"])][1]  # as its report prices it
     _warn([note] if note else [])

@@ -169,6 +169,10 @@ class Stats(Found):
     member: str = Field(description="The database role whose session this is (a team's member)")
     phases: int = Field(description="Phases logged")
     open_phase: OpenPhase | None = Field(description="The open phase's figures so far; null when none is open")
+    cache: dict[str, Any] = Field(description=(
+        "Prompt-cache figures, as the report's summary.cache: read, create, hit_ratio, misses by cause"
+        " (compaction, model, expired, invalidated: count, rewritten, extra_usd), waste_usd, live (state"
+        " warm/cold/none, ttl_s, seconds_left, prefix_tokens, rewrite_usd) and the costliest misses"))
 
 
 class Retrospective(Found):
@@ -197,6 +201,8 @@ class SessionRow(BaseModel):
     tracked: bool
     description: str | None
     phases: int
+    cache_waste_usd: float = Field(description="What re-writing a lost prompt cache cost, compactions aside"
+                                               " (the report's summary.cache.waste_usd)")
 
 
 MATCHED = Field(None, description="The projects `project` took when read as a part of their names")

@@ -225,6 +225,11 @@ class Tools:
                 f" (Claude {figures['claude_s']:.0f}, tool {figures['tool_s']:.0f}, human {figures['human_s']:.0f},"
                 f" away {figures['away_s']:.0f}), tool-use efficiency"
                 f" {'n/a' if efficiency is None else f'{efficiency:.0%}'}")
+        cache = figures["cache"]
+        if cache["waste_usd"]:
+            text += f", prompt-cache waste ${cache['waste_usd']:,.2f}"
+        if cache["live"]["state"] != "none":
+            text += f", cache {cache['live']['state']}"
         if open_phase:
             text += (f"; open phase {quoted(open_phase['task'])} / {quoted(open_phase['phase'])} so far:"
                      f" {open_phase['tokens']['output']:,} output tokens, {open_phase['requests']} requests")
@@ -248,10 +253,11 @@ class Tools:
         """`retrod sessions --json`: the same object, each session with its cost."""
         with self.db.connection() as conn:
             listing = tracking.recent_sessions(conn, project=project, since=None, limit=limit)
-            costs = model.session_costs(conn, [(r["uuid"], r["member"]) for r in listing["sessions"]],
-                                        load_prices(self.settings.prices))
+            prices = load_prices(self.settings.prices)
+            costs = model.session_costs(conn, [(r["uuid"], r["member"]) for r in listing["sessions"]], prices)
+            rows = model.with_cache_waste(conn, listing["sessions"], prices)
         listed = [{**row, "started_at": _iso(row["started_at"]), "cost": costs[(row["uuid"], row["member"])][1]}
-                  for row in listing["sessions"]]
+                  for row in rows]
         lines = [f"{one_line(r['uuid'])}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens"
                  f"  {r['requests']} requests  {quoted(r['project'])}"
                  + (f"  {quoted(r['description'])}" if r["description"] else "") for r in listed]

@@ -82,6 +82,7 @@ def render(report: dict) -> str:
               if session["started_at"] and session["ended_at"] else "."), ""]
     out += _summary(summary)
     out += _tokens_by_model(summary, report["prices"])
+    out += _cache(summary["cache"])
     out += _claude_code(report.get("claude_code"), summary["cost"])
     if report["phases"]:
         out += _timeline(report["phases"]) + _verdicts(report["verdicts"], report["outside_phases"])
@@ -113,7 +114,19 @@ def _summary(summary: dict) -> list[str]:
     out += [""] + _table(["Tokens", "Main", "Subagents", "Compaction", "Total"], rows)
     out += ["", (f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
                  f"({_n(summary['tool_result_bytes'])} bytes).")]
+    out += ["", _cost_line(summary["cost"], summary["cache"])]
     return out
+
+
+def _cost_line(cost: dict, cache: dict) -> str:
+    """The estimated cost, and the share of it paid to write again a prompt cache that was lost
+    (DESIGN §2.8's waste: compactions' re-writes are expected, not counted)."""
+    line = f"Estimated cost: {cost_cell(cost)}"
+    waste = cache["waste_usd"]
+    if not waste:
+        return line + "; no prompt-cache waste."
+    share = f", {waste / cost['usd'] * 100:.1f}% of it" if cost["usd"] else ""
+    return line + f"; prompt-cache waste {usd(waste)}{share} (see *Prompt Cache*)."
 
 
 def usd(value: float | None) -> str:
@@ -164,6 +177,57 @@ def _tokens_by_model(summary: dict, prices: dict) -> list[str]:
     return ["", "## Tokens by Model", ""] + _table(
         ["Model", "Requests", "Output", "Input", "Cache read", "Cache create", "of which 1h", "Est. cost"],
         table) + ["", note]
+
+
+CAUSE_TITLES = {"compaction": "After a compaction (expected)", "model": "Model switched",
+                "expired": "Pause past the cache's lifetime", "invalidated": "Prefix changed or dropped"}
+
+
+def _pct(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio * 100:.1f}%"
+
+
+def _cache(cache: dict) -> list[str]:
+    """DESIGN §2.8: the hit ratio, the misses by cause with the tokens written again and what
+    that cost beyond a cache read, and the costliest misses with their time, the pause before
+    them and the context they re-wrote."""
+    misses = cache["misses"]
+    count = sum(m["count"] for m in misses.values())
+    out = ["", "## Prompt Cache", "",
+           (f"Hit ratio {_pct(cache['hit_ratio'])}: {_n(cache['read'])} tokens read from the cache, "
+            f"{_n(cache['create'])} written to it.")]
+    out += _live(cache["live"])
+    if not count:
+        return out + ["", "No cache miss: every request read back what the one before it had cached."]
+    out += [""] + _table(["Cause", "Misses", "Re-written", "Extra cost"],
+                         [[CAUSE_TITLES[c], _n(m["count"]), _n(m["rewritten"]), usd(m["extra_usd"])]
+                          for c, m in misses.items() if m["count"]])
+    out += ["", (f"Waste: {usd(cache['waste_usd'])} — what the misses other than compactions cost beyond reading "
+                 "the same tokens from the cache. See docs/accounting.md for what causes each and what to do.")]
+    rows = [[_utc_seconds(m["at"]), cell(m["agent"]) or "main", m["cause"] + (f" ({cell(m['reason'])})"
+                                                                           if m["reason"] else ""),
+             _secs(m["pause_s"]), _n(m["prefix_before"]), _n(m["rewritten"]), usd(m["extra_usd"])]
+            for m in cache["costliest"]]
+    return out + ["", "Costliest misses:", ""] + _table(
+        ["Time (UTC)", "Agent", "Cause (Claude Code's reason)", "Pause before", "Context before", "Re-written",
+         "Extra cost"], rows, text_columns=(0, 1, 2))
+
+
+def _live(live: dict) -> list[str]:
+    """The main conversation's cache when the report was made: what the next message would cost
+    to write again once it is cold (the moment it can still be saved)."""
+    if live["state"] == "none":
+        return []
+    rewrite = f" (≈ {usd(live['rewrite_usd'])} more than reading it)" if live["rewrite_usd"] is not None else ""
+    if live["state"] == "warm":
+        return ["", (f"When this report was made the cache was warm for {duration(live['seconds_left'])} more: "
+                     f"a message after that writes {_n(live['prefix_tokens'])} tokens again{rewrite}.")]
+    return ["", (f"When this report was made the cache was cold: the next message writes "
+                 f"{_n(live['prefix_tokens'])} tokens again{rewrite}.")]
+
+
+def _utc_seconds(iso: str) -> str:
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%m-%d %H:%M:%S")
 
 
 WINDOWS = {"five_hour": "5-hour window", "seven_day": "7-day window"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from psycopg import Connection
 from psycopg.rows import dict_row
@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 from ..store.members import member_of
 from ..store.queries import one, q
 from ..verdicts import VERDICTS
+from . import cache
 from . import prices as pricing
 from .plan import Plan, PlanCall, Task, derive
 
@@ -77,15 +78,21 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         task_figures = window_figures(cur, args, [{"id": f"{n}.{k}", "s": s, "e": e}
                                                   for n, task in enumerate(plan.tasks, 1)
                                                   for k, (s, e) in enumerate(task.windows)])
+        now = datetime.now(UTC)  # the live state's and open phases' "now"
+        misses, summary["cache"] = _cache(cur, args, summary["tokens"]["total"], prices, now)
 
     times = summary.pop("times")
     tokens = summary["tokens"]
     phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
+    for row, phase_figures in zip(phase_rows, phases, strict=True):
+        phase_figures["cache"] = cache.figures(
+            phase_figures["tokens"], cache.in_window(misses, row["started_at"], row["ended_at"], now))
     subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}),
-                           _task_at(plan.tasks, row["first_ts"]))
+                           _task_at(plan.tasks, row["first_ts"]), cache.of_agent(misses, row["agent_id"]))
                  for row in subagent_rows]
     tasks = [_task(n, task, [task_figures[f"{n}.{k}"] for k in range(len(task.windows))], prices,
-                   [s["agent_id"] for s in subagents if s["task"] == n])
+                   [s["agent_id"] for s in subagents if s["task"] == n],
+                   [m for s, e in task.windows for m in cache.in_window(misses, s, e, now)])
              for n, task in enumerate(plan.tasks, 1)]
     tool_use = summary["tool_use"]
     total_output = tokens["total"]["output"]
@@ -113,7 +120,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "tool_result_tokens_est": int(times["tool_result_bytes"]) // 4,
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
             "phases": len(phases),
-            **{k: summary[k] for k in ("tokens", "tokens_by_model", "cost", "tool_use")},
+            **{k: summary[k] for k in ("tokens", "tokens_by_model", "cost", "tool_use", "cache")},
             "tool_use_by_agent": {agent: tool_use_figures(calls) for agent, calls in sorted(by_agent.items())},
         },
         "prices": prices.describe(),
@@ -163,13 +170,39 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
     }
 
 
+def _cache(cur, args: dict, tokens: dict, prices: pricing.Prices, now: datetime) -> tuple[list[cache.Miss], dict]:
+    """DESIGN §2.8: the session's misses, and its `summary.cache` (`tokens`: its total tokens)."""
+    with cur.connection.cursor() as rows:  # tuples: a large session has tens of thousands
+        elements = rows.execute(q("session_cache_elements"), args).fetchall()
+        boundaries = rows.execute(q("session_cache_boundaries"), args).fetchall()
+    misses, last = cache.walk(elements, boundaries, prices)
+    return misses, {**cache.figures(tokens, misses), "live": cache.live(last, now, prices),
+                    "costliest": cache.costliest(misses)}
+
+
+def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
+    """Listed sessions (`retrod sessions`' rows: uuid, member), each with its prompt-cache waste
+    (DESIGN §2.8, as its report's `summary.cache.waste_usd`): one read of each one's elements."""
+    out = []
+    with conn.cursor() as cur:
+        for row in rows:
+            args = {"session": row["uuid"], "member": row["member"]}
+            elements = cur.execute(q("session_cache_elements"), args).fetchall()
+            boundaries = cur.execute(q("session_cache_boundaries"), args).fetchall()
+            misses, _ = cache.walk(elements, boundaries, prices)
+            out.append({**row, "cache_waste_usd": cache.waste(misses)})
+    return out
+
+
 def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
-          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True) -> dict:
+          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True,
+          cache_figures: bool = True) -> dict:
     """The figures of a look mid-session (`retrod mcp`'s session_stats, `retrod statusline`), the
     same as `build`'s: the summary's totals, the number of phases and the open phase's figures so
     far (its window up to now), without the per-tool, subagent, waste-example and closed-phase
     queries. Without `phase_figures` the open phase is only named, with its start: its window's
-    query is the costliest of these (the status line, which shows its name and minutes, skips it)."""
+    query is the costliest of these (the status line, which shows its name and minutes, skips it).
+    Without `cache_figures`, no `cache` (DESIGN §2.8: a read of all the session's requests)."""
     pricing.store_tiers(conn)
     member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
@@ -179,6 +212,8 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         summary = _summary(cur, args, prices)
         fig = window_figures(cur, args, _phase_windows([open_row]))[str(open_row["id"])] \
             if open_row and phase_figures else None
+        if cache_figures:
+            summary["cache"] = _cache(cur, args, summary["tokens"]["total"], prices, datetime.now(UTC))[1]
     times = summary.pop("times")
     del summary["by_agent"]
     if open_row is None:
@@ -269,9 +304,10 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
     }
 
 
-def _task(number: int, task: Task, figs: list[dict], prices: pricing.Prices, subagents: list[str]) -> dict:
+def _task(number: int, task: Task, figs: list[dict], prices: pricing.Prices, subagents: list[str],
+          misses: list[cache.Miss]) -> dict:
     """A task of the plan (DESIGN §2.9) with a phase's figures over its windows: they never
-    overlap, so the windows' figures add up."""
+    overlap, so the windows' figures add up; `misses`: the cache misses in its windows (§2.8)."""
     figures = _figures(_sum_windows(figs), prices)
     return {
         "number": number,
@@ -282,6 +318,7 @@ def _task(number: int, task: Task, figs: list[dict], prices: pricing.Prices, sub
         "ended_at": _iso(task.windows[-1][1]),
         **{k: figures[k] for k in ("tokens", "tokens_by_model", "cost", "requests", "tool_turns", "text_turns",
                                    "claude_s", "tool_s", "human_s", "away_s", "tool_use")},
+        "cache": cache.figures(figures["tokens"], misses),
         "subagents": subagents,
     }
 
@@ -437,7 +474,8 @@ def _by_task(phases: list[dict]) -> dict:
     return tasks
 
 
-def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int], task: int | None) -> dict:
+def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int], task: int | None,
+              misses: list[cache.Miss]) -> dict:
     if row["meta_type"] or row["meta_description"]:
         matched_by, agent_type, description = "meta", row["meta_type"], row["meta_description"]
     elif row["linked_tool_use_id"]:
@@ -454,6 +492,7 @@ def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int], ta
         "tokens": {f: int(row[f]) for f in TOKEN_FIELDS},
         "requests": row["requests"],
         "tool_use": tool_use_figures(calls_by_signal),
+        "cache": cache.figures(row, misses),
         "seconds": _seconds(row["span_us"] or 0),
         "started_at": _iso(row["first_ts"]),
         "phase": phase and f"{phase['task']} / {phase['phase']}",

@@ -149,6 +149,12 @@ def thresholds() -> tuple[int, ...]:
     return tuple(sorted(starts))
 
 
+def tier_floor(size: int) -> int:
+    """The price tier of a part whose input (input + cache read + cache write) is `size`: the
+    largest threshold it is above, 0 for none (as retrod.tier_floor in SQL, migration 0013)."""
+    return max((start for start in thresholds() if size > start), default=0)
+
+
 def store_tiers(conn: Any) -> bool:
     """The store sums request parts by these thresholds from now on (store/tiers.ensure)."""
     from ..store import tiers

@@ -96,7 +96,7 @@ def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime
     out: dict = {"session": None, "today": None}
     member = None
     if session is not None:
-        stats = model.stats(conn, session, away_after_s, prices, phase_figures=False)
+        stats = model.stats(conn, session, away_after_s, prices, phase_figures=False, cache_figures=False)
         member = stats["member"]
         if stats["started_at"] is not None or stats["phases"]:  # else: nothing of it stored yet
             use, open_phase = stats["tool_use"], stats["open_phase"]

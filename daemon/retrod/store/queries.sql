@@ -74,6 +74,9 @@ DELETE FROM retrod.events WHERE file_id = %(id)s;
 -- name: forget_file_legacy_compactions
 DELETE FROM retrod.events WHERE file_id = %(id)s AND "offset" < 0;
 
+-- name: forget_file_cache_boundaries
+DELETE FROM retrod.cache_boundaries WHERE file_id = %(id)s;
+
 -- name: forget_file_tool_calls
 DELETE FROM retrod.tool_calls WHERE file_id = %(id)s;
 
@@ -86,9 +89,10 @@ DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 -- A batch's rows come as one JSON document per table, encoded in C on the client: binding
 -- one array per column cost more client time than the server spent on the rows.
 -- The usage of a request is that of its record with the largest (main, output, input,
--- cache_create, cache_read) tuple, and its model, parts and speed that record's (in a tie on the
--- tuple and the 5m/1h split: a model before none, then the smallest; parts before none, then the
--- smallest; fast before standard: fold.Request.tie_rank); its owner is the record with the
+-- cache_create, cache_read) tuple, and its model, parts, speed and cache-miss reason that record's
+-- (in a tie on the tuple and the 5m/1h split: a model before none, then the smallest; parts before
+-- none, then the smallest; fast before standard; a reason before none, then the smallest:
+-- fold.Request.tie_rank); its owner is the record with the
 -- smallest (sidechain, foreign, timestamp, session, agent) tuple, the unnamed and inline threads
 -- (fold.THREADS) after every named agent; its time is the earliest (DESIGN §2.2). The key is the
 -- member's (§3). `machine`: the host whose file holds the owning record (§4 "Machines"; every
@@ -98,29 +102,33 @@ DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-    cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast, machine)
+    cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast, machine, cache_miss_reason,
+    place_path, place_offset)
 SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
        retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
        (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
        (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model, parts, fast,
-       %(host_id)s::text
+       %(host_id)s::text, reason, place_path, place_offset
 FROM json_to_recordset(%(requests)s::json)
      AS x(key TEXT, session_uuid TEXT, agent TEXT, ts_us BIGINT, attr_sidechain BOOL, attr_foreign BOOL,
-          attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT, parts TEXT, fast BOOL)
+          attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT, parts TEXT, fast BOOL,
+          reason TEXT, place_path TEXT, place_offset BIGINT)
 ON CONFLICT (key, db_role) DO UPDATE SET
     (usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-     cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast) = (
+     cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast, cache_miss_reason) = (
         SELECT * FROM (VALUES
             (excluded.usage_main, excluded.input_tokens, excluded.output_tokens,
              excluded.cache_read_tokens, excluded.cache_create_tokens,
              excluded.cache_create_5m_tokens, excluded.cache_create_1h_tokens, excluded.model,
-             excluded.parts, excluded.fast),
+             excluded.parts, excluded.fast, excluded.cache_miss_reason),
             (r.usage_main, r.input_tokens, r.output_tokens, r.cache_read_tokens,
              r.cache_create_tokens, r.cache_create_5m_tokens, r.cache_create_1h_tokens, r.model,
-             r.parts, r.fast)
-        ) AS u (m, i, o, cr, cc, c5, c1, md, pt, fa)
+             r.parts, r.fast, r.cache_miss_reason)
+        ) AS u (m, i, o, cr, cc, c5, c1, md, pt, fa, rs)
         ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, c5 DESC, c1 DESC, md = '', md,
-                 pt IS NULL, pt COLLATE "C", NOT fa LIMIT 1),
+                 pt IS NULL, pt COLLATE "C", NOT fa, rs IS NULL, rs LIMIT 1),
+    -- (a keyless request's place is its key's: the same whenever its record is read again)
+    (place_path, place_offset) = (excluded.place_path, excluded.place_offset),
     (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts, machine) = (
         SELECT * FROM (VALUES
             (excluded.session_uuid, excluded.agent, excluded.attr_sidechain,
@@ -274,6 +282,14 @@ INSERT INTO retrod.subagent_links (file_id, session_uuid, agent_id, tool_use_id)
 SELECT f.file_id, f.session_uuid, l->>0, l->>1
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
      json_array_elements(f.rows) AS l
+ON CONFLICT DO NOTHING;
+
+-- DESIGN §2.8: a stream's compaction boundaries with their time; a line read again is the same row.
+-- name: insert_cache_boundaries
+INSERT INTO retrod.cache_boundaries (file_id, "offset", session_uuid, agent, ts)
+SELECT f.file_id, b."offset", f.session_uuid, b.agent, retrod.us_to_ts(b.ts_us)
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_to_recordset(f.rows) AS b("offset" BIGINT, agent TEXT, ts_us BIGINT)
 ON CONFLICT DO NOTHING;
 
 -- Subagents' meta files: read whole, committed with the batch they came in.

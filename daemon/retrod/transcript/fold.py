@@ -46,7 +46,9 @@ class Source:
 #    compaction boundaries are rows, so that copies of a main transcript count once (0014).
 # 3: plan calls carry their input, results whether they failed by their own account and the
 #    task a TaskCreate made (0025); a sessionId `<session>#…` names its session (workflow agents),
-#    subagent timelines (§2.3) and fork copies (§2.1).
+#    subagent timelines (§2.3) and fork copies (§2.1); requests carry Claude Code's cache-miss
+#    reason and their place when keyless, and every stream's compaction boundaries are kept with
+#    their time (0024, §2.8).
 RULES = 3
 # A file read under rules below this is read again forgetting its per-file rows (events, calls,
 # subagents, links; requests stay counted), not keeping them: lines the file once counted as its
@@ -93,6 +95,11 @@ class Request:
     model: str = ""  # message.model of the record whose usage counts; "" when it names none
     parts: str | None = None  # that record's parts as JSON (parts_json); None: one part, the above
     fast: bool = False  # that record's usage.speed is "fast"
+    reason: str | None = None  # that record's message.diagnostics.cache_miss_reason (§2.8)
+    # A request without a key (a record of its own): its file and offset, which order it among
+    # the keyless requests of its timestamp (§2.8); None for a keyed request.
+    place_path: str | None = None
+    place_offset: int | None = None
 
     def attribution_rank(self) -> tuple:
         ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
@@ -107,9 +114,11 @@ class Request:
     def tie_rank(self) -> tuple:
         """Among records that tie on the usage rank, the smallest counts: a model before none, then
         the smallest model in code-point order; then parts before none (a record read again under
-        newer rules brings them), the smallest parts; then fast mode before standard. So any order
+        newer rules brings them), the smallest parts; then fast mode before standard; then a
+        cache-miss reason before none, the smallest. So any order
         of arrival picks the same record (upsert_requests sorts the same way)."""
-        return (self.model == "", self.model, self.parts is None, self.parts or "", not self.fast)
+        return (self.model == "", self.model, self.parts is None, self.parts or "", not self.fast,
+                self.reason is None, self.reason or "")
 
     def usage_beaten_by(self, other: Request) -> bool:
         """Whether `other`'s record is the one whose usage (and model, parts, speed) counts."""
@@ -122,7 +131,7 @@ class Request:
         """Fold another record of the same request in (DESIGN §2.2)."""
         if self.usage_beaten_by(other):
             self.usage_main, self.usage, self.model = other.usage_main, other.usage, other.model
-            self.parts, self.fast = other.parts, other.fast
+            self.parts, self.fast, self.reason = other.parts, other.fast, other.reason
         if other.attribution_rank() < self.attribution_rank():
             self.session_uuid, self.agent = other.session_uuid, other.agent
             self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
@@ -152,6 +161,17 @@ class Event:
     # or an isSidechain one, or a message an agent_progress line embeds): it counts only while its
     # session has no main event, placed by the store across the session's files (no gap here).
     sub: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """A compact_boundary line with a timestamp in a stream's own transcript (DESIGN §2.8): a
+    main transcript's lines but its isSidechain ones (copied history and fork copies included;
+    agent ""), every line of an agent's own file (agent = the file's id)."""
+
+    offset: int
+    agent: str
+    ts_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +226,7 @@ class FoldResult:
     links: set[tuple[str, str]] = field(default_factory=set)  # (agent_id, tool_use_id)
     calls: dict[str, Call] = field(default_factory=dict)  # the first of each id in this chunk
     results: dict[str, ToolResult] = field(default_factory=dict)  # the first of each id in this chunk
+    boundaries: list[Boundary] = field(default_factory=list)
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -257,6 +278,10 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
     if sidechain and not foreign:
         _add_sub_event(out, offset, msg, msg.timestamp)
 
+    if (msg.type == "system" and entry.subtype == "compact_boundary" and msg.timestamp is not None
+            and (in_subagent_file or not entry.is_sidechain)):
+        out.boundaries.append(Boundary(offset, source.agent_id if in_subagent_file else "", msg.timestamp))
+
     if msg.type == "assistant" and msg.usage is not None:
         if in_subagent_file:
             agent = source.agent_id
@@ -306,6 +331,7 @@ def _add_sub_event(out: FoldResult, offset: int, msg: Message, ts: int | None) -
 def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usage: Usage, ts: int | None,
                 sidechain: bool, foreign: bool, agent: str) -> None:
     key = msg.key or indexable(f"@{source.name}@{offset}", PLACE_KEY_BYTES, keep_start=False)
+    keyless = msg.key is None
     record = Request(
         key=key,
         session_uuid=source.session_uuid,
@@ -320,6 +346,9 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         model=msg.model or "",
         parts=parts_json(msg.parts),
         fast=msg.fast,
+        reason=msg.cache_miss_reason,
+        place_path=indexable(source.name, PLACE_KEY_BYTES) if keyless else None,
+        place_offset=offset if keyless else None,
     )
     known = out.requests.get(key)
     if known is None:

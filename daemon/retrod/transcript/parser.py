@@ -62,11 +62,22 @@ class _Block(Struct):
     is_error: bool | None = None
 
 
+class _Reason(Struct):
+    type: str | None = None
+
+
+class _Diagnostics(Struct):
+    """The API's cache diagnosis (Claude Code 2.1.217+), DESIGN §2.8."""
+
+    cache_miss_reason: str | _Reason | None = None
+
+
 class _Message(Struct):
     id: str | None = None
     model: str | None = None
     usage: _Usage | None = None
     content: str | list[_Block] | None = None
+    diagnostics: _Diagnostics | None = None
 
 
 class _CreatedTask(Struct):
@@ -304,6 +315,7 @@ class Message:
     fast: bool = False  # usage.speed is "fast" (fast mode: priced apart, §2.7)
     uuid: str | None = None  # its uuid (an embedded message's: a subagent timeline counts it once, §2.3)
     compact_summary: bool = False  # isCompactSummary: its gap is compaction time (§2.3)
+    cache_miss_reason: str | None = None  # message.diagnostics.cache_miss_reason (§2.8)
     tool_uses: list[ToolUse] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
 
@@ -406,6 +418,14 @@ def _task_text(tool_input: Any, key: str) -> str | None:
     return storable_text(tool_input.get(key)) if isinstance(tool_input, dict) else None
 
 
+def _cache_miss_reason(diagnostics: _Diagnostics | None) -> str | None:
+    """DESIGN §2.8: a string, or an object whose `type` is a string; an empty one is none."""
+    reason = diagnostics.cache_miss_reason if diagnostics is not None else None
+    if isinstance(reason, _Reason):
+        reason = reason.type
+    return storable_id(reason)
+
+
 def _message(kind: str | None, session_id: str | None, timestamp: str | None, uuid: str | None,
              request_id: str | None, body: _Message | None, compact_summary: bool | None = None,
              outcome: _AgentRef | None = None) -> Message:
@@ -417,6 +437,7 @@ def _message(kind: str | None, session_id: str | None, timestamp: str | None, uu
     if body is None:
         return msg
     msg.model = storable_id(body.model)
+    msg.cache_miss_reason = _cache_miss_reason(body.diagnostics)
     if body.usage is not None:
         msg.usage = _usage(body.usage)
         msg.parts = _parts(body.usage, msg.usage, msg.model)

@@ -1,0 +1,215 @@
+"""Prompt-cache misses priced by cause (DESIGN §2.8): each stream's elements walked in order
+(`session_cache_elements` reads them, ordered, with the boundaries' times), and the figures of a
+session, a phase and a subagent, the costliest misses and the live state. Pure: no SQL here."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import NamedTuple
+
+from . import prices as pricing
+
+CAUSES = ("compaction", "model", "expired", "invalidated")
+WASTE_CAUSES = ("model", "expired", "invalidated")  # a compaction's re-write is expected, never waste
+FIVE_MINUTES_S = 300
+ONE_HOUR_S = 3600
+MISS_MIN_REWRITTEN = 2000  # tokens: a breakpoint moving back by a few hundred is no miss
+COSTLIEST = 10
+_MILLION = Decimal(1_000_000)
+_US = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    at: datetime
+    agent: str
+    cause: str
+    reason: str | None
+    rewritten: int
+    extra: Decimal  # unrounded dollars
+    pause_us: int
+    prefix_before: int
+
+
+@dataclass(frozen=True, slots=True)
+class Last:
+    """The main stream's last element: what the live state is made of."""
+
+    at: datetime
+    model: str
+    fast: bool
+    prefix: int
+    ttl_s: int  # the lifetime in force after it
+
+
+class Element(NamedTuple):
+    """A row of `session_cache_elements`, in its column order."""
+
+    agent: str
+    ts: datetime
+    model: str
+    fast: bool
+    input: int
+    cache_read: int
+    cache_create: int
+    c5: int
+    c1: int
+    reason: str | None
+
+    @property
+    def prefix(self) -> int:
+        """What the cache holds for its stream after it."""
+        return self.cache_read + self.cache_create
+
+    def writes(self) -> tuple[int, int]:
+        """Its (5m, 1h) writes: all of them 5m when the split does not add up."""
+        if self.c5 + self.c1 != self.cache_create:
+            return self.cache_create, 0
+        return self.c5, self.c1
+
+
+def walk(rows: Iterable[Sequence], boundaries: Iterable[Sequence],
+         prices: pricing.Prices) -> tuple[list[Miss], Last | None]:
+    """The misses of every stream, in time order, and the main stream's last element. `rows`:
+    Element's columns, each stream's in its order (agent, then §2.8's order); `boundaries`:
+    (agent, ts), by agent then time."""
+    times: dict[str, list[datetime]] = {}
+    for agent, ts in boundaries:
+        times.setdefault(agent, []).append(ts)
+    found: list[Miss] = []
+    main: tuple[Element, int] | None = None
+    p: Element | None = None
+    ttl = FIVE_MINUTES_S  # in force after `p`: the latest element that wrote sets it
+    stream_times: Sequence[datetime] = ()
+    for row in rows:
+        e = Element(*row)
+        if p is not None and p.agent != e.agent:
+            if p.agent == "":
+                main = (p, ttl)
+            p = None
+        if p is None:  # a stream's first element is never a miss
+            ttl, stream_times = FIVE_MINUTES_S, times.get(e.agent, ())
+        else:
+            lost = p.prefix - e.cache_read
+            # (cheap tests first: most elements read all of p's prefix)
+            if lost >= MISS_MIN_REWRITTEN and e.cache_create >= MISS_MIN_REWRITTEN:
+                miss = _miss(p, e, ttl, stream_times, prices)
+                if miss is not None:
+                    found.append(miss)
+        if e.cache_create > 0:
+            five, hour = e.writes()
+            ttl = ONE_HOUR_S if hour > 0 and five == 0 else FIVE_MINUTES_S
+        p = e
+    if p is not None and p.agent == "":
+        main = (p, ttl)
+    found.sort(key=lambda m: m.at)  # (stable: streams in agent order at one time)
+    last = None if main is None else Last(main[0].ts, main[0].model, main[0].fast, main[0].prefix, main[1])
+    return found, last
+
+
+def _miss(p: Element, e: Element, ttl_after_p: int, boundaries: Sequence[datetime],
+          prices: pricing.Prices) -> Miss | None:
+    """Element `e` after `p` in its stream: a miss when it wrote at least 2,000 of the tokens `p`
+    left cached and read less than 95 % of them; its cause, the first that applies: a compaction
+    boundary in (t(p), t(e)], a model switch, a pause past the lifetime in force, else the prefix
+    was invalidated."""
+    lost = p.prefix - e.cache_read
+    rewritten = min(e.cache_create, lost) if lost > 0 else 0
+    if rewritten < MISS_MIN_REWRITTEN or 20 * e.cache_read >= 19 * p.prefix:
+        return None
+    pause = e.ts - p.ts
+    if bisect.bisect_right(boundaries, e.ts) > bisect.bisect_right(boundaries, p.ts):
+        cause = "compaction"
+    elif e.model != p.model:
+        cause = "model"
+    elif pause > timedelta(seconds=ttl_after_p):
+        cause = "expired"
+    else:
+        cause = "invalidated"
+    return Miss(e.ts, e.agent, cause, e.reason, rewritten, _extra(e, rewritten, prices), pause // _US, p.prefix)
+
+
+def _rates(model: str, fast: bool, size: int, day: datetime, prices: pricing.Prices) -> pricing.Rates | None:
+    return pricing.rates(prices, model, day.astimezone(UTC).date(), fast, pricing.tier_floor(size))
+
+
+def _extra(e: Element, rewritten: int, prices: pricing.Prices) -> Decimal:
+    """cost(e) − cost(e′), e′ reading the rewritten tokens instead of writing them: the 1h writes
+    are taken first, at the rates of e's own size tier (unchanged: the input is the same). An
+    element whose model no price knows costs nothing extra (§2.7 lists it as unpriced)."""
+    rates = _rates(e.model, e.fast, e.input + e.cache_read + e.cache_create, e.ts, prices)
+    if rates is None:
+        return Decimal(0)
+    one_hour = min(rewritten, e.writes()[1])
+    five_minutes = rewritten - one_hour
+    return (five_minutes * (rates.cache_create_5m - rates.cache_read)
+            + one_hour * (rates.cache_create_1h - rates.cache_read)) / _MILLION
+
+
+def figures(tokens: Mapping[str, int], scope: Iterable[Miss]) -> dict:
+    """A scope's figures: `tokens` its requests' input, cache_read and cache_create; `scope`
+    its misses."""
+    read, create = int(tokens["cache_read"]), int(tokens["cache_create"])
+    whole = int(tokens["input"]) + read + create
+    counts = dict.fromkeys(CAUSES, 0)
+    rewritten = dict.fromkeys(CAUSES, 0)
+    extra = dict.fromkeys(CAUSES, Decimal(0))
+    for miss in scope:
+        counts[miss.cause] += 1
+        rewritten[miss.cause] += miss.rewritten
+        extra[miss.cause] += miss.extra
+    return {
+        "read": read,
+        "create": create,
+        "hit_ratio": read / whole if whole else None,
+        "misses": {cause: {"count": counts[cause], "rewritten": rewritten[cause],
+                           "extra_usd": pricing.usd(extra[cause])} for cause in CAUSES},
+        "waste_usd": pricing.usd(sum((extra[c] for c in WASTE_CAUSES), Decimal(0))),
+    }
+
+
+def waste(found: Iterable[Miss]) -> float:
+    """The extra cost of the misses that are waste (not after a compaction), to the micro-dollar."""
+    return pricing.usd(sum((m.extra for m in found if m.cause in WASTE_CAUSES), Decimal(0)))
+
+
+def in_window(found: Iterable[Miss], start: datetime, end: datetime | None, now: datetime) -> list[Miss]:
+    """The misses whose element's request falls in a phase's window (open: until now)."""
+    stop = end if end is not None else now
+    return [m for m in found if start <= m.at < stop]
+
+
+def of_agent(found: Iterable[Miss], agent: str) -> list[Miss]:
+    return [m for m in found if m.agent == agent]
+
+
+def costliest(found: Iterable[Miss]) -> list[dict]:
+    """The ten misses with the largest extra cost, the earlier first among equals."""
+    ranked = sorted(found, key=lambda m: (-m.extra, m.at))[:COSTLIEST]
+    return [{"at": m.at.isoformat(), "agent": m.agent, "cause": m.cause, "reason": m.reason,
+             "rewritten": m.rewritten, "extra_usd": pricing.usd(m.extra), "pause_s": round(m.pause_us / 1_000_000, 3),
+             "prefix_before": m.prefix_before} for m in ranked]
+
+
+def live(last: Last | None, now: datetime, prices: pricing.Prices) -> dict:
+    """The main stream's cache as of `now`: warm with the seconds left, or cold; what the next
+    message writes again once it is cold, and what that costs beyond reading it (by the last
+    element's model and speed, at today's prices, in the tier of a request that size)."""
+    if last is None:
+        return {"state": "none", "ttl_s": None, "seconds_left": None, "prefix_tokens": None, "rewrite_usd": None,
+                "last_request_at": None}
+    age_us = max(0, (now - last.at) // _US)
+    warm = age_us <= last.ttl_s * 1_000_000
+    rates = _rates(last.model, last.fast, last.prefix, now, prices)
+    if rates is None:
+        rewrite = None
+    else:
+        write = rates.cache_create_1h if last.ttl_s == ONE_HOUR_S else rates.cache_create_5m
+        rewrite = pricing.usd(last.prefix * (write - rates.cache_read) / _MILLION)
+    return {"state": "warm" if warm else "cold", "ttl_s": last.ttl_s,
+            "seconds_left": round((last.ttl_s * 1_000_000 - age_us) / 1_000_000, 3) if warm else 0,
+            "prefix_tokens": last.prefix, "rewrite_usd": rewrite, "last_request_at": last.at.isoformat()}
