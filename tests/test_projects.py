@@ -123,7 +123,7 @@ class TestSaysWhichProjects:
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
         alice, bob = str(world["folders"]["alice"]), str(world["folders"]["bob"])
         listed, said = cli_sessions(world, "work/app")
-        assert said == f"retrod: --project work/app matched 2 projects: {alice}, {bob}\n"
+        assert said == f"retrod: --project work/app matched 2 projects: {json.dumps(alice)}, {json.dumps(bob)}\n"
         assert listed["projects_matched"] == [alice, bob]
         trends = retrod(world["env"], "trends", "--json", "--project", "work/app")
         assert trends.stderr == said and json.loads(trends.stdout)["projects_matched"] == [alice, bob]
@@ -138,7 +138,8 @@ class TestSaysWhichProjects:
     def test_brief_serves_one_project_and_refuses_a_part_of_several(self, world: dict) -> None:
         done = retrod(world["env"], "brief", "--project", "work/app")
         assert done.returncode == 2 and "Traceback" not in done.stderr
-        assert f"matches 2 projects ({world['folders']['alice']}, {world['folders']['bob']})" in done.stderr
+        alice, bob = (json.dumps(str(world["folders"][who])) for who in ("alice", "bob"))
+        assert f"matches 2 projects ({alice}, {bob})" in done.stderr
         one = retrod(world["env"], "brief", "--project", "tool", "--format", "json")
         assert one.returncode == 0, one.stderr
         brief = json.loads(one.stdout)

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import HOST, ingest
-from retrod import brief, tracking, verdicts
+from retrod import brief, resolve, tracking, verdicts
 from retrod.mcp.tools import OneConnection, Tools
 from retrod.report import markdown, model
 from retrod.settings import Settings
@@ -356,3 +356,19 @@ def test_status_names_a_lagging_transcript_on_one_quoted_line(hostile_db: dict) 
         f.write('{"type": "user"')  # a line still being written: the file lags
     out = retrod(hostile_db, "status")
     assert f"bytes  {shown(str(transcript))}" in out
+
+
+def test_the_projects_a_part_matched_are_named_by_the_rule() -> None:
+    """A working folder comes from a transcript's `cwd`: the line that says which projects a
+    `--project` part took (stderr, and the MCP tools' text) and the refusal that lists them show
+    each one quoted on one line, never a forged line or an escape."""
+    evil = "/home/me/app\x1b[2J\nretrod: all good"
+    projects = [resolve.Project(evil, ("-home-me-app",)), resolve.Project("/home/me/app-two", ("-home-me-app-two",))]
+    match = resolve.match_project("app", projects)
+    said = resolve.matched_line("app", match.matched)
+    assert said == f"retrod: --project app matched 2 projects: {quoted(evil)}, \"/home/me/app-two\"\n"
+    clean(said)
+    with pytest.raises(resolve.ProjectError) as refused:
+        resolve.match_project("app", projects, one=True)
+    clean(str(refused.value))
+    assert quoted(evil) in str(refused.value)

@@ -149,7 +149,7 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
             if row["ended"]:
                 print(f"phase ended at {tracking.local(row['ended_at'])}: {args.verdict}")
             else:  # a phase `report --close` ended without one
-                print(f"phase {markdown.cell(row['task'])} / {markdown.cell(row['phase'])}, ended at"
+                print(f"phase {quoted(row['task'])} / {quoted(row['phase'])}, ended at"
                       f" {tracking.local(row['ended_at'])}, given its verdict: {args.verdict}")
         else:
             if args.task is None or args.start is None or args.end is None:
@@ -183,7 +183,7 @@ def _log_task(settings: Settings, args: argparse.Namespace) -> int:
             row = tracking.phase_log_windows(conn, session, name, args.phase, windows, args.verdict, _notes(args))
     _warn(row["warnings"])
     for start, stop in windows:
-        print(f"phase {name!r} / {args.phase!r} logged, {tracking.local(start)} → {tracking.local(stop)}:"
+        print(f"phase {quoted(name)} / {quoted(args.phase)} logged, {tracking.local(start)} → {tracking.local(stop)}:"
               f" {args.verdict}")
     return EXIT_OK
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .stored_text import one_line, quoted
 from .transcript.discovery import UUID_RE
 
 ENV_VAR = "CLAUDE_CODE_SESSION_ID"
@@ -281,7 +282,8 @@ def matched_line(value: str | None, matched: list[str] | None) -> str:
     one, or the value was not read as a part)."""
     if not value or not matched or len(matched) < 2:
         return ""
-    return f"retrod: --project {value} matched {len(matched)} projects: {', '.join(matched)}\n"
+    # (working folders come from transcripts: stored text, shown as data)
+    return f"retrod: --project {one_line(value)} matched {len(matched)} projects: {', '.join(map(quoted, matched))}\n"
 
 
 def match_project(value: str, projects: Iterable[Project], *, one: bool = False) -> ProjectMatch:
@@ -310,7 +312,8 @@ def match_project(value: str, projects: Iterable[Project], *, one: bool = False)
                            " inside one), its Claude Code folder name, or a part of either"
                            " (`retrod sessions` lists them)")
     if one and len(parts) > 1:
-        raise ProjectError(f"--project {value!r} matches {len(parts)} projects ({', '.join(p.name for p in parts)});"
+        names = ", ".join(quoted(p.name) for p in parts)
+        raise ProjectError(f"--project {value!r} matches {len(parts)} projects ({names});"
                            " this command serves one: give more of its folder")
     return ProjectMatch(value, parts, True)
 
