@@ -322,3 +322,21 @@ def test_the_mcp_trends_tool_splits_by_machine_as_the_command(db_url: str, two_h
     assert done.returncode == 0, done.stderr
     assert answered == json.loads(done.stdout)
     assert [r["machine"] for p in answered["periods"] for r in p.get("machines", [])] == ["a", "b"]
+
+
+def test_a_machine_holding_only_a_projects_subagent_still_names_the_project(db_url: str, tmp_path: Path) -> None:
+    """Split by project and filtered to a machine that holds only a session's subagent file (its
+    requests, no session of its own there): the row still carries the project's folder name and
+    working folder (found by review: they were taken from the sessions' figures, which that
+    machine has none of)."""
+    main_lines = [{**line, "cwd": "/home/me/app"} for line in M_SHARED]
+    write(tmp_path / "a" / "-home-me-app" / f"{M}.jsonl", main_lines)
+    agent = [{**assistant("s-a1", 30, M, "msg_s1", 70, 7), "isSidechain": True, "agentId": "x1"}]
+    write(tmp_path / "b" / "-home-me-app" / M / "subagents" / "agent-x1.jsonl", agent)
+    ingest(db_url, [tmp_path / "a"], host="a")
+    ingest(db_url, [tmp_path / "b"], host="b")
+    with psycopg.connect(db_url) as conn:
+        only_b = trends.trends(conn, by="week", tz="UTC", split="project", machine="b")
+    rows = [r for p in only_b["periods"] for r in p.get("projects", [])]
+    assert [(r["project"], r["project_slug"], r["project_path"], r["requests"]) for r in rows] \
+        == [("/home/me/app", "-home-me-app", "/home/me/app", 1)]

@@ -35,9 +35,11 @@ WITH rates AS (
              cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC)
 ), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), their project and machine
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-           (array_agg(state ->> 'cwd' ORDER BY slug, path)
-                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path,
-           CASE WHEN %(by_machine)s  -- (else not read: files_member_sessions holds no host id)
+           -- (each read only when asked: files_member_sessions, the covering index, holds neither)
+           CASE WHEN %(by_project)s OR %(projects)s::text[] IS NOT NULL
+                THEN (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                          FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] END AS project_path,
+           CASE WHEN %(by_machine)s
                 THEN coalesce(min(host_id) FILTER (WHERE kind = 'main'), min(host_id)) END AS machine
     FROM retrod.files
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
@@ -60,19 +62,17 @@ WITH rates AS (
     ) d
     WHERE %(since)s::timestamptz IS NULL OR d.started_at >= %(since)s::timestamptz
 ), figures AS (  -- each group's sums, straight to its period and group (no per-session step)
-    SELECT k_period, k_grp, k_machine, min(project_slug) AS slug, min(project_path) AS path,
-           sum(sessions) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
+    SELECT k_period, k_grp, k_machine, sum(sessions) AS sessions, retrod.interval_us(coalesce(sum(wall), '0')) AS wall_us,
            coalesce(sum(claude_us), 0)::bigint AS claude_us, coalesce(sum(tool_us), 0)::bigint AS tool_us,
            coalesce(sum(human_us), 0)::bigint AS human_us,
            coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes
     FROM (
-        SELECT k_period, k_grp, k_machine, project_slug, project_path, 1 AS sessions, wall, claude_us, tool_us,
-               human_us, tool_result_bytes
+        SELECT k_period, k_grp, k_machine, 1 AS sessions, wall, claude_us, tool_us, human_us, tool_result_bytes
         FROM p WHERE NOT %(by_machine)s
         UNION ALL  -- by machine: the session there, its time where its transcripts' counted lines are
-        SELECT k_period, k_grp, k_machine, project_slug, project_path, 1, wall, 0, 0, 0, 0 FROM p WHERE %(by_machine)s
+        SELECT k_period, k_grp, k_machine, 1, wall, 0, 0, 0, 0 FROM p WHERE %(by_machine)s
         UNION ALL
-        SELECT p.k_period, p.k_grp, f.host_id, min(p.project_slug), min(p.project_path), 0, NULL,
+        SELECT p.k_period, p.k_grp, f.host_id, 0, NULL,
                sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'claude' AND e.ts > e.prev_ts),
                sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'tool' AND e.ts > e.prev_ts),
                sum(retrod.interval_us(e.ts - e.prev_ts)) FILTER (WHERE e.kind = 'human' AND e.ts > e.prev_ts),
@@ -178,13 +178,15 @@ WITH rates AS (
           JOIN public.cc_session_phases ph ON ph.session_id = u.id
           GROUP BY 1, 2, 3, 4) v
     GROUP BY 1, 2, 3
+), names AS (  -- a project group's folder name and working folder (whatever its machines hold)
+    SELECT k_period, k_grp, min(project_slug) AS slug, min(project_path) AS path FROM p GROUP BY 1, 2
 ), k AS (  -- every group with a figure (by machine, one may hold calls or tokens and no session)
     SELECT k_period, k_grp, k_machine FROM figures
     UNION SELECT k_period, k_grp, k_machine FROM calls
     UNION SELECT k_period, k_grp, k_machine FROM models
 )
 SELECT nullif(k.k_period, 'infinity') AS period, nullif(k.k_grp, '') AS grp, nullif(k.k_machine, '') AS machine,
-       f.slug, f.path,
+       n.slug, n.path,
        coalesce(f.sessions, 0) AS sessions, coalesce(f.wall_us, 0) AS wall_us, coalesce(f.claude_us, 0) AS claude_us,
        coalesce(f.tool_us, 0) AS tool_us, coalesce(f.human_us, 0) AS human_us,
        coalesce(f.tool_result_bytes, 0) AS tool_result_bytes, coalesce(a.away_us, 0) AS away_us,
@@ -193,6 +195,7 @@ SELECT nullif(k.k_period, 'infinity') AS period, nullif(k.k_grp, '') AS grp, nul
        coalesce(c.post_write_read, 0) AS post_write_read, coalesce(c.duplicate, 0) AS duplicate,
        coalesce(c.re_read, 0) AS re_read, coalesce(m.models, '[]') AS models, coalesce(v.verdicts, '{}') AS verdicts
 FROM k
+LEFT JOIN names n USING (k_period, k_grp)
 LEFT JOIN figures f USING (k_period, k_grp, k_machine)
 LEFT JOIN calls c USING (k_period, k_grp, k_machine)
 LEFT JOIN away a USING (k_period, k_grp, k_machine)
