@@ -11,8 +11,9 @@
 -- * every stream's compaction boundaries with their time: a miss right after one is expected.
 --   The events table keeps only a main transcript's own boundaries, without a time.
 --
--- Files read before this migration are read again from their start, keeping their rows
--- (fold.RULES 3): what they bring now merges into the rows they made.
+-- Files read before this migration are read again from their start (fold.RULES 3), their
+-- per-file rows forgotten first (fold.FORGET_BELOW_RULES): requests stay, and gain what they
+-- bring now.
 ALTER TABLE retrod.requests
     ADD COLUMN cache_miss_reason TEXT COLLATE "C",
     ADD COLUMN place_path TEXT COLLATE "C",

@@ -7,7 +7,7 @@
 -- plan: the call's input as transcript/plan.py keeps it (NULL: no plan call, or one that can
 --   never count); filled with the call, and for a row stored before this migration when its
 --   file is read again (fold.RULES 3: every transcript that still exists is read again, its
---   rows kept).
+--   per-file rows made anew).
 -- refused: the result line's toolUseResult said success: false (a TaskUpdate of a task that
 --   does not exist); task_id: the task a TaskCreate made, as its result tells. Both go with the
 --   result (has_result, failed): the file's first result for the call.

@@ -238,7 +238,7 @@ def test_the_markdown_names_the_waste_and_the_costliest_misses(db_url: str, tmp_
 
 def test_files_read_under_older_rules_gain_their_reasons_and_boundaries(db_url: str, tmp_path: Path) -> None:
     """A database from before migration 0024: requests without reasons, no boundary rows, files
-    read under fold rules 2. They are read again from their start, rows kept, and end as one pass."""
+    read under fold rules 2. They are read again from their start (requests kept) and end as one pass."""
     causes(tmp_path)
     want = report_of(db_url, tmp_path)["summary"]["cache"]
     with psycopg.connect(db_url) as conn:

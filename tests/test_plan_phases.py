@@ -75,6 +75,10 @@ def test_one_phase_per_window_whose_figures_are_the_tasks(env: dict, db_url: str
         assert sum(p["tokens"][field] for p in logged) == task["tokens"][field]
     assert sum(p["tool_use"]["calls"] for p in logged) == task["tool_use"]["calls"] == 2
     assert sum(p["cost"]["usd"] for p in logged) == pytest.approx(task["cost"]["usd"], abs=1e-6)
+    for key in ("read", "create"):  # the prompt cache's figures (DESIGN §2.8) over the same windows
+        assert sum(p["cache"][key] for p in logged) == task["cache"][key]
+    for cause, figures in task["cache"]["misses"].items():
+        assert sum(p["cache"]["misses"][cause]["count"] for p in logged) == figures["count"]
     # (by hand: [10, 20) holds the calls of 10 and [30, 40) those of 30 and the text of 35)
     assert task["requests"] == 3 and task["text_turns"] == 1
     # --task names the phases otherwise

@@ -68,7 +68,8 @@ def _head_len(head: str) -> int:
 
 
 def _older_rules(file: FileRow) -> bool:
-    """A transcript read (some way) under older fold rules: read it again, keeping its rows."""
+    """A transcript read (some way) under older fold rules: read it again (below
+    fold.FORGET_BELOW_RULES, its per-file rows forgotten first; its requests stay)."""
     return file.kind in ("main", "subagent", "agent_root") and file.offset > 0 and file.state.rules < RULES
 
 
