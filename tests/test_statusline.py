@@ -422,6 +422,21 @@ def test_claude_codes_prompt_cache_decides_warm_or_cold_and_retrod_prices_the_re
     assert "| cache warm |" in work_line(None, now, prompt_cache={"warm": True})
 
 
+def test_where_the_line_is_narrow_a_cold_caches_price_outlasts_the_7_day_window_and_the_model() -> None:
+    now = 1_000_000.0 + 12 * 60
+    answer = json.loads(json.dumps(ANSWER))
+    answer["session"]["cache"] = {"state": "cold", "ttl_s": 300, "seconds_left": 0, "prefix_tokens": 77_000,
+                                  "rewrite_usd": 0.73, "last_request_at": now - 400}
+    for columns in range(1, 161):
+        fits([_plain(line) for line in render.render(payload(now=now), answer, None, columns, True, now)], columns)
+    for columns in (80, 60):
+        work = render.render(payload(now=now), answer, None, columns, False, now)[1]
+        assert work.endswith(" | cold: 77k ≈ $0.73") and "7d" not in work and "+156" not in work
+    assert "| Opus 4.8 |" in render.render(payload(now=now), answer, None, 80, False, now)[1]
+    wide = render.render(payload(now=now), answer, None, 200, False, now)[1]
+    assert "| cache cold: next msg rewrites 77k ≈ $0.73 |" in wide and "7d 41%" in wide
+
+
 # ---- without the daemon ------------------------------------------------------------------------
 
 def test_without_a_daemon_what_the_json_gives_and_a_mark_and_no_cluster_started(short_tmp: Path) -> None:

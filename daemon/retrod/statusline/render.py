@@ -49,10 +49,10 @@ class Segment:
 # form of another). A segment no step takes away stays whatever the width: this session's cost,
 # today's cost, the efficiency and waste, the open phase (else the line is cut).
 MONEY_STEPS = ("split", "eff", "cc", "cost", "-split", "eff", "-cc", "today", "eff")
-# The prompt cache outlasts the 7-day window and the model: its seconds left, or the price of
-# going on once it is cold, are what a person can still act on (issue 29).
-WORK_STEPS = ("phase", "7d", "5h", "ctx", "model", "cache", "-lines", "7d", "cache", "-7d", "cache", "5h", "model",
-              "-model", "-cache", "phase", "-5h", "-ctx", "phase")
+# The prompt cache outlasts the 7-day window and the model, and a cold one's price goes last:
+# the seconds left, or what going on costs, are what a person can still act on (issue 29).
+WORK_STEPS = ("phase", "7d", "5h", "ctx", "model", "cache", "-lines", "7d", "-7d", "cache", "5h", "model", "-model",
+              "phase", "cache", "-cache", "-5h", "-ctx", "phase")
 ALONE_STEPS = ("mark", "cc", "-elapsed", "mark", "today", "-cc", "mark")  # no figures of retrod's
 
 
