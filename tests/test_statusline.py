@@ -496,6 +496,11 @@ def test_every_width_gets_at_most_two_lines_that_fit(columns: int) -> None:
         assert "subagent survey 12m" in shown[1]
 
 
+COLD = {**ANSWER, "session": {**ANSWER["session"], "cache": {
+    "state": "cold", "ttl_s": 300, "seconds_left": 0, "prefix_tokens": 77_000, "rewrite_usd": 0.73,
+    "last_request_at": 999_000.0}}}
+
+
 # Texts without letters: "None", "nan" or "inf" in the output then can only be a bug's.
 MAYBE = st.one_of(st.none(), st.booleans(), st.integers(-10**400, 10**400), st.floats(allow_nan=True),
                   st.text(alphabet="0123 -_/é調\t\n\x00\x1b", max_size=30), st.lists(st.integers(), max_size=2),
@@ -507,13 +512,14 @@ MAYBE = st.one_of(st.none(), st.booleans(), st.integers(-10**400, 10**400), st.f
 def test_any_field_missing_or_of_any_type_still_gives_lines_that_fit(data, columns: int) -> None:
     """ANY field may be missing, or hold what it should not: never an exception, never `None`,
     `nan` or a negative time shown, and still lines that fit."""
-    seen = payload(now=1_000_000.0)
+    seen = payload(now=1_000_000.0, prompt_cache=dict(PROMPT_CACHE, expires_at=1_000_100))
     paths = [("session_id",), ("transcript_path",), ("model",), ("model", "display_name"), ("model", "id"),
              ("cost",), ("cost", "total_cost_usd"), ("cost", "total_duration_ms"), ("cost", "total_lines_added"),
              ("context_window",), ("context_window", "used_percentage"), ("context_window", "context_window_size"),
              ("context_window", "current_usage"), ("rate_limits",), ("rate_limits", "five_hour"),
              ("rate_limits", "five_hour", "used_percentage"), ("rate_limits", "seven_day", "resets_at"),
-             ("effort",), ("fast_mode",), ("prompt_cache",), ("version",)]
+             ("effort",), ("fast_mode",), ("prompt_cache",), ("prompt_cache", "warm"), ("prompt_cache", "expires_at"),
+             ("prompt_cache", "recache_tokens_if_cold"), ("version",)]
     for path in data.draw(st.lists(st.sampled_from(paths), max_size=6)):
         parent = seen
         for key in path[:-1]:
@@ -523,7 +529,7 @@ def test_any_field_missing_or_of_any_type_still_gives_lines_that_fit(data, colum
                 parent.pop(path[-1], None)
             else:
                 parent[path[-1]] = data.draw(MAYBE)
-    answer = data.draw(st.sampled_from([ANSWER, None, {"session": None, "today": None}]))
+    answer = data.draw(st.sampled_from([ANSWER, None, {"session": None, "today": None}, COLD]))
     shown = render.render(seen, answer, None if answer else client.NO_DAEMON, columns, False, 1_000_000.0)
     fits(shown, columns)
     text = " ".join(shown)
