@@ -300,9 +300,141 @@ def test_it_imports_nothing_heavy(served: dict) -> None:
     done = subprocess.run([sys.executable, "-c", script], input=json.dumps(payload(projects=served["projects"])),
                           env=served["env"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("$12.23 session")
+    assert " ≈ $" in done.stdout  # the cache's cold cell drawn, and its symbol measured, without unicodedata
     loaded = eval(done.stderr)  # our own repr of a list of names
     assert {m for m in loaded if not m.startswith("retrod.") and m != "retrod"} <= {"_socket", "_json", "__future__"}
     assert "retrod.report.model" not in loaded and "retrod.cli" not in loaded
+
+
+# ---- the prompt cache (issue 29) -----------------------------------------------------------------
+
+CACHED = "c0c0c0c0-0000-4000-8000-00000000005a"
+LATER = datetime(2025, 11, 3, 10, 0, 10, tzinfo=UTC)  # the last request of `cached_session`
+
+
+def cached_session(root: Path, session: str, requests: list[tuple[str, int, int, bool]]) -> None:
+    """A main transcript of Sonnet 4.5 requests ($3.75 5m write, $6 1h write, $0.30 read per
+    million), each (time on 2025-11-03, cache read, cache written, written for an hour)."""
+    folder = root / "-p"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines_ = [{"type": "user", "sessionId": session, "timestamp": "2025-11-03T10:00:00.000Z",
+               "message": {"role": "user", "content": "go"}}]
+    for n, (clock, read, written, hour) in enumerate(requests):
+        usage = {"input_tokens": 3, "output_tokens": 10, "cache_read_input_tokens": read,
+                 "cache_creation_input_tokens": written,
+                 "cache_creation": {"ephemeral_5m_input_tokens": 0 if hour else written,
+                                    "ephemeral_1h_input_tokens": written if hour else 0}}
+        lines_.append({"type": "assistant", "sessionId": session, "timestamp": f"2025-11-03T{clock}.000Z",
+                       "message": {"id": f"msg_{n}", "role": "assistant", "model": MODEL, "usage": usage,
+                                   "content": [{"type": "text", "text": "ok"}]}})
+    (folder / f"{session}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines_))
+
+
+def answer_at(db_url: str, session: str, now: datetime) -> dict:
+    """The daemon's answer to a status line at `now`."""
+    from retrod.report import statusline as figures
+
+    with psycopg.connect(db_url) as conn:
+        return figures.figures(conn, session, None, now=now)
+
+
+def live_at(db_url: str, session: str, now: datetime) -> dict:
+    """The report's `summary.cache.live`, made at `now`."""
+    import time_machine
+
+    with time_machine.travel(now, tick=False):
+        return report(db_url, session)["summary"]["cache"]["live"]
+
+
+def work_line(answer: dict | None, now: datetime, **changes: object) -> str:
+    seen = payload(now=now.timestamp(), session_id=CACHED, **changes)
+    return render.render(seen, answer, None if answer else client.NO_DAEMON, 200, False, now.timestamp())[1]
+
+
+def test_the_cache_counts_down_from_retrods_figures_and_flips_cold_at_the_reports_price(db_url: str,
+                                                                                       tmp_path: Path) -> None:
+    """Without Claude Code's prompt_cache: 5 minutes from the last request; the countdown moves
+    at each refresh with the same answer (it is counted when the line is drawn); past the
+    lifetime, what the next message writes again and its price, the report's live state's."""
+    cached_session(tmp_path, CACHED, [("10:00:01", 0, 40_000, False), ("10:00:10", 40_000, 2_000, False)])
+    ingest(db_url, [tmp_path])
+    warm = answer_at(db_url, CACHED, LATER + timedelta(seconds=108))
+    assert "| cache 3m12s |" in work_line(warm, LATER + timedelta(seconds=108))
+    assert "| cache 3m02s |" in work_line(warm, LATER + timedelta(seconds=118))  # a timed refresh
+    assert "| cache 0s |" in work_line(warm, LATER + timedelta(seconds=300))
+    # 42,000 tokens written again at $3.75 instead of read at $0.30 a million: $0.1449
+    assert "| cache cold: next msg rewrites 42k ≈ $0.14 |" in work_line(warm, LATER + timedelta(seconds=301))
+    cold_at = LATER + timedelta(minutes=20)
+    cold, live = answer_at(db_url, CACHED, cold_at)["session"]["cache"], live_at(db_url, CACHED, cold_at)
+    assert (cold["state"], cold["prefix_tokens"], cold["rewrite_usd"], cold["ttl_s"]) \
+        == (live["state"], live["prefix_tokens"], live["rewrite_usd"], live["ttl_s"]) == ("cold", 42_000, 0.1449, 300)
+    assert datetime.fromtimestamp(cold["last_request_at"], UTC).isoformat() == live["last_request_at"]
+
+
+def test_the_lifetime_is_the_last_writes_though_the_last_request_wrote_nothing(db_url: str, tmp_path: Path) -> None:
+    """An hour's cache written, then a request that only reads it: still an hour, as the report
+    says (the daemon reads the stream back to its last write, not the whole session)."""
+    cached_session(tmp_path, CACHED, [("10:00:01", 0, 10_000, False), ("10:00:05", 10_000, 30_000, True),
+                                      ("10:00:10", 40_000, 0, False)])
+    ingest(db_url, [tmp_path])
+    at = LATER + timedelta(minutes=50)
+    ours, live = answer_at(db_url, CACHED, at)["session"]["cache"], live_at(db_url, CACHED, at)
+    assert (ours["state"], ours["ttl_s"], ours["seconds_left"]) == (live["state"], live["ttl_s"],
+                                                                   live["seconds_left"]) == ("warm", 3600, 600)
+    assert "| cache 10m00s |" in work_line({"session": {**ANSWER["session"], "cache": ours}}, at)
+    after = LATER + timedelta(hours=1, seconds=1)
+    ours, live = answer_at(db_url, CACHED, after)["session"]["cache"], live_at(db_url, CACHED, after)
+    assert ours["rewrite_usd"] == live["rewrite_usd"] == 0.228  # 40,000 tokens at $6 less $0.30 a million
+    assert "| cache cold: next msg rewrites 40k ≈ $0.23 |" in work_line(
+        {"session": {**ANSWER["session"], "cache": ours}}, after)
+
+
+def test_a_session_without_cache_figures_shows_no_cache(db_url: str, tmp_path: Path) -> None:
+    cached_session(tmp_path, CACHED, [("10:00:01", 0, 0, False)])  # a request that neither read nor wrote
+    ingest(db_url, [tmp_path])
+    answer = answer_at(db_url, CACHED, LATER)
+    assert answer["session"] is not None and answer["session"]["cache"] is None
+    assert "cache" not in work_line(answer, LATER)
+    assert "cache" not in work_line({"session": {k: v for k, v in ANSWER["session"].items() if k != "cache"}}, LATER)
+
+
+PROMPT_CACHE = {"warm": True, "ttl": 300, "expires_at": 0, "hit_ratio": 0.93, "misses": 1, "expected_rebuilds": 0,
+                "miss_recache_tokens": 77_000, "recache_tokens_if_cold": 420_000}
+
+
+def test_claude_codes_prompt_cache_decides_warm_or_cold_and_retrod_prices_the_rewrite() -> None:
+    now = LATER + timedelta(seconds=108)
+    ours = {"state": "warm", "ttl_s": 300, "seconds_left": 192, "prefix_tokens": 420_000, "rewrite_usd": 2.6,
+            "last_request_at": LATER.timestamp()}
+    answer = {"session": {**ANSWER["session"], "cache": ours}}
+    assert "| cache 3m12s |" in work_line(answer, now)
+    expiring = dict(PROMPT_CACHE, expires_at=now.timestamp() + 250)
+    assert "| cache 4m10s |" in work_line(answer, now, prompt_cache=expiring)  # its expiry wins
+    in_ms = dict(PROMPT_CACHE, expires_at=(now.timestamp() + 250) * 1000)
+    assert "| cache 4m10s |" in work_line(answer, now, prompt_cache=in_ms)
+    assert "| cache 4m10s |" in work_line(None, now, prompt_cache=expiring)  # with no daemon too
+    expired = dict(PROMPT_CACHE, expires_at=now.timestamp() - 1)
+    assert "| cache cold: next msg rewrites 420k ≈ $2.60 |" in work_line(answer, now, prompt_cache=expired)
+    cold = dict(PROMPT_CACHE, warm=False)
+    assert "| cache cold: next msg rewrites 420k ≈ $2.60 |" in work_line(answer, now, prompt_cache=cold)
+    # No daemon: Claude Code's own count of tokens, which has no price.
+    assert "| cache cold: next msg rewrites 420k |" in work_line(None, now, prompt_cache=cold)
+    assert "| cache warm |" in work_line(None, now, prompt_cache={"warm": True})
+
+
+def test_where_the_line_is_narrow_a_cold_caches_price_outlasts_the_7_day_window_and_the_model() -> None:
+    now = 1_000_000.0 + 12 * 60
+    answer = json.loads(json.dumps(ANSWER))
+    answer["session"]["cache"] = {"state": "cold", "ttl_s": 300, "seconds_left": 0, "prefix_tokens": 77_000,
+                                  "rewrite_usd": 0.73, "last_request_at": now - 400}
+    for columns in range(1, 161):
+        fits([_plain(line) for line in render.render(payload(now=now), answer, None, columns, True, now)], columns)
+    for columns in (80, 60):
+        work = render.render(payload(now=now), answer, None, columns, False, now)[1]
+        assert work.endswith(" | cold: 77k ≈ $0.73") and "7d" not in work and "+156" not in work
+    assert "| Opus 4.8 |" in render.render(payload(now=now), answer, None, 80, False, now)[1]
+    wide = render.render(payload(now=now), answer, None, 200, False, now)[1]
+    assert "| cache cold: next msg rewrites 77k ≈ $0.73 |" in wide and "7d 41%" in wide
 
 
 # ---- without the daemon ------------------------------------------------------------------------
@@ -364,6 +496,11 @@ def test_every_width_gets_at_most_two_lines_that_fit(columns: int) -> None:
         assert "subagent survey 12m" in shown[1]
 
 
+COLD = {**ANSWER, "session": {**ANSWER["session"], "cache": {
+    "state": "cold", "ttl_s": 300, "seconds_left": 0, "prefix_tokens": 77_000, "rewrite_usd": 0.73,
+    "last_request_at": 999_000.0}}}
+
+
 # Texts without letters: "None", "nan" or "inf" in the output then can only be a bug's.
 MAYBE = st.one_of(st.none(), st.booleans(), st.integers(-10**400, 10**400), st.floats(allow_nan=True),
                   st.text(alphabet="0123 -_/é調\t\n\x00\x1b", max_size=30), st.lists(st.integers(), max_size=2),
@@ -375,13 +512,14 @@ MAYBE = st.one_of(st.none(), st.booleans(), st.integers(-10**400, 10**400), st.f
 def test_any_field_missing_or_of_any_type_still_gives_lines_that_fit(data, columns: int) -> None:
     """ANY field may be missing, or hold what it should not: never an exception, never `None`,
     `nan` or a negative time shown, and still lines that fit."""
-    seen = payload(now=1_000_000.0)
+    seen = payload(now=1_000_000.0, prompt_cache=dict(PROMPT_CACHE, expires_at=1_000_100))
     paths = [("session_id",), ("transcript_path",), ("model",), ("model", "display_name"), ("model", "id"),
              ("cost",), ("cost", "total_cost_usd"), ("cost", "total_duration_ms"), ("cost", "total_lines_added"),
              ("context_window",), ("context_window", "used_percentage"), ("context_window", "context_window_size"),
              ("context_window", "current_usage"), ("rate_limits",), ("rate_limits", "five_hour"),
              ("rate_limits", "five_hour", "used_percentage"), ("rate_limits", "seven_day", "resets_at"),
-             ("effort",), ("fast_mode",), ("prompt_cache",), ("version",)]
+             ("effort",), ("fast_mode",), ("prompt_cache",), ("prompt_cache", "warm"), ("prompt_cache", "expires_at"),
+             ("prompt_cache", "recache_tokens_if_cold"), ("version",)]
     for path in data.draw(st.lists(st.sampled_from(paths), max_size=6)):
         parent = seen
         for key in path[:-1]:
@@ -391,7 +529,7 @@ def test_any_field_missing_or_of_any_type_still_gives_lines_that_fit(data, colum
                 parent.pop(path[-1], None)
             else:
                 parent[path[-1]] = data.draw(MAYBE)
-    answer = data.draw(st.sampled_from([ANSWER, None, {"session": None, "today": None}]))
+    answer = data.draw(st.sampled_from([ANSWER, None, {"session": None, "today": None}, COLD]))
     shown = render.render(seen, answer, None if answer else client.NO_DAEMON, columns, False, 1_000_000.0)
     fits(shown, columns)
     text = " ".join(shown)
@@ -490,14 +628,14 @@ def test_install_keeps_every_other_key_backs_up_and_runs_this_retrod(tmp_path: P
     written = json.loads(path.read_text())
     entry = written.pop("statusLine")
     assert written == SETTINGS
-    assert entry == {"type": "command", "command": entry["command"], "padding": 0, "refreshInterval": 60}
+    assert entry == {"type": "command", "command": entry["command"], "padding": 0, "refreshInterval": 5}
     words = entry["command"].split()
     assert words[0] == f"RETROD_DATA_DIR={tmp_path / 'data'}" and words[-1] == "statusline"
     assert Path(words[1]).is_absolute() and Path(words[1]).name == "retrod" and Path(words[1]).exists()
     backups = list(config.glob("settings.json.retrod-backup-*"))
     assert [b.read_text() for b in backups] == [original]
     assert done.stdout.splitlines()[0] == (f"installed: {path} runs {entry['command']} after each of Claude's"
-                                           " messages (and every 60 s)")
+                                           " messages (and every 5 s)")
     again = retrod(env, "statusline", "install")
     assert again.returncode == 0 and again.stdout.startswith("unchanged: ")
     assert len(list(config.glob("settings.json.retrod-backup-*"))) == 1  # nothing changed: no backup
@@ -505,6 +643,25 @@ def test_install_keeps_every_other_key_backs_up_and_runs_this_retrod(tmp_path: P
     shell = subprocess.run(["/bin/sh", "-c", entry["command"]], input=json.dumps(payload()), capture_output=True,
                            text=True, env=dict(env, NO_COLOR="1"), timeout=60)
     assert shell.returncode == 0 and shell.stdout.startswith("$12.01 session (Claude Code) | 1h09m | retrod: no daemon")
+
+
+def test_an_entry_of_retrods_gains_the_refresh_and_keeps_its_other_keys(tmp_path: Path) -> None:
+    """An entry an older retrod wrote (no refreshInterval) gains one, so that the cache's countdown
+    moves between messages; the padding the user set and a key retrod does not know are kept."""
+    config = tmp_path / "claude"
+    config.mkdir()
+    path = config / "settings.json"
+    env = environment(tmp_path / "data", CLAUDE_CONFIG_DIR=str(config), HOME=str(tmp_path))
+    command = install.command(env)[0]
+    path.write_text(json.dumps({**SETTINGS, "statusLine": {"type": "command", "command": command, "padding": 2,
+                                                           "hideVimModeIndicator": True}}))
+    done = retrod(env, "statusline", "install")
+    assert done.returncode == 0, done.stderr
+    written = json.loads(path.read_text())
+    assert written.pop("statusLine") == {"type": "command", "command": command, "padding": 2,
+                                         "hideVimModeIndicator": True, "refreshInterval": 5}
+    assert written == SETTINGS
+    assert retrod(env, "statusline", "install").stdout.startswith("unchanged: ")
 
 
 def test_another_status_line_is_replaced_only_with_force_and_put_back_by_uninstall(tmp_path: Path) -> None:

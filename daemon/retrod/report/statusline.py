@@ -6,6 +6,9 @@ command lays them out. What it answers:
 
 - the session's figures, by `model.stats` — the same queries and prices as `retrod report`
   (its summary) and `retrod mcp`'s session_stats, so the cost is the report's to the micro-dollar;
+- the main stream's prompt cache (DESIGN §2.8's live state, the report's `summary.cache.live`),
+  read from the stream's last few requests only: the command counts the time left down itself,
+  from the last request's time, so that a timed refresh moves it;
 - today's cost across all of the member's sessions, the day's bounds given by the command (the
   user's local day, which the daemon's time zone need not share);
 - and it keeps what only the status line sees (Claude Code's own cost estimate, the rate-limit
@@ -24,7 +27,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from ..store.queries import one, q
-from . import model
+from . import cache, model
 from . import prices as pricing
 
 log = structlog.get_logger(__name__)
@@ -89,10 +92,25 @@ def save_status(conn: Connection, session: str, fields: dict) -> bool:
     return True
 
 
+def live_cache(conn: Connection, session: str, member: str, now: datetime, prices: pricing.Prices) -> dict | None:
+    """The main stream's cache as of `now` (cache.live, as the report's `summary.cache.live`), with
+    the last request's time in seconds since the epoch; None when the stream has no element."""
+    with conn.cursor() as cur:  # tuples, as cache.walk reads them
+        rows = cur.execute(q("session_cache_main_tail"), {"session": session, "member": member}).fetchall()
+    _, last = cache.walk(rows, (), prices)  # (no boundaries: only the last element and its lifetime are used)
+    if last is None:
+        return None
+    live = cache.live(last, now, prices)
+    return {**{k: live[k] for k in ("state", "ttl_s", "seconds_left", "prefix_tokens", "rewrite_usd")},
+            "last_request_at": last.at.timestamp()}
+
+
 def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime] | None,
-            away_after_s: float = model.AWAY_AFTER_S, prices: pricing.Prices = pricing.DEFAULT) -> dict:
+            away_after_s: float = model.AWAY_AFTER_S, prices: pricing.Prices = pricing.DEFAULT,
+            now: datetime | None = None) -> dict:
     """The status line's figures: `session` (None: the database knows nothing of it) and `today`
     (None: no day given). Times are seconds since the epoch, for a command that has no datetime."""
+    now = datetime.now(UTC) if now is None else now
     out: dict = {"session": None, "today": None}
     member = None
     if session is not None:
@@ -109,6 +127,7 @@ def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime
                 "open_phase": None if open_phase is None else {
                     "task": open_phase["task"], "phase": open_phase["phase"],
                     "started_at": datetime.fromisoformat(open_phase["started_at"]).timestamp()},
+                "cache": live_cache(conn, session, member, now, prices),
             }
     if day is not None:
         with conn.cursor(row_factory=dict_row) as cur:

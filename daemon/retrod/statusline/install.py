@@ -18,10 +18,11 @@ from .. import claude_settings, skills
 
 KEY = "statusLine"
 # Claude Code runs the command after each of its messages. A timed run as well keeps what moves
-# with the clock true while no message comes (a long tool call, the person away): the open
-# phase's minutes, the time to a rate limit's reset, a window that has reset. Once a minute
-# costs a command start and a few indexed reads (~40 ms of CPU), 0.07% of a core.
-REFRESH_S = 60
+# with the clock true while no message comes (a long tool call, the person away): the prompt
+# cache's countdown above all (issue 29: the seconds before it goes cold are when the person can
+# still save it), the open phase's minutes, the time to a rate limit's reset. Every 5 s costs a
+# command start and a few indexed reads (~40 ms of CPU), under 1% of a core.
+REFRESH_S = 5
 # The settings the status line's answer depends on, carried in the command when the installing
 # shell sets them (as the MCP server's registration carries them): Claude Code may be started
 # from elsewhere than this shell. Paths are made absolute.
@@ -43,9 +44,18 @@ def command(env: Mapping[str, str]) -> tuple[str, list[str]]:
     return " ".join([*words, shlex.join([*skills.command_argv(), "statusline"])]), notes
 
 
-def entry(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+# What retrod's entry sets; an entry of retrod's already there keeps its other keys (a padding
+# the user changed, a key of a newer Claude Code), and gains the refresh.
+OWN = ("type", "command", "refreshInterval")
+
+
+def entry(env: Mapping[str, str], old: object = None) -> tuple[dict[str, Any], list[str]]:
+    """retrod's statusLine entry; `old`: the entry there, kept but for OWN when it is retrod's."""
     cmd, notes = command(env)
-    return {"type": "command", "command": cmd, "padding": 0, "refreshInterval": REFRESH_S}, notes
+    new: dict[str, Any] = {"type": "command", "command": cmd, "padding": 0, "refreshInterval": REFRESH_S}
+    if isinstance(old, dict) and is_retrods(old):
+        new = {**new, **{k: v for k, v in old.items() if k not in OWN}}
+    return new, notes
 
 
 def is_retrods(value: object) -> bool:
@@ -63,9 +73,9 @@ def install(force: bool = False, env: Mapping[str, str] | None = None) -> list[s
     """Write retrod's statusLine entry; the lines to print."""
     env = os.environ if env is None else env
     path = claude_settings.settings_file(env)
-    new, notes = entry(env)
     with claude_settings.locked(path):  # what is read here is what is changed: another install waits
         old = claude_settings.read(path).get(KEY)
+        new, notes = entry(env, old)
         if old == new:
             return [f"unchanged: {path} already runs {new['command']}", *notes]
         replaced = old is not None and not is_retrods(old)

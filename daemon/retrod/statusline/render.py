@@ -22,6 +22,8 @@ SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cya
 # Shares of a budget (context, a rate-limit window): green below the first, yellow below the
 # second, red above (ccusage's defaults for context).
 LOW, HIGH = 50, 80
+# The symbols retrod's own figures use, one cell each: known without unicodedata's tables.
+NARROW = ELLIPSIS + "≈≥"
 # Cut a phase's or model's name to this many cells in the shortest form.
 SHORT_NAME = 12
 
@@ -47,8 +49,10 @@ class Segment:
 # form of another). A segment no step takes away stays whatever the width: this session's cost,
 # today's cost, the efficiency and waste, the open phase (else the line is cut).
 MONEY_STEPS = ("split", "eff", "cc", "cost", "-split", "eff", "-cc", "today", "eff")
-WORK_STEPS = ("phase", "7d", "5h", "ctx", "model", "cache", "-lines", "7d", "-cache", "5h", "-7d", "model",
-              "-model", "phase", "-5h", "-ctx", "phase")
+# The prompt cache outlasts the 7-day window and the model, and a cold one's price goes last:
+# the seconds left, or what going on costs, are what a person can still act on (issue 29).
+WORK_STEPS = ("phase", "7d", "5h", "ctx", "model", "cache", "-lines", "7d", "-7d", "cache", "5h", "model", "-model",
+              "phase", "cache", "-cache", "-5h", "-ctx", "phase")
 ALONE_STEPS = ("mark", "cc", "-elapsed", "mark", "today", "-cc", "mark")  # no figures of retrod's
 
 
@@ -111,6 +115,14 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def countdown(seconds: float) -> str:
+    """45s, 3m12s, 1h00m: a prompt cache's time left, to the second below an hour."""
+    s = max(0, int(seconds))
+    if s < 60 or s >= 3600:
+        return duration(s)
+    return f"{s // 60}m{s % 60:02d}s"
+
+
 def tokens(n: float) -> str:
     """200k, 1M, 1.5M."""
     if n >= 1_000_000:
@@ -124,7 +136,7 @@ def share_colour(pct: float) -> str:
 
 def width(s: str) -> int:
     """Terminal cells: East Asian wide characters take two, combining marks none."""
-    if s.isascii():
+    if s.isascii() or all(c.isascii() or c in NARROW for c in s):
         return len(s)
     import unicodedata  # only for text that is not ASCII (a phase or model named so)
 
@@ -218,7 +230,8 @@ def render(payload: dict | None, answer: dict | None, mark: tuple[str, ...] | No
     cc_cost = cost({"cost_usd": get(payload, "cost", "total_cost_usd")})
     work = [_phase(session, now)] if isinstance(session, dict) else []
     work += [_context(payload), _window(payload, "five_hour", "5h", now), _model(payload),
-             _window(payload, "seven_day", "7d", now), _cache(payload, now), _lines(payload)]
+             _window(payload, "seven_day", "7d", now),
+             _cache(payload, session.get("cache") if isinstance(session, dict) else None, now), _lines(payload)]
     if isinstance(session, dict):
         money = [_session_cost(session), Segment("cc", [f"Claude Code {cc_cost}", f"CC {cc_cost}"] if cc_cost else (),
                                                  "dim"),
@@ -320,19 +333,39 @@ def _window(payload: dict, key: str, label: str, now: float) -> Segment:
     return Segment(label, [*forms, shown], share_colour(pct))
 
 
-def _cache(payload: dict, now: float) -> Segment:
+def _cache(payload: dict, ours: object, now: float) -> Segment:
+    """The main stream's prompt cache: warm with the time left, or cold with what the next message
+    writes again and roughly costs. Claude Code's `prompt_cache` (2.1.251+) knows the real cache:
+    when it says warm or cold, that decides, and its expiry counts down; retrod's figures (`ours`:
+    DESIGN §2.8's live state, the time left counted here from the last request's time, so that a
+    timed refresh moves it) decide otherwise, and give the tokens and dollars of a rewrite."""
     cache = get(payload, "prompt_cache")
-    warm = get(cache, "warm")
-    if warm is False:
-        return Segment("cache", ["cache cold"], "dim")
-    if warm is not True:
+    theirs = get(cache, "warm")
+    ours = ours if isinstance(ours, dict) else {}
+    last, ttl = number(ours.get("last_request_at")), number(ours.get("ttl_s"))
+    left = None if last is None or ttl is None else last + ttl - now  # below 0: cold
+    if theirs is False:
+        left = -1.0
+    elif theirs is True:
+        expires = number(get(cache, "expires_at"))
+        if expires is not None and expires > 1e12:  # milliseconds, not seconds
+            expires /= 1000
+        if expires is not None:
+            left = expires - now  # past it, cold: Claude Code runs the line again then
+        elif left is None or left < 0:
+            return Segment("cache", ["cache warm"], "green")  # warm, for how long not known
+    if left is None:
         return Segment("cache", ())
-    expires = number(get(cache, "expires_at"))
-    if expires is not None and expires > 1e12:
-        expires /= 1000
-    if expires is not None and expires > now:
-        return Segment("cache", [f"cache warm {duration(expires - now)}", "cache warm"], "green")
-    return Segment("cache", ["cache warm"], "green")
+    if left >= 0:
+        return Segment("cache", [f"cache {countdown(left)}"], "green")
+    rewrites, price = number(ours.get("prefix_tokens")), number(ours.get("rewrite_usd"))
+    if rewrites is None:  # Claude Code's count, which has no price
+        rewrites, price = number(get(cache, "recache_tokens_if_cold")), None
+    if not rewrites or rewrites < 0:
+        return Segment("cache", ["cache cold"], "yellow")
+    size, cost_ = tokens(rewrites), f" ≈ {usd(price)}" if price is not None and price >= 0 else ""
+    return Segment("cache", [f"cache cold: next msg rewrites {size}{cost_}", f"cache cold: rewrites {size}{cost_}",
+                             f"cold: {size}{cost_}", "cache cold"], "yellow")
 
 
 def _lines(payload: dict) -> Segment:

@@ -71,3 +71,40 @@ SELECT model, (minute AT TIME ZONE 'UTC')::date AS day, fast, tier_floor, sum(pa
 FROM retrod.request_minutes
 WHERE db_role = %(member)s AND minute >= %(start)s AND minute < %(end)s
 GROUP BY 1, 2, 3, 4;
+
+-- DESIGN §2.8's live state, cheaply: the main stream's elements (as session_cache_elements reads
+-- them, in its order) from the time of its last element that wrote the cache on. That writer sets
+-- the lifetime in force after the last element, so report/cache.py's walk over these few rows
+-- gives the report's `summary.cache.live` without reading the whole session. The writer is found
+-- by walking the (session, ts) index back from the end; a stream that never wrote: all of it.
+-- name: session_cache_main_tail
+WITH since AS (
+    SELECT r.ts FROM retrod.requests r
+    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.agent = '' AND r.ts IS NOT NULL
+      AND CASE WHEN r.parts IS NULL THEN r.cache_create_tokens > 0
+               ELSE EXISTS (SELECT 1 FROM jsonb_array_elements(r.parts::jsonb) p
+                            WHERE p ->> 'model' = r.parts::jsonb -> -1 ->> 'model'
+                              AND (p ->> 'cache_create')::bigint > 0) END
+    ORDER BY r.ts DESC LIMIT 1
+)
+SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason FROM (
+    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, 1::bigint AS n, r.model, r.fast,
+           r.input_tokens AS input, r.cache_read_tokens AS cache_read, r.cache_create_tokens AS cache_create,
+           r.cache_create_5m_tokens AS c5, r.cache_create_1h_tokens AS c1, r.cache_miss_reason AS reason
+    FROM retrod.requests r
+    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.agent = ''
+      AND r.ts >= coalesce((SELECT ts FROM since), '-infinity') AND r.parts IS NULL
+      AND r.cache_read_tokens + r.cache_create_tokens > 0
+    UNION ALL
+    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, j.n, j.model, r.fast, j.input, j.cache_read,
+           j.cache_create, j.cache_create_5m, j.cache_create_1h, r.cache_miss_reason
+    FROM retrod.requests r,
+         ROWS FROM (jsonb_to_recordset(r.parts::jsonb)
+                    AS (model TEXT, input BIGINT, cache_read BIGINT, cache_create BIGINT,
+                        cache_create_5m BIGINT, cache_create_1h BIGINT)) WITH ORDINALITY
+         AS j (model, input, cache_read, cache_create, cache_create_5m, cache_create_1h, n)
+    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.agent = ''
+      AND r.ts >= coalesce((SELECT ts FROM since), '-infinity') AND r.parts IS NOT NULL
+      AND j.cache_read + j.cache_create > 0 AND j.model = (r.parts::jsonb -> -1 ->> 'model')
+) e
+ORDER BY agent, ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
