@@ -248,3 +248,74 @@ def test_a_forks_copy_of_an_agent_progress_line_lists_no_subagent_and_is_no_even
     own = _fold(A, [{**progress, "forkedFrom": None}])
     assert own.requests["msg_7"].attr_foreign is False and "x7" in own.subagents
     assert [(e.sub, e.gap_class) for e in own.events] == [(True, "claude")]
+
+
+# --- (d) unmarked fork copies: who wrote a uuid, decided from what is stored -------------------
+
+R1 = "11111111-0000-4000-8000-0000000000e1"  # two interactive resumes of one conversation: both
+R2 = "22222222-0000-4000-8000-0000000000e2"  # start with the line they share (no stamp on either)
+
+
+def resumes(root: Path) -> None:
+    """R1 and R2 share their first line (second 0); R2's last line is earlier (50 < 100): by the
+    tuple (stamped_bg, first_ts, last_ts, id), R2 wrote it, though R1's id sorts first."""
+    shared = {"type": "user", "timestamp": ts(0), "uuid": "r0", "message": {"content": "go on"}}
+    write(root / SLUG / f"{R1}.jsonl", [{**shared, "sessionId": R1}, user(R1, 100, uuid="r1")])
+    write(root / SLUG / f"{R2}.jsonl", [{**shared, "sessionId": R2}, user(R2, 50, uuid="r2")])
+
+
+def _stored_writers(url: str) -> dict[str, str]:
+    from retrod.store.queries import q
+
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute(q("uuid_writers"), {"uuids": None}).fetchall())
+
+
+def _shared_writers(root: Path) -> dict[str, str]:
+    """The reference's writers of the uuids more than one session holds."""
+    files = reference.find_files(root)
+    holders: dict[str, set[str]] = {}
+    for file in files:
+        for line in file["lines"] if file["kind"] == "main" else ():
+            if reference.is_unmarked_candidate(line, file) and reference.non_empty_string(line.get("uuid")):
+                holders.setdefault(line["uuid"], set()).add(file["session"])
+    writers = reference.uuid_writers(files)
+    return {uuid: writers[uuid] for uuid, sessions in holders.items() if len(sessions) > 1}
+
+
+def test_stored_holders_decide_who_wrote_each_uuid_in_any_order(pg_cluster, tmp_path: Path) -> None:
+    """Whatever order the files come in, in halves: ORIG wrote its lines (its copies are stamped
+    "bg" in F and G), F wrote its own two (G's copies tie on stamp and first time, F ended first),
+    and R2 wrote the line it shares with R1 (ended first)."""
+    from conftest import fresh_database
+
+    whole = tmp_path / "whole" / "projects"
+    fork_tree(whole, marked=False)
+    resumes(whole)
+    want = {**dict.fromkeys(("o1", "o2", "o3", "o4", "o5"), ORIG), "f1": F, "f2": F, "r0": R2}
+    assert _shared_writers(whole) == want
+    for order in ((G, F, R1, ORIG, R2), (ORIG, R2, F, G, R1), (F, R1, G, R2, ORIG)):
+        root = tmp_path / "-".join(s[:2] for s in order) / "projects"
+        (root / SLUG).mkdir(parents=True)
+        with fresh_database(pg_cluster) as url:
+            for session in order:
+                lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
+                for upto in (len(lines) // 2, len(lines)):
+                    (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
+                    ingest(url, [root], batch_bytes=512)
+            assert _stored_writers(url) == want, order
+
+
+def test_transcripts_read_under_rules_3_are_read_again_to_hold_their_uuids(db_url: str, tmp_path: Path) -> None:
+    """Files read before migration 0026 (fold rules 3) kept no holders: read again from their start
+    (rows kept), they fill them."""
+    root = tmp_path / "projects"
+    fork_tree(root, marked=False)
+    ingest(db_url, [root])
+    with psycopg.connect(db_url) as conn:
+        conn.execute("DELETE FROM retrod.line_holders")
+        conn.execute("UPDATE retrod.files SET state = jsonb_set(state, '{rules}', '3') - 'span_first_us'"
+                     " - 'span_last_us' WHERE kind <> 'meta'")
+    assert _stored_writers(db_url) == {}
+    ingest(db_url, [root])
+    assert _stored_writers(db_url) == _shared_writers(root) != {}

@@ -86,6 +86,9 @@ DELETE FROM retrod.subagents WHERE file_id = %(id)s;
 -- name: forget_file_links
 DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 
+-- name: forget_file_line_holders
+DELETE FROM retrod.line_holders WHERE file_id = %(id)s;
+
 -- A batch's rows come as one JSON document per table, encoded in C on the client: binding
 -- one array per column cost more client time than the server spent on the rows.
 -- The usage of a request is that of its record with the largest (main, output, input,
@@ -291,6 +294,39 @@ SELECT f.file_id, b."offset", f.session_uuid, b.agent, retrod.us_to_ts(b.ts_us)
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
      json_to_recordset(f.rows) AS b("offset" BIGINT, agent TEXT, ts_us BIGINT)
 ON CONFLICT DO NOTHING;
+
+-- DESIGN §2.1 unmarked fork copies: a main transcript's unmarked candidate lines with a uuid; a
+-- line read again is the same row.
+-- name: insert_line_holders
+INSERT INTO retrod.line_holders (file_id, "offset", session_uuid, line_uuid, bg)
+SELECT f.file_id, h."offset", f.session_uuid, h.uuid, h.bg
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_to_recordset(f.rows) AS h("offset" BIGINT, uuid TEXT, bg BOOL)
+ON CONFLICT DO NOTHING;
+
+-- DESIGN §2.1 unmarked fork copies: which session wrote each uuid held by more than one session
+-- (all of them, or those given): among its holders, the smallest (stamped_bg: every one of the
+-- session's candidate lines with it stamped "bg"; first_ts, last_ts: the session's candidate span
+-- over its main transcripts, deleted ones included, a session with none last; session id in
+-- code-point order).
+-- name: uuid_writers
+WITH held AS (
+    SELECT h.line_uuid, h.session_uuid, bool_and(h.bg) AS stamped_bg
+    FROM retrod.line_holders h
+    WHERE h.db_role = current_user AND (%(uuids)s::text[] IS NULL OR h.line_uuid = ANY(%(uuids)s::text[]))
+    GROUP BY h.line_uuid, h.session_uuid
+), shared AS (
+    SELECT * FROM held WHERE line_uuid IN (SELECT line_uuid FROM held GROUP BY line_uuid HAVING count(*) > 1)
+), spans AS (
+    SELECT f.session_uuid, min((f.state->>'span_first_us')::bigint) AS first_us,
+           max((f.state->>'span_last_us')::bigint) AS last_us
+    FROM retrod.files f
+    WHERE f.kind = 'main' AND f.db_role = current_user AND f.session_uuid IN (SELECT session_uuid FROM shared)
+    GROUP BY f.session_uuid
+)
+SELECT DISTINCT ON (s.line_uuid) s.line_uuid, s.session_uuid
+FROM shared s LEFT JOIN spans p ON p.session_uuid = s.session_uuid
+ORDER BY s.line_uuid, s.stamped_bg, p.first_us NULLS LAST, p.last_us NULLS LAST, s.session_uuid;
 
 -- Subagents' meta files: read whole, committed with the batch they came in.
 -- name: upsert_metas

@@ -160,7 +160,7 @@ class Store:
             if file.session_uuid is not None:
                 conn.execute(q("lock_sessions"), {"sessions": [file.session_uuid]})
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
-                           "forget_file_links", "forget_file_cache_boundaries"):
+                           "forget_file_links", "forget_file_cache_boundaries", "forget_file_line_holders"):
                 conn.execute(q(forget), {"id": file.id})
             gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
             _settle_tool_uses(conn, gone, gone)
@@ -256,6 +256,7 @@ class Store:
                                             for a, s in r.subagents.items()]),
             ("insert_links", lambda r: sorted(r.links)),
             ("insert_cache_boundaries", lambda r: r.boundaries),
+            ("insert_line_holders", lambda r: r.holders),
         ):
             files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
                      for p in batch if (rows := rows_of(p.result))]

@@ -49,7 +49,9 @@ class Source:
 #    subagent timelines (§2.3) and fork copies (§2.1); requests carry Claude Code's cache-miss
 #    reason and their place when keyless, and every stream's compaction boundaries are kept with
 #    their time (0024, §2.8).
-RULES = 3
+# 4: a main transcript's unmarked candidate lines are kept with their uuid, and its candidate span
+#    (§2.1 unmarked fork copies; 0026).
+RULES = 4
 # A file read under rules below this is read again forgetting its per-file rows (events, calls,
 # subagents, links; requests stay counted), not keeping them: lines the file once counted as its
 # own may be fork copies under rules 3.
@@ -63,6 +65,10 @@ class FoldState:
     high_water_us: int | None = None  # the latest event time so far: the next gap starts there
     first_event_us: int | None = None  # the earliest (lines are not always in time order)
     cwd: str | None = None  # the first own line's working folder: the project's path, as the report names it
+    # §2.1 unmarked fork copies: the earliest and latest timestamp of the file's unmarked
+    # candidate lines (any type), which rank the sessions holding a uuid
+    span_first_us: int | None = None
+    span_last_us: int | None = None
     bad_lines: int = 0
     lines: int = 0
     rules: int = RULES  # the RULES this state was folded under
@@ -175,6 +181,16 @@ class Boundary:
 
 
 @dataclass(frozen=True, slots=True)
+class Holder:
+    """An unmarked candidate line of a main transcript with a uuid (§2.1: neither copied history,
+    nor sidechain, nor marked): the store decides across sessions which one wrote the uuid."""
+
+    offset: int
+    uuid: str
+    bg: bool  # stamped sessionKind "bg"
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str
     name: str | None
@@ -227,6 +243,7 @@ class FoldResult:
     calls: dict[str, Call] = field(default_factory=dict)  # the first of each id in this chunk
     results: dict[str, ToolResult] = field(default_factory=dict)  # the first of each id in this chunk
     boundaries: list[Boundary] = field(default_factory=list)
+    holders: list[Holder] = field(default_factory=list)
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -302,7 +319,21 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
             _add_result(out, result)
 
     if source.kind == "main" and not sidechain and not foreign:
+        _hold(state, out, offset, entry)
         _fold_own_line(state, out, offset, entry)
+
+
+def _hold(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
+    """An unmarked candidate line (§2.1): its time widens the file's candidate span, its uuid
+    is kept to be ranked against the other sessions holding it."""
+    ts = entry.msg.timestamp
+    if ts is not None:
+        if state.span_first_us is None or ts < state.span_first_us:
+            state.span_first_us = ts
+        if state.span_last_us is None or ts > state.span_last_us:
+            state.span_last_us = ts
+    if entry.uuid is not None:
+        out.holders.append(Holder(offset, entry.uuid, entry.bg))
 
 
 def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry, embedded: Message) -> None:
