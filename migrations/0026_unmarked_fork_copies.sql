@@ -13,7 +13,34 @@ CREATE TABLE retrod.line_holders (
     session_uuid TEXT COLLATE "C" NOT NULL,
     line_uuid TEXT COLLATE "C" NOT NULL,
     bg BOOLEAN NOT NULL,
+    -- another session holds the uuid too (only these are ranked: most uuids are one session's)
+    shared BOOLEAN NOT NULL DEFAULT false,
+    copy BOOLEAN NOT NULL DEFAULT false,  -- a fork copy: another session holding it wrote it
     db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
     PRIMARY KEY (file_id, "offset")
 );
 CREATE INDEX line_holders_uuid ON retrod.line_holders (line_uuid, session_uuid);
+CREATE INDEX line_holders_shared ON retrod.line_holders (session_uuid) WHERE shared;
+
+-- Who wrote each of the given uuids: among its holders, the smallest (stamped_bg: every one
+-- of the session's candidate lines with it stamped
+-- "bg"; first_ts, last_ts: the session's candidate span over its main transcripts, deleted ones
+-- included, a session with none last; the session id in code-point order).
+CREATE FUNCTION retrod.uuid_writers(uuids TEXT[]) RETURNS TABLE (line_uuid TEXT, session_uuid TEXT)
+LANGUAGE sql STABLE AS $$
+    WITH held AS (
+        SELECT h.line_uuid, h.session_uuid, bool_and(h.bg) AS stamped_bg
+        FROM retrod.line_holders h
+        WHERE h.db_role = current_user AND h.line_uuid = ANY(uuids)
+        GROUP BY h.line_uuid, h.session_uuid
+    ), spans AS (
+        SELECT f.session_uuid, min((f.state->>'span_first_us')::bigint) AS first_us,
+               max((f.state->>'span_last_us')::bigint) AS last_us
+        FROM retrod.files f
+        WHERE f.kind = 'main' AND f.db_role = current_user AND f.session_uuid IN (SELECT h.session_uuid FROM held h)
+        GROUP BY f.session_uuid
+    )
+    SELECT DISTINCT ON (h.line_uuid) h.line_uuid, h.session_uuid
+    FROM held h LEFT JOIN spans p ON p.session_uuid = h.session_uuid
+    ORDER BY h.line_uuid, h.stamped_bg, p.first_us NULLS LAST, p.last_us NULLS LAST, h.session_uuid
+$$;

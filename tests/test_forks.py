@@ -319,3 +319,61 @@ def test_transcripts_read_under_rules_3_are_read_again_to_hold_their_uuids(db_ur
     assert _stored_writers(db_url) == {}
     ingest(db_url, [root])
     assert _stored_writers(db_url) == _shared_writers(root) != {}
+
+
+# Figures of the unmarked tree's sessions that are done (figures of §2.3 and §2.4's per-line
+# ones): times, start, compactions, tool-result bytes.
+def _timeline(summary: dict) -> tuple:
+    return (summary["wall_s"], summary["claude_s"], summary["tool_s"], summary["compactions"],
+            summary["tool_result_bytes"])
+
+
+def test_unmarked_fork_copies_are_no_events_in_any_order(pg_cluster, tmp_path: Path, monkeypatch) -> None:
+    """An unmarked background fork (and a fork of it) re-writing its original's lines, read
+    before and after the original, in halves: each session's timeline starts with its own first
+    line (ORIG 70 s wall, 15 claude, 55 tool, 1 compaction, 4 bytes; F 10 s; G 4 s), and R2 (which
+    wrote the line it shares with R1) starts at 0, R1 at 100."""
+    from conftest import fresh_database
+
+    monkeypatch.setattr(reference, "UNMARKED_FORK_COPIES", True)
+    whole = tmp_path / "whole" / "projects"
+    fork_tree(whole, marked=False)
+    resumes(whole)
+    want = {s: (f[2], f[3], f[4], f[5], f[7]) for s, f in FORKS.items()}
+    want[R1], want[R2] = (0.0, 0.0, 0.0, 0, 0), (50.0, 0.0, 0.0, 0, 0)
+    starts = {**STARTS, R1: ts(100), R2: ts(0)}
+    expected = reference.compute(whole)
+    assert {s: _timeline(expected[s]["summary"]) for s in want} == want
+    for order in ((G, F, R1, ORIG, R2), (ORIG, R2, F, G, R1)):
+        root = tmp_path / "-".join(s[:2] for s in order) / "projects"
+        (root / SLUG).mkdir(parents=True)
+        with fresh_database(pg_cluster) as url:
+            for session in order:
+                lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
+                for upto in (len(lines) // 2, len(lines)):
+                    (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
+                    ingest(url, [root], batch_bytes=512)
+            got = reports(url)
+            assert {s: _timeline(got[s]["summary"]) for s in want} == want, order
+            assert {s: datetime.fromisoformat(got[s]["session"]["started_at"]) for s in want} \
+                == {s: datetime.fromisoformat(t) for s, t in starts.items()}, order
+            rollups_match_raw(url)
+
+
+def test_a_rewritten_transcript_hands_its_uuids_back(db_url: str, tmp_path: Path) -> None:
+    """R2 wrote the line it shares with R1 (it ended first). Its file rewritten (read again from
+    its start) with a last line at 200 s: R1 ended first now, so R1 wrote it: R1's timeline
+    starts at 0 (100 s of wall), R2's at 200."""
+    root = tmp_path / "projects"
+    resumes(root)
+    ingest(db_url, [root])
+    got = reports(db_url)
+    assert (got[R1]["summary"]["wall_s"], got[R2]["summary"]["wall_s"]) == (0.0, 50.0)
+    shared = {"type": "user", "timestamp": ts(0), "uuid": "r0", "message": {"content": "go on"}}
+    write(root / SLUG / f"{R2}.jsonl", [{**shared, "sessionId": R2}, user(R2, 200, uuid="r2b")])
+    ingest(db_url, [root])
+    got = reports(db_url)
+    assert (got[R1]["summary"]["wall_s"], got[R2]["summary"]["wall_s"]) == (100.0, 0.0)
+    assert datetime.fromisoformat(got[R1]["session"]["started_at"]) == datetime.fromisoformat(ts(0))
+    assert datetime.fromisoformat(got[R2]["session"]["started_at"]) == datetime.fromisoformat(ts(200))
+    rollups_match_raw(db_url)

@@ -86,8 +86,10 @@ DELETE FROM retrod.subagents WHERE file_id = %(id)s;
 -- name: forget_file_links
 DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 
+-- (returns the shared uuids: their other holders are ranked again)
 -- name: forget_file_line_holders
-DELETE FROM retrod.line_holders WHERE file_id = %(id)s;
+WITH gone AS (DELETE FROM retrod.line_holders WHERE file_id = %(id)s RETURNING line_uuid, shared)
+SELECT DISTINCT line_uuid FROM gone WHERE shared;
 
 -- A batch's rows come as one JSON document per table, encoded in C on the client: binding
 -- one array per column cost more client time than the server spent on the rows.
@@ -193,12 +195,14 @@ WHERE b.line_uuid IS NOT NULL;
 -- mark runs across files. Only the rows that change are written (the update trigger moves
 -- their gaps in the rollups).
 -- name: retime_sessions
-WITH lines AS (
+WITH lines AS (  -- (a fork copy, §2.1, is no own line: it counts for nothing, and hides no other)
     SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.compaction,
-           e.line_uuid IS NULL OR row_number() OVER (
-               PARTITION BY e.session_uuid, e.line_uuid ORDER BY f.slug, f.host_id, f.path, e."offset") = 1 AS counts,
+           c.file_id IS NULL AND (e.line_uuid IS NULL OR row_number() OVER (
+               PARTITION BY e.session_uuid, e.line_uuid, c.file_id IS NULL
+               ORDER BY f.slug, f.host_id, f.path, e."offset") = 1) AS counts,
            f.slug, f.host_id, f.path
     FROM retrod.events e JOIN retrod.files f ON f.id = e.file_id
+    LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (e.file_id, e."offset") AND c.copy
     WHERE e.session_uuid = ANY(%(sessions)s::text[]) AND e.db_role = current_user AND NOT e.sub
 ), timeline AS (
     SELECT file_id, "offset", ts, gap_class, counts,
@@ -236,13 +240,15 @@ WITH s AS (
     FROM (SELECT DISTINCT session_uuid FROM unnest(%(sessions)s::text[]) u(session_uuid)) k
 ), lines AS (
     SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.line_uuid, s.has_main,
-           substr(f.path, strpos(f.path, '/' || f.slug || '/') + 1) AS below_root, f.host_id
+           substr(f.path, strpos(f.path, '/' || f.slug || '/') + 1) AS below_root, f.host_id,
+           c.file_id IS NOT NULL AS copy  -- (an agent_progress line that is a fork copy, §2.1)
     FROM s JOIN retrod.events e ON e.session_uuid = s.session_uuid AND e.db_role = current_user AND e.sub
     JOIN retrod.files f ON f.id = e.file_id
+    LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (e.file_id, e."offset") AND c.copy
     WHERE NOT s.has_main OR e.counted OR e.prev_ts IS NOT NULL  -- (with a main event: those to turn off)
 ), ordered AS (
-    SELECT *, NOT has_main AND (line_uuid IS NULL OR row_number() OVER (
-               PARTITION BY session_uuid, line_uuid ORDER BY ts, below_root, host_id, "offset") = 1) AS counts
+    SELECT *, NOT has_main AND NOT copy AND (line_uuid IS NULL OR row_number() OVER (
+               PARTITION BY session_uuid, line_uuid, copy ORDER BY ts, below_root, host_id, "offset") = 1) AS counts
     FROM lines
 ), timeline AS (
     SELECT file_id, "offset", ts, gap_class, counts,
@@ -304,29 +310,42 @@ FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, 
      json_to_recordset(f.rows) AS h("offset" BIGINT, uuid TEXT, bg BOOL)
 ON CONFLICT DO NOTHING;
 
--- DESIGN §2.1 unmarked fork copies: which session wrote each uuid held by more than one session
--- (all of them, or those given): among its holders, the smallest (stamped_bg: every one of the
--- session's candidate lines with it stamped "bg"; first_ts, last_ts: the session's candidate span
--- over its main transcripts, deleted ones included, a session with none last; session id in
--- code-point order).
+-- DESIGN §2.1 unmarked fork copies: which session wrote each uuid more than one session holds.
 -- name: uuid_writers
-WITH held AS (
-    SELECT h.line_uuid, h.session_uuid, bool_and(h.bg) AS stamped_bg
-    FROM retrod.line_holders h
-    WHERE h.db_role = current_user AND (%(uuids)s::text[] IS NULL OR h.line_uuid = ANY(%(uuids)s::text[]))
-    GROUP BY h.line_uuid, h.session_uuid
-), shared AS (
-    SELECT * FROM held WHERE line_uuid IN (SELECT line_uuid FROM held GROUP BY line_uuid HAVING count(*) > 1)
-), spans AS (
-    SELECT f.session_uuid, min((f.state->>'span_first_us')::bigint) AS first_us,
-           max((f.state->>'span_last_us')::bigint) AS last_us
-    FROM retrod.files f
-    WHERE f.kind = 'main' AND f.db_role = current_user AND f.session_uuid IN (SELECT session_uuid FROM shared)
-    GROUP BY f.session_uuid
+SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
+    SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
+
+-- The holders of a batch's uuids that another session holds too are marked shared (an index
+-- lookup per uuid of the batch): only those are ranked after a batch.
+-- name: share_line_holders
+WITH batch AS (
+    SELECT DISTINCT f.session_uuid, h.uuid
+    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+         json_to_recordset(f.rows) AS h(uuid TEXT)
+), found AS (
+    SELECT DISTINCT b.uuid FROM batch b
+    WHERE EXISTS (SELECT FROM retrod.line_holders o WHERE o.line_uuid = b.uuid AND o.db_role = current_user
+                    AND o.session_uuid <> b.session_uuid)
 )
-SELECT DISTINCT ON (s.line_uuid) s.line_uuid, s.session_uuid
-FROM shared s LEFT JOIN spans p ON p.session_uuid = s.session_uuid
-ORDER BY s.line_uuid, s.stamped_bg, p.first_us NULLS LAST, p.last_us NULLS LAST, s.session_uuid;
+UPDATE retrod.line_holders h SET shared = true
+FROM found WHERE h.line_uuid = found.uuid AND h.db_role = current_user AND NOT h.shared;
+
+-- The shared uuids of the given sessions (their span may have moved) and the given uuids (a
+-- file's, forgotten) are ranked again; each holder is a fork copy unless its session wrote the
+-- uuid. Returns the sessions whose lines changed, to be re-timed.
+-- name: decide_fork_copies
+WITH uuids AS (
+    SELECT line_uuid FROM retrod.line_holders
+    WHERE session_uuid = ANY(%(sessions)s::text[]) AND shared AND db_role = current_user
+    UNION
+    SELECT unnest(%(uuids)s::text[])
+), writers AS (
+    SELECT * FROM retrod.uuid_writers(ARRAY(SELECT line_uuid FROM uuids))
+)
+UPDATE retrod.line_holders h SET copy = h.session_uuid <> w.session_uuid
+FROM writers w
+WHERE h.line_uuid = w.line_uuid AND h.db_role = current_user AND h.copy <> (h.session_uuid <> w.session_uuid)
+RETURNING h.session_uuid;
 
 -- Subagents' meta files: read whole, committed with the batch they came in.
 -- name: upsert_metas

@@ -160,14 +160,18 @@ class Store:
             if file.session_uuid is not None:
                 conn.execute(q("lock_sessions"), {"sessions": [file.session_uuid]})
             for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
-                           "forget_file_links", "forget_file_cache_boundaries", "forget_file_line_holders"):
+                           "forget_file_links", "forget_file_cache_boundaries"):
                 conn.execute(q(forget), {"id": file.id})
+            self._save(conn, [start_over])  # (first: its candidate span is gone too, §2.1)
+            # (the other holders of its shared uuids are ranked again, and its session's: its span moved)
+            held = [row[0] for row in conn.execute(q("forget_file_line_holders"), {"id": file.id})]
+            mine = [file.session_uuid] if file.session_uuid is not None else []
+            copies = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
             gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
             _settle_tool_uses(conn, gone, gone)
-            if file.session_uuid is not None:  # its lines may have hidden copies elsewhere (§2.3)
-                conn.execute(q("retime_sessions"), {"sessions": [file.session_uuid]})
-                conn.execute(q("subtime_sessions"), {"sessions": [file.session_uuid]})  # (after retime)
-            self._save(conn, [start_over])
+            if mine or copies:  # its lines may have hidden copies elsewhere (§2.3)
+                conn.execute(q("retime_sessions"), {"sessions": sorted(set(mine + copies))})
+                conn.execute(q("subtime_sessions"), {"sessions": sorted(set(mine + copies))})  # (after retime)
         _advance(start_over)
 
     def rewind(self, file: FileRow, stat: Stat) -> None:
@@ -213,9 +217,9 @@ class Store:
             conn.execute(q("lock_sessions"), {"sessions": sorted(
                 {r.session_uuid for p in batch if p.result for r in p.result.requests.values()}
                 | {p.session for p in batch if p.session})})
+            self._save(conn, batch)  # (first: the fork copies are ranked by the files' candidate spans, §2.1)
             self._write_rows(conn, [p for p in batch if p.result is not None], self.host_id)
             self._write_metas(conn, [p for p in batch if p.meta is not None])
-            self._save(conn, batch)
             # A trigger enabled the usual way between the first check and this transaction's
             # writes would not have fired. From its first write to a table on, this transaction
             # holds a lock that such a change waits for: asked again now, the answer covers it.
@@ -249,6 +253,7 @@ class Store:
         if requests:  # in key order, as every ingester writes them: no two wait on each other
             ordered = [requests[key] for key in sorted(requests)]
             conn.execute(q("upsert_requests"), {"requests": _json(ordered), "host_id": host_id})
+        documents: dict[str, str] = {}
         for query, rows_of in (
             ("insert_events", lambda r: r.events),
             ("upsert_tool_calls", lambda r: list(r.tool_calls.values())),
@@ -261,10 +266,16 @@ class Store:
             files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
                      for p in batch if (rows := rows_of(p.result))]
             if files:
-                document = _json(files)
-                conn.execute(q(query), {"files": document})
-                if query == "insert_events":
-                    _retime(conn, document, [p.session for p in batch if p.session and p.result and p.result.events])
+                documents[query] = _json(files)
+                conn.execute(q(query), {"files": documents[query]})
+        if "insert_line_holders" in documents:
+            conn.execute(q("share_line_holders"), {"files": documents["insert_line_holders"]})
+        # §2.1: the batch's main transcripts may change who wrote a uuid they share (new holders,
+        # or a span that moved), and with it which lines are fork copies, in any session
+        mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
+        copies = _decide_fork_copies(conn, mains, []) if mains else []
+        _retime(conn, documents.get("insert_events"), copies,
+                [p.session for p in batch if p.session and p.result and p.result.events])
         _write_tool_uses(conn, batch)
 
 
@@ -280,15 +291,25 @@ def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
     return merged
 
 
-def _retime(conn: psycopg.Connection, events: str, batch_sessions: list[str]) -> None:
+def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> list[str]:
+    """DESIGN §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
+    again; the sessions whose lines became, or stopped being, fork copies."""
+    return sorted({row[0] for row in conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids})})
+
+
+def _retime(conn: psycopg.Connection, events: str | None, copies: list[str], batch_sessions: list[str]) -> None:
     """DESIGN §2.3: each file's events are folded on their own, which is the session's timeline
-    unless it has several main transcripts or a line uuid repeats; those sessions' timelines are
-    worked out again across their files. Then the subagent timelines of the batch's sessions:
-    placed when a session has no main event, turned off when it has one."""
-    sessions = [row[0] for row in conn.execute(q("sessions_to_retime"), {"files": events})]
+    unless it has several main transcripts, a line uuid repeats or a line is a fork copy (§2.1);
+    those sessions' timelines are worked out again across their files, and those of `copies`
+    (whose fork copies changed). Then the subagent timelines of those sessions: placed when a
+    session has no main event, turned off when it has one."""
+    sessions = set(copies)
+    if events is not None:
+        sessions.update(row[0] for row in conn.execute(q("sessions_to_retime"), {"files": events}))
     if sessions:
-        conn.execute(q("retime_sessions"), {"sessions": sessions})
-    conn.execute(q("subtime_sessions"), {"sessions": sorted(set(batch_sessions))})
+        conn.execute(q("retime_sessions"), {"sessions": sorted(sessions)})
+    if batch_sessions or copies:
+        conn.execute(q("subtime_sessions"), {"sessions": sorted(set(batch_sessions) | set(copies))})
 
 
 def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
