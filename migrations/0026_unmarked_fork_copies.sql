@@ -44,3 +44,25 @@ LANGUAGE sql STABLE AS $$
     FROM held h LEFT JOIN spans p ON p.session_uuid = h.session_uuid
     ORDER BY h.line_uuid, h.stamped_bg, p.first_us NULLS LAST, p.last_us NULLS LAST, h.session_uuid
 $$;
+
+-- A request's owner is its record with the smallest (sidechain, foreign, time, session, agent)
+-- (§2.2), and a fork copy's record ranks as foreign: the records on candidate lines with a uuid
+-- (held_records: the line's own, or the one an agent_progress line embeds) are kept, and each
+-- request keeps its owner among its other records (base_*; NULL: none), so that a request is
+-- owned again when a line turns out a fork copy, or stops being one.
+CREATE TABLE retrod.held_records (
+    file_id BIGINT NOT NULL REFERENCES retrod.files ON DELETE CASCADE,
+    "offset" BIGINT NOT NULL,
+    key TEXT COLLATE "C" NOT NULL,
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    agent TEXT COLLATE "C" NOT NULL,
+    sidechain BOOLEAN NOT NULL,
+    ts TIMESTAMPTZ,
+    db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
+    PRIMARY KEY (file_id, "offset")
+);
+CREATE INDEX held_records_key ON retrod.held_records (key);
+ALTER TABLE retrod.requests
+    ADD COLUMN base_session TEXT COLLATE "C", ADD COLUMN base_agent TEXT COLLATE "C",
+    ADD COLUMN base_sidechain BOOLEAN, ADD COLUMN base_foreign BOOLEAN, ADD COLUMN base_ts TIMESTAMPTZ,
+    ADD COLUMN base_machine TEXT;

@@ -321,26 +321,29 @@ def test_transcripts_read_under_rules_3_are_read_again_to_hold_their_uuids(db_ur
     assert _stored_writers(db_url) == _shared_writers(root) != {}
 
 
-# Figures of the unmarked tree's sessions that are done (figures of §2.3 and §2.4's per-line
-# ones): times, start, compactions, tool-result bytes.
+# Figures of the unmarked tree's sessions that follow the rule (§2.2's, §2.3's and §2.4's
+# per-line ones): requests, tokens, times, start, compactions, tool-result bytes.
 def _timeline(summary: dict) -> tuple:
-    return (summary["wall_s"], summary["claude_s"], summary["tool_s"], summary["compactions"],
-            summary["tool_result_bytes"])
+    return (summary["requests"], summary["tokens"]["total"]["output"], summary["wall_s"], summary["claude_s"],
+            summary["tool_s"], summary["compactions"], summary["tool_result_bytes"])
 
 
-def test_unmarked_fork_copies_are_no_events_in_any_order(pg_cluster, tmp_path: Path, monkeypatch) -> None:
+def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_cluster, tmp_path: Path,
+                                                                             monkeypatch) -> None:
     """An unmarked background fork (and a fork of it) re-writing its original's lines, read
     before and after the original, in halves: each session's timeline starts with its own first
     line (ORIG 70 s wall, 15 claude, 55 tool, 1 compaction, 4 bytes; F 10 s; G 4 s), and R2 (which
-    wrote the line it shares with R1) starts at 0, R1 at 100."""
+    wrote the line it shares with R1) starts at 0, R1 at 100. The copies' requests stay with the
+    session that wrote them, though the forks' ids sort first: ORIG k1 and k2 (30 output tokens),
+    F k3 (30), G k4 (40)."""
     from conftest import fresh_database
 
     monkeypatch.setattr(reference, "UNMARKED_FORK_COPIES", True)
     whole = tmp_path / "whole" / "projects"
     fork_tree(whole, marked=False)
     resumes(whole)
-    want = {s: (f[2], f[3], f[4], f[5], f[7]) for s, f in FORKS.items()}
-    want[R1], want[R2] = (0.0, 0.0, 0.0, 0, 0), (50.0, 0.0, 0.0, 0, 0)
+    want = {s: (f[0], f[1], f[2], f[3], f[4], f[5], f[7]) for s, f in FORKS.items()}
+    want[R1], want[R2] = (0, 0, 0.0, 0.0, 0.0, 0, 0), (0, 0, 50.0, 0.0, 0.0, 0, 0)
     starts = {**STARTS, R1: ts(100), R2: ts(0)}
     expected = reference.compute(whole)
     assert {s: _timeline(expected[s]["summary"]) for s in want} == want

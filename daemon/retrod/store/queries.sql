@@ -108,17 +108,30 @@ INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
     cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast, machine, cache_miss_reason,
-    place_path, place_offset)
+    place_path, place_offset, base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine)
 SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
        retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
        (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
        (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model, parts, fast,
-       %(host_id)s::text, reason, place_path, place_offset
+       %(host_id)s::text, reason, place_path, place_offset,
+       base_session, CASE WHEN base_session IS NOT NULL THEN base_agent END,
+       CASE WHEN base_session IS NOT NULL THEN base_sidechain END,
+       CASE WHEN base_session IS NOT NULL THEN base_foreign END, retrod.us_to_ts(base_ts_us),
+       CASE WHEN base_session IS NOT NULL THEN %(host_id)s::text END
 FROM json_to_recordset(%(requests)s::json)
      AS x(key TEXT, session_uuid TEXT, agent TEXT, ts_us BIGINT, attr_sidechain BOOL, attr_foreign BOOL,
           attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT, parts TEXT, fast BOOL,
-          reason TEXT, place_path TEXT, place_offset BIGINT)
+          reason TEXT, place_path TEXT, place_offset BIGINT, base_session TEXT, base_agent TEXT,
+          base_sidechain BOOL, base_foreign BOOL, base_ts_us BIGINT)
 ON CONFLICT (key, db_role) DO UPDATE SET
+    -- (the owner among the records not held: the same order, none last)
+    (base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine) = (
+        SELECT * FROM (VALUES
+            (excluded.base_session, excluded.base_agent, excluded.base_sidechain, excluded.base_foreign,
+             excluded.base_ts, excluded.base_machine),
+            (r.base_session, r.base_agent, r.base_sidechain, r.base_foreign, r.base_ts, r.base_machine)
+        ) AS b (s, a, sc, fo, t, h)
+        ORDER BY s IS NULL, sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a, h LIMIT 1),
     (usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
      cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast, cache_miss_reason) = (
         SELECT * FROM (VALUES
@@ -332,7 +345,8 @@ FROM found WHERE h.line_uuid = found.uuid AND h.db_role = current_user AND NOT h
 
 -- The shared uuids of the given sessions (their span may have moved) and the given uuids (a
 -- file's, forgotten) are ranked again; each holder is a fork copy unless its session wrote the
--- uuid. Returns the sessions whose lines changed, to be re-timed.
+-- uuid. Returns the sessions whose lines changed, to be re-timed, and their lines' requests
+-- (held records), to be owned again.
 -- name: decide_fork_copies
 WITH uuids AS (
     SELECT line_uuid FROM retrod.line_holders
@@ -341,11 +355,61 @@ WITH uuids AS (
     SELECT unnest(%(uuids)s::text[])
 ), writers AS (
     SELECT * FROM retrod.uuid_writers(ARRAY(SELECT line_uuid FROM uuids))
+), changed AS (
+    UPDATE retrod.line_holders h SET copy = h.session_uuid <> w.session_uuid
+    FROM writers w
+    WHERE h.line_uuid = w.line_uuid AND h.db_role = current_user AND h.copy <> (h.session_uuid <> w.session_uuid)
+    RETURNING h.session_uuid, h.file_id, h."offset"
 )
-UPDATE retrod.line_holders h SET copy = h.session_uuid <> w.session_uuid
-FROM writers w
-WHERE h.line_uuid = w.line_uuid AND h.db_role = current_user AND h.copy <> (h.session_uuid <> w.session_uuid)
-RETURNING h.session_uuid;
+SELECT c.session_uuid, d.key FROM changed c
+LEFT JOIN retrod.held_records d ON (d.file_id, d."offset") = (c.file_id, c."offset");
+
+-- name: insert_held_records
+INSERT INTO retrod.held_records AS d (file_id, "offset", key, session_uuid, agent, sidechain, ts)
+SELECT f.file_id, r."offset", r.key, f.session_uuid, r.agent, r.sidechain, retrod.us_to_ts(r.ts_us)
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_to_recordset(f.rows) AS r("offset" BIGINT, key TEXT, agent TEXT, sidechain BOOL, ts_us BIGINT)
+ON CONFLICT (file_id, "offset") DO UPDATE
+SET key = excluded.key, session_uuid = excluded.session_uuid, agent = excluded.agent, sidechain = excluded.sidechain,
+    ts = excluded.ts
+WHERE (d.key, d.session_uuid, d.agent, d.sidechain, d.ts)
+      IS DISTINCT FROM (excluded.key, excluded.session_uuid, excluded.agent, excluded.sidechain, excluded.ts);
+
+-- DESIGN §2.2 with §2.1: the owner of the given requests (`changed`: their lines' fork copies
+-- changed; `batch`: a batch's held records, whose request is owned again when the line is a fork
+-- copy, which upsert_requests ranked as the session's own) among their held records, a fork
+-- copy's as foreign, and their other records' owner (base_*).
+-- name: reown_requests
+WITH keys AS (
+    SELECT unnest(%(changed)s::text[]) AS key
+    UNION
+    SELECT d.key
+    FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
+    CROSS JOIN json_to_recordset(f.rows) AS b("offset" BIGINT)
+    JOIN retrod.line_holders c ON (c.file_id, c."offset") = (f.file_id, b."offset") AND c.copy
+    JOIN retrod.held_records d ON (d.file_id, d."offset") = (f.file_id, b."offset")
+), owners AS (
+    SELECT k.key, o.*
+    FROM keys k CROSS JOIN LATERAL (
+        SELECT * FROM (
+            SELECT r.base_session AS s, r.base_agent AS a, r.base_sidechain AS sc, r.base_foreign AS fo,
+                   r.base_ts AS t, r.base_machine AS h
+            FROM retrod.requests r
+            WHERE r.key = k.key AND r.db_role = current_user AND r.base_session IS NOT NULL
+            UNION ALL
+            SELECT d.session_uuid, d.agent, d.sidechain, coalesce(c.copy, false), d.ts, f.host_id
+            FROM retrod.held_records d JOIN retrod.files f ON f.id = d.file_id
+            LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (d.file_id, d."offset")
+            WHERE d.key = k.key AND d.db_role = current_user
+        ) o
+        ORDER BY sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a, h LIMIT 1) o
+)
+UPDATE retrod.requests r SET (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts, machine) =
+    (o.s, o.a, o.sc, o.fo, o.t, o.h)
+FROM owners o
+WHERE r.key = o.key AND r.db_role = current_user
+  AND (r.session_uuid, r.agent, r.attr_sidechain, r.attr_foreign, r.attr_ts, r.machine)
+      IS DISTINCT FROM (o.s, o.a, o.sc, o.fo, o.t, o.h);
 
 -- Subagents' meta files: read whole, committed with the batch they came in.
 -- name: upsert_metas

@@ -166,7 +166,9 @@ class Store:
             # (the other holders of its shared uuids are ranked again, and its session's: its span moved)
             held = [row[0] for row in conn.execute(q("forget_file_line_holders"), {"id": file.id})]
             mine = [file.session_uuid] if file.session_uuid is not None else []
-            copies = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
+            copies, keys = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
+            if keys:
+                conn.execute(q("reown_requests"), {"changed": keys, "batch": "[]"})
             gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
             _settle_tool_uses(conn, gone, gone)
             if mine or copies:  # its lines may have hidden copies elsewhere (§2.3)
@@ -262,6 +264,7 @@ class Store:
             ("insert_links", lambda r: sorted(r.links)),
             ("insert_cache_boundaries", lambda r: r.boundaries),
             ("insert_line_holders", lambda r: r.holders),
+            ("insert_held_records", lambda r: r.held_records),
         ):
             files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
                      for p in batch if (rows := rows_of(p.result))]
@@ -273,7 +276,9 @@ class Store:
         # §2.1: the batch's main transcripts may change who wrote a uuid they share (new holders,
         # or a span that moved), and with it which lines are fork copies, in any session
         mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
-        copies = _decide_fork_copies(conn, mains, []) if mains else []
+        copies, keys = _decide_fork_copies(conn, mains, []) if mains else ([], [])
+        if keys or "insert_held_records" in documents:
+            conn.execute(q("reown_requests"), {"changed": keys, "batch": documents.get("insert_held_records", "[]")})
         _retime(conn, documents.get("insert_events"), copies,
                 [p.session for p in batch if p.session and p.result and p.result.events])
         _write_tool_uses(conn, batch)
@@ -291,10 +296,12 @@ def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
     return merged
 
 
-def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> list[str]:
+def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> tuple[list[str], list[str]]:
     """DESIGN §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
-    again; the sessions whose lines became, or stopped being, fork copies."""
-    return sorted({row[0] for row in conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids})})
+    again; the sessions whose lines became, or stopped being, fork copies, and the requests
+    whose records those lines hold."""
+    rows = conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids}).fetchall()
+    return sorted({session for session, _ in rows}), sorted({key for _, key in rows if key is not None})
 
 
 def _retime(conn: psycopg.Connection, events: str | None, copies: list[str], batch_sessions: list[str]) -> None:

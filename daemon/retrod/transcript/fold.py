@@ -106,11 +106,24 @@ class Request:
     # the keyless requests of its timestamp (§2.8); None for a keyed request.
     place_path: str | None = None
     place_offset: int | None = None
+    # The owner among the records that are not on an unmarked candidate line with a uuid (§2.1:
+    # such a line may turn out a fork copy, which ranks as foreign; the store re-ranks those
+    # records, HeldRecord, against this one). base_session None: no such record.
+    base_session: str | None = None
+    base_agent: str = ""
+    base_sidechain: bool = False
+    base_foreign: bool = False
+    base_ts_us: int | None = None
 
     def attribution_rank(self) -> tuple:
         ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
         return (self.attr_sidechain, self.attr_foreign, ts, self.session_uuid, self.agent in THREADS,
                 self.agent)
+
+    def base_rank(self) -> tuple:
+        ts = _NO_TS if self.base_ts_us is None else self.base_ts_us
+        return (self.base_session is None, self.base_sidechain, self.base_foreign, ts, self.base_session or "",
+                self.base_agent in THREADS, self.base_agent)
 
     def usage_rank(self) -> tuple:
         u = self.usage
@@ -142,6 +155,10 @@ class Request:
             self.session_uuid, self.agent = other.session_uuid, other.agent
             self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
             self.attr_ts_us = other.attr_ts_us
+        if other.base_rank() < self.base_rank():
+            self.base_session, self.base_agent = other.base_session, other.base_agent
+            self.base_sidechain, self.base_foreign = other.base_sidechain, other.base_foreign
+            self.base_ts_us = other.base_ts_us
         if other.ts_us is not None and (self.ts_us is None or other.ts_us < self.ts_us):
             self.ts_us = other.ts_us
         self.has_tool_use = self.has_tool_use or other.has_tool_use
@@ -188,6 +205,19 @@ class Holder:
     offset: int
     uuid: str
     bg: bool  # stamped sessionKind "bg"
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRecord:
+    """A record on an unmarked candidate line with a uuid (its own, or the one an agent_progress
+    line embeds): it ranks as foreign (§2.2) when the line turns out a fork copy (§2.1), which
+    the store decides across sessions."""
+
+    offset: int
+    key: str
+    sidechain: bool
+    ts_us: int | None
+    agent: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +274,7 @@ class FoldResult:
     results: dict[str, ToolResult] = field(default_factory=dict)  # the first of each id in this chunk
     boundaries: list[Boundary] = field(default_factory=list)
     holders: list[Holder] = field(default_factory=list)
+    held_records: list[HeldRecord] = field(default_factory=list)
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -289,6 +320,8 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
     sidechain = in_subagent_file or entry.is_sidechain
     # copied history, or a fork copy: counts like copied history everywhere (§2.1)
     foreign = _is_foreign(msg.session_id, session) or is_marked_fork_copy(source, entry)
+    # an unmarked candidate line with a uuid: it may turn out a fork copy (§2.1), the store decides
+    held = source.kind == "main" and not sidechain and not foreign and entry.uuid is not None
 
     if in_subagent_file and source.agent_id in out.subagents:
         out.subagents[source.agent_id].add(msg.timestamp)
@@ -304,10 +337,10 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
             agent = source.agent_id
         else:
             agent = INLINE_AGENT if entry.is_sidechain else ""
-        _add_record(out, source, offset, msg, msg.usage, msg.timestamp, sidechain, foreign, agent)
+        _add_record(out, source, offset, msg, msg.usage, msg.timestamp, sidechain, foreign, agent, held)
 
     if entry.embedded is not None:
-        _fold_agent_progress(source, out, offset, entry, entry.embedded)
+        _fold_agent_progress(source, out, offset, entry, entry.embedded, held)
 
     if entry.result_agent_id and msg.tool_results and msg.tool_results[0].tool_use_id and not foreign:
         out.links.add((entry.result_agent_id, msg.tool_results[0].tool_use_id))
@@ -336,7 +369,8 @@ def _hold(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
         out.holders.append(Holder(offset, entry.uuid, entry.bg))
 
 
-def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry, embedded: Message) -> None:
+def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry, embedded: Message,
+                         held: bool) -> None:
     ts = embedded.timestamp if embedded.timestamp is not None else entry.msg.timestamp
     foreign = (_is_foreign(embedded.session_id or entry.msg.session_id, source.session_uuid)
                or is_marked_fork_copy(source, entry))  # (a fork's copy of a progress line: its record too)
@@ -347,7 +381,8 @@ def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: En
         _add_sub_event(out, offset, embedded, ts)
     if embedded.type != "assistant" or embedded.usage is None:
         return
-    _add_record(out, source, offset, embedded, embedded.usage, ts, True, foreign, agent or UNNAMED_AGENT)
+    _add_record(out, source, offset, embedded, embedded.usage, ts, True, foreign, agent or UNNAMED_AGENT,
+                held and not foreign)
     if agent and not foreign and not agent.startswith(COMPACTION_PREFIX):
         out.subagents.setdefault(agent, Span()).add(ts)  # listed through its copied records
 
@@ -360,7 +395,7 @@ def _add_sub_event(out: FoldResult, offset: int, msg: Message, ts: int | None) -
 
 
 def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usage: Usage, ts: int | None,
-                sidechain: bool, foreign: bool, agent: str) -> None:
+                sidechain: bool, foreign: bool, agent: str, held: bool = False) -> None:
     key = msg.key or indexable(f"@{source.name}@{offset}", PLACE_KEY_BYTES, keep_start=False)
     keyless = msg.key is None
     record = Request(
@@ -381,6 +416,11 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         place_path=indexable(source.name, PLACE_KEY_BYTES) if keyless else None,
         place_offset=offset if keyless else None,
     )
+    if held:
+        out.held_records.append(HeldRecord(offset, key, sidechain, ts, agent))
+    else:
+        record.base_session, record.base_agent = source.session_uuid, agent
+        record.base_sidechain, record.base_foreign, record.base_ts_us = sidechain, foreign, ts
     known = out.requests.get(key)
     if known is None:
         out.requests[key] = record
