@@ -385,8 +385,8 @@ def uuid_writers(files: list[dict]) -> dict[str, str]:
     return {uuid: min(tuples)[3] for uuid, tuples in holders.items()}
 
 
-# DESIGN 2.1's unmarked fork copies (issue 28 item 12, part d). The switch stays so that a test
-# can show what the rule changes (test_forks.py).
+# DESIGN 2.1's unmarked fork copies (issue 28 item 12, part d): on, as retrod applies them; a
+# test may switch them off to see what they change.
 UNMARKED_FORK_COPIES = True
 
 

@@ -146,8 +146,8 @@ def test_reference_keeps_a_marked_forks_copies_with_the_session_that_wrote_them(
     assert {s: got[s]["start_us"] for s in FORKS} == {s: parse_ts(t) for s, t in STARTS.items()}
 
 
-def test_reference_finds_unmarked_fork_copies_by_who_wrote_them(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(reference, "UNMARKED_FORK_COPIES", True)  # (retrod does not find them yet)
+def test_reference_finds_unmarked_fork_copies_by_who_wrote_them(tmp_path: Path) -> None:
+    assert reference.UNMARKED_FORK_COPIES  # (the rule the reference is compared with retrod under)
     fork_tree(tmp_path, marked=False)
     got = reference.compute(tmp_path)
     assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
@@ -328,8 +328,7 @@ def _timeline(summary: dict) -> tuple:
             summary["tool_s"], summary["compactions"], summary["tool_result_bytes"])
 
 
-def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_cluster, tmp_path: Path,
-                                                                             monkeypatch) -> None:
+def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_cluster, tmp_path: Path) -> None:
     """An unmarked background fork (and a fork of it) re-writing its original's lines, read
     before and after the original, in halves: each session's timeline starts with its own first
     line (ORIG 70 s wall, 15 claude, 55 tool, 1 compaction, 4 bytes; F 10 s; G 4 s), and R2 (which
@@ -338,7 +337,6 @@ def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_
     F k3 (30), G k4 (40)."""
     from conftest import fresh_database
 
-    monkeypatch.setattr(reference, "UNMARKED_FORK_COPIES", True)
     whole = tmp_path / "whole" / "projects"
     fork_tree(whole, marked=False)
     resumes(whole)
@@ -360,7 +358,11 @@ def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_
             assert {s: _timeline(got[s]["summary"]) for s in want} == want, order
             assert {s: datetime.fromisoformat(got[s]["session"]["started_at"]) for s in want} \
                 == {s: datetime.fromisoformat(t) for s, t in starts.items()}, order
+            # §2.6: ORIG's Bash call is ORIG's; the forks' copies of it are no calls
+            assert {s: got[s]["summary"]["tool_use"]["calls"] for s in (ORIG, F, G)} == {ORIG: 1, F: 0, G: 0}, order
             rollups_match_raw(url)
+    tools = reference_tools.compute_tool_use(whole)
+    assert {s: tools[s]["summary"]["calls"] for s in (ORIG, F, G)} == {ORIG: 1, F: 0, G: 0}
 
 
 def test_a_rewritten_transcript_hands_its_uuids_back(db_url: str, tmp_path: Path) -> None:

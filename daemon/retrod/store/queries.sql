@@ -328,6 +328,13 @@ ON CONFLICT DO NOTHING;
 SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
     SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
 
+-- Who wrote a uuid depends on other sessions' holders and spans, which a transaction committing
+-- at the same time (the bulk path's other lane, another host) would not show: from here to its
+-- commit, a transaction that writes main transcripts' lines waits for any other doing the same
+-- (its member's), so the later one sees the earlier one's and decides for both.
+-- name: lock_fork_copies
+SELECT pg_advisory_xact_lock(hashtext('retrod.line_holders'), hashtext(current_user));
+
 -- The holders of a batch's uuids that another session holds too are marked shared (an index
 -- lookup per uuid of the batch): only those are ranked after a batch.
 -- name: share_line_holders
@@ -345,8 +352,8 @@ FROM found WHERE h.line_uuid = found.uuid AND h.db_role = current_user AND NOT h
 
 -- The shared uuids of the given sessions (their span may have moved) and the given uuids (a
 -- file's, forgotten) are ranked again; each holder is a fork copy unless its session wrote the
--- uuid. Returns the sessions whose lines changed, to be re-timed, and their lines' requests
--- (held records), to be owned again.
+-- uuid. Returns the lines that changed: their sessions are re-timed, their requests owned again
+-- and their calls counted again.
 -- name: decide_fork_copies
 WITH uuids AS (
     SELECT line_uuid FROM retrod.line_holders
@@ -361,8 +368,7 @@ WITH uuids AS (
     WHERE h.line_uuid = w.line_uuid AND h.db_role = current_user AND h.copy <> (h.session_uuid <> w.session_uuid)
     RETURNING h.session_uuid, h.file_id, h."offset"
 )
-SELECT c.session_uuid, d.key FROM changed c
-LEFT JOIN retrod.held_records d ON (d.file_id, d."offset") = (c.file_id, c."offset");
+SELECT session_uuid, file_id, "offset" FROM changed;
 
 -- name: insert_held_records
 INSERT INTO retrod.held_records AS d (file_id, "offset", key, session_uuid, agent, sidechain, ts)
@@ -375,13 +381,15 @@ SET key = excluded.key, session_uuid = excluded.session_uuid, agent = excluded.a
 WHERE (d.key, d.session_uuid, d.agent, d.sidechain, d.ts)
       IS DISTINCT FROM (excluded.key, excluded.session_uuid, excluded.agent, excluded.sidechain, excluded.ts);
 
--- DESIGN §2.2 with §2.1: the owner of the given requests (`changed`: their lines' fork copies
--- changed; `batch`: a batch's held records, whose request is owned again when the line is a fork
--- copy, which upsert_requests ranked as the session's own) among their held records, a fork
--- copy's as foreign, and their other records' owner (base_*).
+-- DESIGN §2.2 with §2.1: the owner of the requests of the given lines (`changed`: lines that
+-- became, or stopped being, fork copies; `batch`: a batch's held records, whose request is owned
+-- again when the line is a fork copy, which upsert_requests ranked as the session's own) among
+-- their held records, a fork copy's as foreign, and their other records' owner (base_*).
 -- name: reown_requests
 WITH keys AS (
-    SELECT unnest(%(changed)s::text[]) AS key
+    SELECT d.key
+    FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
+    JOIN retrod.held_records d ON (d.file_id, d."offset") = (c.file_id, c."offset")
     UNION
     SELECT d.key
     FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
@@ -509,18 +517,27 @@ WITH ids AS (
     FROM json_to_recordset(%(ids)s::json) AS i(session_uuid TEXT, tool_use_id TEXT)
 ), ranked AS (
     SELECT t.session_uuid, t.tool_use_id, t.file_id,
-           row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id
+           c.file_id IS NULL AND row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id, c.file_id IS NULL
                               ORDER BY t.agent <> '', f.host_id, t.file_path, t."offset", t.block, t.file_id) = 1
                AS counts
     FROM ids JOIN retrod.tool_uses t
          ON t.session_uuid = ids.session_uuid AND t.tool_use_id = ids.tool_use_id AND t.agent IS NOT NULL
             AND t.db_role = current_user
     JOIN retrod.files f ON f.id = t.file_id
+    -- (a fork copy's call is none: §2.1, §2.6)
+    LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (t.file_id, t."offset") AND c.copy
 )
 UPDATE retrod.tool_uses t SET counted = r.counts, signal = CASE WHEN r.counts THEN t.signal END
 FROM ranked r
 WHERE (t.session_uuid, t.tool_use_id, t.file_id) = (r.session_uuid, r.tool_use_id, r.file_id) AND t.counted <> r.counts
 RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block;
+
+-- The calls on lines that became, or stopped being, fork copies (§2.1), to be counted again.
+-- name: calls_at_lines
+SELECT t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block
+FROM json_to_recordset(%(lines)s::json) AS c(file_id BIGINT, "offset" BIGINT)
+JOIN retrod.tool_uses t ON (t.file_id, t."offset") = (c.file_id, c."offset")
+WHERE t.agent IS NOT NULL;
 
 -- The signals of DESIGN §2.6, the first that applies, judged within the call's agent. Only the
 -- judgements that change are written.

@@ -163,13 +163,16 @@ class Store:
                            "forget_file_links", "forget_file_cache_boundaries"):
                 conn.execute(q(forget), {"id": file.id})
             self._save(conn, [start_over])  # (first: its candidate span is gone too, §2.1)
+            conn.execute(q("lock_fork_copies"))
             # (the other holders of its shared uuids are ranked again, and its session's: its span moved)
             held = [row[0] for row in conn.execute(q("forget_file_line_holders"), {"id": file.id})]
             mine = [file.session_uuid] if file.session_uuid is not None else []
-            copies, keys = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
-            if keys:
-                conn.execute(q("reown_requests"), {"changed": keys, "batch": "[]"})
+            copies, lines = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
+            if copies:
+                conn.execute(q("reown_requests"), {"changed": lines, "batch": "[]"})
             gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
+            if copies:
+                gone += conn.execute(q("calls_at_lines"), {"lines": lines}).fetchall()
             _settle_tool_uses(conn, gone, gone)
             if mine or copies:  # its lines may have hidden copies elsewhere (§2.3)
                 conn.execute(q("retime_sessions"), {"sessions": sorted(set(mine + copies))})
@@ -271,17 +274,19 @@ class Store:
             if files:
                 documents[query] = _json(files)
                 conn.execute(q(query), {"files": documents[query]})
-        if "insert_line_holders" in documents:
-            conn.execute(q("share_line_holders"), {"files": documents["insert_line_holders"]})
         # §2.1: the batch's main transcripts may change who wrote a uuid they share (new holders,
         # or a span that moved), and with it which lines are fork copies, in any session
         mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
-        copies, keys = _decide_fork_copies(conn, mains, []) if mains else ([], [])
-        if keys or "insert_held_records" in documents:
-            conn.execute(q("reown_requests"), {"changed": keys, "batch": documents.get("insert_held_records", "[]")})
+        if mains:
+            conn.execute(q("lock_fork_copies"))
+        if "insert_line_holders" in documents:
+            conn.execute(q("share_line_holders"), {"files": documents["insert_line_holders"]})
+        copies, lines = _decide_fork_copies(conn, mains, []) if mains else ([], "[]")
+        if copies or "insert_held_records" in documents:
+            conn.execute(q("reown_requests"), {"changed": lines, "batch": documents.get("insert_held_records", "[]")})
         _retime(conn, documents.get("insert_events"), copies,
                 [p.session for p in batch if p.session and p.result and p.result.events])
-        _write_tool_uses(conn, batch)
+        _write_tool_uses(conn, batch, lines if copies else None)
 
 
 def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
@@ -296,12 +301,13 @@ def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
     return merged
 
 
-def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> tuple[list[str], list[str]]:
+def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> tuple[list[str], str]:
     """DESIGN §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
-    again; the sessions whose lines became, or stopped being, fork copies, and the requests
-    whose records those lines hold."""
+    again; the sessions whose lines became, or stopped being, fork copies, and those lines
+    (a JSON list of {file_id, offset})."""
     rows = conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids}).fetchall()
-    return sorted({session for session, _ in rows}), sorted({key for _, key in rows if key is not None})
+    return (sorted({session for session, _, _ in rows}),
+            _json([{"file_id": file_id, "offset": offset} for _, file_id, offset in rows]))
 
 
 def _retime(conn: psycopg.Connection, events: str | None, copies: list[str], batch_sessions: list[str]) -> None:
@@ -319,9 +325,12 @@ def _retime(conn: psycopg.Connection, events: str | None, copies: list[str], bat
         conn.execute(q("subtime_sessions"), {"sessions": sorted(set(batch_sessions) | set(copies))})
 
 
-def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
-    """DESIGN §2.6's calls and results of a batch, then the judgements they change."""
+def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending], copied: str | None = None) -> None:
+    """DESIGN §2.6's calls and results of a batch, then the judgements they change; and the
+    calls on the `copied` lines (that became, or stopped being, fork copies: §2.1)."""
     placed: list[tuple] = []  # (session, tool_use_id or None, agent, file path, offset, block)
+    if copied is not None:
+        placed += conn.execute(q("calls_at_lines"), {"lines": copied}).fetchall()
     calls, results = [], []
     for p in batch:
         if p.result is None:
