@@ -66,3 +66,11 @@ ALTER TABLE retrod.requests
     ADD COLUMN base_session TEXT COLLATE "C", ADD COLUMN base_agent TEXT COLLATE "C",
     ADD COLUMN base_sidechain BOOLEAN, ADD COLUMN base_foreign BOOLEAN, ADD COLUMN base_ts TIMESTAMPTZ,
     ADD COLUMN base_machine TEXT;
+
+-- A session's `tool_calls` are the ids of its own lines' tool_use blocks (§2.4): each row keeps
+-- its line, and a row whose line is a fork copy is set aside (parked_tool_calls, the same
+-- columns) while it is one, so that the rollup's triggers count it out and back in.
+ALTER TABLE retrod.tool_calls ADD COLUMN "offset" BIGINT;
+CREATE TABLE retrod.parked_tool_calls (LIKE retrod.tool_calls INCLUDING DEFAULTS);
+ALTER TABLE retrod.parked_tool_calls ADD PRIMARY KEY (file_id, tool_use_id),
+    ADD FOREIGN KEY (file_id) REFERENCES retrod.files ON DELETE CASCADE;

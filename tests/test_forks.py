@@ -358,8 +358,9 @@ def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_
             assert {s: _timeline(got[s]["summary"]) for s in want} == want, order
             assert {s: datetime.fromisoformat(got[s]["session"]["started_at"]) for s in want} \
                 == {s: datetime.fromisoformat(t) for s, t in starts.items()}, order
-            # §2.6: ORIG's Bash call is ORIG's; the forks' copies of it are no calls
+            # §2.4, §2.6: ORIG's Bash call is ORIG's; the forks' copies of it are no calls
             assert {s: got[s]["summary"]["tool_use"]["calls"] for s in (ORIG, F, G)} == {ORIG: 1, F: 0, G: 0}, order
+            assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS, order
             rollups_match_raw(url)
     tools = reference_tools.compute_tool_use(whole)
     assert {s: tools[s]["summary"]["calls"] for s in (ORIG, F, G)} == {ORIG: 1, F: 0, G: 0}
@@ -381,4 +382,27 @@ def test_a_rewritten_transcript_hands_its_uuids_back(db_url: str, tmp_path: Path
     assert (got[R1]["summary"]["wall_s"], got[R2]["summary"]["wall_s"]) == (100.0, 0.0)
     assert datetime.fromisoformat(got[R1]["session"]["started_at"]) == datetime.fromisoformat(ts(0))
     assert datetime.fromisoformat(got[R2]["session"]["started_at"]) == datetime.fromisoformat(ts(200))
+    rollups_match_raw(db_url)
+
+
+def test_unmarked_fork_copies_on_the_bulk_paths_two_lanes(db_url: str, tmp_path: Path) -> None:
+    """The bulk path commits a batch's sessions on two connections at once: each lane's ranking
+    must see the other's holders and spans (one at a time, from the ranking to the commit), so
+    the figures are the hand-worked ones whichever commits first."""
+    from psycopg_pool import ConnectionPool
+
+    from retrod.ingest import Ingester
+    from retrod.report import prices
+    from retrod.store.store import Store
+
+    root = tmp_path / "projects"
+    fork_tree(root, marked=False)
+    resumes(root)
+    with ConnectionPool(db_url, min_size=1, max_size=4, open=True) as pool:
+        with pool.connection() as conn:
+            prices.store_tiers(conn)
+        Ingester(Store(pool, "host-a"), [root], bulk_from=0).scan()
+    got = reports(db_url)
+    assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
+    assert (got[R1]["summary"]["wall_s"], got[R2]["summary"]["wall_s"]) == (0.0, 50.0)
     rollups_match_raw(db_url)

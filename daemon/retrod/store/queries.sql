@@ -80,6 +80,9 @@ DELETE FROM retrod.cache_boundaries WHERE file_id = %(id)s;
 -- name: forget_file_tool_calls
 DELETE FROM retrod.tool_calls WHERE file_id = %(id)s;
 
+-- name: forget_file_parked_tool_calls
+DELETE FROM retrod.parked_tool_calls WHERE file_id = %(id)s;
+
 -- name: forget_file_subagents
 DELETE FROM retrod.subagents WHERE file_id = %(id)s;
 
@@ -282,14 +285,16 @@ WHERE (e.file_id, e."offset", e.db_role) = (p.file_id, p."offset", current_user)
   AND (e.counted, e.prev_ts, e.kind, e.gap_us) IS DISTINCT FROM (p.counts, p.prev_ts, p.kind, p.gap_us);
 
 -- name: upsert_tool_calls
-INSERT INTO retrod.tool_calls AS c (file_id, tool_use_id, session_uuid, name, ts, description, subagent_type)
-SELECT f.file_id, t.id, f.session_uuid, t.name, retrod.us_to_ts(t.ts_us), t.description, t.subagent_type
+INSERT INTO retrod.tool_calls AS c (file_id, tool_use_id, session_uuid, name, ts, description, subagent_type, "offset")
+SELECT f.file_id, t.id, f.session_uuid, t.name, retrod.us_to_ts(t.ts_us), t.description, t.subagent_type, t."offset"
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-     json_to_recordset(f.rows) AS t(id TEXT, name TEXT, ts_us BIGINT, description TEXT, subagent_type TEXT)
+     json_to_recordset(f.rows)
+     AS t(id TEXT, name TEXT, ts_us BIGINT, description TEXT, subagent_type TEXT, "offset" BIGINT)
 ON CONFLICT (file_id, tool_use_id) DO UPDATE
 SET name = excluded.name, ts = excluded.ts, description = excluded.description,
-    subagent_type = excluded.subagent_type
-WHERE excluded.ts < c.ts OR (c.ts IS NULL AND excluded.ts IS NOT NULL);
+    subagent_type = excluded.subagent_type, "offset" = excluded."offset"
+WHERE excluded.ts < c.ts OR (c.ts IS NULL AND excluded.ts IS NOT NULL)
+   OR (c."offset" IS NULL AND excluded.ts IS NOT DISTINCT FROM c.ts);  -- (stored before 0026: its line)
 
 -- name: upsert_subagents
 INSERT INTO retrod.subagents AS s (file_id, session_uuid, agent_id, first_ts, last_ts)
@@ -369,6 +374,37 @@ WITH uuids AS (
     RETURNING h.session_uuid, h.file_id, h."offset"
 )
 SELECT session_uuid, file_id, "offset" FROM changed;
+
+-- DESIGN §2.4 with §2.1: the tool_use ids of lines that are fork copies (`changed` lines, and a
+-- batch's) are set aside, and those of lines that stopped being one come back (the rollup's
+-- triggers count them out and in).
+-- name: park_tool_calls
+WITH lines AS (
+    SELECT file_id, "offset" FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
+    UNION
+    SELECT f.file_id, t."offset"
+    FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
+    CROSS JOIN json_to_recordset(f.rows) AS t("offset" BIGINT)
+), moved AS (
+    DELETE FROM retrod.tool_calls t USING lines l, retrod.line_holders c
+    WHERE (t.file_id, t."offset") = (l.file_id, l."offset") AND (c.file_id, c."offset") = (l.file_id, l."offset")
+      AND c.copy AND t.db_role = current_user
+    RETURNING t.*
+)
+INSERT INTO retrod.parked_tool_calls SELECT * FROM moved
+ON CONFLICT (file_id, tool_use_id) DO NOTHING;
+
+-- name: unpark_tool_calls
+WITH back AS (
+    DELETE FROM retrod.parked_tool_calls p
+    USING json_to_recordset(%(changed)s::json) AS l(file_id BIGINT, "offset" BIGINT)
+    WHERE (p.file_id, p."offset") = (l.file_id, l."offset") AND p.db_role = current_user
+      AND NOT EXISTS (SELECT FROM retrod.line_holders c
+                      WHERE (c.file_id, c."offset") = (p.file_id, p."offset") AND c.copy)
+    RETURNING p.*
+)
+INSERT INTO retrod.tool_calls SELECT * FROM back
+ON CONFLICT (file_id, tool_use_id) DO NOTHING;
 
 -- name: insert_held_records
 INSERT INTO retrod.held_records AS d (file_id, "offset", key, session_uuid, agent, sidechain, ts)

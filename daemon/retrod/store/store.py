@@ -159,8 +159,8 @@ class Store:
             conn.execute(q("lock_files"), {"ids": [file.id]})
             if file.session_uuid is not None:
                 conn.execute(q("lock_sessions"), {"sessions": [file.session_uuid]})
-            for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
-                           "forget_file_links", "forget_file_cache_boundaries"):
+            for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_parked_tool_calls",
+                           "forget_file_subagents", "forget_file_links", "forget_file_cache_boundaries"):
                 conn.execute(q(forget), {"id": file.id})
             self._save(conn, [start_over])  # (first: its candidate span is gone too, §2.1)
             conn.execute(q("lock_fork_copies"))
@@ -170,6 +170,8 @@ class Store:
             copies, lines = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
             if copies:
                 conn.execute(q("reown_requests"), {"changed": lines, "batch": "[]"})
+                conn.execute(q("park_tool_calls"), {"changed": lines, "batch": "[]"})
+                conn.execute(q("unpark_tool_calls"), {"changed": lines})
             gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
             if copies:
                 gone += conn.execute(q("calls_at_lines"), {"lines": lines}).fetchall()
@@ -284,6 +286,10 @@ class Store:
         copies, lines = _decide_fork_copies(conn, mains, []) if mains else ([], "[]")
         if copies or "insert_held_records" in documents:
             conn.execute(q("reown_requests"), {"changed": lines, "batch": documents.get("insert_held_records", "[]")})
+        if copies or "upsert_tool_calls" in documents:
+            conn.execute(q("park_tool_calls"), {"changed": lines, "batch": documents.get("upsert_tool_calls", "[]")})
+        if copies:
+            conn.execute(q("unpark_tool_calls"), {"changed": lines})
         _retime(conn, documents.get("insert_events"), copies,
                 [p.session for p in batch if p.session and p.result and p.result.events])
         _write_tool_uses(conn, batch, lines if copies else None)

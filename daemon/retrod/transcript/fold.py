@@ -227,6 +227,7 @@ class ToolCall:
     ts_us: int | None
     description: str | None
     subagent_type: str | None
+    offset: int | None = None  # its line's: a fork copy's (§2.1) is set aside by the store
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,7 +461,7 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
             if tool_use.id is None:
                 continue
             call = ToolCall(tool_use.id, tool_use.name, msg.timestamp, tool_use.description,
-                            tool_use.subagent_type)
+                            tool_use.subagent_type, offset)
             known = out.tool_calls.get(tool_use.id)
             if known is None or _earlier(call.ts_us, known.ts_us):
                 out.tool_calls[tool_use.id] = call
