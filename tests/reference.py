@@ -385,10 +385,9 @@ def uuid_writers(files: list[dict]) -> dict[str, str]:
     return {uuid: min(tuples)[3] for uuid, tuples in holders.items()}
 
 
-# DESIGN 2.1's unmarked fork copies. retrod does not find them yet (issue 28 item 12, part d:
-# docs/decisions.md), so the reference compared with it leaves them out too; its own tests
-# (test_forks.py) switch them on, so that the rule as written here is held to hand-worked figures.
-UNMARKED_FORK_COPIES = False
+# DESIGN 2.1's unmarked fork copies (issue 28 item 12, part d): on, as retrod applies them; a
+# test may switch them off to see what they change.
+UNMARKED_FORK_COPIES = True
 
 
 def is_fork_copy(line: dict, file: dict) -> bool:

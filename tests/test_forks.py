@@ -146,8 +146,8 @@ def test_reference_keeps_a_marked_forks_copies_with_the_session_that_wrote_them(
     assert {s: got[s]["start_us"] for s in FORKS} == {s: parse_ts(t) for s, t in STARTS.items()}
 
 
-def test_reference_finds_unmarked_fork_copies_by_who_wrote_them(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(reference, "UNMARKED_FORK_COPIES", True)  # (retrod does not find them yet)
+def test_reference_finds_unmarked_fork_copies_by_who_wrote_them(tmp_path: Path) -> None:
+    assert reference.UNMARKED_FORK_COPIES  # (the rule the reference is compared with retrod under)
     fork_tree(tmp_path, marked=False)
     got = reference.compute(tmp_path)
     assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
@@ -248,3 +248,161 @@ def test_a_forks_copy_of_an_agent_progress_line_lists_no_subagent_and_is_no_even
     own = _fold(A, [{**progress, "forkedFrom": None}])
     assert own.requests["msg_7"].attr_foreign is False and "x7" in own.subagents
     assert [(e.sub, e.gap_class) for e in own.events] == [(True, "claude")]
+
+
+# --- (d) unmarked fork copies: who wrote a uuid, decided from what is stored -------------------
+
+R1 = "11111111-0000-4000-8000-0000000000e1"  # two interactive resumes of one conversation: both
+R2 = "22222222-0000-4000-8000-0000000000e2"  # start with the line they share (no stamp on either)
+
+
+def resumes(root: Path) -> None:
+    """R1 and R2 share their first line (second 0); R2's last line is earlier (50 < 100): by the
+    tuple (stamped_bg, first_ts, last_ts, id), R2 wrote it, though R1's id sorts first."""
+    shared = {"type": "user", "timestamp": ts(0), "uuid": "r0", "message": {"content": "go on"}}
+    write(root / SLUG / f"{R1}.jsonl", [{**shared, "sessionId": R1}, user(R1, 100, uuid="r1")])
+    write(root / SLUG / f"{R2}.jsonl", [{**shared, "sessionId": R2}, user(R2, 50, uuid="r2")])
+
+
+def _stored_writers(url: str) -> dict[str, str]:
+    from retrod.store.queries import q
+
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute(q("uuid_writers"), {"uuids": None}).fetchall())
+
+
+def _shared_writers(root: Path) -> dict[str, str]:
+    """The reference's writers of the uuids more than one session holds."""
+    files = reference.find_files(root)
+    holders: dict[str, set[str]] = {}
+    for file in files:
+        for line in file["lines"] if file["kind"] == "main" else ():
+            if reference.is_unmarked_candidate(line, file) and reference.non_empty_string(line.get("uuid")):
+                holders.setdefault(line["uuid"], set()).add(file["session"])
+    writers = reference.uuid_writers(files)
+    return {uuid: writers[uuid] for uuid, sessions in holders.items() if len(sessions) > 1}
+
+
+def test_stored_holders_decide_who_wrote_each_uuid_in_any_order(pg_cluster, tmp_path: Path) -> None:
+    """Whatever order the files come in, in halves: ORIG wrote its lines (its copies are stamped
+    "bg" in F and G), F wrote its own two (G's copies tie on stamp and first time, F ended first),
+    and R2 wrote the line it shares with R1 (ended first)."""
+    from conftest import fresh_database
+
+    whole = tmp_path / "whole" / "projects"
+    fork_tree(whole, marked=False)
+    resumes(whole)
+    want = {**dict.fromkeys(("o1", "o2", "o3", "o4", "o5"), ORIG), "f1": F, "f2": F, "r0": R2}
+    assert _shared_writers(whole) == want
+    for order in ((G, F, R1, ORIG, R2), (ORIG, R2, F, G, R1), (F, R1, G, R2, ORIG)):
+        root = tmp_path / "-".join(s[:2] for s in order) / "projects"
+        (root / SLUG).mkdir(parents=True)
+        with fresh_database(pg_cluster) as url:
+            for session in order:
+                lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
+                for upto in (len(lines) // 2, len(lines)):
+                    (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
+                    ingest(url, [root], batch_bytes=512)
+            assert _stored_writers(url) == want, order
+
+
+def test_transcripts_read_under_rules_3_are_read_again_to_hold_their_uuids(db_url: str, tmp_path: Path) -> None:
+    """Files read before migration 0026 (fold rules 3) kept no holders: read again from their start
+    (rows kept), they fill them."""
+    root = tmp_path / "projects"
+    fork_tree(root, marked=False)
+    ingest(db_url, [root])
+    with psycopg.connect(db_url) as conn:
+        conn.execute("DELETE FROM retrod.line_holders")
+        conn.execute("UPDATE retrod.files SET state = jsonb_set(state, '{rules}', '3') - 'span_first_us'"
+                     " - 'span_last_us' WHERE kind <> 'meta'")
+    assert _stored_writers(db_url) == {}
+    ingest(db_url, [root])
+    assert _stored_writers(db_url) == _shared_writers(root) != {}
+
+
+# Figures of the unmarked tree's sessions that follow the rule (§2.2's, §2.3's and §2.4's
+# per-line ones): requests, tokens, times, start, compactions, tool-result bytes.
+def _timeline(summary: dict) -> tuple:
+    return (summary["requests"], summary["tokens"]["total"]["output"], summary["wall_s"], summary["claude_s"],
+            summary["tool_s"], summary["compactions"], summary["tool_result_bytes"])
+
+
+def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_cluster, tmp_path: Path) -> None:
+    """An unmarked background fork (and a fork of it) re-writing its original's lines, read
+    before and after the original, in halves: each session's timeline starts with its own first
+    line (ORIG 70 s wall, 15 claude, 55 tool, 1 compaction, 4 bytes; F 10 s; G 4 s), and R2 (which
+    wrote the line it shares with R1) starts at 0, R1 at 100. The copies' requests stay with the
+    session that wrote them, though the forks' ids sort first: ORIG k1 and k2 (30 output tokens),
+    F k3 (30), G k4 (40)."""
+    from conftest import fresh_database
+
+    whole = tmp_path / "whole" / "projects"
+    fork_tree(whole, marked=False)
+    resumes(whole)
+    want = {s: (f[0], f[1], f[2], f[3], f[4], f[5], f[7]) for s, f in FORKS.items()}
+    want[R1], want[R2] = (0, 0, 0.0, 0.0, 0.0, 0, 0), (0, 0, 50.0, 0.0, 0.0, 0, 0)
+    starts = {**STARTS, R1: ts(100), R2: ts(0)}
+    expected = reference.compute(whole)
+    assert {s: _timeline(expected[s]["summary"]) for s in want} == want
+    for order in ((G, F, R1, ORIG, R2), (ORIG, R2, F, G, R1)):
+        root = tmp_path / "-".join(s[:2] for s in order) / "projects"
+        (root / SLUG).mkdir(parents=True)
+        with fresh_database(pg_cluster) as url:
+            for session in order:
+                lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
+                for upto in (len(lines) // 2, len(lines)):
+                    (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
+                    ingest(url, [root], batch_bytes=512)
+            got = reports(url)
+            assert {s: _timeline(got[s]["summary"]) for s in want} == want, order
+            assert {s: datetime.fromisoformat(got[s]["session"]["started_at"]) for s in want} \
+                == {s: datetime.fromisoformat(t) for s, t in starts.items()}, order
+            # §2.4, §2.6: ORIG's Bash call is ORIG's; the forks' copies of it are no calls
+            assert {s: got[s]["summary"]["tool_use"]["calls"] for s in (ORIG, F, G)} == {ORIG: 1, F: 0, G: 0}, order
+            assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS, order
+            rollups_match_raw(url)
+    tools = reference_tools.compute_tool_use(whole)
+    assert {s: tools[s]["summary"]["calls"] for s in (ORIG, F, G)} == {ORIG: 1, F: 0, G: 0}
+
+
+def test_a_rewritten_transcript_hands_its_uuids_back(db_url: str, tmp_path: Path) -> None:
+    """R2 wrote the line it shares with R1 (it ended first). Its file rewritten (read again from
+    its start) with a last line at 200 s: R1 ended first now, so R1 wrote it: R1's timeline
+    starts at 0 (100 s of wall), R2's at 200."""
+    root = tmp_path / "projects"
+    resumes(root)
+    ingest(db_url, [root])
+    got = reports(db_url)
+    assert (got[R1]["summary"]["wall_s"], got[R2]["summary"]["wall_s"]) == (0.0, 50.0)
+    shared = {"type": "user", "timestamp": ts(0), "uuid": "r0", "message": {"content": "go on"}}
+    write(root / SLUG / f"{R2}.jsonl", [{**shared, "sessionId": R2}, user(R2, 200, uuid="r2b")])
+    ingest(db_url, [root])
+    got = reports(db_url)
+    assert (got[R1]["summary"]["wall_s"], got[R2]["summary"]["wall_s"]) == (100.0, 0.0)
+    assert datetime.fromisoformat(got[R1]["session"]["started_at"]) == datetime.fromisoformat(ts(0))
+    assert datetime.fromisoformat(got[R2]["session"]["started_at"]) == datetime.fromisoformat(ts(200))
+    rollups_match_raw(db_url)
+
+
+def test_unmarked_fork_copies_on_the_bulk_paths_two_lanes(db_url: str, tmp_path: Path) -> None:
+    """The bulk path commits a batch's sessions on two connections at once: each lane's ranking
+    must see the other's holders and spans (one at a time, from the ranking to the commit), so
+    the figures are the hand-worked ones whichever commits first."""
+    from psycopg_pool import ConnectionPool
+
+    from retrod.ingest import Ingester
+    from retrod.report import prices
+    from retrod.store.store import Store
+
+    root = tmp_path / "projects"
+    fork_tree(root, marked=False)
+    resumes(root)
+    with ConnectionPool(db_url, min_size=1, max_size=4, open=True) as pool:
+        with pool.connection() as conn:
+            prices.store_tiers(conn)
+        Ingester(Store(pool, "host-a"), [root], bulk_from=0).scan()
+    got = reports(db_url)
+    assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
+    assert (got[R1]["summary"]["wall_s"], got[R2]["summary"]["wall_s"]) == (0.0, 50.0)
+    rollups_match_raw(db_url)

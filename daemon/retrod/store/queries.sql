@@ -80,11 +80,19 @@ DELETE FROM retrod.cache_boundaries WHERE file_id = %(id)s;
 -- name: forget_file_tool_calls
 DELETE FROM retrod.tool_calls WHERE file_id = %(id)s;
 
+-- name: forget_file_parked_tool_calls
+DELETE FROM retrod.parked_tool_calls WHERE file_id = %(id)s;
+
 -- name: forget_file_subagents
 DELETE FROM retrod.subagents WHERE file_id = %(id)s;
 
 -- name: forget_file_links
 DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
+
+-- (returns the shared uuids: their other holders are ranked again)
+-- name: forget_file_line_holders
+WITH gone AS (DELETE FROM retrod.line_holders WHERE file_id = %(id)s RETURNING line_uuid, shared)
+SELECT DISTINCT line_uuid FROM gone WHERE shared;
 
 -- A batch's rows come as one JSON document per table, encoded in C on the client: binding
 -- one array per column cost more client time than the server spent on the rows.
@@ -103,17 +111,30 @@ INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
     cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast, machine, cache_miss_reason,
-    place_path, place_offset)
+    place_path, place_offset, base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine)
 SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
        retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
        (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
        (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model, parts, fast,
-       %(host_id)s::text, reason, place_path, place_offset
+       %(host_id)s::text, reason, place_path, place_offset,
+       base_session, CASE WHEN base_session IS NOT NULL THEN base_agent END,
+       CASE WHEN base_session IS NOT NULL THEN base_sidechain END,
+       CASE WHEN base_session IS NOT NULL THEN base_foreign END, retrod.us_to_ts(base_ts_us),
+       CASE WHEN base_session IS NOT NULL THEN %(host_id)s::text END
 FROM json_to_recordset(%(requests)s::json)
      AS x(key TEXT, session_uuid TEXT, agent TEXT, ts_us BIGINT, attr_sidechain BOOL, attr_foreign BOOL,
           attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT, parts TEXT, fast BOOL,
-          reason TEXT, place_path TEXT, place_offset BIGINT)
+          reason TEXT, place_path TEXT, place_offset BIGINT, base_session TEXT, base_agent TEXT,
+          base_sidechain BOOL, base_foreign BOOL, base_ts_us BIGINT)
 ON CONFLICT (key, db_role) DO UPDATE SET
+    -- (the owner among the records not held: the same order, none last)
+    (base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine) = (
+        SELECT * FROM (VALUES
+            (excluded.base_session, excluded.base_agent, excluded.base_sidechain, excluded.base_foreign,
+             excluded.base_ts, excluded.base_machine),
+            (r.base_session, r.base_agent, r.base_sidechain, r.base_foreign, r.base_ts, r.base_machine)
+        ) AS b (s, a, sc, fo, t, h)
+        ORDER BY s IS NULL, sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a, h LIMIT 1),
     (usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
      cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast, cache_miss_reason) = (
         SELECT * FROM (VALUES
@@ -190,12 +211,14 @@ WHERE b.line_uuid IS NOT NULL;
 -- mark runs across files. Only the rows that change are written (the update trigger moves
 -- their gaps in the rollups).
 -- name: retime_sessions
-WITH lines AS (
+WITH lines AS (  -- (a fork copy, §2.1, is no own line: it counts for nothing, and hides no other)
     SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.compaction,
-           e.line_uuid IS NULL OR row_number() OVER (
-               PARTITION BY e.session_uuid, e.line_uuid ORDER BY f.slug, f.host_id, f.path, e."offset") = 1 AS counts,
+           c.file_id IS NULL AND (e.line_uuid IS NULL OR row_number() OVER (
+               PARTITION BY e.session_uuid, e.line_uuid, c.file_id IS NULL
+               ORDER BY f.slug, f.host_id, f.path, e."offset") = 1) AS counts,
            f.slug, f.host_id, f.path
     FROM retrod.events e JOIN retrod.files f ON f.id = e.file_id
+    LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (e.file_id, e."offset") AND c.copy
     WHERE e.session_uuid = ANY(%(sessions)s::text[]) AND e.db_role = current_user AND NOT e.sub
 ), timeline AS (
     SELECT file_id, "offset", ts, gap_class, counts,
@@ -233,13 +256,15 @@ WITH s AS (
     FROM (SELECT DISTINCT session_uuid FROM unnest(%(sessions)s::text[]) u(session_uuid)) k
 ), lines AS (
     SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.line_uuid, s.has_main,
-           substr(f.path, strpos(f.path, '/' || f.slug || '/') + 1) AS below_root, f.host_id
+           substr(f.path, strpos(f.path, '/' || f.slug || '/') + 1) AS below_root, f.host_id,
+           c.file_id IS NOT NULL AS copy  -- (an agent_progress line that is a fork copy, §2.1)
     FROM s JOIN retrod.events e ON e.session_uuid = s.session_uuid AND e.db_role = current_user AND e.sub
     JOIN retrod.files f ON f.id = e.file_id
+    LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (e.file_id, e."offset") AND c.copy
     WHERE NOT s.has_main OR e.counted OR e.prev_ts IS NOT NULL  -- (with a main event: those to turn off)
 ), ordered AS (
-    SELECT *, NOT has_main AND (line_uuid IS NULL OR row_number() OVER (
-               PARTITION BY session_uuid, line_uuid ORDER BY ts, below_root, host_id, "offset") = 1) AS counts
+    SELECT *, NOT has_main AND NOT copy AND (line_uuid IS NULL OR row_number() OVER (
+               PARTITION BY session_uuid, line_uuid, copy ORDER BY ts, below_root, host_id, "offset") = 1) AS counts
     FROM lines
 ), timeline AS (
     SELECT file_id, "offset", ts, gap_class, counts,
@@ -260,14 +285,16 @@ WHERE (e.file_id, e."offset", e.db_role) = (p.file_id, p."offset", current_user)
   AND (e.counted, e.prev_ts, e.kind, e.gap_us) IS DISTINCT FROM (p.counts, p.prev_ts, p.kind, p.gap_us);
 
 -- name: upsert_tool_calls
-INSERT INTO retrod.tool_calls AS c (file_id, tool_use_id, session_uuid, name, ts, description, subagent_type)
-SELECT f.file_id, t.id, f.session_uuid, t.name, retrod.us_to_ts(t.ts_us), t.description, t.subagent_type
+INSERT INTO retrod.tool_calls AS c (file_id, tool_use_id, session_uuid, name, ts, description, subagent_type, "offset")
+SELECT f.file_id, t.id, f.session_uuid, t.name, retrod.us_to_ts(t.ts_us), t.description, t.subagent_type, t."offset"
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-     json_to_recordset(f.rows) AS t(id TEXT, name TEXT, ts_us BIGINT, description TEXT, subagent_type TEXT)
+     json_to_recordset(f.rows)
+     AS t(id TEXT, name TEXT, ts_us BIGINT, description TEXT, subagent_type TEXT, "offset" BIGINT)
 ON CONFLICT (file_id, tool_use_id) DO UPDATE
 SET name = excluded.name, ts = excluded.ts, description = excluded.description,
-    subagent_type = excluded.subagent_type
-WHERE excluded.ts < c.ts OR (c.ts IS NULL AND excluded.ts IS NOT NULL);
+    subagent_type = excluded.subagent_type, "offset" = excluded."offset"
+WHERE excluded.ts < c.ts OR (c.ts IS NULL AND excluded.ts IS NOT NULL)
+   OR (c."offset" IS NULL AND excluded.ts IS NOT DISTINCT FROM c.ts);  -- (stored before 0026: its line)
 
 -- name: upsert_subagents
 INSERT INTO retrod.subagents AS s (file_id, session_uuid, agent_id, first_ts, last_ts)
@@ -291,6 +318,142 @@ SELECT f.file_id, b."offset", f.session_uuid, b.agent, retrod.us_to_ts(b.ts_us)
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
      json_to_recordset(f.rows) AS b("offset" BIGINT, agent TEXT, ts_us BIGINT)
 ON CONFLICT DO NOTHING;
+
+-- DESIGN §2.1 unmarked fork copies: a main transcript's unmarked candidate lines with a uuid; a
+-- line read again is the same row.
+-- name: insert_line_holders
+INSERT INTO retrod.line_holders (file_id, "offset", session_uuid, line_uuid, bg)
+SELECT f.file_id, h."offset", f.session_uuid, h.uuid, h.bg
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_to_recordset(f.rows) AS h("offset" BIGINT, uuid TEXT, bg BOOL)
+ON CONFLICT DO NOTHING;
+
+-- DESIGN §2.1 unmarked fork copies: which session wrote each uuid more than one session holds.
+-- name: uuid_writers
+SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
+    SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
+
+-- Who wrote a uuid depends on other sessions' holders and spans, which a transaction committing
+-- at the same time (the bulk path's other lane, another host) would not show: from here to its
+-- commit, a transaction that writes main transcripts' lines waits for any other doing the same
+-- (its member's), so the later one sees the earlier one's and decides for both.
+-- name: lock_fork_copies
+SELECT pg_advisory_xact_lock(hashtext('retrod.line_holders'), hashtext(current_user));
+
+-- The holders of a batch's uuids that another session holds too are marked shared (an index
+-- lookup per uuid of the batch): only those are ranked after a batch.
+-- name: share_line_holders
+WITH batch AS (
+    SELECT DISTINCT f.session_uuid, h.uuid
+    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+         json_to_recordset(f.rows) AS h(uuid TEXT)
+), found AS (
+    SELECT DISTINCT b.uuid FROM batch b
+    WHERE EXISTS (SELECT FROM retrod.line_holders o WHERE o.line_uuid = b.uuid AND o.db_role = current_user
+                    AND o.session_uuid <> b.session_uuid)
+)
+UPDATE retrod.line_holders h SET shared = true
+FROM found WHERE h.line_uuid = found.uuid AND h.db_role = current_user AND NOT h.shared;
+
+-- The shared uuids of the given sessions (their span may have moved) and the given uuids (a
+-- file's, forgotten) are ranked again; each holder is a fork copy unless its session wrote the
+-- uuid. Returns the lines that changed: their sessions are re-timed, their requests owned again
+-- and their calls counted again.
+-- name: decide_fork_copies
+WITH uuids AS (
+    SELECT line_uuid FROM retrod.line_holders
+    WHERE session_uuid = ANY(%(sessions)s::text[]) AND shared AND db_role = current_user
+    UNION
+    SELECT unnest(%(uuids)s::text[])
+), writers AS (
+    SELECT * FROM retrod.uuid_writers(ARRAY(SELECT line_uuid FROM uuids))
+), changed AS (
+    UPDATE retrod.line_holders h SET copy = h.session_uuid <> w.session_uuid
+    FROM writers w
+    WHERE h.line_uuid = w.line_uuid AND h.db_role = current_user AND h.copy <> (h.session_uuid <> w.session_uuid)
+    RETURNING h.session_uuid, h.file_id, h."offset"
+)
+SELECT session_uuid, file_id, "offset" FROM changed;
+
+-- DESIGN §2.4 with §2.1: the tool_use ids of lines that are fork copies (`changed` lines, and a
+-- batch's) are set aside, and those of lines that stopped being one come back (the rollup's
+-- triggers count them out and in).
+-- name: park_tool_calls
+WITH lines AS (
+    SELECT file_id, "offset" FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
+    UNION
+    SELECT f.file_id, t."offset"
+    FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
+    CROSS JOIN json_to_recordset(f.rows) AS t("offset" BIGINT)
+), moved AS (
+    DELETE FROM retrod.tool_calls t USING lines l, retrod.line_holders c
+    WHERE (t.file_id, t."offset") = (l.file_id, l."offset") AND (c.file_id, c."offset") = (l.file_id, l."offset")
+      AND c.copy AND t.db_role = current_user
+    RETURNING t.*
+)
+INSERT INTO retrod.parked_tool_calls SELECT * FROM moved
+ON CONFLICT (file_id, tool_use_id) DO NOTHING;
+
+-- name: unpark_tool_calls
+WITH back AS (
+    DELETE FROM retrod.parked_tool_calls p
+    USING json_to_recordset(%(changed)s::json) AS l(file_id BIGINT, "offset" BIGINT)
+    WHERE (p.file_id, p."offset") = (l.file_id, l."offset") AND p.db_role = current_user
+      AND NOT EXISTS (SELECT FROM retrod.line_holders c
+                      WHERE (c.file_id, c."offset") = (p.file_id, p."offset") AND c.copy)
+    RETURNING p.*
+)
+INSERT INTO retrod.tool_calls SELECT * FROM back
+ON CONFLICT (file_id, tool_use_id) DO NOTHING;
+
+-- name: insert_held_records
+INSERT INTO retrod.held_records AS d (file_id, "offset", key, session_uuid, agent, sidechain, ts)
+SELECT f.file_id, r."offset", r.key, f.session_uuid, r.agent, r.sidechain, retrod.us_to_ts(r.ts_us)
+FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+     json_to_recordset(f.rows) AS r("offset" BIGINT, key TEXT, agent TEXT, sidechain BOOL, ts_us BIGINT)
+ON CONFLICT (file_id, "offset") DO UPDATE
+SET key = excluded.key, session_uuid = excluded.session_uuid, agent = excluded.agent, sidechain = excluded.sidechain,
+    ts = excluded.ts
+WHERE (d.key, d.session_uuid, d.agent, d.sidechain, d.ts)
+      IS DISTINCT FROM (excluded.key, excluded.session_uuid, excluded.agent, excluded.sidechain, excluded.ts);
+
+-- DESIGN §2.2 with §2.1: the owner of the requests of the given lines (`changed`: lines that
+-- became, or stopped being, fork copies; `batch`: a batch's held records, whose request is owned
+-- again when the line is a fork copy, which upsert_requests ranked as the session's own) among
+-- their held records, a fork copy's as foreign, and their other records' owner (base_*).
+-- name: reown_requests
+WITH keys AS (
+    SELECT d.key
+    FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
+    JOIN retrod.held_records d ON (d.file_id, d."offset") = (c.file_id, c."offset")
+    UNION
+    SELECT d.key
+    FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
+    CROSS JOIN json_to_recordset(f.rows) AS b("offset" BIGINT)
+    JOIN retrod.line_holders c ON (c.file_id, c."offset") = (f.file_id, b."offset") AND c.copy
+    JOIN retrod.held_records d ON (d.file_id, d."offset") = (f.file_id, b."offset")
+), owners AS (
+    SELECT k.key, o.*
+    FROM keys k CROSS JOIN LATERAL (
+        SELECT * FROM (
+            SELECT r.base_session AS s, r.base_agent AS a, r.base_sidechain AS sc, r.base_foreign AS fo,
+                   r.base_ts AS t, r.base_machine AS h
+            FROM retrod.requests r
+            WHERE r.key = k.key AND r.db_role = current_user AND r.base_session IS NOT NULL
+            UNION ALL
+            SELECT d.session_uuid, d.agent, d.sidechain, coalesce(c.copy, false), d.ts, f.host_id
+            FROM retrod.held_records d JOIN retrod.files f ON f.id = d.file_id
+            LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (d.file_id, d."offset")
+            WHERE d.key = k.key AND d.db_role = current_user
+        ) o
+        ORDER BY sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a, h LIMIT 1) o
+)
+UPDATE retrod.requests r SET (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts, machine) =
+    (o.s, o.a, o.sc, o.fo, o.t, o.h)
+FROM owners o
+WHERE r.key = o.key AND r.db_role = current_user
+  AND (r.session_uuid, r.agent, r.attr_sidechain, r.attr_foreign, r.attr_ts, r.machine)
+      IS DISTINCT FROM (o.s, o.a, o.sc, o.fo, o.t, o.h);
 
 -- Subagents' meta files: read whole, committed with the batch they came in.
 -- name: upsert_metas
@@ -390,18 +553,27 @@ WITH ids AS (
     FROM json_to_recordset(%(ids)s::json) AS i(session_uuid TEXT, tool_use_id TEXT)
 ), ranked AS (
     SELECT t.session_uuid, t.tool_use_id, t.file_id,
-           row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id
+           c.file_id IS NULL AND row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id, c.file_id IS NULL
                               ORDER BY t.agent <> '', f.host_id, t.file_path, t."offset", t.block, t.file_id) = 1
                AS counts
     FROM ids JOIN retrod.tool_uses t
          ON t.session_uuid = ids.session_uuid AND t.tool_use_id = ids.tool_use_id AND t.agent IS NOT NULL
             AND t.db_role = current_user
     JOIN retrod.files f ON f.id = t.file_id
+    -- (a fork copy's call is none: §2.1, §2.6)
+    LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (t.file_id, t."offset") AND c.copy
 )
 UPDATE retrod.tool_uses t SET counted = r.counts, signal = CASE WHEN r.counts THEN t.signal END
 FROM ranked r
 WHERE (t.session_uuid, t.tool_use_id, t.file_id) = (r.session_uuid, r.tool_use_id, r.file_id) AND t.counted <> r.counts
 RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block;
+
+-- The calls on lines that became, or stopped being, fork copies (§2.1), to be counted again.
+-- name: calls_at_lines
+SELECT t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block
+FROM json_to_recordset(%(lines)s::json) AS c(file_id BIGINT, "offset" BIGINT)
+JOIN retrod.tool_uses t ON (t.file_id, t."offset") = (c.file_id, c."offset")
+WHERE t.agent IS NOT NULL;
 
 -- The signals of DESIGN §2.6, the first that applies, judged within the call's agent. Only the
 -- judgements that change are written.

@@ -159,15 +159,26 @@ class Store:
             conn.execute(q("lock_files"), {"ids": [file.id]})
             if file.session_uuid is not None:
                 conn.execute(q("lock_sessions"), {"sessions": [file.session_uuid]})
-            for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_subagents",
-                           "forget_file_links", "forget_file_cache_boundaries"):
+            for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_parked_tool_calls",
+                           "forget_file_subagents", "forget_file_links", "forget_file_cache_boundaries"):
                 conn.execute(q(forget), {"id": file.id})
+            self._save(conn, [start_over])  # (first: its candidate span is gone too, §2.1)
+            conn.execute(q("lock_fork_copies"))
+            # (the other holders of its shared uuids are ranked again, and its session's: its span moved)
+            held = [row[0] for row in conn.execute(q("forget_file_line_holders"), {"id": file.id})]
+            mine = [file.session_uuid] if file.session_uuid is not None else []
+            copies, lines = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
+            if copies:
+                conn.execute(q("reown_requests"), {"changed": lines, "batch": "[]"})
+                conn.execute(q("park_tool_calls"), {"changed": lines, "batch": "[]"})
+                conn.execute(q("unpark_tool_calls"), {"changed": lines})
             gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
+            if copies:
+                gone += conn.execute(q("calls_at_lines"), {"lines": lines}).fetchall()
             _settle_tool_uses(conn, gone, gone)
-            if file.session_uuid is not None:  # its lines may have hidden copies elsewhere (§2.3)
-                conn.execute(q("retime_sessions"), {"sessions": [file.session_uuid]})
-                conn.execute(q("subtime_sessions"), {"sessions": [file.session_uuid]})  # (after retime)
-            self._save(conn, [start_over])
+            if mine or copies:  # its lines may have hidden copies elsewhere (§2.3)
+                conn.execute(q("retime_sessions"), {"sessions": sorted(set(mine + copies))})
+                conn.execute(q("subtime_sessions"), {"sessions": sorted(set(mine + copies))})  # (after retime)
         _advance(start_over)
 
     def rewind(self, file: FileRow, stat: Stat) -> None:
@@ -213,9 +224,9 @@ class Store:
             conn.execute(q("lock_sessions"), {"sessions": sorted(
                 {r.session_uuid for p in batch if p.result for r in p.result.requests.values()}
                 | {p.session for p in batch if p.session})})
+            self._save(conn, batch)  # (first: the fork copies are ranked by the files' candidate spans, §2.1)
             self._write_rows(conn, [p for p in batch if p.result is not None], self.host_id)
             self._write_metas(conn, [p for p in batch if p.meta is not None])
-            self._save(conn, batch)
             # A trigger enabled the usual way between the first check and this transaction's
             # writes would not have fired. From its first write to a table on, this transaction
             # holds a lock that such a change waits for: asked again now, the answer covers it.
@@ -249,6 +260,7 @@ class Store:
         if requests:  # in key order, as every ingester writes them: no two wait on each other
             ordered = [requests[key] for key in sorted(requests)]
             conn.execute(q("upsert_requests"), {"requests": _json(ordered), "host_id": host_id})
+        documents: dict[str, str] = {}
         for query, rows_of in (
             ("insert_events", lambda r: r.events),
             ("upsert_tool_calls", lambda r: list(r.tool_calls.values())),
@@ -256,15 +268,31 @@ class Store:
                                             for a, s in r.subagents.items()]),
             ("insert_links", lambda r: sorted(r.links)),
             ("insert_cache_boundaries", lambda r: r.boundaries),
+            ("insert_line_holders", lambda r: r.holders),
+            ("insert_held_records", lambda r: r.held_records),
         ):
             files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
                      for p in batch if (rows := rows_of(p.result))]
             if files:
-                document = _json(files)
-                conn.execute(q(query), {"files": document})
-                if query == "insert_events":
-                    _retime(conn, document, [p.session for p in batch if p.session and p.result and p.result.events])
-        _write_tool_uses(conn, batch)
+                documents[query] = _json(files)
+                conn.execute(q(query), {"files": documents[query]})
+        # §2.1: the batch's main transcripts may change who wrote a uuid they share (new holders,
+        # or a span that moved), and with it which lines are fork copies, in any session
+        mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
+        if mains:
+            conn.execute(q("lock_fork_copies"))
+        if "insert_line_holders" in documents:
+            conn.execute(q("share_line_holders"), {"files": documents["insert_line_holders"]})
+        copies, lines = _decide_fork_copies(conn, mains, []) if mains else ([], "[]")
+        if copies or "insert_held_records" in documents:
+            conn.execute(q("reown_requests"), {"changed": lines, "batch": documents.get("insert_held_records", "[]")})
+        if copies or "upsert_tool_calls" in documents:
+            conn.execute(q("park_tool_calls"), {"changed": lines, "batch": documents.get("upsert_tool_calls", "[]")})
+        if copies:
+            conn.execute(q("unpark_tool_calls"), {"changed": lines})
+        _retime(conn, documents.get("insert_events"), copies,
+                [p.session for p in batch if p.session and p.result and p.result.events])
+        _write_tool_uses(conn, batch, lines if copies else None)
 
 
 def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
@@ -279,20 +307,36 @@ def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
     return merged
 
 
-def _retime(conn: psycopg.Connection, events: str, batch_sessions: list[str]) -> None:
+def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> tuple[list[str], str]:
+    """DESIGN §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
+    again; the sessions whose lines became, or stopped being, fork copies, and those lines
+    (a JSON list of {file_id, offset})."""
+    rows = conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids}).fetchall()
+    return (sorted({session for session, _, _ in rows}),
+            _json([{"file_id": file_id, "offset": offset} for _, file_id, offset in rows]))
+
+
+def _retime(conn: psycopg.Connection, events: str | None, copies: list[str], batch_sessions: list[str]) -> None:
     """DESIGN §2.3: each file's events are folded on their own, which is the session's timeline
-    unless it has several main transcripts or a line uuid repeats; those sessions' timelines are
-    worked out again across their files. Then the subagent timelines of the batch's sessions:
-    placed when a session has no main event, turned off when it has one."""
-    sessions = [row[0] for row in conn.execute(q("sessions_to_retime"), {"files": events})]
+    unless it has several main transcripts, a line uuid repeats or a line is a fork copy (§2.1);
+    those sessions' timelines are worked out again across their files, and those of `copies`
+    (whose fork copies changed). Then the subagent timelines of those sessions: placed when a
+    session has no main event, turned off when it has one."""
+    sessions = set(copies)
+    if events is not None:
+        sessions.update(row[0] for row in conn.execute(q("sessions_to_retime"), {"files": events}))
     if sessions:
-        conn.execute(q("retime_sessions"), {"sessions": sessions})
-    conn.execute(q("subtime_sessions"), {"sessions": sorted(set(batch_sessions))})
+        conn.execute(q("retime_sessions"), {"sessions": sorted(sessions)})
+    if batch_sessions or copies:
+        conn.execute(q("subtime_sessions"), {"sessions": sorted(set(batch_sessions) | set(copies))})
 
 
-def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
-    """DESIGN §2.6's calls and results of a batch, then the judgements they change."""
+def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending], copied: str | None = None) -> None:
+    """DESIGN §2.6's calls and results of a batch, then the judgements they change; and the
+    calls on the `copied` lines (that became, or stopped being, fork copies: §2.1)."""
     placed: list[tuple] = []  # (session, tool_use_id or None, agent, file path, offset, block)
+    if copied is not None:
+        placed += conn.execute(q("calls_at_lines"), {"lines": copied}).fetchall()
     calls, results = [], []
     for p in batch:
         if p.result is None:

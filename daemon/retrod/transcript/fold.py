@@ -49,7 +49,9 @@ class Source:
 #    subagent timelines (§2.3) and fork copies (§2.1); requests carry Claude Code's cache-miss
 #    reason and their place when keyless, and every stream's compaction boundaries are kept with
 #    their time (0024, §2.8).
-RULES = 3
+# 4: a main transcript's unmarked candidate lines are kept with their uuid, and its candidate span
+#    (§2.1 unmarked fork copies; 0026).
+RULES = 4
 # A file read under rules below this is read again forgetting its per-file rows (events, calls,
 # subagents, links; requests stay counted), not keeping them: lines the file once counted as its
 # own may be fork copies under rules 3.
@@ -63,6 +65,10 @@ class FoldState:
     high_water_us: int | None = None  # the latest event time so far: the next gap starts there
     first_event_us: int | None = None  # the earliest (lines are not always in time order)
     cwd: str | None = None  # the first own line's working folder: the project's path, as the report names it
+    # §2.1 unmarked fork copies: the earliest and latest timestamp of the file's unmarked
+    # candidate lines (any type), which rank the sessions holding a uuid
+    span_first_us: int | None = None
+    span_last_us: int | None = None
     bad_lines: int = 0
     lines: int = 0
     rules: int = RULES  # the RULES this state was folded under
@@ -100,11 +106,24 @@ class Request:
     # the keyless requests of its timestamp (§2.8); None for a keyed request.
     place_path: str | None = None
     place_offset: int | None = None
+    # The owner among the records that are not on an unmarked candidate line with a uuid (§2.1:
+    # such a line may turn out a fork copy, which ranks as foreign; the store re-ranks those
+    # records, HeldRecord, against this one). base_session None: no such record.
+    base_session: str | None = None
+    base_agent: str = ""
+    base_sidechain: bool = False
+    base_foreign: bool = False
+    base_ts_us: int | None = None
 
     def attribution_rank(self) -> tuple:
         ts = _NO_TS if self.attr_ts_us is None else self.attr_ts_us
         return (self.attr_sidechain, self.attr_foreign, ts, self.session_uuid, self.agent in THREADS,
                 self.agent)
+
+    def base_rank(self) -> tuple:
+        ts = _NO_TS if self.base_ts_us is None else self.base_ts_us
+        return (self.base_session is None, self.base_sidechain, self.base_foreign, ts, self.base_session or "",
+                self.base_agent in THREADS, self.base_agent)
 
     def usage_rank(self) -> tuple:
         u = self.usage
@@ -136,6 +155,10 @@ class Request:
             self.session_uuid, self.agent = other.session_uuid, other.agent
             self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
             self.attr_ts_us = other.attr_ts_us
+        if other.base_rank() < self.base_rank():
+            self.base_session, self.base_agent = other.base_session, other.base_agent
+            self.base_sidechain, self.base_foreign = other.base_sidechain, other.base_foreign
+            self.base_ts_us = other.base_ts_us
         if other.ts_us is not None and (self.ts_us is None or other.ts_us < self.ts_us):
             self.ts_us = other.ts_us
         self.has_tool_use = self.has_tool_use or other.has_tool_use
@@ -175,12 +198,36 @@ class Boundary:
 
 
 @dataclass(frozen=True, slots=True)
+class Holder:
+    """An unmarked candidate line of a main transcript with a uuid (§2.1: neither copied history,
+    nor sidechain, nor marked): the store decides across sessions which one wrote the uuid."""
+
+    offset: int
+    uuid: str
+    bg: bool  # stamped sessionKind "bg"
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRecord:
+    """A record on an unmarked candidate line with a uuid (its own, or the one an agent_progress
+    line embeds): it ranks as foreign (§2.2) when the line turns out a fork copy (§2.1), which
+    the store decides across sessions."""
+
+    offset: int
+    key: str
+    sidechain: bool
+    ts_us: int | None
+    agent: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str
     name: str | None
     ts_us: int | None
     description: str | None
     subagent_type: str | None
+    offset: int | None = None  # its line's: a fork copy's (§2.1) is set aside by the store
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +274,8 @@ class FoldResult:
     calls: dict[str, Call] = field(default_factory=dict)  # the first of each id in this chunk
     results: dict[str, ToolResult] = field(default_factory=dict)  # the first of each id in this chunk
     boundaries: list[Boundary] = field(default_factory=list)
+    holders: list[Holder] = field(default_factory=list)
+    held_records: list[HeldRecord] = field(default_factory=list)
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -272,6 +321,8 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
     sidechain = in_subagent_file or entry.is_sidechain
     # copied history, or a fork copy: counts like copied history everywhere (§2.1)
     foreign = _is_foreign(msg.session_id, session) or is_marked_fork_copy(source, entry)
+    # an unmarked candidate line with a uuid: it may turn out a fork copy (§2.1), the store decides
+    held = source.kind == "main" and not sidechain and not foreign and entry.uuid is not None
 
     if in_subagent_file and source.agent_id in out.subagents:
         out.subagents[source.agent_id].add(msg.timestamp)
@@ -287,10 +338,10 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
             agent = source.agent_id
         else:
             agent = INLINE_AGENT if entry.is_sidechain else ""
-        _add_record(out, source, offset, msg, msg.usage, msg.timestamp, sidechain, foreign, agent)
+        _add_record(out, source, offset, msg, msg.usage, msg.timestamp, sidechain, foreign, agent, held)
 
     if entry.embedded is not None:
-        _fold_agent_progress(source, out, offset, entry, entry.embedded)
+        _fold_agent_progress(source, out, offset, entry, entry.embedded, held)
 
     if entry.result_agent_id and msg.tool_results and msg.tool_results[0].tool_use_id and not foreign:
         out.links.add((entry.result_agent_id, msg.tool_results[0].tool_use_id))
@@ -302,10 +353,25 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
             _add_result(out, result)
 
     if source.kind == "main" and not sidechain and not foreign:
+        _hold(state, out, offset, entry)
         _fold_own_line(state, out, offset, entry)
 
 
-def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry, embedded: Message) -> None:
+def _hold(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
+    """An unmarked candidate line (§2.1): its time widens the file's candidate span, its uuid
+    is kept to be ranked against the other sessions holding it."""
+    ts = entry.msg.timestamp
+    if ts is not None:
+        if state.span_first_us is None or ts < state.span_first_us:
+            state.span_first_us = ts
+        if state.span_last_us is None or ts > state.span_last_us:
+            state.span_last_us = ts
+    if entry.uuid is not None:
+        out.holders.append(Holder(offset, entry.uuid, entry.bg))
+
+
+def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry, embedded: Message,
+                         held: bool) -> None:
     ts = embedded.timestamp if embedded.timestamp is not None else entry.msg.timestamp
     foreign = (_is_foreign(embedded.session_id or entry.msg.session_id, source.session_uuid)
                or is_marked_fork_copy(source, entry))  # (a fork's copy of a progress line: its record too)
@@ -316,7 +382,8 @@ def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: En
         _add_sub_event(out, offset, embedded, ts)
     if embedded.type != "assistant" or embedded.usage is None:
         return
-    _add_record(out, source, offset, embedded, embedded.usage, ts, True, foreign, agent or UNNAMED_AGENT)
+    _add_record(out, source, offset, embedded, embedded.usage, ts, True, foreign, agent or UNNAMED_AGENT,
+                held and not foreign)
     if agent and not foreign and not agent.startswith(COMPACTION_PREFIX):
         out.subagents.setdefault(agent, Span()).add(ts)  # listed through its copied records
 
@@ -329,7 +396,7 @@ def _add_sub_event(out: FoldResult, offset: int, msg: Message, ts: int | None) -
 
 
 def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usage: Usage, ts: int | None,
-                sidechain: bool, foreign: bool, agent: str) -> None:
+                sidechain: bool, foreign: bool, agent: str, held: bool = False) -> None:
     key = msg.key or indexable(f"@{source.name}@{offset}", PLACE_KEY_BYTES, keep_start=False)
     keyless = msg.key is None
     record = Request(
@@ -350,6 +417,11 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         place_path=indexable(source.name, PLACE_KEY_BYTES) if keyless else None,
         place_offset=offset if keyless else None,
     )
+    if held:
+        out.held_records.append(HeldRecord(offset, key, sidechain, ts, agent))
+    else:
+        record.base_session, record.base_agent = source.session_uuid, agent
+        record.base_sidechain, record.base_foreign, record.base_ts_us = sidechain, foreign, ts
     known = out.requests.get(key)
     if known is None:
         out.requests[key] = record
@@ -389,7 +461,7 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
             if tool_use.id is None:
                 continue
             call = ToolCall(tool_use.id, tool_use.name, msg.timestamp, tool_use.description,
-                            tool_use.subagent_type)
+                            tool_use.subagent_type, offset)
             known = out.tool_calls.get(tool_use.id)
             if known is None or _earlier(call.ts_us, known.ts_us):
                 out.tool_calls[tool_use.id] = call

@@ -112,6 +112,7 @@ class _Line(Struct):
     data: _Progress | None = None
     toolUseResult: _AgentRef | str | None = None
     forkedFrom: _ForkRef | None = None
+    sessionKind: str | None = None
 
 
 class _Progress(Struct):
@@ -334,6 +335,7 @@ class Entry:
     progress_agent_id: str | None = None  # data.agentId of an agent_progress line
     embedded: Message | None = None  # the message an agent_progress line copies
     forked_from: str | None = None  # the session forkedFrom.sessionId names: a marked fork copy's (§2.1)
+    bg: bool = False  # sessionKind is "bg": a background session's process wrote the line (§2.1 unmarked)
 
     @property
     def type(self) -> str | None:
@@ -504,6 +506,7 @@ def _entry(line: _Line) -> Entry:
         is_sidechain=line.isSidechain is True,
         parent_tool_use_id=storable_id(line.parentToolUseID),
         forked_from=named_session(line.forkedFrom.sessionId) if line.forkedFrom is not None else None,
+        bg=line.sessionKind == "bg",
     )
     if ref is not None:
         entry.result_agent_id = storable_id(ref.agentId)
