@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from . import tracking, trends
+from . import invocation, tracking, trends
 from .report import markdown, model
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, SIGNALS
@@ -330,7 +329,7 @@ def hook(conn: Connection, payload: dict, *, sessions: int = DEFAULT_SESSIONS,
 
 def excluded_session(env: dict[str, str] | None = None) -> str | None:
     """The session a `retrod brief` run inside Claude Code is asked from (left out of its brief)."""
-    value = (os.environ if env is None else env).get(ENV_VAR, "").strip().lower()
+    value = (invocation.env() if env is None else env).get(ENV_VAR, "").strip().lower()
     return value if UUID_RE.fullmatch(value) else None
 
 

@@ -11,7 +11,7 @@ import psycopg
 import pydantic
 import structlog
 
-from . import arguments, brief, hooks, resolve, skills, tracking, trends
+from . import arguments, brief, hooks, invocation, resolve, served, skills, tracking, trends
 from . import log as logging_setup
 from .claude_settings import SettingsError
 from .report import markdown, model, plan, retrospective
@@ -39,7 +39,7 @@ def _cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
     stop = Stop()
     install_signal_handlers(stop)
-    run(settings, once=args.once, stop=stop)
+    run(settings, once=args.once, stop=stop, serve=lambda pool, request: served.answer(pool, request, execute))
     return EXIT_OK
 
 
@@ -294,7 +294,7 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
 
 def _cwd() -> Path:
     try:
-        return Path.cwd()
+        return invocation.cwd()
     except OSError:  # the working folder was deleted
         raise resolve.SessionError("the working directory is gone; pass --project") from None
 
@@ -473,15 +473,17 @@ def main(argv: list[str] | None = None) -> int:
     return execute(arguments.parser().parse_args(argv))
 
 
-def execute(args: argparse.Namespace) -> int:
-    """A parsed command line (entry.py parses it first, before this module loads)."""
+def execute(args: argparse.Namespace, settings: Settings | None = None) -> int:
+    """A parsed command line (entry.py parses it first, before this module loads). `settings`:
+    the command's, given when the daemon serves it (served.py), which keeps its own logging."""
     if args.command == "brief" and args.hook:
         return _hook(args)
     try:
-        settings = Settings()
-        # Short commands print their result; only the daemon narrates at INFO.
-        level = settings.log_level if args.command == "run" or args.debug else "WARNING"
-        logging_setup.configure(level)
+        if settings is None:
+            settings = Settings()
+            # Short commands print their result; only the daemon narrates at INFO.
+            level = settings.log_level if args.command == "run" or args.debug else "WARNING"
+            logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
     except (tracking.TrackingError, skills.SkillsError, resolve.SessionError, retrospective.OutputError,
             TeamError, MemberError, trends.TrendsError, SettingsError, statusline_install.StatuslineError,

@@ -16,6 +16,7 @@ import psycopg
 import structlog
 import watchfiles
 from apscheduler.schedulers.background import BackgroundScheduler
+from psycopg_pool import ConnectionPool
 
 from . import ui
 from .brief import answer as brief_answer
@@ -23,7 +24,7 @@ from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester, ScanStats
 from .progress import Progress
 from .report import prices
 from .report.retrospective import close_idle_sessions
-from .report.server import ReportServer
+from .report.server import Answer, ReportServer
 from .service.daemon_lock import daemon_lock
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
@@ -99,7 +100,10 @@ def raise_descriptor_limit() -> None:
             log.warning("could not raise the open files limit", soft=soft, hard=hard, error=str(exc))
 
 
-def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> None:
+def run(settings: Settings, once: bool, stop: threading.Event | None = None,
+        serve: Callable[[ConnectionPool, dict[str, str]], Answer] | None = None) -> None:
+    """`serve`: what answers the commands of the command line the fast path's socket takes
+    besides `report` (served.py; the command line hands it over: nothing imports it)."""
     raise_descriptor_limit()
     stop = stop or threading.Event()
     systemd = _Systemd()
@@ -124,9 +128,10 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None) -> 
                 if once:
                     _scan(ingester, "caught up")
                 else:
-                    with _web_ui(pool, settings) as publish, ReportServer(
-                            pool, settings, {"brief": lambda request: brief_answer(pool, settings, request)},
-                            on_commit=publish):
+                    others = {"brief": lambda request: brief_answer(pool, settings, request)}
+                    if serve is not None:
+                        others["cli"] = lambda request: serve(pool, request)
+                    with _web_ui(pool, settings) as publish, ReportServer(pool, settings, others, on_commit=publish):
                         ingester.on_commit = publish  # the live page hears of each commit
                         _follow(ingester, settings, stop, systemd)
         finally:

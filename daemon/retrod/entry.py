@@ -1,7 +1,8 @@
-"""The `retrod` command's entry point: `retrod report` and `retrod brief --hook` are first offered
-to the running daemon (report/client.py, standard library only), and `retrod statusline` only
-ever asks it (statusline/client.py, the same); everything else, and what no daemon answers, is
-parsed (arguments.py, standard library only) and goes to the full command line in cli.py."""
+"""The `retrod` command's entry point: `retrod report`, `brief`, `sessions`, `trends`, `lessons`
+and `phases` are first offered to the running daemon (report/client.py, standard library only),
+and `retrod statusline` only ever asks it (statusline/client.py, the same); everything else, and
+what no daemon answers, is parsed (arguments.py, standard library only) and goes to the full
+command line in cli.py."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ def main(argv: list[str] | None = None) -> int:
         from .statusline import client as statusline
 
         return statusline.main()
-    if argv[:1] in (["report"], ["brief"]):  # first offered to the daemon: report/client.py
-        from .report import client
+    if argv[:1] in (["report"], ["brief"], ["sessions"], ["trends"], ["lessons"], ["phases"]):
+        from .report import client  # first offered to the daemon (report/client.py)
 
-        code = (client.main if argv[0] == "report" else client.brief_main)(argv[1:])
+        if argv[0] == "report":
+            code = client.main(argv[1:])
+        else:  # the hook's brief, else the command as the daemon serves it (served.py)
+            code = client.brief_main(argv[1:]) if argv[0] == "brief" else None
+            code = client.command_main(argv) if code is None else code
         if code is not None:
             return code
     from .arguments import parser

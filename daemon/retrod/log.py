@@ -7,6 +7,8 @@ import sys
 
 import structlog
 
+from .invocation import unrouted
+
 
 class _StderrLogger(structlog.PrintLogger):
     """A log line that cannot be written (a full disk under launchd's log file, a closed pipe)
@@ -34,6 +36,7 @@ def configure(level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=lambda *_args: _StderrLogger(sys.stderr),
+        # The daemon's own lines, not a served command's stderr (invocation.py routes that one)
+        logger_factory=lambda *_args: _StderrLogger(unrouted(sys.stderr)),
         cache_logger_on_first_use=False,
     )

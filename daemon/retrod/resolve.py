@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import invocation
 from .stored_text import one_line, quoted
 from .transcript.discovery import UUID_RE
 
@@ -53,10 +54,11 @@ class Resolved:
 
 
 def resolve(given: str | None, *, roots: list[Path], known: Callable[[str], Iterable[str]],
-            cwd: Path | None = None, env: Mapping[str, str] = os.environ, pid: int | None = None,
+            cwd: Path | None = None, env: Mapping[str, str] | None = None, pid: int | None = None,
             config_dirs: list[Path] | None = None, allow_unknown: bool = False) -> Resolved:
     """`given`: what the user typed (None or blank: not given). `pid`: the process whose
-    ancestors may be Claude Code (default: this one). `cwd`: default the working directory."""
+    ancestors may be Claude Code, `cwd` and `env`: by default, those of the command (invocation.py)."""
+    env = invocation.env() if env is None else env
     if given is not None and given.strip():
         return Resolved(_explicit(given.strip().lower(), roots, known, allow_unknown), "--session")
     from_env = env.get(ENV_VAR, "").strip().lower()
@@ -68,7 +70,7 @@ def resolve(given: str | None, *, roots: list[Path], known: Callable[[str], Iter
                            f" {', '.join(map(str, roots))}; is RETROD_PROJECTS_DIR (or CLAUDE_CONFIG_DIR) right?"
                            " Add --allow-unknown if its transcript is still to come")
     dirs = config_dirs if config_dirs is not None else claude_config_dirs(roots, env)
-    for ancestor, session, path in _ancestor_sessions(os.getpid() if pid is None else pid, dirs):
+    for ancestor, session, path in _ancestor_sessions(invocation.pid() if pid is None else pid, dirs):
         if allow_unknown or _exists(session, roots, known):
             return Resolved(session, f"Claude Code process {ancestor} ({path})")
     return _newest_in_folder(roots, cwd)
@@ -86,9 +88,10 @@ def find(prefix: str, roots: list[Path], known: Callable[[str], Iterable[str]]) 
     return found[0]
 
 
-def claude_config_dirs(roots: list[Path], env: Mapping[str, str] = os.environ) -> list[Path]:
+def claude_config_dirs(roots: list[Path], env: Mapping[str, str] | None = None) -> list[Path]:
     """Where Claude Code keeps `sessions/`: CLAUDE_CONFIG_DIR's folders, else ~/.claude and
     ~/.config/claude, and the folder above each projects root named `projects`."""
+    env = invocation.env() if env is None else env
     dirs = [Path(d.strip()).expanduser() for d in env.get("CLAUDE_CONFIG_DIR", "").split(",") if d.strip()]
     if not dirs:
         dirs = [Path("~/.claude").expanduser(), Path("~/.config/claude").expanduser()]
@@ -323,7 +326,7 @@ def _containing(value: str, by_path: Mapping[str, Project]) -> Project | None:
     the deepest when several do; the path as typed (made absolute) and with its links resolved,
     as Claude Code may have recorded either."""
     try:
-        given = Path(value).expanduser()
+        given = invocation.absolute(Path(value).expanduser())
         if not given.exists():
             return None
         candidates = [Path(os.path.normpath(given.absolute())), given.resolve()]
@@ -338,7 +341,7 @@ def _containing(value: str, by_path: Mapping[str, Project]) -> Project | None:
 
 def _newest_in_folder(roots: list[Path], cwd: Path | None) -> Resolved:
     try:
-        start = (cwd or Path.cwd()).absolute()
+        start = (cwd or invocation.cwd()).absolute()
     except OSError:  # the working directory was deleted
         raise SessionError("the working directory is gone; pass --session UUID") from None
     for folder, transcripts in projects_above(start, roots):

@@ -15,7 +15,6 @@ dashboard's `/api/trends` serve it as it is.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -27,6 +26,7 @@ import psycopg
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from . import invocation
 from .report import markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
@@ -48,7 +48,7 @@ class TrendsError(ValueError):
 def local_zone(env: dict[str, str] | None = None) -> str:
     """The name of this machine's time zone: `TZ` when it names one, else the zone /etc/localtime
     links to, else UTC (a name, not an offset: periods cut across a daylight-saving change)."""
-    env = dict(os.environ) if env is None else env
+    env = dict(invocation.env()) if env is None else env
     candidates = [env.get("TZ", "").removeprefix(":")]
     try:
         candidates.append(str(Path("/etc/localtime").resolve()).partition("/zoneinfo/")[2])

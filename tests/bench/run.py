@@ -101,6 +101,9 @@ TARGETS: list[Target] = [
     ("retrod trends over 10,000 sessions, by week, in-process (ms)", lambda r: r["trends"]["by_week_ms"], "<=", 100),
     ("retrod brief --hook with the daemon running, whole process, p95 (ms)",
      lambda r: r["trends"]["hook_daemon"]["p95_ms"], "<=", 300),
+    *((f"retrod {name} through the daemon ÷ a bare python3 start, whole processes",
+       lambda r, n=name: r["trends"][f"{n}_daemon_ms"] / r["trends"]["bare_python_ms"], "<=", 3)
+      for name in ("trends", "sessions", "brief")),
     ("live latency p95 (ms)", lambda r: r["live"]["p95_ms"], "<", 250),
     ("idle CPU (% of a core)", lambda r: r["idle"]["cpu_percent"], "<", 1),
     ("idle RSS, max (MB)", lambda r: r["idle"]["rss_mb_max"], "<", 150),

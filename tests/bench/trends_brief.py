@@ -9,6 +9,8 @@ caught up on, with three phases logged on every fifth session:
   summed from request_minutes and event_minutes, no period, no price), which is what the
   per-session rollups of migration 0018 replace;
 - `retrod trends --by week --json` as a whole process (no daemon);
+- `retrod trends`, `sessions` and `brief` as whole processes with the daemon running (it answers
+  them over its socket, issue 32), beside a bare `python3 -c pass`, median;
 - `retrod brief --hook` as Claude Code runs it (the command `retrod hooks install` writes, its
   SessionStart JSON on stdin, for a project with a hundred sessions of history), with the daemon
   running (it answers over its socket) and without: median and p95.
@@ -48,6 +50,18 @@ SELECT id, 'task', 'phase ' || k, started_at + k * interval '20 minutes', starte
        'did step ' || k, 'lesson ' || (id % 7) || ': check the output before the next step', 'note ' || k
 FROM tracked, generate_series(0, 2) k
 """
+
+
+# Commands the daemon answers, as a person types them (whole processes; brief: the project of the
+# hook's hundred sessions).
+SERVED = {"trends": ("trends", "--by", "week", "--tz", "UTC", "--json"), "sessions": ("sessions",),
+          "brief": ("brief", "--project=-many-0")}
+
+
+def _served(env: dict, args: tuple[str, ...]) -> None:
+    done = subprocess.run([sys.executable, "-m", "retrod", *args], env=env, capture_output=True)
+    if done.returncode != 0 or not done.stdout:
+        raise RuntimeError(f"retrod {args[0]} failed: {done.stderr[-300:]!r}")
 
 
 def _ms(samples: list[float]) -> dict:
@@ -125,6 +139,11 @@ def run(scratch: Path, smoke: bool) -> dict:
                 time.sleep(0.1)
             _hook_times(env, payload, 1)  # the daemon's first answer loads the price data
             results["hook_daemon"] = _ms(_hook_times(env, payload, hook_runs))
+            results["bare_python_ms"] = round(1000 * median_seconds(lambda: subprocess.run(
+                [sys.executable, "-c", "pass"], check=True), hook_runs), 1)
+            for name, args in SERVED.items():
+                results[f"{name}_daemon_ms"] = round(
+                    1000 * median_seconds(lambda a=args: _served(env, a), hook_runs), 1)
     return results
 
 
@@ -145,4 +164,10 @@ def table(r: dict) -> list[str]:
         "|---|---:|---:|---:|",
         *(f"| {label} | {r[key]['median_ms']:.0f} ms | {r[key]['p95_ms']:.0f} ms | {r[key]['max_ms']:.0f} ms |"
           for label, key in (("daemon running", "hook_daemon"), ("no daemon", "hook_no_daemon"))),
+        "",
+        "| whole process, daemon running (median) | `python3 -c pass` | trends | sessions | brief |",
+        "|---|---:|---:|---:|---:|",
+        (f"| ms (× a bare start) | {r['bare_python_ms']:.0f} | "
+         + " | ".join(f"{r[f'{n}_daemon_ms']:.0f} ({r[f'{n}_daemon_ms'] / r['bare_python_ms']:.1f}×)" for n in SERVED)
+         + " |"),
     ]

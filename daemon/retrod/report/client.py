@@ -161,6 +161,57 @@ def brief_main(argv: list[str]) -> int | None:
     return _print(reply) if isinstance(reply, bytes) else None
 
 
+# The commands the daemon also answers (served.py), with what of the command's environment goes
+# with them: the daemon compares it with its own, and declines when it would answer otherwise.
+SERVED_COMMANDS = ("sessions", "trends", "brief", "lessons", "phases")
+SENT_ENV = ("TZ", "HOME", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_SESSION_ID")
+
+
+def command_main(argv: list[str]) -> int | None:
+    """Run one of SERVED_COMMANDS through the daemon; None when no daemon serves it here, or the
+    command must run itself (_runs_itself)."""
+    if served_argv({"argc": str(len(argv)), **{f"argv.{i}": arg for i, arg in enumerate(argv)}}) is None:
+        return None
+    fields = {"command": "cli", "pid": str(os.getpid()), "tty": "1" if os.isatty(1) else "",
+              "argc": str(len(argv))}
+    fields.update((f"argv.{i}", arg) for i, arg in enumerate(argv))
+    for name, value in os.environ.items():
+        if name.startswith("RETROD_") or name in SENT_ENV:
+            fields[f"env.{name}"] = value
+    if os.environ.get("RETROD_PRICES"):  # a path: relative to this command's working folder
+        fields["env.RETROD_PRICES"] = os.path.abspath(os.environ["RETROD_PRICES"])
+    if os.environ.get("RETROD_DATABASE_URL"):
+        fields["database_url"] = os.environ["RETROD_DATABASE_URL"]
+    try:
+        fields["cwd"] = os.getcwd()
+    except OSError:
+        pass  # deleted: the command says so if it needs it
+    reply = _exchange(fields, TIMEOUT_S)
+    if reply is TimeoutError:
+        print(f"retrod: error: the daemon did not answer within {TIMEOUT_S:.0f} s", file=sys.stderr)
+        return 1
+    return _print(reply) if isinstance(reply, bytes) else None
+
+
+def _runs_itself(arg: str) -> bool:
+    """What only the command's own process does right: help (worded for its terminal), --debug
+    (its tracebacks), --hook (reads its stdin) — or an abbreviation argparse takes for one."""
+    return arg.startswith("-h") or (len(arg) >= 3 and any(option.startswith(arg)
+                                                          for option in ("--help", "--debug", "--hook")))
+
+
+def served_argv(request: Mapping[str, str]) -> list[str] | None:
+    """The command line a "cli" request carries (command_main), None when it is not one the
+    daemon serves."""
+    try:
+        argv = [request[f"argv.{i}"] for i in range(int(request.get("argc", "")))]
+    except (KeyError, ValueError):
+        return None
+    if not argv or argv[0] not in SERVED_COMMANDS or any(_runs_itself(arg) for arg in argv):
+        return None
+    return argv
+
+
 def encode_request(fields: dict[str, str]) -> bytes:
     return b"\0".join(f"{key}\0{value}".encode("utf-8", "surrogateescape") for key, value in fields.items())
 

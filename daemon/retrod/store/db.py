@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -21,6 +22,20 @@ def configure(conn: psycopg.Connection) -> None:
     conn.commit()
 
 
+# A command the daemon serves (served.py) uses the daemon's pool, migrated and open, not one of its own.
+_lent: ContextVar[ConnectionPool | None] = ContextVar("retrod_lent_pool", default=None)
+
+
+@contextmanager
+def lend(pool: ConnectionPool) -> Iterator[None]:
+    """open_pool on this thread yields `pool` (kept open) for as long as this lasts."""
+    token = _lent.set(pool)
+    try:
+        yield
+    finally:
+        _lent.reset(token)
+
+
 def cluster_for(settings: Settings) -> Cluster:
     return Cluster(settings.data_dir, settings.pg_bindir, settings.pg_os_user)
 
@@ -30,6 +45,10 @@ def open_pool(settings: Settings, *, owner: bool = False, max_size: int = 4) -> 
     """A migrated pool. The private cluster is started if needed and kept running while any
     user of it (this one, the daemon, other commands) needs it; the last one out stops it.
     The `owner` (the daemon) waits a little for the others before it stops it (Cluster.in_use)."""
+    lent = _lent.get()
+    if lent is not None:
+        yield lent
+        return
     if settings.database_url is not None:
         with _pool(settings.database_url, max_size) as pool:
             yield pool
