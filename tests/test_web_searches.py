@@ -24,7 +24,7 @@ from retrod import trends
 from retrod.report import model, statusline, timeline
 from retrod.report import prices as pricing
 from retrod.transcript.parser import parse_line
-from retrod.ui import data
+from retrod.ui import data, pages
 
 
 @pytest.fixture
@@ -172,6 +172,17 @@ def test_the_markdown_shows_a_web_searches_column_only_when_a_model_made_some(db
     assert opus.split("|")[-3].strip() == "6" and total.split("|")[-3].strip() == "12"
     assert "web searches at the list price" in text
     assert "Web searches" not in markdown(ws.CHEAP)
+
+
+def test_the_web_uis_session_page_shows_the_searches_by_model_only_when_some(db_url: str, root: Path) -> None:
+    ingest(db_url, [root])
+    with psycopg.connect(db_url) as conn:
+        page, cheap = (pages.session_page(data.session(conn, s, 1800, pricing.DEFAULT, None))
+                       for s in (ws.SESSION, ws.CHEAP))
+    assert ">Web searches</th>" in page
+    assert page.count('data-field="web_searches"') == len(ws.WEB_SEARCHES)
+    assert '<td class="num" data-field="web_searches">6</td>' in page  # opus
+    assert "Web searches" not in cheap
 
 
 def test_any_order_and_one_line_at_a_time_end_in_the_same_rows(db_url: str, tmp_path: Path) -> None:
