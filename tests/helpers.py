@@ -69,7 +69,7 @@ _SNAPSHOT = {
     # minute::text: 'infinity' (rows without a timestamp) does not load as a Python datetime
     "request_minutes": "SELECT session_uuid, minute::text, agent, model, fast, tier_floor, requests, parts,"
                        " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"
-                       " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens"
+                       " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches"
                        " FROM retrod.request_minutes ORDER BY 1, minute, 3, 4, 5, 6",
     "event_minutes": "SELECT session_uuid, minute::text, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.event_minutes ORDER BY 1, minute",
@@ -91,7 +91,7 @@ _SNAPSHOT = {
     # day::text: 'infinity' (requests without a timestamp) does not load as a Python date
     "session_requests": "SELECT session_uuid, bucket, model, day::text, fast, tier_floor, requests, parts,"
                         " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"
-                        " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens"
+                        " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches"
                         " FROM retrod.session_requests ORDER BY 1, 2, 3, day, 5, 6",
     "session_times": "SELECT session_uuid, events, first_ts, last_ts, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.session_times ORDER BY 1",
@@ -106,7 +106,8 @@ ROLLUPS_FROM_RAW = {
                        " count(*) FILTER (WHERE p.first), count(*),"
                        " count(*) FILTER (WHERE p.first AND r.parts IS NOT NULL),"
                        " count(*) FILTER (WHERE p.first AND r.has_tool_use), sum(p.input), sum(p.output),"
-                       " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h)"
+                       " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h),"
+                       " sum(p.web_searches)"
                        " FROM retrod.requests r, retrod.request_parts(r) p"
                        " GROUP BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6"
                        " ORDER BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6",
@@ -162,7 +163,8 @@ ROLLUPS_FROM_RAW = {
                         " count(*) FILTER (WHERE p.first), count(*),"
                         " count(*) FILTER (WHERE p.first AND r.parts IS NOT NULL),"
                         " count(*) FILTER (WHERE p.first AND r.has_tool_use), sum(p.input), sum(p.output),"
-                        " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h)"
+                        " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h),"
+                        " sum(p.web_searches)"
                         " FROM retrod.requests r, retrod.request_parts(r) p"
                         # (the day as text sorts 'infinity' last, as the date does)
                         " GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6",

@@ -56,6 +56,12 @@ or the reference's own; a daemon that differs must say why):
     cache_read, cache_create_5m, cache_create_1h}} (USD per million, as RETROD_PRICES)
     prices every part of the exact model names it holds, flat: the 1h part of the writes
     at cache_create_1h, the rest at cache_create_5m, no tier.
+  - Web searches (DESIGN 2.2, 2.7): a part's server_tool_use.web_search_requests, priced apart
+    as calc_price(Usage(web_searches=n)) at the request's timestamp and price context, also
+    for a model RETROD_PRICES names.  A part whose web searches cannot be priced (unknown or
+    null model, or a model whose price has no web-search unit) is unpriced; its tokens are
+    still priced when they can be (project decision).  Records tying on everything else: the
+    most top-level web searches (project decision).
 
 Public API:  compute(projects_dir, away_after_s=1800, prices_override=None)
                  -> {session_uuid: figures}
@@ -118,8 +124,10 @@ INLINE_AGENT = "<inline>"  # isSidechain: true line inside a main transcript
 BUCKETS = ("main", "subagents", "compaction", "total")
 
 # The token figures of a usage and of a part (DESIGN 2.2 "Usage": the four fields, and
-# "Keep the 5m/1h split too").
-MODEL_FIELDS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
+# "Keep the 5m/1h split too"), and its web searches (DESIGN 2.2 "Web searches": "shown per
+# model (summing parts, like tokens)").
+MODEL_FIELDS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h",
+                "web_searches")
 
 # DESIGN 2.3: the away threshold (RETROD_AWAY_AFTER_S), default 1800 s.
 DEFAULT_AWAY_AFTER_S = 1800
@@ -442,7 +450,20 @@ def usage_figures(usage: dict) -> dict:
         # The split as given, whether or not the flat field was an integer.
         "cache_create_5m": token_count(split.get("ephemeral_5m_input_tokens")),
         "cache_create_1h": token_count(split.get("ephemeral_1h_input_tokens")),
+        "web_searches": web_search_count(usage),
     }
+
+
+def web_search_count(usage: dict) -> int:
+    """DESIGN 2.2 "Web searches": "server_tool_use.web_search_requests of the part's own usage
+    object ... when it is a non-negative integer (bool excluded), else 0"."""
+    server_tool_use = get_dict(usage, "server_tool_use")
+    if server_tool_use is None:
+        return 0
+    value = server_tool_use.get("web_search_requests")
+    if type(value) is int and value >= 0:  # type(...) is int: not a bool
+        return value
+    return 0
 
 
 FOUR_FIELDS = ("input", "output", "cache_read", "cache_create")
@@ -722,9 +743,10 @@ def usage_winner(records: list[dict]) -> dict:
         rest = json.dumps({"iterations": record["iterations"], "fast": record["fast"]}, sort_keys=True)
         # A record naming a model comes before one naming none; then the smallest model.
         # Then (DESIGN 2.8's reason) a record giving a reason before one giving none, the
-        # smallest reason first: never the order files are read in.
+        # smallest reason first; then (project decision) the record with the most top-level
+        # web searches: never the order files are read in.
         return (record["model"] is None, record["model"] or "", rest, record["reason"] is None,
-                record["reason"] or "")
+                record["reason"] or "", -record["usage"]["web_searches"])
 
     return min(tied, key=tie_break)
 
@@ -1080,22 +1102,69 @@ def override_price(part: dict, rates: dict) -> decimal.Decimal:
     return total / 1_000_000
 
 
-def part_cost(part: dict, request: dict, prices_override: dict | None) -> decimal.Decimal | None:
-    """The cost of one part in USD, or None when the part is unpriced (DESIGN 2.7).
+def web_search_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Decimal | None:
+    """DESIGN 2.7: a part's web searches "as the package's own web-search unit
+    (Usage(web_searches=n), priced per 1,000: $10 on Anthropic's list)", at the request's
+    timestamp and price context, whatever RETROD_PRICES says ("keeps the package's web-search
+    price").  0 without web searches; None when the package cannot price them: an unknown or
+    null model, or (project decision, docs/decisions.md) a model whose price has no
+    web-search unit (the package would price them at 0 silently)."""
+    from genai_prices import Usage, calc_price
 
-    Reference decisions (project decisions): a part with no tokens at all costs 0 and is
-    not unpriced, whatever its model (e.g. <synthetic> entries); a part whose model is None
+    if part["web_searches"] == 0:
+        return decimal.Decimal(0)
+    if part["model"] is None:
+        return None
+    try:
+        calculation = calc_price(
+            Usage(web_searches=part["web_searches"]),
+            part["model"],
+            provider_id="anthropic",
+            genai_request_timestamp=as_datetime(timestamp),
+            price_context={"speed": "fast"} if fast else None,
+        )
+    except LookupError:
+        return None
+    if calculation.model_price.web_searches_kcount is None:
+        return None
+    return calculation.total_price
+
+
+def part_costs(part: dict, request: dict, prices_override: dict | None) -> tuple:
+    """(its tokens' cost, its web searches' cost) in USD, each None when it cannot be priced
+    (DESIGN 2.7: "A part with tokens or web searches that it cannot price ... is unpriced").
+
+    Reference decisions (project decisions): a part with no tokens at all costs 0 for its
+    tokens, whatever its model (e.g. <synthetic> entries); a part whose model is None
     with tokens is unpriced ("null model ... its model is listed, never guessed"); an
     override names exact model names, so it is looked up by the part's model as is.
     """
     overrides = prices_override or {}
+    searches = web_search_price(part, request["timestamp"], request["fast"])
     if part["model"] is not None and part["model"] in overrides:
-        return override_price(part, overrides[part["model"]])
+        return override_price(part, overrides[part["model"]]), searches
     if part_tokens(part) == 0:
-        return decimal.Decimal(0)
+        return decimal.Decimal(0), searches
     if part["model"] is None:
-        return None
-    return package_price(part, request["timestamp"], request["fast"])
+        return None, searches
+    return package_price(part, request["timestamp"], request["fast"]), searches
+
+
+def part_cost(part: dict, request: dict, prices_override: dict | None) -> tuple[decimal.Decimal, bool]:
+    """The cost of one part in USD, what of it could be priced, and whether the part is
+    unpriced (some of its tokens or web searches could not be priced: DESIGN 2.7).  Project
+    decision (docs/decisions.md): a known model's tokens are priced even when its web
+    searches are not."""
+    tokens, searches = part_costs(part, request, prices_override)
+    cost = (tokens or decimal.Decimal(0)) + (searches or decimal.Decimal(0))
+    return cost, tokens is None or searches is None
+
+
+def part_is_priced(part: dict, request: dict, prices_override: dict | None) -> bool:
+    """Something of the part was priced: tokens with a price, or web searches with one
+    (project decision: "usd" is None only when nothing was)."""
+    tokens, searches = part_costs(part, request, prices_override)
+    return (tokens is not None and part_tokens(part) > 0) or (searches is not None and part["web_searches"] > 0)
 
 
 def usd(amount: decimal.Decimal) -> float:
@@ -1113,13 +1182,13 @@ def cost_of(requests: list[dict], prices_override: dict | None = None) -> dict:
     unknown = set()
     for request in requests:
         for part in request["parts"]:
-            cost = part_cost(part, request, prices_override)
-            if cost is None:
+            cost, unpriced = part_cost(part, request, prices_override)
+            if unpriced:
                 unknown.add(part["model"])
-            else:
-                priced_sum += cost
-                if part_tokens(part):  # project decision: a part with no tokens is not "priced"
-                    priced_parts += 1
+            priced_sum += cost
+            # project decision: a part with no tokens and no web searches is not "priced"
+            if part_is_priced(part, request, prices_override):
+                priced_parts += 1
     unknown_models = sorted(model for model in unknown if model is not None)
     if None in unknown:
         unknown_models.insert(0, None)
@@ -1151,8 +1220,8 @@ def tokens_by_model(requests: list[dict], prices_override: dict | None = None) -
             figures["requests"] += 1
             for field in MODEL_FIELDS:
                 figures[field] += part[field]
-            cost = part_cost(part, request, prices_override)
-            if cost is None or costs[model] is None:
+            cost, unpriced = part_cost(part, request, prices_override)
+            if unpriced or costs[model] is None:
                 costs[model] = None
             else:
                 costs[model] += cost
@@ -1216,6 +1285,10 @@ def compute(
         summary = {}
         summary.update(time_figures(session_files, away_after_s))
         summary["requests"] = request_count
+        # DESIGN 2.2: "A request's web searches are the sum over its parts; they are shown ...
+        # per session."
+        summary["web_searches"] = sum(part["web_searches"] for request in requests
+                                      if request["session"] == session for part in request["parts"])
         summary.update(main_transcript_figures(main_files))
         summary["tokens"] = tokens
 

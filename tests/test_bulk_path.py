@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+import web_search_transcripts
 from conftest import FIXTURES, fresh_database
 from helpers import HOST, reports, rollups_match_raw, snapshot
 from retrod import ingest
@@ -120,6 +121,7 @@ def tree(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     full = tmp_path / "full"
     if request.param == "fixtures":
         shutil.copytree(FIXTURES, full)
+        web_search_transcripts.write(full)  # (no real one searched the web: tests/web_search_transcripts.py)
     else:
         write_tree(full, 4_000_000, seed=13)
     return full

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 
+import web_search_transcripts
 from conftest import FIXTURES, fresh_database
 from helpers import HOST, ingest, snapshot
 from retrod.ingest import Ingester
@@ -89,6 +90,9 @@ def _corpus(dest: Path) -> None:
     # Prompt-cache misses (DESIGN §2.8): each cause, reasons, keyless records, an agent's own
     # compaction boundary.
     causes(dest)
+    # Web searches (§2.2): in the top level and in iterations, odd values, records that tie on
+    # all but their searches.
+    web_search_transcripts.write(dest)
 
 
 class Tree(dict):

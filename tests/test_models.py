@@ -36,7 +36,7 @@ from retrod.store import tiers
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 FIGURES = ("requests", "input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h",
-           "cost_usd")
+           "web_searches", "cost_usd")
 # Every model the fixture transcripts name (tests/fixtures/SOURCES.md).
 FIXTURE_MODELS = {"claude-opus-4-6", "claude-sonnet-4-20250514", "claude-sonnet-4-5-20250929",
                   "claude-opus-4-5-20251101", "claude-opus-4-7", "claude-haiku-4-5-20251001",
@@ -67,7 +67,9 @@ def test_the_package_prices_every_fixture_model_and_changes_prices_only_by_date(
 def test_a_group_of_parts_costs_what_its_parts_cost_one_by_one() -> None:
     """The report prices sums of parts that share a model, day, speed and price tier: the same
     dollars, to the last digit, as calc_price on each part (random parts of every Anthropic
-    model, unknown ones too, over two years, fast or not, around the tier thresholds)."""
+    model, unknown ones too, over two years, fast or not, around the tier thresholds, with web
+    searches: DESIGN §2.7's web-search unit; a model without a web-search price leaves them
+    unpriced, its tokens priced — docs/decisions.md)."""
     rnd = random.Random(19)
     names = [m.id for m in ANTHROPIC.models] + ["claude-opus-4-6-20260205", "claude-imaginary-9"]
     groups: dict[tuple, list[dict]] = {}
@@ -75,29 +77,35 @@ def test_a_group_of_parts_costs_what_its_parts_cost_one_by_one() -> None:
         cc = rnd.choice([0, rnd.randrange(0, 120_000)])
         part = {"input": rnd.choice([0, 1, rnd.randrange(0, 260_000)]), "output": rnd.randrange(0, 40_000),
                 "cache_read": rnd.choice([0, rnd.randrange(0, 260_000)]), "cache_create": cc,
-                "cache_create_1h": rnd.choice([0, rnd.randrange(0, cc + 1)])}
+                "cache_create_1h": rnd.choice([0, rnd.randrange(0, cc + 1)]),
+                "web_searches": rnd.choice([0, 0, 0, rnd.randrange(1, 40)])}
         part["cache_create_5m"] = cc - part["cache_create_1h"]
         size = part["input"] + part["cache_read"] + part["cache_create"]
         floor = max([t for t in pricing.thresholds() if size > t], default=0)
         key = (rnd.choice(names), date(2025, 9, 1) + timedelta(days=rnd.randrange(0, 600)), rnd.random() < 0.3, floor)
         groups.setdefault(key, []).append(part)
     for (name, day, fast, floor), parts in groups.items():
-        want: Decimal | None = Decimal(0)
+        want, unpriced = Decimal(0), False
         for part in parts:
             try:
                 one = calc_price(Usage(input_tokens=part["input"] + part["cache_read"] + part["cache_create"],
                                        output_tokens=part["output"], cache_read_tokens=part["cache_read"],
                                        cache_write_tokens=part["cache_create"],
-                                       cache_write_1h_tokens=part["cache_create_1h"]),
+                                       cache_write_1h_tokens=part["cache_create_1h"],
+                                       web_searches=part["web_searches"]),
                                  name, provider_id="anthropic",
                                  genai_request_timestamp=datetime.combine(day, time(rnd.randrange(24)), UTC),
-                                 price_context={"speed": "fast"} if fast else None).total_price
+                                 price_context={"speed": "fast"} if fast else None)
             except LookupError:
-                want = None
+                want, unpriced = Decimal(0), True
                 break
-            want += one
+            want += one.total_price  # (the package prices searches its model has no price for at 0)
+            unpriced = unpriced or (part["web_searches"] > 0 and one.model_price.web_searches_kcount is None)
         summed = {f: sum(p[f] for p in parts) for f in pricing.TOKENS}
-        assert pricing.group_cost(pricing.DEFAULT, name, day, fast, floor, summed, len(parts)) == want, name
+        searches = sum(p["web_searches"] for p in parts)
+        got = pricing.group_cost(pricing.DEFAULT, name, day, fast, floor, summed, len(parts), searches)
+        assert got == (want, unpriced), name
+    assert any(p["web_searches"] for ps in groups.values() for p in ps)
 
 
 # ---- the fixture corpus against the reference -------------------------------------------------

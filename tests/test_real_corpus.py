@@ -27,9 +27,9 @@ from retrod.transcript.parser import storable_id
 
 pytestmark = pytest.mark.corpus
 FIGURES = ("wall_s", "claude_s", "tool_s", "human_s", "away_s", "requests", "compactions", "tool_calls",
-           "tool_result_bytes", "tokens", "cost")
+           "tool_result_bytes", "web_searches", "tokens", "cost")
 MODEL_FIGURES = ("requests", "input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h",
-                 "cost_usd")
+                 "web_searches", "cost_usd")
 
 
 @pytest.fixture(scope="module")

@@ -366,7 +366,7 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
     # row with tokens is unpriced (None); <synthetic> has no tokens: it costs 0.
     def figures(requests, inp=0, out=0, cr=0, cc=0, five=0, hour=0, cost=None):
         return {"requests": requests, "input": inp, "output": out, "cache_read": cr, "cache_create": cc,
-                "cache_create_5m": five, "cache_create_1h": hour, "cost_usd": cost}
+                "cache_create_5m": five, "cache_create_1h": hour, "web_searches": 0, "cost_usd": cost}
 
     result = compute(tmp_path)[S]
     assert result["tokens_by_model"] == {
@@ -441,8 +441,10 @@ def test_iterations_make_parts_with_their_own_models(tmp_path):
     assert result["summary"]["tokens"]["main"] == {"input": 65, "output": 315, "cache_read": 2000, "cache_create": 90}
     assert result["summary"]["tokens"]["total"] == result["summary"]["tokens"]["main"]
     # Tokens only here; the cost of parts is the last test's subject.
-    rows = {model: {k: v for k, v in row.items() if k != "cost_usd"}
+    # (and no web searches: tests/test_web_searches.py)
+    rows = {model: {k: v for k, v in row.items() if k not in ("cost_usd", "web_searches")}
             for model, row in result["tokens_by_model"].items()}
+    assert {row["web_searches"] for row in result["tokens_by_model"].values()} == {0}
     assert rows == {
         # r1's refused attempt only: one part.
         "claude-opus-5": {"requests": 1, "input": 20, "output": 5, "cache_read": 1000, "cache_create": 40,

@@ -103,6 +103,7 @@ class _Model:
     fast_parts: int
     cache_create_5m: int
     cache_create_1h: int
+    web_searches: int
     cost: Decimal
     unpriced: bool
     tokens: list[list[int]]
@@ -110,7 +111,8 @@ class _Model:
     @classmethod
     def of(cls, m: dict) -> _Model:
         return cls(m["sessions"], m["requests"], m["parts"], m["fast_parts"], m["cache_create_5m"],
-                   m["cache_create_1h"], Decimal(m["cost"]), m["unpriced"], [m[b] for b in SPLIT_BUCKETS])
+                   m["cache_create_1h"], m["web_searches"], Decimal(m["cost"]), m["unpriced"],
+                   [m[b] for b in SPLIT_BUCKETS])
 
     def add(self, other: _Model) -> None:
         self.sessions += other.sessions
@@ -119,6 +121,7 @@ class _Model:
         self.fast_parts += other.fast_parts
         self.cache_create_5m += other.cache_create_5m
         self.cache_create_1h += other.cache_create_1h
+        self.web_searches += other.web_searches
         self.cost += other.cost
         self.unpriced = self.unpriced or other.unpriced
         self.tokens = [[a + b for a, b in zip(mine, theirs, strict=True)]
@@ -174,7 +177,8 @@ def figures(sums: _Sums) -> dict:
                 totals[j] += n
         rows.append({"model": model or None, "requests": m.parts, **dict(zip(TOKEN_FIELDS, totals, strict=True)),
                      "cache_create_5m": m.cache_create_5m, "cache_create_1h": m.cache_create_1h,
-                     "fast_requests": m.fast_parts, "cost": m.cost, "unpriced": m.unpriced})
+                     "web_searches": m.web_searches, "fast_requests": m.fast_parts, "cost": m.cost,
+                     "unpriced": m.unpriced})
     by_model, cost = pricing.summarize(rows)
     tokens = {b: dict(zip(TOKEN_FIELDS, by_bucket[i], strict=True)) for i, b in enumerate(SPLIT_BUCKETS)}
     tokens["total"] = {f: sum(t[j] for t in by_bucket) for j, f in enumerate(TOKEN_FIELDS)}

@@ -154,17 +154,18 @@ def _tokens_by_model(summary: dict, prices: dict) -> list[str]:
     rows, cost = summary["tokens_by_model"], summary["cost"]
     if not rows:
         return []
-    table = [[model_name(r["model"]), _n(r["requests"]), *(_n(r[t]) for t in SHOWN), _n(r["cache_create_1h"]),
-              usd(r["cost_usd"])] for r in rows]
-    totals = {f: sum(r[f] for r in rows) for f in ("requests", *SHOWN, "cache_create_1h")}
-    table.append(["**Total**", *(_n(totals[f]) for f in ("requests", *SHOWN, "cache_create_1h")),
-                  f"**{cost_cell(cost)}**"])
+    # Web searches get a column only when a model made some (docs/decisions.md): most sessions
+    # make none, and a column of zeros would crowd the table.
+    counted = ("requests", *SHOWN, "cache_create_1h", *(("web_searches",) if any(r["web_searches"] for r in rows)
+                                                         else ()))
+    table = [[model_name(r["model"]), *(_n(r[f]) for f in counted), usd(r["cost_usd"])] for r in rows]
+    table.append(["**Total**", *(_n(sum(r[f] for r in rows)) for f in counted), f"**{cost_cell(cost)}**"])
     source = f"{prices['source']} {prices['version']}"
     if prices["override"]:
         source = f"`RETROD_PRICES` {cell(prices['override'])} over {source}"
     note = (f"Estimated from {source}: each request part at the list price of its model on its day, with"
-            " long-context and fast-mode prices where they applied; not a bill (a subscription, batch use"
-            " and web searches are not priced).")
+            " long-context and fast-mode prices where they applied, and its web searches at the list price"
+            " per search; not a bill (a subscription and batch use are not priced).")
     if summary.get("split_requests"):
         note += (f" {_n(summary['split_requests'])} requests had several parts (a refused attempt and the model"
                  " that answered, an advisor): each part is counted under its own model.")
@@ -173,9 +174,11 @@ def _tokens_by_model(summary: dict, prices: dict) -> list[str]:
                                           for r in rows if r.get("fast_requests")) + "."
     if cost["unknown_models"]:
         names = ", ".join(model_name(m) for m in cost["unknown_models"])
-        note += f" Not priced (no price known for them; the total leaves them out): {names}."
+        note += (f" Not priced (no price known for their tokens or their web searches; the total leaves those"
+                 f" out): {names}.")
     return ["", "## Tokens by Model", ""] + _table(
-        ["Model", "Requests", "Output", "Input", "Cache read", "Cache create", "of which 1h", "Est. cost"],
+        ["Model", "Requests", "Output", "Input", "Cache read", "Cache create", "of which 1h",
+         *(["Web searches"] if "web_searches" in counted else []), "Est. cost"],
         table) + ["", note]
 
 

@@ -116,6 +116,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "split_requests": summary["split_requests"],
             "compactions": int(compactions),
             "tool_calls": summary["tool_calls"],
+            "web_searches": sum(m["web_searches"] for m in summary["tokens_by_model"]),  # (DESIGN §2.2)
             "tool_result_bytes": int(times["tool_result_bytes"]),
             "tool_result_tokens_est": int(times["tool_result_bytes"]) // 4,
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},

@@ -7,7 +7,8 @@ knows is not priced, never guessed: the report says so.
 A price depends on a part's model, its day (prices change by date), fast mode and its price
 tier (a threshold on the part's own input). The store sums tokens by those (request_minutes, a
 rollup keyed by them), and a sum of parts that share them costs what the parts cost one by one:
-within a tier a price is linear in each kind of token. So a report prices a few groups, not
+within a tier a price is linear in each kind of token, and in web searches (the package's own
+web-search unit, priced per 1,000 searches: DESIGN §2.7). So a report prices a few groups, not
 every request, and its cost does not grow with the session.
 """
 
@@ -27,6 +28,8 @@ PROVIDER = "anthropic"
 # USD per million tokens, by the token figure they price (RETROD_PRICES' shape).
 RATES = ("input", "output", "cache_read", "cache_create_5m", "cache_create_1h")
 TOKENS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
+# What a price group sums besides its tokens and is priced too (DESIGN §2.2, §2.7).
+WEB_SEARCHES = "web_searches"
 _TOP_LEVEL = {"date", "source", "notes", "models"}
 _MILLION = Decimal(1_000_000)
 _MICRO = Decimal("0.000001")
@@ -178,7 +181,8 @@ def _in_tier(value: Any, tier_floor: int) -> Any:
 
 @dataclass(frozen=True)
 class Rates:
-    """USD per million tokens of each kind for one group (model, day, fast, tier), and per part."""
+    """USD per million tokens of each kind for one group (model, day, fast, tier), per part, and
+    per web search (None: the package has no web-search price for the model)."""
 
     input: Decimal
     output: Decimal
@@ -186,6 +190,7 @@ class Rates:
     cache_create_5m: Decimal
     cache_create_1h: Decimal
     per_part: Decimal = Decimal(0)
+    web_search: Decimal | None = None
 
 
 @lru_cache(maxsize=8192)
@@ -219,6 +224,9 @@ def _probe(flat: tuple, model_price: type) -> Rates:
 
     million = 1_000_000
     base = usd()
+    # The package's web-search unit is per 1,000 searches; a model without one prices them at 0
+    # silently, so its absence is read from the price itself (such searches are unpriced, §2.7).
+    searches = None if price.web_searches_kcount is None else (usd(web_searches=1000) - base) / 1000
     return Rates(
         input=usd(input_tokens=million) - base,
         output=usd(output_tokens=million) - base,
@@ -226,39 +234,49 @@ def _probe(flat: tuple, model_price: type) -> Rates:
         cache_create_5m=usd(input_tokens=million, cache_write_tokens=million) - base,
         cache_create_1h=usd(input_tokens=million, cache_write_tokens=million, cache_write_1h_tokens=million) - base,
         per_part=base,
+        web_search=searches,
     )
 
 
-def _cost(rate: Rates, tokens: Mapping[str, int], parts: int) -> Decimal:
+def _cost(rate: Rates, tokens: Mapping[str, int], parts: int, web_searches: int = 0) -> Decimal:
     """USD for summed tokens at flat rates. Cache writes: those in the 1-hour split at the 1-hour
     price, all others — the 5-minute ones, and those a usage gave without a split — at the
-    5-minute price (Claude Code's default cache lifetime)."""
+    5-minute price (Claude Code's default cache lifetime). Web searches at the web-search price
+    (none: they add nothing here, and the caller says they are unpriced)."""
     one_hour = min(tokens["cache_create_1h"], tokens["cache_create"])
     per_million = (tokens["input"] * rate.input + tokens["output"] * rate.output
                    + tokens["cache_read"] * rate.cache_read + one_hour * rate.cache_create_1h
                    + (tokens["cache_create"] - one_hour) * rate.cache_create_5m)
-    return per_million / _MILLION + parts * rate.per_part
+    searched = web_searches * rate.web_search if web_searches and rate.web_search is not None else 0
+    return per_million / _MILLION + parts * rate.per_part + searched
 
 
 def rates(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: int) -> Rates | None:
-    """USD per million tokens of each kind, and per part, for one price group (None: not priced). A
-    part without a day is priced as of today (its request had no timestamp)."""
-    override = prices.override_models.get(model)
-    if override is not None:
-        return Rates(**override)  # flat: nothing per part
+    """USD per million tokens of each kind, per part and per web search, for one price group
+    (None: not priced). A part without a day is priced as of today (its request had no
+    timestamp). A RETROD_PRICES model's tokens are priced by the file, flat, and its web
+    searches by the package (DESIGN §2.7): none when the package does not know the model."""
     if not model:
-        return None
-    return _package_rates(model, day or datetime.now(UTC).date(), fast, tier_floor)
+        return None  # (a RETROD_PRICES file names no model "")
+    package = _package_rates(model, day or datetime.now(UTC).date(), fast, tier_floor)
+    override = prices.override_models.get(model)
+    if override is not None:  # flat: nothing per part
+        return Rates(**override, web_search=None if package is None else package.web_search)
+    return package
 
 
 def group_cost(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: int,
-               tokens: Mapping[str, int], parts: int = 1) -> Decimal | None:
-    """What `parts` parts of one price group cost together, summed tokens in hand; None: not
-    priced."""
-    if not any(tokens[f] for f in TOKENS):
-        return Decimal(0)  # nothing used costs nothing, priced or not (<synthetic> entries)
+               tokens: Mapping[str, int], parts: int = 1, web_searches: int = 0) -> tuple[Decimal, bool]:
+    """What `parts` parts of one price group cost together, summed tokens and web searches in
+    hand, and whether some of it could not be priced (DESIGN §2.7): an unknown model's tokens
+    or web searches, a known model's web searches without a web-search price (its tokens are
+    still priced: docs/decisions.md)."""
+    if not web_searches and not any(tokens[f] for f in TOKENS):
+        return Decimal(0), False  # nothing used costs nothing, priced or not (<synthetic> entries)
     found = rates(prices, model, day, fast, tier_floor)
-    return None if found is None else _cost(found, tokens, parts)
+    if found is None:
+        return Decimal(0), True
+    return _cost(found, tokens, parts, web_searches), bool(web_searches) and found.web_search is None
 
 
 def usd(value: Decimal) -> float:
@@ -273,25 +291,27 @@ def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[dict], dic
     for group in groups:
         model = group["model"]
         tokens = {f: int(group[f]) for f in TOKENS}
+        searches = int(group[WEB_SEARCHES])
         row = models.setdefault(model, {"model": model or None, "requests": 0, **dict.fromkeys(TOKENS, 0),
-                                        "fast_requests": 0, "cost": Decimal(0), "unpriced": False})
+                                        WEB_SEARCHES: 0, "fast_requests": 0, "cost": Decimal(0),
+                                        "unpriced": False})
         row["requests"] += int(group["parts"])
         row["fast_requests"] += int(group["parts"]) if group["fast"] else 0
         for f in TOKENS:
             row[f] += tokens[f]
-        price = group_cost(prices, model, _day(group["day"]), bool(group["fast"]), int(group["tier_floor"]),
-                           tokens, int(group["parts"]))
-        if price is None:
-            row["unpriced"] = True
-        else:
-            row["cost"] += price
+        row[WEB_SEARCHES] += searches
+        price, unpriced = group_cost(prices, model, _day(group["day"]), bool(group["fast"]),
+                                     int(group["tier_floor"]), tokens, int(group["parts"]), searches)
+        row["cost"] += price
+        row["unpriced"] = row["unpriced"] or unpriced
     return summarize(models.values())
 
 
 def summarize(models: Iterable[dict]) -> tuple[list[dict], dict]:
     """Rows by model (`model` None when the transcript named none, `requests` counting parts, the
-    token figures, `fast_requests`, `cost` in Decimal dollars and `unpriced`: some part with
-    tokens no price knows) sorted by output tokens then model, each with its `cost_usd`; and the
+    token figures, `web_searches`, `fast_requests`, `cost` in Decimal dollars and `unpriced`: some
+    part with tokens or web searches no price knows) sorted by output tokens then model, each with
+    its `cost_usd`; and the
     cost of them all: `usd` sums what could be priced (null when nothing could),
     `unknown_models` are those with tokens no price knows, `complete` says there are none."""
     out: list[dict] = []
@@ -303,8 +323,8 @@ def summarize(models: Iterable[dict]) -> tuple[list[dict], dict]:
         cost = row.pop("cost")
         if unpriced:
             unknown.append(row["model"])
-        elif any(row[f] for f in TOKENS):
-            priced_any = True
+        if cost or (not unpriced and (row.get(WEB_SEARCHES) or any(row[f] for f in TOKENS))):
+            priced_any = True  # (an unpriced row's tokens may be priced: its web searches are not)
         total += cost
         out.append({**row, "cost_usd": None if unpriced else usd(cost)})
     unknown.sort(key=lambda m: (m is not None, m or ""))  # (the transcript named none) first

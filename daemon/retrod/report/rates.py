@@ -6,7 +6,7 @@ A price depends on a part's model, day, fast mode and tier (prices.py), and with
 linear, so a statement can sum tokens × rates per group, as prices.py's `_cost` does. The rates go
 as JSON: for each model, fast mode and tier, the spans of days the stored groups cover with one
 price (prices change on a few days a year: a few dozen rows, not one per day), USD per million
-tokens of each kind and per part, as exact decimals (trends sums them in `numeric`; the UI casts
+tokens of each kind, per part and per web search, as exact decimals (trends sums them in `numeric`; the UI casts
 them to doubles, for what only orders its list and draws its chart).
 """
 
@@ -26,6 +26,8 @@ from . import prices as pricing
 # What a span's JSON object holds: the group, its days (both included) and its rates (null: not priced).
 KEYS = ("model", "fast", "tier_floor", "day_from", "day_to")
 RATES = ("input", "output", "cache_read", "cache_create_5m", "cache_create_1h", "per_part")
+# USD per web search (DESIGN §2.7): null when the group has token prices but no web-search price.
+WEB_SEARCH = "web_search"
 
 
 def table(keys: Iterable[tuple[str, str, bool, int]], prices: pricing.Prices) -> str:
@@ -53,7 +55,10 @@ def _table(keys: tuple, prices: pricing.Prices) -> str:
         if run == last:
             spans[-1]["day_to"] = day  # the same price as the day before: the span goes on
             continue
-        rates = dict.fromkeys(RATES) if found is None else {k: str(getattr(found, k)) for k in RATES}
+        rates: dict[str, str | None] = dict.fromkeys((*RATES, WEB_SEARCH))
+        if found is not None:
+            rates.update({k: str(getattr(found, k)) for k in RATES})
+            rates[WEB_SEARCH] = None if found.web_search is None else str(found.web_search)
         spans.append({"model": model, "fast": fast, "tier_floor": int(tier_floor), "day_from": day, "day_to": day,
                       **rates})
         last = run

@@ -99,8 +99,8 @@ SELECT DISTINCT line_uuid FROM gone WHERE shared;
 -- The usage of a request is that of its record with the largest (main, output, input,
 -- cache_create, cache_read) tuple, and its model, parts, speed and cache-miss reason that record's
 -- (in a tie on the tuple and the 5m/1h split: a model before none, then the smallest; parts before
--- none, then the smallest; fast before standard; a reason before none, then the smallest:
--- fold.Request.tie_rank); its owner is the record with the
+-- none, then the smallest; fast before standard; a reason before none, then the smallest; the most
+-- top-level web searches: fold.Request.tie_rank); its owner is the record with the
 -- smallest (sidechain, foreign, timestamp, session, agent) tuple, the unnamed and inline threads
 -- (fold.THREADS) after every named agent; its time is the earliest (DESIGN §2.2). The key is the
 -- member's (§3). `machine`: the host whose file holds the owning record (§4 "Machines"; every
@@ -111,12 +111,12 @@ INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
     cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast, machine, cache_miss_reason,
-    place_path, place_offset, base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine)
+    web_searches, place_path, place_offset, base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine)
 SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
        retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
        (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
        (usage->>'cache_create_5m')::BIGINT, (usage->>'cache_create_1h')::BIGINT, has_tool_use, model, parts, fast,
-       %(host_id)s::text, reason, place_path, place_offset,
+       %(host_id)s::text, reason, (usage->>'web_searches')::BIGINT, place_path, place_offset,
        base_session, CASE WHEN base_session IS NOT NULL THEN base_agent END,
        CASE WHEN base_session IS NOT NULL THEN base_sidechain END,
        CASE WHEN base_session IS NOT NULL THEN base_foreign END, retrod.us_to_ts(base_ts_us),
@@ -136,18 +136,18 @@ ON CONFLICT (key, db_role) DO UPDATE SET
         ) AS b (s, a, sc, fo, t, h)
         ORDER BY s IS NULL, sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a, h LIMIT 1),
     (usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-     cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast, cache_miss_reason) = (
+     cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast, cache_miss_reason, web_searches) = (
         SELECT * FROM (VALUES
             (excluded.usage_main, excluded.input_tokens, excluded.output_tokens,
              excluded.cache_read_tokens, excluded.cache_create_tokens,
              excluded.cache_create_5m_tokens, excluded.cache_create_1h_tokens, excluded.model,
-             excluded.parts, excluded.fast, excluded.cache_miss_reason),
+             excluded.parts, excluded.fast, excluded.cache_miss_reason, excluded.web_searches),
             (r.usage_main, r.input_tokens, r.output_tokens, r.cache_read_tokens,
              r.cache_create_tokens, r.cache_create_5m_tokens, r.cache_create_1h_tokens, r.model,
-             r.parts, r.fast, r.cache_miss_reason)
-        ) AS u (m, i, o, cr, cc, c5, c1, md, pt, fa, rs)
+             r.parts, r.fast, r.cache_miss_reason, r.web_searches)
+        ) AS u (m, i, o, cr, cc, c5, c1, md, pt, fa, rs, ws)
         ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, c5 DESC, c1 DESC, md = '', md,
-                 pt IS NULL, pt COLLATE "C", NOT fa, rs IS NULL, rs LIMIT 1),
+                 pt IS NULL, pt COLLATE "C", NOT fa, rs IS NULL, rs, ws DESC LIMIT 1),
     -- (a keyless request's place is its key's: the same whenever its record is read again)
     (place_path, place_offset) = (excluded.place_path, excluded.place_offset),
     (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts, machine) = (

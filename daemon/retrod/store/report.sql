@@ -64,7 +64,8 @@ SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 
        fast, tier_floor, sum(parts)::bigint AS parts,
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
-       sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h
+       sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h,
+       sum(web_searches)::bigint AS web_searches
 FROM retrod.request_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1, 2, 3, 4;
 
@@ -238,16 +239,17 @@ CROSS JOIN LATERAL (  -- request parts by price group; the phase's totals are th
     SELECT coalesce(json_agg(json_build_object(
                'model', model, 'day', day, 'fast', fast, 'tier_floor', tier_floor, 'requests', n, 'parts', np,
                'tool_turns', tools, 'input', i, 'output', o, 'cache_read', cr, 'cache_create', cc,
-               'cache_create_5m', c5, 'cache_create_1h', c1) ORDER BY model, day, fast, tier_floor), '[]') AS by_model
+               'cache_create_5m', c5, 'cache_create_1h', c1, 'web_searches', ws)
+               ORDER BY model, day, fast, tier_floor), '[]') AS by_model
     FROM (
         SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
                fast, tier_floor, sum(n)::bigint AS n, sum(np)::bigint AS np, sum(tools)::bigint AS tools,
                sum(i)::bigint AS i, sum(o)::bigint AS o, sum(cr)::bigint AS cr, sum(cc)::bigint AS cc,
-               sum(c5)::bigint AS c5, sum(c1)::bigint AS c1
+               sum(c5)::bigint AS c5, sum(c1)::bigint AS c1, sum(ws)::bigint AS ws
         FROM (
             SELECT model, minute, fast, tier_floor, requests AS n, parts AS np, tool_turns AS tools,
                    input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
-                   cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1
+                   cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws
             FROM retrod.request_minutes
             WHERE session_uuid = %(session)s AND db_role = %(member)s
               AND minute >= p.whole_from AND minute < p.whole_to
@@ -256,7 +258,7 @@ CROSS JOIN LATERAL (  -- request parts by price group; the phase's totals are th
                    retrod.tier_floor(q.input + q.cache_read + q.cache_create,
                                      (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
                    q.first::int, 1, (q.first AND r.has_tool_use)::int, q.input, q.output, q.cache_read,
-                   q.cache_create, q.cache_create_5m, q.cache_create_1h
+                   q.cache_create, q.cache_create_5m, q.cache_create_1h, q.web_searches
             FROM retrod.requests r, retrod.request_parts(r) q
             WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s
               AND ((r.ts >= p.s AND r.ts < p.edge1_end) OR (r.ts >= p.edge2_start AND r.ts < p.e))
@@ -352,7 +354,7 @@ CROSS JOIN LATERAL (
 SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NULL ELSE g.day END AS day, g.fast,
        g.tier_floor, g.parts, g.input_tokens AS input, g.output_tokens AS output, g.cache_read_tokens AS cache_read,
        g.cache_create_tokens AS cache_create, g.cache_create_5m_tokens AS cache_create_5m,
-       g.cache_create_1h_tokens AS cache_create_1h
+       g.cache_create_1h_tokens AS cache_create_1h, g.web_searches
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
 JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 

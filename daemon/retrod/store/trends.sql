@@ -27,12 +27,14 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- machine; `machine`: that one's rows only.
 -- models: per model, its sessions, requests (parts), tokens by bucket and kind, and cost: each
 -- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
--- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none.
+-- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none, or one with web
+-- searches no web-search price (its tokens still priced: docs/decisions.md).
 -- name: trend_figures
 WITH rates AS (
     SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
         AS r(model TEXT, fast BOOLEAN, tier_floor BIGINT, day_from DATE, day_to DATE, input NUMERIC, output NUMERIC,
-             cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC)
+             cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC,
+             web_search NUMERIC)
 ), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), their project and machine
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
            -- (each read only when asked: files_member_sessions, the covering index, holds neither)
@@ -118,7 +120,7 @@ WITH rates AS (
                'model', model, 'sessions', sessions, 'requests', requests, 'parts', parts, 'fast_parts', fast_parts,
                'main', json_build_array(mi, mo, mr, mc), 'subagents', json_build_array(si, so, sr, sc),
                'compaction', json_build_array(ci, co, cr, cc), 'cache_create_5m', c5, 'cache_create_1h', c1,
-               'cost', cost::text, 'unpriced', unpriced)) AS models
+               'web_searches', ws, 'cost', cost::text, 'unpriced', unpriced)) AS models
     FROM (
         SELECT p.k_period, p.k_grp, coalesce(q.machine, p.k_machine) AS k_machine, q.model,
                count(DISTINCT q.session_uuid) AS sessions,
@@ -137,21 +139,24 @@ WITH rates AS (
                coalesce(sum(q.cache_read_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS cr,
                coalesce(sum(q.cache_create_tokens) FILTER (WHERE q.bucket = 'compaction'), 0) AS cc,
                sum(q.cache_create_5m_tokens) AS c5, sum(q.cache_create_1h_tokens) AS c1,
+               sum(q.web_searches) AS ws,
                -- each per-session price group as a report prices it (prices.py _cost)
                coalesce(sum((q.input_tokens * r.input + q.output_tokens * r.output
                              + q.cache_read_tokens * r.cache_read
                              + least(q.cache_create_1h_tokens, q.cache_create_tokens) * r.cache_create_1h
                              + (q.cache_create_tokens - least(q.cache_create_1h_tokens, q.cache_create_tokens))
-                               * r.cache_create_5m) / 1000000 + q.parts * r.per_part), 0) AS cost,
+                               * r.cache_create_5m) / 1000000 + q.parts * r.per_part
+                             + q.web_searches * coalesce(r.web_search, 0)), 0) AS cost,
                coalesce(bool_or(r.input IS NULL AND (q.input_tokens, q.output_tokens, q.cache_read_tokens,
                                                      q.cache_create_tokens, q.cache_create_5m_tokens,
-                                                     q.cache_create_1h_tokens) <> (0, 0, 0, 0, 0, 0)), false)
+                                                     q.cache_create_1h_tokens) <> (0, 0, 0, 0, 0, 0)
+                                OR q.web_searches > 0 AND r.web_search IS NULL), false)
                    AS unpriced
         FROM p
         JOIN (
             SELECT session_uuid, NULL AS machine, bucket, model, day, fast, tier_floor, requests, parts,
                    input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,
-                   cache_create_1h_tokens
+                   cache_create_1h_tokens, web_searches
             FROM retrod.session_requests WHERE db_role = %(member)s AND NOT %(by_machine)s
             UNION ALL  -- by machine: the same price groups (migration 0018's), per attributed record's machine
             SELECT r.session_uuid, r.machine, retrod.bucket_of(r.agent), pt.model,
@@ -159,7 +164,7 @@ WITH rates AS (
                    retrod.tier_floor(pt.input + pt.cache_read + pt.cache_create,
                                      (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
                    count(*) FILTER (WHERE pt.first), count(*), sum(pt.input), sum(pt.output), sum(pt.cache_read),
-                   sum(pt.cache_create), sum(pt.cache_create_5m), sum(pt.cache_create_1h)
+                   sum(pt.cache_create), sum(pt.cache_create_5m), sum(pt.cache_create_1h), sum(pt.web_searches)
             FROM retrod.requests r, retrod.request_parts(r) pt
             WHERE r.db_role = %(member)s AND %(by_machine)s
             GROUP BY 1, 2, 3, 4, 5, 6, 7

@@ -28,9 +28,10 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 -- with requests and no such event, its requests' span, as the report dates it: two index lookups,
 -- for those few). Sorted by cost, each session's price groups (session_requests) are summed at the rates
 -- given (`rates`: report/rates.py's spans of days with one price per model, fast and tier, USD per
--- million tokens of each kind and per part; null: no price known),
+-- million tokens of each kind, per part and per web search; null: no price known),
 -- in doubles: the page's own rows are priced again exactly, as the report prices them (ui/data.py,
--- from report.sql's sessions_price_groups). A group with no tokens costs nothing, priced or not, as in the report;
+-- from report.sql's sessions_price_groups). A group with no tokens and no web searches costs nothing, priced or not,
+-- as in the report; web searches without a web-search price are unpriced, the group's tokens priced;
 -- a session's cost is null only when something could not be priced and nothing could.
 -- `sessions`: only these (the live page), else every one. `projects`: these projects' sessions
 -- (their names, resolve.match_project: a session's working folder, else its Claude Code folder
@@ -42,20 +43,25 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 WITH rates AS MATERIALIZED (  -- read once, typed
     SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
            cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
-           per_part AS part  -- USD per token, in doubles
+           per_part AS part, web_search AS search  -- USD per token, part and web search, in doubles
     FROM json_to_recordset(%(rates)s::json) AS r(model text, fast bool, tier_floor bigint, day_from date, day_to date,
                                                 input float8, output float8, cache_read float8,
-                                                cache_create_5m float8, cache_create_1h float8, per_part float8)
+                                                cache_create_5m float8, cache_create_1h float8, per_part float8,
+                                                web_search float8)
 ), cost AS (  -- only when sorting by it
     SELECT g.session_uuid, g.db_role,
            sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
                + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
                + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
-               + g.parts * r.part) FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
-           coalesce(bool_or(r.input IS NOT NULL) FILTER (WHERE used), false) AS priced_any,
-           coalesce(bool_or(r.input IS NULL) FILTER (WHERE used), false) AS unpriced_any,
+               + g.parts * r.part + g.web_searches * coalesce(r.search, 0))
+               FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
+           coalesce(bool_or(r.input IS NOT NULL AND (tokens OR r.search IS NOT NULL)) FILTER (WHERE used), false)
+               AS priced_any,
+           coalesce(bool_or(r.input IS NULL OR g.web_searches > 0 AND r.search IS NULL) FILTER (WHERE used), false)
+               AS unpriced_any,
            bool_or(r.model IS NULL) AS unrated  -- a group the rates given do not cover
-    FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens > 0 AS used
+    FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens > 0 AS tokens,
+                 input_tokens + output_tokens + cache_read_tokens + cache_create_tokens + web_searches > 0 AS used
           FROM retrod.session_requests
           WHERE %(sort)s = 'cost' AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))) g
     LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
@@ -144,16 +150,17 @@ GROUP BY session_uuid ORDER BY max(minute) DESC, session_uuid LIMIT %(limit)s;
 
 -- A session's timeline: per minute, its requests and tokens (all agents; the compaction agents'
 -- output apart), and their cost: each price group at the rates given (`rates`, as ui_sessions
--- reads them; report/rates.py), in doubles. `unpriced`: tokens no price knows; `unrated`: a group
+-- reads them; report/rates.py), in doubles. `unpriced`: tokens or web searches no price knows; `unrated`: a group
 -- the rates given do not cover (read them again).
 -- name: ui_timeline_minutes
 WITH rates AS MATERIALIZED (
     SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
            cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
-           per_part AS part  -- USD per token, in doubles
+           per_part AS part, web_search AS search  -- USD per token, part and web search, in doubles
     FROM json_to_recordset(%(rates)s::json) AS r(model text, fast bool, tier_floor bigint, day_from date, day_to date,
                                                 input float8, output float8, cache_read float8,
-                                                cache_create_5m float8, cache_create_1h float8, per_part float8)
+                                                cache_create_5m float8, cache_create_1h float8, per_part float8,
+                                                web_search float8)
 )
 SELECT g.minute, sum(g.requests)::bigint AS requests, sum(g.input_tokens)::bigint AS input,
        sum(g.output_tokens)::bigint AS output, sum(g.cache_read_tokens)::bigint AS cache_read,
@@ -162,10 +169,11 @@ SELECT g.minute, sum(g.requests)::bigint AS requests, sum(g.input_tokens)::bigin
        coalesce(sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
                     + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
                     + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
-                    + g.parts * r.part) FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
-       coalesce(bool_or(g.used AND r.input IS NULL), false) AS unpriced,
+                    + g.parts * r.part + g.web_searches * coalesce(r.search, 0))
+                FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
+       coalesce(bool_or(g.used AND (r.input IS NULL OR g.web_searches > 0 AND r.search IS NULL)), false) AS unpriced,
        coalesce(bool_or(r.model IS NULL), false) AS unrated
-FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens > 0 AS used
+FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens + web_searches > 0 AS used
       FROM retrod.request_minutes
       WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute <> 'infinity') g
 LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)

@@ -51,7 +51,8 @@ class Source:
 #    their time (0024, §2.8).
 # 4: a main transcript's unmarked candidate lines are kept with their uuid, and its candidate span
 #    (§2.1 unmarked fork copies; 0026).
-RULES = 4
+# 5: requests and their parts carry their web searches (§2.2, §2.7; 0027).
+RULES = 5
 # A file read under rules below this is read again forgetting its per-file rows (events, calls,
 # subagents, links; requests stay counted), not keeping them: lines the file once counted as its
 # own may be fork copies under rules 3.
@@ -134,10 +135,11 @@ class Request:
         """Among records that tie on the usage rank, the smallest counts: a model before none, then
         the smallest model in code-point order; then parts before none (a record read again under
         newer rules brings them), the smallest parts; then fast mode before standard; then a
-        cache-miss reason before none, the smallest. So any order
+        cache-miss reason before none, the smallest; then the most top-level web searches (a
+        record read again under newer rules brings them). So any order
         of arrival picks the same record (upsert_requests sorts the same way)."""
         return (self.model == "", self.model, self.parts is None, self.parts or "", not self.fast,
-                self.reason is None, self.reason or "")
+                self.reason is None, self.reason or "", -self.usage.web_searches)
 
     def usage_beaten_by(self, other: Request) -> bool:
         """Whether `other`'s record is the one whose usage (and model, parts, speed) counts."""
@@ -514,10 +516,19 @@ def parts_json(parts: tuple[Part, ...] | None) -> str | None:
     that records tying on everything else are ordered by it the same way here and in SQL."""
     if parts is None:
         return None
-    return _encode([{"model": p.model or "", "input": p.usage.input, "output": p.usage.output,
-                     "cache_read": p.usage.cache_read, "cache_create": p.usage.cache_create,
-                     "cache_create_5m": p.usage.cache_create_5m, "cache_create_1h": p.usage.cache_create_1h}
-                    for p in parts]).decode()
+    return _encode([_part_json(p) for p in parts]).decode()
+
+
+def _part_json(p: Part) -> dict:
+    """A part's object; `web_searches` (last) only when it has some: a part without any reads
+    the same as under rules 4, and one with some sorts before that older text (`,` < `}`), so a
+    record read again under rules 5 wins its tie (Request.tie_rank)."""
+    out = {"model": p.model or "", "input": p.usage.input, "output": p.usage.output,
+           "cache_read": p.usage.cache_read, "cache_create": p.usage.cache_create,
+           "cache_create_5m": p.usage.cache_create_5m, "cache_create_1h": p.usage.cache_create_1h}
+    if p.usage.web_searches:
+        out["web_searches"] = p.usage.web_searches
+    return out
 
 
 def _earlier(a: int | None, b: int | None) -> bool:

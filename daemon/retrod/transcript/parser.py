@@ -25,6 +25,13 @@ from .keys import indexable
 TASK_TOOL_NAMES = frozenset({"Task", "Agent"})
 
 
+class _ServerToolUse(Struct):
+    """What the API's own tools did for a request part (DESIGN §2.2 web searches). Any type: a
+    value that is no count (a bool, a string) counts 0 rather than spoiling the line's decode."""
+
+    web_search_requests: Any = None
+
+
 class _Iteration(Struct):
     """One part of a request (DESIGN §2.2 iterations): a refused attempt, the fallback that
     answered, an advisor call, a server-side compaction."""
@@ -35,6 +42,7 @@ class _Iteration(Struct):
     cache_creation_input_tokens: int | None = None
     cache_creation: dict[str, Any] | None = None
     model: str | None = None
+    server_tool_use: _ServerToolUse | None = None
 
 
 class _Usage(Struct):
@@ -45,6 +53,7 @@ class _Usage(Struct):
     cache_creation: dict[str, Any] | None = None
     iterations: list[_Iteration] | None = None
     speed: str | None = None
+    server_tool_use: _ServerToolUse | None = None
 
 
 class _ResultItem(Struct):
@@ -259,6 +268,7 @@ class Usage:
     cache_create: int = 0
     cache_create_5m: int = 0
     cache_create_1h: int = 0
+    web_searches: int = 0  # server_tool_use.web_search_requests (§2.2): priced apart (§2.7), no token
 
 
 @dataclass(slots=True, frozen=True)
@@ -356,6 +366,7 @@ def _usage(u: _Usage | _Iteration) -> Usage:
         cache_create=_count(flat) if flat is not None else c5m + c1h,
         cache_create_5m=c5m,
         cache_create_1h=c1h,
+        web_searches=_count(u.server_tool_use.web_search_requests) if u.server_tool_use is not None else 0,
     )
 
 

@@ -366,18 +366,25 @@ def _waste(report: dict) -> str:
             f'{"".join(parts)}</section>')
 
 
+SEARCHES_HEADER = '<th class="num">Web searches</th>'
+
+
 def _models(summary: dict) -> str:
+    # Web searches (DESIGN §2.2) get a column only when a model made some, as in the Markdown.
+    searched = any(m["web_searches"] for m in summary["tokens_by_model"])
     rows = "".join(
         f'<tr><td>{e(m["model"] or "unknown")}</td><td class="num">{count(m["requests"])}</td>'
         f'<td class="num">{count(m["output"])}</td><td class="num">{count(m["input"])}</td>'
         f'<td class="num">{count(m["cache_read"])}</td><td class="num">{count(m["cache_create"])}</td>'
-        f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
+        + (f'<td class="num" data-field="web_searches">{count(m["web_searches"])}</td>' if searched else '')
+        + f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
         f'</tr>' for m in summary["tokens_by_model"])
     return ('<section><h2>Cost and tokens by model</h2><table class="list" id="models"><thead><tr>'
             f'<th>Model</th>'
             '<th class="num">Requests</th><th class="num">Output</th><th class="num">Input</th>'
             f'<th class="num">Cache read</th>'
-            f'<th class="num">Cache create</th><th class="num">Est. cost</th></tr></thead>'
+            f'<th class="num">Cache create</th>{SEARCHES_HEADER if searched else ""}'
+            f'<th class="num">Est. cost</th></tr></thead>'
             f'<tbody>{rows}</tbody></table></section>')
 
 
