@@ -189,10 +189,15 @@ def of_agent(found: Iterable[Miss], agent: str) -> list[Miss]:
 
 def costliest(found: Iterable[Miss]) -> list[dict]:
     """The ten misses with the largest extra cost, the earlier first among equals."""
-    ranked = sorted(found, key=lambda m: (-m.extra, m.at))[:COSTLIEST]
+    return listed(sorted(found, key=lambda m: (-m.extra, m.at))[:COSTLIEST])
+
+
+def listed(found: Iterable[Miss]) -> list[dict]:
+    """Misses as the report's JSON shows them, in the order given (`cache_misses`: all of them,
+    in time order, for the timeline's markers; `costliest`: the ten)."""
     return [{"at": m.at.isoformat(), "agent": m.agent, "cause": m.cause, "reason": m.reason,
              "rewritten": m.rewritten, "extra_usd": pricing.usd(m.extra), "pause_s": round(m.pause_us / 1_000_000, 3),
-             "prefix_before": m.prefix_before} for m in ranked]
+             "prefix_before": m.prefix_before} for m in found]
 
 
 def live(last: Last | None, now: datetime, prices: pricing.Prices) -> dict:

@@ -6,6 +6,8 @@ command lays them out. What it answers:
 
 - the session's figures, by `model.stats` — the same queries and prices as `retrod report`
   (its summary) and `retrod mcp`'s session_stats, so the cost is the report's to the micro-dollar;
+- when no phase is open, the current task of Claude's plan (DESIGN §2.9) and its cost so far,
+  by `model.current_task` (its windows' requests priced as the report prices the task's);
 - the main stream's prompt cache (DESIGN §2.8's live state, the report's `summary.cache.live`),
   read from the stream's last few requests only: the command counts the time left down itself,
   from the last request's time, so that a timed refresh moves it;
@@ -114,10 +116,12 @@ def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime
     out: dict = {"session": None, "today": None}
     member = None
     if session is not None:
-        stats = model.stats(conn, session, away_after_s, prices, phase_figures=False, cache_figures=False)
+        stats = model.stats(conn, session, away_after_s, prices, phase_figures=False, cache_figures=False,
+                            task_figures=False)
         member = stats["member"]
         if stats["started_at"] is not None or stats["phases"]:  # else: nothing of it stored yet
             use, open_phase = stats["tool_use"], stats["open_phase"]
+            task = model.current_task(conn, session, member, prices) if open_phase is None else None
             out["session"] = {
                 "cost_usd": stats["cost"]["usd"], "cost_complete": stats["cost"]["complete"],
                 "requests": stats["requests"],
@@ -127,6 +131,10 @@ def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime
                 "open_phase": None if open_phase is None else {
                     "task": open_phase["task"], "phase": open_phase["phase"],
                     "started_at": datetime.fromisoformat(open_phase["started_at"]).timestamp()},
+                "current_task": None if task is None else {
+                    "number": task["number"], "name": task["name"],
+                    "started_at": task["started_at"].timestamp(),
+                    "cost_usd": task["cost"]["usd"], "cost_complete": task["cost"]["complete"]},
                 "cache": live_cache(conn, session, member, now, prices),
             }
     if day is not None:
