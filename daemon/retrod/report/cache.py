@@ -177,10 +177,16 @@ def waste(found: Iterable[Miss]) -> float:
     return pricing.usd(sum((m.extra for m in found if m.cause in WASTE_CAUSES), Decimal(0)))
 
 
-def in_window(found: Iterable[Miss], start: datetime, end: datetime | None, now: datetime) -> list[Miss]:
-    """The misses whose element's request falls in a phase's window (open: until now)."""
+def in_window(found: Sequence[Miss], start: datetime, end: datetime | None, now: datetime) -> list[Miss]:
+    """The misses whose element's request falls in a phase's window (open: until now). `found` in
+    time order, as `walk` returns them: found by bisection, as a long session's plan has thousands
+    of task windows and hundreds of misses."""
     stop = end if end is not None else now
-    return [m for m in found if start <= m.at < stop]
+    return list(found[bisect.bisect_left(found, start, key=_at):bisect.bisect_left(found, stop, key=_at)])
+
+
+def _at(miss: Miss) -> datetime:
+    return miss.at
 
 
 def of_agent(found: Iterable[Miss], agent: str) -> list[Miss]:
