@@ -405,9 +405,9 @@ LONG_TASK = "Run CI checks \x1b]0;pwned\x07 and fix every failure in the parser"
 LONG_TASK_SHOWN = "Run CI checks ]0;pwned and fix…"  # stored text's rule (no control character), ≤ 32 cells
 
 
-def planned_session(root: Path, *todos: tuple[str, str]) -> None:
+def planned_session(root: Path, *todos: tuple[str, str], later: tuple[tuple[str, str], ...] = ()) -> None:
     """A TodoWrite plan set at 10 s, then two costly requests (20,000 output tokens of Sonnet 4.5
-    each: $0.30) at 20 s and 40 s."""
+    each: $0.30) at 20 s and 40 s; and the `later` list at 60 s, if any."""
     from plan_transcripts import Transcript
 
     transcript = Transcript(PLANNED).user(0).todos(10, *todos)
@@ -415,6 +415,8 @@ def planned_session(root: Path, *todos: tuple[str, str]) -> None:
         transcript.say(t)
         transcript.lines[-1]["message"].update(id=f"msg_costly_{n}", model=MODEL)
         transcript.lines[-1]["message"]["usage"]["output_tokens"] = 20_000
+    if later:
+        transcript.todos(60, *later)
     transcript.write(root)
 
 
@@ -441,6 +443,15 @@ def test_with_no_phase_open_the_line_shows_the_current_task_and_its_cost_so_far(
     narrow = render.render(payload(now=now.timestamp(), session_id=PLANNED), answer, None, 40, False, now.timestamp())
     fits(narrow, 40)
     assert narrow[1].startswith(("Run CI checks ]0;pwned and fix… $0.60", "Run CI chec… $0.60")), narrow
+
+    # a later plan call moves the current task on (the daemon derives the plan again)
+    planned_session(tmp_path, ("Parse the config", "completed"), (LONG_TASK, "in_progress"),
+                    later=(("Parse the config", "completed"), (LONG_TASK, "completed"), ("Ship it", "in_progress")))
+    ingest(db_url, [tmp_path])
+    shipping = report(db_url, PLANNED)["plan"]["tasks"][-1]
+    current = answer_at(db_url, PLANNED, now)["session"]["current_task"]
+    assert (current["name"], current["number"], current["cost_usd"]) == ("Ship it", shipping["number"],
+                                                                         shipping["cost"]["usd"])
 
     # an open phase is shown instead, as before
     open_phase(db_url, "ci", "fix", minutes_ago=1, session=PLANNED)

@@ -254,21 +254,21 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "open_phase": open_phase}
 
 
-def current_task(conn: Connection, session: str, member: str, prices: pricing.Prices = pricing.DEFAULT) -> dict | None:
-    """The status line's task: DESIGN §2.9's current task after the last counting call (the one
-    whose last window is open), with the start of that window and its cost so far — its windows'
-    requests priced as the report prices its `plan.tasks[].cost`. None when no task is current."""
-    args = {"session": session, "member": member}
+def current_task(plan: Plan) -> tuple[int, Task] | None:
+    """DESIGN §2.9's current task after the last counting call — the one whose last window is
+    open — with its number; None when no task is current."""
+    return next(((n, task) for n, task in enumerate(plan.tasks, 1) if task.windows[-1][1] is None), None)
+
+
+def windows_cost(conn: Connection, session: str, member: str, windows: list[list],
+                 prices: pricing.Prices = pricing.DEFAULT) -> dict:
+    """The cost of the requests in a task's windows (an open one until now), priced as the
+    report prices its `plan.tasks[].cost`, without the task's other figures (the status line's)."""
+    document = json.dumps([{"s": s.isoformat(), "e": _iso(e)} for s, e in windows])
     with conn.cursor(row_factory=dict_row) as cur:
-        tasks = _plan(cur, args).tasks
-        number = next((n for n, task in enumerate(tasks, 1) if task.windows[-1][1] is None), None)
-        if number is None:
-            return None
-        task = tasks[number - 1]
-        windows = json.dumps([{"s": s.isoformat(), "e": _iso(e)} for s, e in task.windows])
-        rows = cur.execute(q("windows_tokens_by_model"), {**args, "windows": windows}).fetchall()
-    _, cost = pricing.by_model(rows, prices)
-    return {"number": number, "name": task.name, "started_at": task.windows[-1][0], "cost": cost}
+        rows = cur.execute(q("windows_tokens_by_model"),
+                           {"session": session, "member": member, "windows": document}).fetchall()
+    return pricing.by_model(rows, prices)[1]
 
 
 def plan(conn: Connection, session: str, member: str | None = None) -> Plan:
