@@ -205,6 +205,13 @@ def test_the_fixtures_totals(db_url: str, projects: Path) -> None:
         assert cache["hit_ratio"] == (None if ratio is None else pytest.approx(ratio, rel=1e-12)), session
         for subagent in got[session]["subagents"]:
             assert subagent["cache"]["misses"] == figures["subagents"][subagent["agent_id"]]["misses"], session
+        # every miss, in time order (the web UI's timeline marks each one)
+        assert [(reference.to_microseconds(datetime.fromisoformat(m["at"])), m["agent"], m["cause"], m["reason"],
+                 m["rewritten"], m["prefix_before"]) for m in got[session]["cache_misses"]] == [
+            (m["at_us"], m["agent"], m["cause"], m["reason"], m["rewritten"], m["prefix_before"])
+            for m in figures["misses"]], session
+        assert [m["extra_usd"] for m in got[session]["cache_misses"]] == pytest.approx(
+            [float(m["extra"]) for m in figures["misses"]], abs=1e-6), session
     totals = {c: [0, 0, 0.0] for c in reference.CAUSES}
     for report in got.values():
         for cause, v in report["summary"]["cache"]["misses"].items():

@@ -120,7 +120,7 @@ def test_the_tools_and_their_schemas(env: dict[str, str], tmp_path: Path) -> Non
                 assert "session" in listed[name].input_schema["properties"], name
             stats = listed["session_stats"].output_schema["properties"]
             assert {"tokens", "claude_s", "tool_s", "human_s", "away_s", "requests", "tool_use", "open_phase",
-                    "found_by", "cache"} <= set(stats)
+                    "found_by", "cache", "plan"} <= set(stats)
             assert listed["list_phases"].annotations.read_only_hint
             assert not listed["end_phase"].annotations.read_only_hint
 
@@ -461,3 +461,29 @@ def test_log_phase_from_a_task_of_the_plan(env: dict[str, str], tmp_path: Path, 
         assert "Traceback" not in (tmp_path / "server.log").read_text()
 
     anyio.run(run)
+
+
+def test_session_stats_carries_the_plans_tasks_with_the_reports_figures(env: dict[str, str], tmp_path: Path,
+                                                                         projects: Path, db_url: str) -> None:
+    """Issue 30: session_stats holds the plan as the report's `plan` — every task's tokens, times,
+    cost, calls and cache figures — and its text names the costliest task by its number."""
+    ingest(db_url, [projects])
+    planned = "ef958aa1-0e93-49f0-bb71-150f63befcd1"  # a TaskCreate / TaskUpdate plan of six tasks
+    with psycopg.connect(db_url) as conn:
+        want = model.build(conn, planned)["plan"]
+
+    async def run() -> dict:
+        async with server(env, tmp_path / "server.log") as session:
+            result = await session.call_tool("session_stats", {"session": planned})
+            assert not result.is_error, result.content
+            return {"structured": result.structured_content, "text": result.content[0].text}
+
+    got = anyio.run(run)
+    plan = got["structured"]["plan"]
+    assert plan == want and len(plan["tasks"]) == 6 and plan["family"] == "task"
+    figures = ("tokens", "cost", "claude_s", "tool_s", "human_s", "away_s", "tool_use", "cache", "subagents")
+    assert all(all(k in task for k in figures) for task in plan["tasks"])
+    costliest = max(want["tasks"], key=lambda t: t["cost"]["usd"] or 0)
+    assert (f"costliest: task {costliest['number']} {json.dumps(costliest['name'])}"
+            f" (${costliest['cost']['usd']:,.2f})") in got["text"]
+    assert "6 tasks of Claude's plan worked on" in got["text"]

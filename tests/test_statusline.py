@@ -398,6 +398,82 @@ def test_a_session_without_cache_figures_shows_no_cache(db_url: str, tmp_path: P
     assert "cache" not in work_line({"session": {k: v for k, v in ANSWER["session"].items() if k != "cache"}}, LATER)
 
 
+# ---- the current task of Claude's plan (issue 30) -------------------------------------------------
+
+PLANNED = "0000000a-0000-4000-8000-000000003001"
+LONG_TASK = "Run CI checks \x1b]0;pwned\x07 and fix every failure in the parser"
+LONG_TASK_SHOWN = "Run CI checks ]0;pwned and fix…"  # stored text's rule (no control character), ≤ 32 cells
+
+
+def planned_session(root: Path, *todos: tuple[str, str], later: tuple[tuple[str, str], ...] = ()) -> None:
+    """A TodoWrite plan set at 10 s, then two costly requests (20,000 output tokens of Sonnet 4.5
+    each: $0.30) at 20 s and 40 s; and the `later` list at 60 s, if any."""
+    from plan_transcripts import Transcript
+
+    transcript = Transcript(PLANNED).user(0).todos(10, *todos)
+    for n, t in enumerate((20, 40)):
+        transcript.say(t)
+        transcript.lines[-1]["message"].update(id=f"msg_costly_{n}", model=MODEL)
+        transcript.lines[-1]["message"]["usage"]["output_tokens"] = 20_000
+    if later:
+        transcript.todos(60, *later)
+    transcript.write(root)
+
+
+def test_with_no_phase_open_the_line_shows_the_current_task_and_its_cost_so_far(db_url: str, tmp_path: Path) -> None:
+    """DESIGN §2.9's current task after the last call (its window open), as the report's plan has
+    it: its name by the stored-text rule, cut short, and its cost so far to the micro-dollar."""
+    from plan_transcripts import BASE
+
+    planned_session(tmp_path, ("Parse the config", "completed"), (LONG_TASK, "in_progress"))
+    ingest(db_url, [tmp_path])
+    now = BASE + timedelta(minutes=5)
+    task = report(db_url, PLANNED)["plan"]["tasks"][-1]
+    assert task["name"] == LONG_TASK and task["ended_at"] is None  # still current: its window open
+    answer = answer_at(db_url, PLANNED, now)
+    current = answer["session"]["current_task"]
+    assert (current["number"], current["name"]) == (task["number"], LONG_TASK)
+    assert current["cost_usd"] == task["cost"]["usd"] and current["cost_complete"]
+    assert current["cost_usd"] >= 0.6  # the two costly requests are the task's
+    shown = render.render(payload(now=now.timestamp(), session_id=PLANNED), answer, None, 200, False,
+                          now.timestamp())
+    fits(shown, 200)
+    assert shown[1].startswith(f"task {LONG_TASK_SHOWN} ${task['cost']['usd']:,.2f} so far (no phase open) | "), shown
+    assert "\x1b" not in "".join(shown) and "\x07" not in "".join(shown)
+    narrow = render.render(payload(now=now.timestamp(), session_id=PLANNED), answer, None, 40, False, now.timestamp())
+    fits(narrow, 40)
+    assert narrow[1].startswith(("Run CI checks ]0;pwned and fix… $0.60", "Run CI chec… $0.60")), narrow
+
+    # a later plan call moves the current task on (the daemon derives the plan again)
+    planned_session(tmp_path, ("Parse the config", "completed"), (LONG_TASK, "in_progress"),
+                    later=(("Parse the config", "completed"), (LONG_TASK, "completed"), ("Ship it", "in_progress")))
+    ingest(db_url, [tmp_path])
+    shipping = report(db_url, PLANNED)["plan"]["tasks"][-1]
+    current = answer_at(db_url, PLANNED, now)["session"]["current_task"]
+    assert (current["name"], current["number"], current["cost_usd"]) == ("Ship it", shipping["number"],
+                                                                         shipping["cost"]["usd"])
+
+    # an open phase is shown instead, as before
+    open_phase(db_url, "ci", "fix", minutes_ago=1, session=PLANNED)
+    answer = answer_at(db_url, PLANNED, now)
+    assert answer["session"]["current_task"] is None
+    assert render.render(payload(session_id=PLANNED), answer, None, 200, False, now.timestamp())[1] \
+        .startswith("phase ci / fix ")
+
+
+def test_a_plan_with_no_task_in_progress_shows_the_nudge(db_url: str, tmp_path: Path) -> None:
+    planned_session(tmp_path, ("Parse the config", "completed"), ("Run CI checks", "pending"))
+    ingest(db_url, [tmp_path])
+    from plan_transcripts import BASE
+
+    now = BASE + timedelta(minutes=5)
+    assert all(t["ended_at"] is not None for t in report(db_url, PLANNED)["plan"]["tasks"])
+    answer = answer_at(db_url, PLANNED, now)
+    assert answer["session"]["current_task"] is None
+    work = render.render(payload(session_id=PLANNED), answer, None, 200, False, now.timestamp())[1]
+    assert work.startswith("no phase logged: retrod phase start | "), work
+
+
 PROMPT_CACHE = {"warm": True, "ttl": 300, "expires_at": 0, "hit_ratio": 0.93, "misses": 1, "expected_rebuilds": 0,
                 "miss_recache_tokens": 77_000, "recache_tokens_if_cold": 420_000}
 

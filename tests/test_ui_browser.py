@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from retrod.report import model
+from retrod.report import markdown, model
 from retrod.ui import data, opener, secret
 from test_ui import SPOTTER, fixture_db, free_port, log_phases, reports, served  # noqa: F401 - fixtures
 
@@ -168,6 +168,129 @@ def test_the_session_page_shows_the_report_and_draws_its_timeline(page, served, 
     with page.expect_download() as download:
         page.click("text=Markdown retrospective")
     assert Path(download.value.path()).read_text(encoding="utf-8").startswith("# Session Retrospective: 2026-02-11")
+
+
+PLANNED = "ef958aa1-0e93-49f0-bb71-150f63befcd1"  # a TaskCreate / TaskUpdate plan; cache misses, expired, invalidated
+TASK_SHADES = [(0x5B, 0x6B, 0xBF), (0x2F, 0x8F, 0x8F)]  # app.js TASK_COLOURS, neighbours alternating
+MISS_COLOURS = {"compaction": (0x7B, 0x3F, 0xA0), "model": (0x1F, 0x77, 0xB4), "expired": (0xE6, 0xA1, 0x00),
+                "invalidated": (0xC0, 0x39, 0x2B)}  # app.js MISS_COLOURS
+TASK_LANE_Y, MISS_Y = 23, 43  # CSS px under the plot's top: inside the tasks' lane, inside a miss's marker
+
+
+def pixel_at(page, x: float, y: float) -> tuple[int, int, int]:
+    return tuple(page.eval_on_selector("#timeline canvas", """(canvas, [x, y]) => Array.from(
+        canvas.getContext("2d").getImageData(Math.round(x), Math.round(y), 1, 1).data).slice(0, 3)""", [x, y]))
+
+
+def near(colour: tuple[int, ...], want: tuple[int, int, int]) -> bool:
+    return all(abs(a - b) <= 6 for a, b in zip(colour, want, strict=True))
+
+
+def markdown_rows(report: dict) -> list[list[str]]:
+    """The Tasks section's table rows of the Markdown report, cell by cell."""
+    section = markdown.render(report).split("## Tasks (from Claude's plan)", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and line[2:3].isdigit()]
+    return [[c.strip() for c in row.strip("|").split(" | ")] for row in rows]
+
+
+def test_the_session_page_draws_the_plans_tasks_and_the_cache_misses(page, served, reports) -> None:  # noqa: F811
+    """Issues 29 and 30 on the timeline: a bar in the tasks' lane for each window of each task, a
+    marker for each cache miss in its cause's colour, tips naming them; the task table's rows are
+    the report's figures as its Markdown's Tasks section writes them; the JSON twin carries both."""
+    server, token = served
+    base = f"http://127.0.0.1:{server.port}"
+    report = reports[PLANNED]
+    tasks, misses = report["plan"]["tasks"], report["cache_misses"]
+    assert len(tasks) >= 5 and {m["cause"] for m in misses} == {"expired", "invalidated"}
+    assert [m["at"] for m in misses] == sorted(m["at"] for m in misses)
+    page.goto(f"{base}/sessions/{PLANNED}?token={token}")
+    page.wait_for_url(f"{base}/sessions/{PLANNED}")
+    page.wait_for_selector("#timeline canvas")
+
+    twin = page.evaluate("url => fetch(url).then(r => r.json())", f"/api/sessions/{PLANNED}")
+    assert twin["plan"]["tasks"] == tasks and twin["cache_misses"] == misses
+
+    # the table: every task, its figures as the Markdown's Tasks section writes them
+    rows = page.eval_on_selector_all("#tasks tbody tr[data-task]", """rows => rows.map(row => Object.fromEntries(
+        [["number", row.dataset.task], ["costliest", row.classList.contains("costliest")]].concat(
+        Array.from(row.querySelectorAll("[data-field]")).map(c => [c.dataset.field, c.textContent.trim()]))))""")
+    assert [int(row["number"]) for row in rows] == [t["number"] for t in tasks]
+    costliest = max(tasks, key=lambda t: (t["cost"]["usd"] or 0, t["tokens"]["output"]))
+    for row, task, written in zip(rows, tasks, markdown_rows(report), strict=True):
+        use = task["tool_use"]
+        assert row["name"].removesuffix(" costliest") == task["name"]
+        assert row["costliest"] == (task is costliest) == row["name"].endswith(" costliest")
+        assert row["output"] == f"{task['tokens']['output']:,}"
+        assert row["tokens"] == f"{sum(task['tokens'].values()):,}"
+        assert row["calls"] == f"{use['calls']:,}" and row["wasted"] == f"{use['calls'] - use['productive']:,}"
+        assert row["efficiency"] == ("—" if use["efficiency"] is None else f"{use['efficiency'] * 100:.0f}%")
+        usd = task["cost"]["usd"]
+        assert row["cost"] == ("<$0.01" if 0 < usd < 0.005 else money(usd))
+        assert row["status"] == task["status"] + ("" if task["ended_at"] else " (current)")
+        assert [row[k] for k in ("status", "time", "output", "tokens", "cost", "calls", "efficiency", "wasted")] \
+            == written[2:], task["number"]
+    outside = page.text_content("#outside-tasks [data-field=time]")
+    summary = report["summary"]
+    times = ("claude_s", "tool_s", "human_s", "away_s")
+    want = sum(summary[k] for k in times) - sum(t[k] for t in tasks for k in times)
+    assert outside == markdown.duration(max(want, 0)) and f"Outside every task: {outside}." in markdown.render(report)
+
+    # the timeline: each window a bar in the tasks' lane, in its task's shade
+    where = page.eval_on_selector("#timeline", """el => ({left: el.chart.bbox.left, top: el.chart.bbox.top,
+        width: el.chart.bbox.width, ratio: devicePixelRatio})""")
+    ratio = where["ratio"]
+
+    def x_of(iso: str) -> float:
+        return page.eval_on_selector("#timeline", "(el, v) => el.chart.valToPos(v, 'x', true)", epoch(iso))
+
+    last = page.eval_on_selector("#timeline", "el => el.chart.scales.x.max")
+    windows = 0
+    for i, task in enumerate(tasks):
+        for w in task["windows"]:
+            x0 = x_of(w["start"])
+            x1 = x_of(w["end"]) if w["end"] else page.eval_on_selector(
+                "#timeline", "(el, v) => el.chart.valToPos(v, 'x', true)", last)
+            colour = pixel_at(page, (x0 + x1) / 2, where["top"] + TASK_LANE_Y * ratio)
+            assert any(near(colour, shade) for shade in TASK_SHADES), (task["number"], w, colour)
+            if x1 - x0 >= 8 * ratio:  # wide enough that no neighbour's bar covers its middle
+                assert near(colour, TASK_SHADES[i % 2]), (task["number"], w, colour)
+            windows += 1
+    assert windows == sum(len(t["windows"]) for t in tasks) > len(tasks) - 1
+    # ... each cache miss a marker in its cause's colour (the later drawn on top where two meet)
+    spots = [x_of(m["at"]) for m in misses]
+    for x, miss in zip(spots, misses, strict=True):
+        drawn_last = [m for other, m in zip(spots, misses, strict=True) if abs(other - x) <= 6 * ratio][-1]
+        colour = pixel_at(page, x, where["top"] + MISS_Y * ratio)
+        assert near(colour, MISS_COLOURS[drawn_last["cause"]]), (miss, colour)
+    legend = page.eval_on_selector_all(".legend .key i", "keys => keys.map(k => k.className)")
+    assert "mark task" in legend and {"mark miss-expired", "mark miss-invalidated"} <= set(legend)
+    assert "mark miss-model" not in legend
+
+    # pointing at a marker names the miss; at a bar, its task
+    box = page.eval_on_selector("#timeline canvas", "c => { const r = c.getBoundingClientRect(); return [r.x, r.y]; }")
+    alone = next(i for i, x in enumerate(spots) if all(abs(x - o) > 14 * ratio for j, o in enumerate(spots) if j != i))
+    miss = misses[alone]
+    page.mouse.move(box[0] + spots[alone] / ratio, box[1] + where["top"] / ratio + MISS_Y)
+    tip = page.wait_for_selector("#timeline .phase-tip:not([hidden])", timeout=2000)
+    titles = {"expired": "Pause past the cache's lifetime", "invalidated": "Prefix changed or dropped"}
+    reason = f" ({miss['reason']})" if miss["reason"] else ""
+    agent = f" · {miss['agent']}" if miss["agent"] else ""
+    assert tip.text_content() == (f"Cache miss: {titles[miss['cause']]}{reason} · {miss['at'][:10]} "
+                                  f"{miss['at'][11:19]} UTC{agent} · {miss['rewritten']:,} tokens rewritten · "
+                                  f"{money(miss['extra_usd']) if miss['extra_usd'] >= 0.005 else '<$0.01'} extra")
+    widest = max(((t, w) for t in tasks for w in t["windows"] if w["end"]),
+                 key=lambda tw: epoch(tw[1]["end"]) - epoch(tw[1]["start"]))
+    middle = (x_of(widest[1]["start"]) + x_of(widest[1]["end"])) / 2
+    page.mouse.move(box[0] + middle / ratio, box[1] + where["top"] / ratio + TASK_LANE_Y + 4)
+    page.wait_for_function("""n => { const t = document.querySelector("#timeline .phase-tip");
+        return t && !t.hidden && t.textContent.startsWith("Task " + n + ": "); }""", arg=widest[0]["number"],
+                           timeout=2000)
+    assert widest[0]["name"] in page.text_content("#timeline .phase-tip")
+    screenshot(page, "session-tasks")
+
+
+def epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def test_the_html_report_is_one_file_that_opens_offline(page, fixture_db: str, reports, tmp_path: Path) -> None:  # noqa: F811

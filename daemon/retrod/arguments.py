@@ -86,10 +86,17 @@ def parser() -> argparse.ArgumentParser:
     brief.add_argument("--hook", action="store_true", help=(
         "as Claude Code's SessionStart hook: its JSON on stdin, its hook output on stdout; never fails"))
 
-    hooks = sub.add_parser("hooks", help="the Claude Code hook that starts each session from `retrod brief`")
+    hooks = sub.add_parser("hooks", help="the Claude Code hooks: each session starts from `retrod brief`; opt-in,"
+                                         " each completed task of Claude's plan asks for its verdict")
     hooks_actions = hooks.add_subparsers(dest="action", required=True, metavar="ACTION")
-    hooks_actions.add_parser("install", help="add the SessionStart hook to Claude Code's settings (backed up first)")
-    hooks_actions.add_parser("uninstall", help="remove retrod's hook from Claude Code's settings, nothing else")
+    hooks_install = hooks_actions.add_parser(
+        "install", help="add the SessionStart hook to Claude Code's settings (backed up first)")
+    hooks_install.add_argument("--task-completed", action="store_true", help=(
+        "also the TaskCompleted hook: when a task of Claude's plan completes, its figures and a request for"
+        " its verdict (`phase log --from-task N`) reach Claude on its next turn"))
+    hooks_actions.add_parser("uninstall", help="remove retrod's hooks from Claude Code's settings, nothing else")
+    hooks_actions.add_parser("task-completed", help=(
+        "as Claude Code's TaskCompleted hook: its JSON on stdin, the task's figures on stdout; never fails"))
 
     trends = sub.add_parser("trends", help="sessions, cost, time and efficiency per day, week or month, and the change")
     trends.dash_values = ("--project",)

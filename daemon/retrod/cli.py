@@ -329,8 +329,42 @@ def _hook(args: argparse.Namespace) -> int:
 
 
 def _cmd_hooks(_settings: Settings, args: argparse.Namespace) -> int:
-    for line in (hooks.install() if args.action == "install" else hooks.uninstall()):
+    for line in (hooks.install(task_completed=args.task_completed) if args.action == "install"
+                 else hooks.uninstall()):
         print(line)
+    return EXIT_OK
+
+
+def _task_completed_hook(args: argparse.Namespace) -> int:
+    """`retrod hooks task-completed`, Claude Code's TaskCompleted hook (opt-in): the session's
+    transcripts read up to now, then the finished task's figures on stdout. It never fails the
+    session it runs in: any problem is one line on stderr, nothing on stdout, exit 0."""
+    from .ingest import Ingester
+    from .report import client, task_completed
+    from .store.store import Store
+
+    try:
+        settings = Settings()
+        logging_setup.configure("DEBUG" if args.debug else "WARNING")
+        payload = task_completed.read_payload(client.hook_input())
+        session = task_completed.session_of(payload)
+        if session is None or task_completed.task_of(payload) is None:
+            return EXIT_OK  # not a TaskCompleted input retrod can answer: nothing to say
+        prices = load_prices(settings.prices)
+        with open_pool(settings, max_size=2) as pool:
+            with pool.connection() as conn:
+                writable = tracking.may_write(conn)
+            if writable:  # (a team's reader reads what the members' daemons wrote)
+                store = Store(pool, settings.host_id)
+                Ingester(store, settings.projects_roots(), settings.batch_bytes).refresh(session)
+            with pool.connection() as conn:
+                out = task_completed.answer(conn, payload, prices, settings.away_after_s)
+    except Exception as exc:  # noqa: BLE001 - a hook never fails the session it runs in
+        if args.debug:
+            structlog.get_logger("retrod").exception("hooks task-completed failed")
+        print(f"retrod hooks task-completed: {' '.join(str(exc).split()) or type(exc).__name__}", file=sys.stderr)
+        return EXIT_OK
+    print(out, end="")
     return EXIT_OK
 
 
@@ -478,6 +512,8 @@ def execute(args: argparse.Namespace, settings: Settings | None = None) -> int:
     the command's, given when the daemon serves it (served.py), which keeps its own logging."""
     if args.command == "brief" and args.hook:
         return _hook(args)
+    if args.command == "hooks" and args.action == "task-completed":
+        return _task_completed_hook(args)
     try:
         if settings is None:
             settings = Settings()

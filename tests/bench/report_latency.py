@@ -8,6 +8,11 @@ MB in all), caught up on by a running daemon:
 - re-parse: reading the session's file with retrod's own parser and fold, no database — the
   least any tool that re-reads transcripts must do;
 - ccusage: `ccusage claude session --id <uuid> --json --offline` on the same corpus, median.
+
+With `plan` (`run.py --report-plan`, issue 30) both sessions repeat a real transcript that plans
+its work with TodoWrite (12 tasks, 1 MB) instead of one without a plan: every repetition adds its
+windows to the same tasks, so the 200 MB session's report adds up thousands of task windows; the
+plan's derivation and the tasks' window figures are timed apart.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import sys
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import dict_row
 
-from corpus import write_session, write_tree
+from corpus import FIXTURES, SOURCE, write_session, write_tree
 from harness import daemon, database, median_seconds, retrod_env, wait_for_log
 from peers import Ccusage
 from retrod import tracking
@@ -29,6 +35,7 @@ from retrod.transcript.fold import FoldState, Source, fold
 from retrod.transcript.parser import parse_line
 from retrod.transcript.tailer import read_chunk
 
+PLANNED_SOURCE = FIXTURES / "-src-deep-manifest" / "a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
 SMALL = "aaaaaaaa-1111-4111-8111-000000000001"
 LARGE = "bbbbbbbb-2222-4222-8222-000000000002"
 PHASES = 12
@@ -56,15 +63,29 @@ def log_phases(conn: psycopg.Connection, session: str) -> None:
                            tracking.PhaseNotes(lessons=f"lesson {i}"))
 
 
-def run(scratch: Path, smoke: bool, ccusage: Ccusage | None) -> dict:
+def plan_figures(conn: psycopg.Connection, session: str) -> tuple[int, int, float, float]:
+    """The session's tasks and windows, and the medians (ms) of deriving its plan and of its
+    tasks' window figures: what the plan adds to the report."""
+    member = conn.execute("SELECT current_user").fetchone()[0]
+    args = {"session": session, "member": member, "away_us": int(model.AWAY_AFTER_S * 1_000_000)}
+    with conn.cursor(row_factory=dict_row) as cur:
+        plan = model._plan(cur, args)
+        derive_ms = 1000 * median_seconds(lambda: model._plan(cur, args), 5)
+        windows_ms = 1000 * median_seconds(lambda: model._task_window_figures(cur, args, plan), 5)
+    return len(plan.tasks), sum(len(t.windows) for t in plan.tasks), derive_ms, windows_ms
+
+
+def run(scratch: Path, smoke: bool, ccusage: Ccusage | None, plan: bool = False) -> dict:
     small_bytes, large_bytes, history_bytes, runs = (
         (200_000, 2_000_000, 2_000_000, 3) if smoke else (1_000_000, 200_000_000, 300_000_000, 15))
     claude_dir = scratch / "report-corpus"
     projects = claude_dir / "projects"
-    files = {SMALL: write_session(projects, SMALL, small_bytes), LARGE: write_session(projects, LARGE, large_bytes)}
+    source = PLANNED_SOURCE if plan else SOURCE
+    files = {SMALL: write_session(projects, SMALL, small_bytes, source),
+             LARGE: write_session(projects, LARGE, large_bytes, source)}
     corpus_bytes = write_tree(projects, history_bytes, seed=2) + sum(p.stat().st_size for p in files.values())
     data = scratch / "report-data"
-    results: dict = {"corpus_mb": round(corpus_bytes / 1e6), "sessions": {}}
+    results: dict = {"corpus_mb": round(corpus_bytes / 1e6), "source": source.stem, "sessions": {}}
     with database(scratch, "report") as url:
         env = retrod_env(projects, data, url)
 
@@ -85,6 +106,10 @@ def run(scratch: Path, smoke: bool, ccusage: Ccusage | None) -> dict:
                     "report_process_ms": whole_process(session),  # answered by the running daemon
                     "reparse_ms": 1000 * median_seconds(lambda p=path: reparse(p), 2 if smoke else 1),
                 }
+                if plan:
+                    tasks, windows, derive_ms, windows_ms = plan_figures(conn, session)
+                    results["sessions"][name].update(tasks=tasks, windows=windows, plan_derive_ms=derive_ms,
+                                                     task_windows_ms=windows_ms)
         for name, session in (("small", SMALL), ("large", LARGE)):
             row = results["sessions"][name]
             row["report_process_no_daemon_ms"] = whole_process(session)
@@ -117,4 +142,10 @@ def table(results: dict) -> list[str]:
         out.append(f"| {name} | {s['mb']} MB | {s['lines']:,} | {s['report_in_process_ms']:.1f} ms "
                    f"| {s['report_process_ms']:.0f} ms | {s['report_process_no_daemon_ms']:.0f} ms "
                    f"| {s['reparse_ms']:.0f} ms | {peer} |")
+    if any("tasks" in s for s in results["sessions"].values()):
+        out += ["", f"The plan (source {results['source']}):", "",
+                "| session | tasks | windows | deriving the plan | the tasks' window figures |",
+                "|---|---:|---:|---:|---:|"]
+        out += [f"| {name} | {s['tasks']:,} | {s['windows']:,} | {s['plan_derive_ms']:.1f} ms "
+                f"| {s['task_windows_ms']:.1f} ms |" for name, s in results["sessions"].items()]
     return out

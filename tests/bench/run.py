@@ -146,6 +146,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"), help="where to write the results")
     parser.add_argument("--no-ccusage", action="store_true", help="do not look for or install ccusage")
     parser.add_argument("--only", help=f"benchmarks to run, comma-separated, of: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--report-plan", action="store_true",
+                        help="the report benchmark's sessions repeat a transcript with a plan (issue 30's tasks)")
     parser.add_argument("--soak", action="store_true", help=f"the nightly soak: {NIGHTLY_SOAK_S} s")
     parser.add_argument("--soak-seconds", type=float, help="how long the soak writes (default 5 with --smoke, else 60)")
     parser.add_argument("--statusline-mb", type=float,
@@ -169,7 +171,7 @@ def main() -> None:
         steps = [
             ("backfill", lambda: backfill.run(scratch, sizes, ccusage)),
             ("newest", lambda: newest_first.run(scratch, args.smoke)),
-            ("report", lambda: report_latency.run(scratch, args.smoke, ccusage)),
+            ("report", lambda: report_latency.run(scratch, args.smoke, ccusage, args.report_plan)),
             ("commands", lambda: commands.run(scratch, args.smoke)),
             ("mcp", lambda: mcp_stats.run(scratch, args.smoke)),
             ("statusline", lambda: statusline.run(scratch, args.smoke, ccusage, args.statusline_mb)),

@@ -173,6 +173,11 @@ class Stats(Found):
         "Prompt-cache figures, as the report's summary.cache: read, create, hit_ratio, misses by cause"
         " (compaction, model, expired, invalidated: count, rewritten, extra_usd), waste_usd, live (state"
         " warm/cold/none, ttl_s, seconds_left, prefix_tokens, rewrite_usd) and the costliest misses"))
+    plan: dict[str, Any] = Field(description=(
+        "The tasks of Claude's own plan (TodoWrite or TaskCreate / TaskUpdate), as the report's plan: family,"
+        " calls, tasks (number, name, status, windows, started_at, ended_at, tokens, tokens_by_model, cost,"
+        " requests, claude_s, tool_s, human_s, away_s, tool_use, cache, subagents; a task still current has an"
+        " open last window) and tasks_never_started; task N is `phase log --from-task N`'s"))
 
 
 class Retrospective(Found):
@@ -333,8 +338,9 @@ def server(tools: Tools) -> MCPServer:
     @app.tool(annotations=READ_ONLY)
     def session_stats(session: Session = None, member: Member = None) -> Annotated[CallToolResult, Stats]:
         """The session's figures so far, fresh (its transcripts are read up to now first): tokens by bucket,
-        Claude / tool / human / away time, requests, tool-use efficiency, estimated cost, and the open
-        phase's figures so far. The same figures as `retrod report`."""
+        Claude / tool / human / away time, requests, tool-use efficiency, estimated cost, the open
+        phase's figures so far, and each task of Claude's plan with its figures. The same figures as
+        `retrod report`."""
         return answer(lambda: tools.session_stats(session, member))
 
     @app.tool(annotations=WRITES)

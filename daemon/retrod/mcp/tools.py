@@ -96,6 +96,24 @@ def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts is not None else None
 
 
+def _tasks_text(tasks: list[dict]) -> str:
+    """The plan's tasks in the answer's text: how many, the current one and the costliest, each
+    with its number (`phase log --from-task N`) and cost."""
+    if not tasks:
+        return ""
+
+    def named(task: dict) -> str:
+        usd = task["cost"]["usd"]
+        return f"task {task['number']} {quoted(task['name'])} ({'not priced' if usd is None else f'${usd:,.2f}'})"
+
+    text = f"; {len(tasks)} task{'s' if len(tasks) > 1 else ''} of Claude's plan worked on"
+    current = next((t for t in tasks if t["ended_at"] is None), None)
+    if current is not None:
+        text += f", current: {named(current)}"
+    costliest = max(tasks, key=lambda t: (t["cost"]["usd"] or 0, t["tokens"]["output"]))
+    return text + f", costliest: {named(costliest)}"
+
+
 def _rule(found: resolve.Resolved) -> str:
     return "the session argument" if found.explicit else found.rule
 
@@ -233,7 +251,7 @@ class Tools:
         if open_phase:
             text += (f"; open phase {quoted(open_phase['task'])} / {quoted(open_phase['phase'])} so far:"
                      f" {open_phase['tokens']['output']:,} output tokens, {open_phase['requests']} requests")
-        return stats, text
+        return stats, text + _tasks_text(figures["plan"]["tasks"])
 
     def retrospective(self, session: str | None, close: bool, member: str | None = None) -> Result:
         prices = load_prices(self.settings.prices)  # a bad price file is refused before any work

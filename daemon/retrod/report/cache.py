@@ -177,10 +177,16 @@ def waste(found: Iterable[Miss]) -> float:
     return pricing.usd(sum((m.extra for m in found if m.cause in WASTE_CAUSES), Decimal(0)))
 
 
-def in_window(found: Iterable[Miss], start: datetime, end: datetime | None, now: datetime) -> list[Miss]:
-    """The misses whose element's request falls in a phase's window (open: until now)."""
+def in_window(found: Sequence[Miss], start: datetime, end: datetime | None, now: datetime) -> list[Miss]:
+    """The misses whose element's request falls in a phase's window (open: until now). `found` in
+    time order, as `walk` returns them: found by bisection, as a long session's plan has thousands
+    of task windows and hundreds of misses."""
     stop = end if end is not None else now
-    return [m for m in found if start <= m.at < stop]
+    return list(found[bisect.bisect_left(found, start, key=_at):bisect.bisect_left(found, stop, key=_at)])
+
+
+def _at(miss: Miss) -> datetime:
+    return miss.at
 
 
 def of_agent(found: Iterable[Miss], agent: str) -> list[Miss]:
@@ -189,10 +195,15 @@ def of_agent(found: Iterable[Miss], agent: str) -> list[Miss]:
 
 def costliest(found: Iterable[Miss]) -> list[dict]:
     """The ten misses with the largest extra cost, the earlier first among equals."""
-    ranked = sorted(found, key=lambda m: (-m.extra, m.at))[:COSTLIEST]
+    return listed(sorted(found, key=lambda m: (-m.extra, m.at))[:COSTLIEST])
+
+
+def listed(found: Iterable[Miss]) -> list[dict]:
+    """Misses as the report's JSON shows them, in the order given (`cache_misses`: all of them,
+    in time order, for the timeline's markers; `costliest`: the ten)."""
     return [{"at": m.at.isoformat(), "agent": m.agent, "cause": m.cause, "reason": m.reason,
              "rewritten": m.rewritten, "extra_usd": pricing.usd(m.extra), "pause_s": round(m.pause_us / 1_000_000, 3),
-             "prefix_before": m.prefix_before} for m in ranked]
+             "prefix_before": m.prefix_before} for m in found]
 
 
 def live(last: Last | None, now: datetime, prices: pricing.Prices) -> dict:

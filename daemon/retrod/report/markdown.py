@@ -364,6 +364,29 @@ TIMES = ("claude_s", "tool_s", "human_s", "away_s")
 PLAN_TOOLS = {"todo": "`TodoWrite`", "task": "`TaskCreate` / `TaskUpdate`"}
 
 
+def costliest_task(tasks: list[dict]) -> dict:
+    """The task the Tasks section marks: the largest cost (output tokens between equals)."""
+    return max(tasks, key=lambda t: (t["cost"]["usd"] or 0, t["tokens"]["output"]))
+
+
+def task_status(task: dict) -> str:
+    return task["status"] + ("" if task["ended_at"] else " (current)")
+
+
+def task_cells(task: dict) -> dict[str, str]:
+    """A task's figures as the Tasks section writes them (the web UI's task table too): time,
+    output, tokens, cost, tool calls, efficiency and wasted calls, by the UI's field names."""
+    use = task["tool_use"]
+    return {"time": duration(sum(task[k] for k in TIMES)), "output": _n(task["tokens"]["output"]),
+            "tokens": _n(sum(task["tokens"].values())), "cost": cost_cell(task["cost"]), "calls": _n(use["calls"]),
+            "efficiency": efficiency(use), "wasted": _n(use["calls"] - use["productive"])}
+
+
+def outside_tasks_s(tasks: list[dict], summary: dict) -> float:
+    """The session's time that no task's window holds (its four times less the tasks')."""
+    return max(sum(summary[k] for k in TIMES) - sum(t[k] for t in tasks for k in TIMES), 0)
+
+
 def _plan(plan: dict, summary: dict) -> list[str]:
     """DESIGN §2.9's tasks, beside the phases: what each cost and how its calls went, the
     costliest marked, the time no task holds, and the tasks never started in one line."""
@@ -374,17 +397,12 @@ def _plan(plan: dict, summary: dict) -> list[str]:
            (f"From Claude's own plan ({PLAN_TOOLS[plan['family']]}, {_n(plan['calls'])} calls): each task's "
             "time is when it was the one in progress; its figures are a phase's over that time.")]
     if tasks:
-        costliest = max(tasks, key=lambda t: (t["cost"]["usd"] or 0, t["tokens"]["output"]))
+        costliest = costliest_task(tasks)
         rows = [[str(t["number"]), cell(t["name"]) + (" **(costliest)**" if t is costliest else ""),
-                 cell(t["status"]) + ("" if t["ended_at"] else " (current)"),
-                 duration(sum(t[k] for k in TIMES)), _n(t["tokens"]["output"]),
-                 _n(sum(t["tokens"].values())), cost_cell(t["cost"]), _n(t["tool_use"]["calls"]),
-                 efficiency(t["tool_use"]), _n(t["tool_use"]["calls"] - t["tool_use"]["productive"])]
-                for t in tasks]
+                 cell(task_status(t)), *task_cells(t).values()] for t in tasks]
         out += [""] + _table(["#", "Task", "Status", "Time", "Output", "Tokens", "Est. cost", "Tool calls",
                               "Efficiency", "Wasted calls"], rows, text_columns=(1, 2))
-        outside = sum(summary[k] for k in TIMES) - sum(t[k] for t in tasks for k in TIMES)
-        out += ["", (f"Outside every task: {duration(max(outside, 0))}. Log a verdict for task N with "
+        out += ["", (f"Outside every task: {duration(outside_tasks_s(tasks, summary))}. Log a verdict for task N with "
                      "`retrod phase log --from-task N --phase P --verdict V`.")]
     if plan["tasks_never_started"]:
         out += ["", "Never started: " + "; ".join(f"{quoted(t['name'])} ({t['status']})"

@@ -75,9 +75,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
         status = cur.execute(q("session_status"), args).fetchone()
         plan = _plan(cur, args)
-        task_figures = window_figures(cur, args, [{"id": f"{n}.{k}", "s": s, "e": e}
-                                                  for n, task in enumerate(plan.tasks, 1)
-                                                  for k, (s, e) in enumerate(task.windows)])
+        task_figures = _task_window_figures(cur, args, plan)
         now = datetime.now(UTC)  # the live state's and open phases' "now"
         misses, summary["cache"] = _cache(cur, args, summary["tokens"]["total"], prices, now)
 
@@ -90,10 +88,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}),
                            _task_at(plan.tasks, row["first_ts"]), cache.of_agent(misses, row["agent_id"]))
                  for row in subagent_rows]
-    tasks = [_task(n, task, [task_figures[f"{n}.{k}"] for k in range(len(task.windows))], prices,
-                   [s["agent_id"] for s in subagents if s["task"] == n],
-                   [m for s, e in task.windows for m in cache.in_window(misses, s, e, now)])
-             for n, task in enumerate(plan.tasks, 1)]
+    tasks = _tasks(plan, task_figures, prices, [(s["agent_id"], s["task"]) for s in subagents], misses, now)
     tool_use = summary["tool_use"]
     total_output = tokens["total"]["output"]
     return {
@@ -133,10 +128,30 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         "tasks": _by_task(phases),
         "phases": phases,
         "subagents": subagents,
-        "plan": {"family": plan.family, "calls": plan.calls, "tasks": tasks,
-                 "tasks_never_started": [{"name": t.name, "status": t.status} for t in plan.never_started]},
+        "plan": _plan_json(plan, tasks),
         "lessons": [p["lessons_learned"] for p in phases if p["lessons_learned"]],
+        "cache_misses": cache.listed(misses),
     }
+
+
+def _task_window_figures(cur, args: dict, plan: Plan) -> dict[str, dict]:
+    """The figures of every window of the plan's tasks, by `<task number>.<window place>`."""
+    return window_figures(cur, args, [{"id": f"{n}.{k}", "s": s, "e": e} for n, task in enumerate(plan.tasks, 1)
+                                      for k, (s, e) in enumerate(task.windows)])
+
+
+def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
+           subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime) -> list[dict]:
+    """`plan.tasks[]` (DESIGN §2.9): `subagents` the listed ones as (agent id, task number)."""
+    return [_task(n, task, [task_figures[f"{n}.{k}"] for k in range(len(task.windows))], prices,
+                  [agent for agent, number in subagents if number == n],
+                  [m for s, e in task.windows for m in cache.in_window(misses, s, e, now)])
+            for n, task in enumerate(plan.tasks, 1)]
+
+
+def _plan_json(plan: Plan, tasks: list[dict]) -> dict:
+    return {"family": plan.family, "calls": plan.calls, "tasks": tasks,
+            "tasks_never_started": [{"name": t.name, "status": t.status} for t in plan.never_started]}
 
 
 def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
@@ -197,13 +212,15 @@ def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices 
 
 def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
           prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True,
-          cache_figures: bool = True) -> dict:
+          cache_figures: bool = True, task_figures: bool = True) -> dict:
     """The figures of a look mid-session (`retrod mcp`'s session_stats, `retrod statusline`), the
     same as `build`'s: the summary's totals, the number of phases and the open phase's figures so
     far (its window up to now), without the per-tool, subagent, waste-example and closed-phase
     queries. Without `phase_figures` the open phase is only named, with its start: its window's
     query is the costliest of these (the status line, which shows its name and minutes, skips it).
-    Without `cache_figures`, no `cache` (DESIGN §2.8: a read of all the session's requests)."""
+    Without `cache_figures`, no `cache` (DESIGN §2.8: a read of all the session's requests).
+    With `task_figures`, `plan` as the report's (DESIGN §2.9: every task's figures, the cache's
+    included, so the misses are read then too)."""
     pricing.store_tiers(conn)
     member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
@@ -213,8 +230,17 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         summary = _summary(cur, args, prices)
         fig = window_figures(cur, args, _phase_windows([open_row]))[str(open_row["id"])] \
             if open_row and phase_figures else None
-        if cache_figures:
-            summary["cache"] = _cache(cur, args, summary["tokens"]["total"], prices, datetime.now(UTC))[1]
+        now = datetime.now(UTC)
+        if cache_figures or task_figures:
+            misses, summary["cache"] = _cache(cur, args, summary["tokens"]["total"], prices, now)
+            if not cache_figures:
+                del summary["cache"]
+        if task_figures:
+            plan = _plan(cur, args)
+            subagents = [(row["agent_id"], _task_at(plan.tasks, row["first_ts"]))
+                         for row in cur.execute(q("session_subagents"), args)] if plan.tasks else []
+            summary["plan"] = _plan_json(plan, _tasks(plan, _task_window_figures(cur, args, plan), prices, subagents,
+                                                      misses, now))
     times = summary.pop("times")
     del summary["by_agent"]
     if open_row is None:
@@ -227,6 +253,23 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     return {**summary, "member": member, "started_at": _iso(times["first_ts"]),
             "ended_at": _iso(times["last_ts"]), "phases": len(phase_rows),
             "open_phase": open_phase}
+
+
+def current_task(plan: Plan) -> tuple[int, Task] | None:
+    """DESIGN §2.9's current task after the last counting call — the one whose last window is
+    open — with its number; None when no task is current."""
+    return next(((n, task) for n, task in enumerate(plan.tasks, 1) if task.windows[-1][1] is None), None)
+
+
+def windows_cost(conn: Connection, session: str, member: str, windows: list[list],
+                 prices: pricing.Prices = pricing.DEFAULT) -> dict:
+    """The cost of the requests in a task's windows (an open one until now), priced as the
+    report prices its `plan.tasks[].cost`, without the task's other figures (the status line's)."""
+    document = json.dumps([{"s": s.isoformat(), "e": _iso(e)} for s, e in windows])
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(q("windows_tokens_by_model"),
+                           {"session": session, "member": member, "windows": document}).fetchall()
+    return pricing.by_model(rows, prices)[1]
 
 
 def plan(conn: Connection, session: str, member: str | None = None) -> Plan:

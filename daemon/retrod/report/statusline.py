@@ -6,6 +6,9 @@ command lays them out. What it answers:
 
 - the session's figures, by `model.stats` — the same queries and prices as `retrod report`
   (its summary) and `retrod mcp`'s session_stats, so the cost is the report's to the micro-dollar;
+- when no phase is open, the current task of Claude's plan (DESIGN §2.9) and its cost so far
+  (its windows' requests priced as the report prices the task's), the plan derived again only
+  when its calls changed;
 - the main stream's prompt cache (DESIGN §2.8's live state, the report's `summary.cache.live`),
   read from the stream's last few requests only: the command counts the time left down itself,
   from the last request's time, so that a timed refresh moves it;
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from datetime import UTC, datetime
 
 import psycopg
@@ -29,6 +33,7 @@ from psycopg.rows import dict_row
 from ..store.queries import one, q
 from . import cache, model
 from . import prices as pricing
+from .plan import Task
 
 log = structlog.get_logger(__name__)
 
@@ -105,6 +110,37 @@ def live_cache(conn: Connection, session: str, member: str, now: datetime, price
             "last_request_at": last.at.timestamp()}
 
 
+# The current task of each session's plan, kept with the key of the plan calls it was derived
+# from: a long session's plan is thousands of calls (0.4 s to read and derive on the ~200 MB
+# benchmark session), and most messages add none. The key changes with any call stored, any
+# result read; the cost is read afresh each time (an open window grows).
+_CURRENT: dict[tuple, tuple[tuple, tuple[int, Task] | None]] = {}  # by database, session and member
+_CURRENT_LOCK = threading.Lock()
+_CURRENT_KEPT = 64
+
+
+def current_task(conn: Connection, session: str, member: str, prices: pricing.Prices) -> dict | None:
+    """The task in progress after the last plan call (DESIGN §2.9) and its cost so far."""
+    with conn.cursor() as cur:
+        key = tuple(cur.execute(q("session_plan_key"), {"session": session, "member": member}).fetchone() or ())
+    whose = (conn.info.host, conn.info.port, conn.info.dbname, session, member)
+    with _CURRENT_LOCK:
+        kept = _CURRENT.get(whose)
+    if kept is None or kept[0] != key:
+        kept = (key, model.current_task(model.plan(conn, session, member)))
+        with _CURRENT_LOCK:
+            _CURRENT.pop(whose, None)
+            _CURRENT[whose] = kept  # (the latest last: the oldest go first)
+            while len(_CURRENT) > _CURRENT_KEPT:
+                del _CURRENT[next(iter(_CURRENT))]
+    if kept[1] is None:
+        return None
+    number, task = kept[1]
+    cost = model.windows_cost(conn, session, member, task.windows, prices)
+    return {"number": number, "name": task.name, "started_at": task.windows[-1][0].timestamp(),
+            "cost_usd": cost["usd"], "cost_complete": cost["complete"]}
+
+
 def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime] | None,
             away_after_s: float = model.AWAY_AFTER_S, prices: pricing.Prices = pricing.DEFAULT,
             now: datetime | None = None) -> dict:
@@ -114,10 +150,12 @@ def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime
     out: dict = {"session": None, "today": None}
     member = None
     if session is not None:
-        stats = model.stats(conn, session, away_after_s, prices, phase_figures=False, cache_figures=False)
+        stats = model.stats(conn, session, away_after_s, prices, phase_figures=False, cache_figures=False,
+                            task_figures=False)
         member = stats["member"]
         if stats["started_at"] is not None or stats["phases"]:  # else: nothing of it stored yet
             use, open_phase = stats["tool_use"], stats["open_phase"]
+            task = current_task(conn, session, member, prices) if open_phase is None else None
             out["session"] = {
                 "cost_usd": stats["cost"]["usd"], "cost_complete": stats["cost"]["complete"],
                 "requests": stats["requests"],
@@ -127,6 +165,7 @@ def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime
                 "open_phase": None if open_phase is None else {
                     "task": open_phase["task"], "phase": open_phase["phase"],
                     "started_at": datetime.fromisoformat(open_phase["started_at"]).timestamp()},
+                "current_task": task,
                 "cache": live_cache(conn, session, member, now, prices),
             }
     if day is not None:

@@ -5,7 +5,8 @@ stored_text, which shows a stored name the way every other surface does and is a
 
 Line 1 is the session's money and waste: retrod's cost (the report's), Claude Code's own
 estimate beside it, today's cost, tool-use efficiency and wasted calls, the time split. Line 2 is
-where the work stands: the open phase (or a nudge to log one), context used, rate-limit use with
+where the work stands: the open phase (else the current task of Claude's plan with its cost so far,
+or a nudge to log a phase), context used, rate-limit use with
 the time to its reset, the model, the prompt cache, lines changed. What is unknown is left out,
 never shown as a zero. Too wide, figures take shorter forms and the least needed go, in an order
 each line sets (the steps below); what must stay is cut only when it alone does not fit.
@@ -26,6 +27,8 @@ LOW, HIGH = 50, 80
 NARROW = ELLIPSIS + "≈≥"
 # Cut a phase's or model's name to this many cells in the shortest form.
 SHORT_NAME = 12
+# A plan's task is often a sentence: at most this many cells of it, even where the line has room.
+TASK_NAME = 32
 
 TYPE_CHECKING = False  # typing itself is not imported (see above)
 if TYPE_CHECKING:
@@ -281,6 +284,9 @@ def _split(session: dict) -> Segment:
 
 def _phase(session: dict, now: float) -> Segment:
     phase = session.get("open_phase")
+    task = session.get("current_task")
+    if not isinstance(phase, dict) and isinstance(task, dict) and text(task.get("name")):
+        return _task(task)
     if not isinstance(phase, dict):
         if number(session.get("phases")):
             return Segment("phase", ["no phase open: retrod phase start", "no phase open", "no phase"], "yellow")
@@ -290,6 +296,17 @@ def _phase(session: dict, now: float) -> Segment:
     ran = f" {duration(now - started)}" if started is not None else ""
     return Segment("phase", [f"phase {task} / {name}{ran}", f"{task} / {name}{ran}", f"{name}{ran}",
                              f"{cut(name, SHORT_NAME)}{ran}"], "cyan")
+
+
+def _task(task: dict) -> Segment:
+    """No phase open, but Claude's plan has a task in progress (DESIGN §2.9): its name, cut short
+    (a plan's items are sentences), and its cost so far; the nudge to log a phase in the longest form."""
+    name = text(task.get("name")) or "?"
+    spent = cost(task)
+    so_far = f" {spent}" if spent else ""
+    return Segment("phase", [f"task {cut(name, TASK_NAME)}{so_far} so far (no phase open)",
+                             f"task {cut(name, TASK_NAME)}{so_far}", f"{cut(name, TASK_NAME)}{so_far}",
+                             f"{cut(name, SHORT_NAME)}{so_far}"], "cyan")
 
 
 def _model(payload: dict) -> Segment:

@@ -285,6 +285,44 @@ CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window,
     ) x
 ) c;
 
+-- DESIGN §2.9's current task on the status line: the requests of a task's windows (`{s, e}`, e
+-- null: open, until now), by price group, as window_figures' by_model sums them (its whole
+-- minutes from request_minutes, its edges from the requests) but without its times and calls:
+-- the cost alone, after every message.
+-- name: windows_tokens_by_model
+WITH p AS (
+    SELECT s, e, whole_from, whole_to,
+           CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
+           CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
+    FROM (
+        SELECT w.s, coalesce(w.e, now()) AS e,
+               retrod.minute_of(w.s + interval '1 minute' - interval '1 microsecond') AS whole_from,
+               retrod.minute_of(coalesce(w.e, now())) AS whole_to
+        FROM json_to_recordset(%(windows)s::json) AS w(s TIMESTAMPTZ, e TIMESTAMPTZ)
+    ) w
+)
+SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
+       fast, tier_floor, sum(n)::bigint AS requests, sum(np)::bigint AS parts,
+       sum(i)::bigint AS input, sum(o)::bigint AS output, sum(cr)::bigint AS cache_read,
+       sum(cc)::bigint AS cache_create, sum(c5)::bigint AS cache_create_5m, sum(c1)::bigint AS cache_create_1h
+FROM p CROSS JOIN LATERAL (
+    SELECT model, minute, fast, tier_floor, requests AS n, parts AS np,
+           input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
+           cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1
+    FROM retrod.request_minutes
+    WHERE session_uuid = %(session)s AND db_role = %(member)s
+      AND minute >= p.whole_from AND minute < p.whole_to
+    UNION ALL
+    SELECT q.model, retrod.minute_of(r.ts), r.fast,
+           retrod.tier_floor(q.input + q.cache_read + q.cache_create,
+                             (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
+           q.first::int, 1, q.input, q.output, q.cache_read, q.cache_create, q.cache_create_5m, q.cache_create_1h
+    FROM retrod.requests r, retrod.request_parts(r) q
+    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s
+      AND ((r.ts >= p.s AND r.ts < p.edge1_end) OR (r.ts >= p.edge2_start AND r.ts < p.e))
+) x
+GROUP BY 1, 2, 3, 4;
+
 -- DESIGN §2.6: the session's counted calls by agent, productive or by signal, from the rollup.
 -- DESIGN §2.9: the session's plan calls (migration 0025) — its counted calls of the main thread
 -- that are TodoWrite / TaskCreate / TaskUpdate with a timestamp — in order: time, project

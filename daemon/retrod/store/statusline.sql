@@ -109,3 +109,13 @@ SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason F
       AND j.cache_read + j.cache_create > 0 AND j.model = (r.parts::jsonb -> -1 ->> 'model')
 ) e
 ORDER BY agent, ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
+
+-- What the plan (DESIGN §2.9) is derived from, summed up: it changes whenever a plan call is stored
+-- or its result read (session_plan_calls reads the same rows, through the same partial index), so
+-- the status line derives the current task again only then.
+-- name: session_plan_key
+SELECT count(*), min(ts), max(ts), count(*) FILTER (WHERE has_result), count(*) FILTER (WHERE failed OR refused),
+       count(task_id)
+FROM retrod.tool_uses
+WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted AND plan IS NOT NULL AND agent = ''
+  AND ts IS NOT NULL;

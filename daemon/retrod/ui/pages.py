@@ -14,7 +14,16 @@ from html import escape
 from importlib.resources import files
 from urllib.parse import quote, urlencode
 
-from ..report.markdown import SIGNAL_TITLES, duration
+from ..report.markdown import (
+    CAUSE_TITLES,
+    SIGNAL_TITLES,
+    costliest_task,
+    duration,
+    outside_tasks_s,
+    task_cells,
+    task_status,
+    usd,
+)
 from ..stored_text import flat
 from ..trends import has_figures, period_name, shown_periods
 from ..verdicts import VERDICTS
@@ -237,13 +246,17 @@ def session_page(report: dict, standalone: bool = False) -> str:
     head = (f'<h1>{e(title)}</h1><p class="lead">Session <code>{e(uuid)}</code> in '
             f'<code>{e(s["project_path"] or s["project_slug"])}</code>, {e(when(s["started_at"]))} → '
             f'{e(when(s["ended_at"]))} UTC</p>{links}')
-    body = (head + _cards(report) + _timeline(report) + _phases(report) + _waste(report) + _models(summary)
-            + _tools(report["tools"]) + _subagents(report["subagents"]) + _lessons(report)
+    body = (head + _cards(report) + _timeline(report) + _phases(report) + _plan(report) + _waste(report)
+            + _models(summary) + _tools(report["tools"]) + _subagents(report["subagents"]) + _lessons(report)
             + _data({"timeline": report["timeline"], "phases": [
                 {k: p[k] for k in ("task", "phase", "verdict", "started_at", "ended_at")}
                 | {"output": p["tokens"]["output"], "tip": _phase_tip(p)}
                 for p in report["phases"]], "subagents": [
-                {k: a[k] for k in ("agent_id", "agent_type", "started_at", "seconds")} for a in report["subagents"]]}))
+                {k: a[k] for k in ("agent_id", "agent_type", "started_at", "seconds")} for a in report["subagents"]],
+                "tasks": [{"number": t["number"], "name": t["name"], "windows": t["windows"], "tip": _task_tip(t)}
+                          for t in report["plan"]["tasks"]],
+                "misses": [{"at": m["at"], "cause": m["cause"], "tip": _miss_tip(m)}
+                           for m in report["cache_misses"]]}))
     return _document(title, body, standalone=standalone)
 
 
@@ -255,6 +268,24 @@ def _phase_tip(phase: dict) -> str:
     if start and end:
         window += f" ({duration((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())})"
     return f'{phase["task"]} / {phase["phase"]} · {VERDICT_TITLES.get(phase["verdict"], phase["verdict"])} · {window}'
+
+
+def _task_tip(task: dict) -> str:
+    """What pointing at a task's band says: its number, name and status, its time and cost as the
+    task table writes them, and its windows."""
+    cells = task_cells(task)
+    windows = ", ".join(f"{when(w['start'])} → {when(w['end']) if w['end'] else 'open'}" for w in task["windows"])
+    return (f"Task {task['number']}: {flat(task['name'])} · {task_status(task)} · {cells['time']} · "
+            f"{cells['cost']} · {windows} UTC")
+
+
+def _miss_tip(miss: dict) -> str:
+    """What pointing at a cache miss's marker says: its cause (Claude Code's own reason beside
+    it), its time to the second, the tokens written again and what that cost beyond a read."""
+    reason = f" ({flat(miss['reason'])})" if miss["reason"] else ""
+    agent = f" · {flat(miss['agent'])}" if miss["agent"] else ""
+    return (f"Cache miss: {CAUSE_TITLES[miss['cause']]}{reason} · {miss['at'][:19].replace('T', ' ')} UTC{agent} · "
+            f"{miss['rewritten']:,} tokens rewritten · {usd(miss['extra_usd'])} extra")
 
 
 def _cards(report: dict) -> str:
@@ -284,16 +315,52 @@ def _card_section(section_id: str, items: list[tuple[str, str, str]]) -> str:
 def _timeline(report: dict) -> str:
     legend = "".join(f'<span class="key"><i class="swatch verdict-{v}"></i>{e(VERDICT_TITLES[v])}</span>'
                      for v in (*VERDICTS, "pending") if any(p["verdict"] == v for p in report["phases"]))
+    tasks = '<span class="key"><i class="mark task"></i>Task (Claude\'s plan)</span>' if report["plan"]["tasks"] else ""
+    causes = "".join(f'<span class="key"><i class="mark miss-{c}"></i>Cache miss: {e(CAUSE_TITLES[c])}</span>'
+                     for c in CAUSE_TITLES if any(m["cause"] == c for m in report["cache_misses"]))
     return ('<section><h2>Timeline</h2>'
             f'<p class="hint">Output tokens per minute (bars) and the estimated cost so far (line: it rises in '
             'the minutes money is spent, flat while nothing is); '
-            'phases as bands coloured by their verdict; red dots: minutes with tool calls a waste signal flagged '
-            '(below, by kind); ◆ compactions; subagents as spans along the bottom. Point at a minute for its '
-            'figures, at a band for its phase.</p>'
-            f'<div id="timeline" class="chart"></div><div class="legend">{legend}'
+            'phases as bands coloured by their verdict; the tasks of Claude\'s plan as a lane of bars under the '
+            'phases\' names; ▼ prompt-cache misses, coloured by cause; red dots: minutes with tool calls a waste '
+            'signal flagged (below, by kind); ◆ compactions; subagents as spans along the bottom. Point at a minute '
+            'for its figures, at a band for its phase, at a task\'s bar or a miss\'s marker for theirs.</p>'
+            f'<div id="timeline" class="chart"></div><div class="legend">{legend}{tasks}{causes}'
             '<span class="key"><i class="mark compaction"></i>Compaction</span>'
             '<span class="key"><i class="mark subagent"></i>Subagent</span>'
             '<span class="key"><i class="mark flagged"></i>Flagged calls</span></div></section>')
+
+
+def _plan(report: dict) -> str:
+    """DESIGN §2.9's tasks, as the Markdown's Tasks section shows them: each task's figures, the
+    costliest marked, the time outside every task, the tasks never started."""
+    plan = report["plan"]
+    if plan["family"] is None:
+        return ""
+    tasks, rows = plan["tasks"], []
+    costliest = costliest_task(tasks) if tasks else None
+    for t in tasks:
+        cells = "".join(f'<td class="num" data-field="{k}">{e(v)}</td>' for k, v in task_cells(t).items())
+        mark = ' <span class="badge costliest">costliest</span>' if t is costliest else ""
+        rows.append(f'<tr data-task="{t["number"]}"{" class=costliest" if mark else ""}><td>{t["number"]}</td>'
+                    f'<td data-field="name">{e(t["name"])}{mark}</td>'
+                    f'<td data-field="status">{e(task_status(t))}</td>{cells}</tr>')
+    if tasks:
+        rows.append(f'<tr class="muted" id="outside-tasks"><td></td><td>outside every task</td><td></td>'
+                    f'<td class="num" data-field="time">{e(duration(outside_tasks_s(tasks, report["summary"])))}'
+                    f'</td><td colspan="6"></td></tr>')
+    never = plan["tasks_never_started"]
+    never_line = ('<p class="hint" id="never-started">Never started: '
+                  + "; ".join(f"{e(t['name'])} ({e(t['status'])})" for t in never) + ".</p>") if never else ""
+    table = ('<table class="list" id="tasks"><thead><tr><th>#</th><th>Task</th><th>Status</th>'
+             '<th class="num">Time</th><th class="num">Output</th><th class="num">Tokens</th>'
+             '<th class="num">Est. cost</th><th class="num">Tool calls</th><th class="num">Efficiency</th>'
+             f'<th class="num">Wasted calls</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if tasks else ""
+    return ('<section><h2>Tasks (from Claude\'s plan)</h2>'
+            f'<p class="hint">From Claude\'s own plan ({count(plan["calls"])} calls): each task\'s time is when it '
+            'was the one in progress; its figures are a phase\'s over that time. Log a verdict for task N with '
+            '<code>retrod phase log --from-task N --phase P --verdict V</code>.</p>'
+            f'{table}{never_line}</section>')
 
 
 def _phases(report: dict) -> str:

@@ -10,6 +10,13 @@
     pending: "#9aa0a6"
   };
 
+  // The tasks of Claude's plan: a lane of bars near the plot's top, neighbours in alternating
+  // shades (two windows of one task share its shade); cache misses: a marker each, by cause.
+  var TASK_COLOURS = ["#5b6bbf", "#2f8f8f"];
+  var TASK_LANE = { top: 22, height: 14 };  // CSS px below the plot's top (under the phases' names)
+  var MISS_COLOURS = { compaction: "#7b3fa0", model: "#1f77b4", expired: "#e6a100", invalidated: "#c0392b" };
+  var MISS_TOP = 40, MISS_SIZE = 10, MISS_REACH = 6;  // the marker's top, height, and how near points at it
+
   function seconds(iso) { return iso ? Date.parse(iso) / 1000 : null; }
 
   function short(n) {
@@ -89,23 +96,94 @@
     ctx.restore();
   }
 
-  // The phase under the pointer, named in a tip over the plot (the band itself may be too narrow
-  // for its name).
-  function phaseTip(u, data, lastX, tip) {
-    var left = u.cursor.left, found = null;
-    if (left != null && left >= 0) {
-      phaseSpans(u, data, lastX).forEach(function (span) {  // the narrowest, drawn on top, wins
-        if (left >= span.left && left <= span.left + span.width) found = span.phase;
+  // Each window of each task, where it is drawn (as phaseSpans: a short one is MIN_BAND_PX wide).
+  function taskSpans(u, data, lastX) {
+    var spans = [];
+    (data.tasks || []).forEach(function (task, i) {
+      task.windows.forEach(function (w) {
+        var x0 = u.valToPos(seconds(w.start), "x"), x1 = u.valToPos(seconds(w.end) || lastX, "x");
+        if (x1 - x0 < MIN_BAND_PX) {
+          var middle = (x0 + x1) / 2;
+          x0 = middle - MIN_BAND_PX / 2;
+          x1 = middle + MIN_BAND_PX / 2;
+        }
+        spans.push({ task: task, colour: TASK_COLOURS[i % TASK_COLOURS.length], left: x0, width: x1 - x0 });
       });
-    }
-    tip.hidden = !found;
-    if (!found) return;
-    tip.textContent = found.tip;
-    tip.style.left = Math.min(left + 10, Math.max(u.bbox.width / devicePixelRatio - tip.offsetWidth, 0)) + "px";
+    });
+    return spans;
   }
 
-  // Compactions as dashed lines with a diamond on top; subagents as spans along the bottom.
-  function drawMarks(u, data) {
+  function drawTasks(u, data, lastX) {
+    var ctx = u.ctx, box = u.bbox, px = devicePixelRatio;
+    var top = box.top + TASK_LANE.top * px, height = TASK_LANE.height * px;
+    taskSpans(u, data, lastX).forEach(function (span) {
+      // (whole pixels: neighbours' edges stay their own colour, not a blend of both)
+      var x0 = Math.round(box.left + span.left * px), width = Math.max(Math.round(span.width * px), 1);
+      if (x0 + width <= box.left || x0 >= box.left + box.width) return;
+      ctx.fillStyle = span.colour;
+      ctx.fillRect(x0, top, width, height);
+      if (span.width > 50) {  // its number and name, when there is room
+        ctx.fillStyle = "#fff";
+        ctx.font = 10 * px + "px system-ui, sans-serif";
+        ctx.fillText(span.task.number + ". " + span.task.name, Math.max(x0, box.left) + 3 * px,
+                     top + height - 3 * px, width - 6 * px);
+      }
+    });
+  }
+
+  function drawMisses(u, data) {
+    var ctx = u.ctx, box = u.bbox, px = devicePixelRatio, top = box.top + MISS_TOP * px, half = MISS_SIZE / 2 * px;
+    (data.misses || []).forEach(function (m) {
+      var x = u.valToPos(seconds(m.at), "x", true);
+      ctx.fillStyle = MISS_COLOURS[m.cause] || "#555";
+      ctx.strokeStyle = "#fff";
+      ctx.lineWidth = px;
+      ctx.beginPath();
+      ctx.moveTo(x - half, top);
+      ctx.lineTo(x + half, top);
+      ctx.lineTo(x, top + MISS_SIZE * px);
+      ctx.closePath();
+      ctx.fill();
+      ctx.stroke();
+    });
+  }
+
+  // What is under the pointer, named in a tip over the plot (a band may be too narrow for its
+  // name): a cache miss's marker, else a task's bar (in their rows), else the phase.
+  function pointedAt(u, data, lastX) {
+    var left = u.cursor.left, top = u.cursor.top, found = null;
+    if (left == null || left < 0) return null;
+    if (top >= MISS_TOP - 2 && top <= MISS_TOP + MISS_SIZE + 2) {
+      var nearest = MISS_REACH + 1;
+      (data.misses || []).forEach(function (m) {
+        var away = Math.abs(u.valToPos(seconds(m.at), "x") - left);
+        if (away < nearest) { nearest = away; found = m; }
+      });
+      if (found) return found.tip;
+    }
+    if (top >= TASK_LANE.top && top <= TASK_LANE.top + TASK_LANE.height) {
+      taskSpans(u, data, lastX).forEach(function (span) {
+        if (left >= span.left && left <= span.left + span.width) found = span.task;
+      });
+      if (found) return found.tip;
+    }
+    phaseSpans(u, data, lastX).forEach(function (span) {  // the narrowest, drawn on top, wins
+      if (left >= span.left && left <= span.left + span.width) found = span.phase;
+    });
+    return found && found.tip;
+  }
+
+  function phaseTip(u, data, lastX, tip) {
+    var text = pointedAt(u, data, lastX);
+    tip.hidden = !text;
+    if (!text) return;
+    tip.textContent = text;
+    tip.style.left = Math.min(u.cursor.left + 10, Math.max(u.bbox.width / devicePixelRatio - tip.offsetWidth, 0)) + "px";
+  }
+
+  // Compactions as dashed lines with a diamond on top; subagents as spans along the bottom; the
+  // tasks' lane and the cache misses' markers over them all.
+  function drawMarks(u, data, lastX) {
     var ctx = u.ctx, box = u.bbox, px = devicePixelRatio;
     ctx.save();
     ctx.beginPath();
@@ -137,6 +215,8 @@
       ctx.fillStyle = "#e07b39";
       ctx.fillRect(x0, y, Math.max(x1 - x0, 3 * px), 4 * px);
     });
+    drawTasks(u, data, lastX);
+    drawMisses(u, data);
     ctx.restore();
   }
 
@@ -208,7 +288,7 @@
       ],
       hooks: {
         drawClear: [function (u) { drawBands(u, data, lastX); }],
-        draw: [function (u) { drawMarks(u, data); }],
+        draw: [function (u) { drawMarks(u, data, lastX); }],
         setCursor: [function (u) { phaseTip(u, data, lastX, tip); }]
       }
     };
