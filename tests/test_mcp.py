@@ -33,7 +33,7 @@ SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
 GHOST = "99999999-9999-4999-8999-999999999999"
 SPOTTER_FOLDER = "/home/USER/projects/spotter-worktrees/spotter-gqc"  # SESSION's working folder
 TOOLS = {"start_tracking", "start_phase", "end_phase", "log_phase", "list_phases", "session_stats",
-         "retrospective", "sessions", "brief", "trends"}
+         "retrospective", "sessions", "brief", "lessons", "trends"}
 
 
 @pytest.fixture
