@@ -316,3 +316,17 @@ def test_the_command_and_the_mcp_tool_answer_the_same(history: dict) -> None:
     finally:
         db.close()
     assert json.loads(json.dumps(answered)) == data and said.startswith("Lessons in")
+
+
+def test_stored_briefs_outlive_rebuilding_the_derived_tables(db_url: str, tmp_path: Path) -> None:
+    """DESIGN §3: the briefs are records, not derived: a rebuild of retrod's derived tables (files
+    and requests, cascading to every table hung on them) keeps them, as it keeps the phases."""
+    _session(1, 1).write(tmp_path / "projects", project_slugs(ALPHA)[0])
+    ingest(db_url, [tmp_path / "projects"])
+    with psycopg.connect(db_url) as conn:
+        conn.execute("INSERT INTO retrod.briefs (session_uuid, source, project, text, patterns)"
+                     " VALUES (%s, 'startup', 'p', 't', '[{\"pattern\": \"re_read\", \"mode\": \"new\"}]')",
+                     (session_id(1),))
+        conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
+        assert conn.execute("SELECT session_uuid, patterns FROM retrod.briefs").fetchall() == [
+            (session_id(1), [{"pattern": "re_read", "mode": "new"}])]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from . import lessons as lessons_rules
 from .lesson_data import find_sessions
 from .report import markdown, model
 from .report import prices as pricing
+from .report.client import HOOK_TIMEOUT_S
 from .report.model import AWAY_AFTER_S, SIGNALS
 from .resolve import ENV_VAR, UUID_RE, project_slugs
 from .settings import Settings
@@ -351,7 +353,7 @@ def read_payload(data: bytes) -> dict:
 
 def hook(conn: Connection, payload: dict, *, sessions: int = DEFAULT_SESSIONS,
          prices: pricing.Prices = pricing.DEFAULT, away_after_s: float = AWAY_AFTER_S,
-         cwd: Path | None = None) -> tuple[str, list[str]]:
+         cwd: Path | None = None, deadline: float | None = None) -> tuple[str, list[str]]:
     """(what the hook prints, notes for stderr). Tracks the session that starts (its cc_sessions
     row, as `retrod track start --allow-unknown`: its transcript may not be written yet), then
     answers the brief of its folder's project as Claude Code's hook output, or nothing when that
@@ -372,7 +374,9 @@ def hook(conn: Connection, payload: dict, *, sessions: int = DEFAULT_SESSIONS,
     text = render(result)
     if not text:
         return "", notes
-    if session is not None:
+    # `deadline` (time.monotonic()): the asking command gives up then and prints nothing, so an
+    # answer later than that was not given and is not stored (DESIGN §2.10 "Given").
+    if session is not None and (deadline is None or time.monotonic() < deadline):
         try:
             given(conn, session, payload.get("source"), result, text)
         except psycopg.Error as exc:  # (the brief is still printed: it is only not remembered)
@@ -402,6 +406,7 @@ def answer(pool: ConnectionPool, settings: Settings, request: dict[str, str]) ->
     """The daemon's side of `retrod brief --hook` (report/client.py asks, report/server.py hands
     the request here): what the command would print, with the command's own RETROD_PRICES and
     RETROD_AWAY_AFTER_S; like the command, never an error (exit 0, a note on stderr)."""
+    deadline = time.monotonic() + HOOK_TIMEOUT_S - 0.5  # (the answer must still reach the command)
     try:
         prices = pricing.load(request.get("RETROD_PRICES"))
         away_after_s = float(request.get("RETROD_AWAY_AFTER_S") or AWAY_AFTER_S)
@@ -411,7 +416,8 @@ def answer(pool: ConnectionPool, settings: Settings, request: dict[str, str]) ->
         payload = read_payload(request.get("stdin", "").encode("utf-8", "surrogateescape"))
         with pool.connection() as conn:
             out, notes = hook(conn, payload, sessions=sessions, prices=prices,
-                              away_after_s=away_after_s, cwd=Path(request["cwd"]) if request.get("cwd") else None)
+                              away_after_s=away_after_s, cwd=Path(request["cwd"]) if request.get("cwd") else None,
+                              deadline=deadline)
     except Exception as exc:  # noqa: BLE001 - a hook never fails the session it starts
         return "0", f"retrod brief: {' '.join(str(exc).split()) or type(exc).__name__}; no brief this time\n", ""
     return "0", "".join(f"retrod brief: {note}\n" for note in notes), out
