@@ -23,6 +23,7 @@ from helpers import HOST, ingest
 from plan_transcripts import BASE, Transcript, session_id
 from retrod import brief, lesson_data, lessons, tracking
 from retrod.resolve import project_slugs
+from test_ui_browser import browser  # noqa: F401 - the fixture
 
 ALPHA, BETA, GAMMA = Path("/home/me/alpha"), Path("/home/me/beta"), Path("/home/me/gamma")
 DAY = 86_400
@@ -330,3 +331,51 @@ def test_stored_briefs_outlive_rebuilding_the_derived_tables(db_url: str, tmp_pa
         conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
         assert conn.execute("SELECT session_uuid, patterns FROM retrod.briefs").fetchall() == [
             (session_id(1), [{"pattern": "re_read", "mode": "new"}])]
+
+
+# -- the web UI's Lessons page, in a browser -----------------------------------------------------
+
+def test_the_lessons_page_draws_each_row_and_its_api_twin_answers_the_same(history: dict, browser) -> None:  # noqa: F811
+    import urllib.request
+
+    from psycopg_pool import ConnectionPool
+
+    from retrod.settings import Settings
+    from retrod.ui import secret
+    from retrod.ui.server import UiServer
+    from test_ui import free_port
+
+    slug = project_slugs(ALPHA)[0]
+    want = _lessons(history, ALPHA)
+    data_dir = history["tmp"] / "ui-data"
+    settings = Settings(database_url=history["url"], data_dir=data_dir, ui_port=free_port())
+    with ConnectionPool(history["url"], min_size=1, max_size=4) as pool, UiServer(pool, settings) as server:
+        token = secret.read(data_dir)
+        base = f"http://127.0.0.1:{server.port}"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"{base}/api/lessons?project={slug}&token={token}", timeout=30) as answer:
+            assert json.loads(answer.read()) == json.loads(json.dumps({**want, "project": slug}))
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        try:
+            page.goto(f"{base}/?token={token}")  # linked from each project of the session list
+            page.click(f'td.project a[href="/lessons?project={slug}"] >> nth=0')
+            page.wait_for_selector("#lesson-patterns")
+            assert page.inner_text("#lessons-answer") == want["answer"]
+            shown = page.eval_on_selector_all("#lesson-patterns tbody tr", """rows => rows.map(r => [
+                r.dataset.pattern, r.querySelector('[data-field=status]').textContent,
+                ...['before', 'after'].map(s => [r.querySelector(`[data-field=${s}] b`).textContent,
+                    r.querySelector(`[data-field=${s}] .bar i`).getBoundingClientRect().width])])""")
+            assert [row[:2] for row in shown] == [
+                [r["pattern"], r["status"] + (", came back" if r["back"] else "")] for r in want["patterns"]]
+            for row, r in zip(shown, want["patterns"], strict=True):
+                for (label, width), side in zip(row[2:], ("before", "after"), strict=True):
+                    assert label == f"{r[side]['rate']:.1f}"
+                    assert (width > 0) == (r[side]["rate"] > 0)  # drawn to scale: none where nothing fell
+            assert page.locator("#lesson-lessons tbody tr").count() == len(want["lessons"])
+        finally:
+            context.close()
+    assert problems == []
