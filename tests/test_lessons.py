@@ -379,3 +379,22 @@ def test_the_lessons_page_draws_each_row_and_its_api_twin_answers_the_same(histo
         finally:
             context.close()
     assert problems == []
+
+
+def test_trends_gives_each_named_patterns_rate_per_period(history: dict) -> None:
+    from retrod import trends
+
+    with psycopg.connect(history["url"]) as conn:
+        data = trends.trends(conn, by="day", project=project_slugs(ALPHA)[0], tz="UTC")
+        assert "patterns" not in trends.trends(conn, by="day", tz="UTC")  # for one project only
+    # the signals alpha's briefs named, most occurrences first (expired: a cache cause, not here)
+    assert data["patterns"] == ["post_write_read", "re_read", "duplicate"]
+    by = {s["uuid"]: s for s in history["oracle"]["member"]}
+    for p in data["periods"]:
+        day = datetime.fromisoformat(p["period"]) if p["period"] else None
+        ns = [n for f, n, d, _ in HISTORY if f == ALPHA and day and (BASE + timedelta(days=d)).date() == day.date()]
+        calls = sum(by[session_id(n)]["calls"] for n in ns)
+        for x in data["patterns"]:
+            want = 100 * sum(by[session_id(n)]["signals"][x] for n in ns) / calls if calls else None
+            assert p["pattern_rates"][x] == want
+    assert "Waste patterns the brief named here" in trends.render(data)

@@ -266,7 +266,11 @@ class Trends(BaseModel):
         "Oldest first, empty ones included: period, start, end, sessions, requests, tokens (by bucket), cost,"
         " cost_per_session, wall_s, claude_s, tool_s, human_s, away_s, tool_use, top_waste, verdicts,"
         " tokens_by_model, change (from the period before); projects with split=project, machines (each a"
-        " host id's share: they add up to the period) with split=machine"))
+        " host id's share: they add up to the period) with split=machine; pattern_rates (per 100 calls) when"
+        " `patterns`"))
+    patterns: list[str] | None = Field(default=None, description=(
+        "For one project: the waste signals its briefs named, most occurrences first (at most 3); each period's"
+        " pattern_rates gives their rate (DESIGN §2.10)"))
     total: dict[str, Any] = Field(description="The same figures over every period")
 
 
