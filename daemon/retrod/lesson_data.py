@@ -86,8 +86,13 @@ def measure(conn: Connection, member: str, project_uuids: set[str], recent_uuids
     project = [s for s in everyone if s.project]
     recent = [by_uuid[u] for u in recent_uuids if u in by_uuid]
     # Only the sessions a side (or the brief) reads: a cache walk and the calls are per session.
+    # (a cache walk is per session: the whole tail only for a pattern `not working` with the sides')
     cached = rules.needed(rules.CACHE_PATTERNS, project, everyone, given, recent)
     misses = model.cache_misses(conn, sorted(cached), member, prices) if cached else {}
+    walked = [dataclasses.replace(s, misses=misses[s.uuid]) if s.uuid in misses else s for s in everyone]
+    failing = rules.not_working(rules.CACHE_PATTERNS, [s for s in walked if s.project], walked, given)
+    tails = rules.needed(failing, project, everyone, given, recent, failing) - cached
+    misses.update(model.cache_misses(conn, sorted(tails), member, prices) if tails else {})
     everyone = [dataclasses.replace(s, misses=misses[s.uuid]) if s.uuid in misses else s for s in everyone]
     by_uuid = {s.uuid: s for s in everyone}
     project = [s for s in everyone if s.project]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from .stored_text import one_line
 
@@ -137,17 +137,33 @@ def measure(pattern: str, found: Sides) -> tuple[str, bool]:
 
 
 def needed(patterns: Iterable[str], project: Sequence[Session], member: Sequence[Session],
-           given: Mapping[str, set[str]], recent: Sequence[Session]) -> set[str]:
+           given: Mapping[str, set[str]], recent: Sequence[Session], whole_tail: Iterable[str] = ()) -> set[str]:
     """The sessions whose details (cache misses, calls' examples) these patterns' figures read:
-    their sides (which depend on the bases alone) and the brief's recent sessions."""
+    their sides (which depend on the bases alone) and the brief's recent sessions; for the
+    patterns in `whole_tail`, every session from the moment on (what `back` reads, and only a
+    `not working` pattern needs it)."""
     need = {s.uuid for s in recent}
+    whole = set(whole_tail)
     for pattern in patterns:
         moments = _moments(project, member, given.get(pattern, set()))
         if moments is None:
             continue
         found = sides(pattern, project, member, *moments)
-        need.update(s.uuid for s in (*found.before, *found.tail))
+        need.update(s.uuid for s in (*found.before, *(found.tail if pattern in whole else found.tail[-SIDE:])))
     return need
+
+
+def not_working(patterns: Iterable[str], project: Sequence[Session], member: Sequence[Session],
+                given: Mapping[str, set[str]]) -> set[str]:
+    """The given patterns whose status now is `not working` (the sessions of their sides known)."""
+    out = set()
+    for pattern in patterns:
+        moments = _moments(project, member, given.get(pattern, set()))
+        if moments is not None:
+            found = sides(pattern, project, member, *moments)
+            if status(pattern, found.before, found.tail[-SIDE:]) == "not working":
+                out.add(pattern)
+    return out
 
 
 def _moments(project: Sequence[Session], member: Sequence[Session], given: set[str]
@@ -165,7 +181,8 @@ def shown(value: object) -> str:
 
 
 def _iso(ts: datetime) -> str:
-    return ts.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """RFC 3339 UTC, milliseconds (DESIGN §4), whatever zone the connection gave the time in."""
+    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def pattern_rows(project: Sequence[Session], member: Sequence[Session], given: Mapping[str, set[str]],
