@@ -176,7 +176,8 @@ def render(data: dict) -> str:
         lines.append(f"- {r['pattern']}: {r['status']}{', came back' if r['back'] else ''} — {r['what']}")
         lines.append(f"    {rate(b['rate'])}{mark} → {rate(a['rate'])} {unit(r['pattern'])}"
                      f" ({b['sessions']} sessions before, {a['sessions']} after){extra};"
-                     f" first given {r['first_given']['started_at'][:10]}, to {r['sessions_given']} sessions")
+                     f" first given {r['first_given']['started_at'][:10]}, to {r['sessions_given']}"
+                     f" session{'' if r['sessions_given'] == 1 else 's'}")
         if r["example"] is not None:
             lines.append(f"    e.g. {quoted(r['example'])}")
     if data["lessons"]:
