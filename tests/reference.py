@@ -1914,3 +1914,206 @@ if __name__ == "__main__":
     # Not sort_keys: a model row keyed None (named no model) cannot be sorted with strings;
     # json writes that key as "null".  Sessions come out sorted already.
     print(json.dumps(compute(Path(sys.argv[1])), indent=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Lessons and whether they work (DESIGN 2.10), from per-session reports the reference produced
+# ---------------------------------------------------------------------------------------------
+
+LESSON_PATTERNS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate",
+                   "re_read", "expired", "invalidated", "model")
+LESSON_CACHE = ("expired", "invalidated", "model")
+LESSON_WHAT = {
+    "sibling_error": "a call cancelled because a call made beside it failed",
+    "error_retry": "a failed call followed by another call of the same tool",
+    "persisted_output_read": "a Read of a tool result too large to show, saved to a file",
+    "post_write_read": "a Read of a file just written",
+    "duplicate": "a call repeating an earlier one with the same input, nothing written between",
+    "re_read": "a Read of a file already read, not written since",
+    "expired": "the prompt cache expired in a pause and was written again",
+    "invalidated": "the prompt cache was written again after the start of the conversation changed",
+    "model": "the prompt cache was written again after a switch of model",
+}
+
+
+def lesson_session(uuid: str, report: dict, tool_use: dict, cache: dict) -> dict:
+    """One session as 2.10 reads it: its start (2.3, microseconds; None undated), requests,
+    tool_use (calls, productive, signals), cache misses by cause, and its calls (for examples)."""
+    return {"uuid": uuid, "start": report["start_us"], "requests": report["summary"]["requests"],
+            "calls": tool_use["summary"]["calls"], "productive": tool_use["summary"]["productive"],
+            "signals": tool_use["summary"]["signals"],
+            "misses": {c: cache["summary"]["misses"][c] for c in LESSON_CACHE} if cache else {},
+            "call_list": tool_use["calls"]}
+
+
+def _l_count(x: str, s: dict) -> int:
+    if x == "<lesson>":
+        return s["calls"] - s["productive"]
+    if x in LESSON_CACHE:
+        return s["misses"][x]["count"]
+    return s["signals"][x]
+
+
+def _l_base(x: str, s: dict) -> int:
+    return s["requests"] if x in LESSON_CACHE else s["calls"]
+
+
+def _l_small(x: str, group: list[dict]) -> bool:
+    return len(group) < 3 or sum(_l_base(x, s) for s in group) < 100
+
+
+def _l_status(x: str, before: list[dict], after: list[dict]) -> str:
+    if _l_small(x, before) or _l_small(x, after):
+        return "too early"
+    c_b, b_b = sum(_l_count(x, s) for s in before), sum(_l_base(x, s) for s in before)
+    c_a, b_a = sum(_l_count(x, s) for s in after), sum(_l_base(x, s) for s in after)
+    if c_a > 0 and c_a * b_b >= c_b * b_a:
+        return "not working"
+    if c_b >= 5 and 2 * c_a * b_b <= c_b * b_a:
+        return "working"
+    return "unclear"
+
+
+def _l_side(x: str, group: list[dict]) -> dict:
+    c, b = sum(_l_count(x, s) for s in group), sum(_l_base(x, s) for s in group)
+    out = {"sessions": len(group), "count": c, "base": b, "rate": None if b == 0 else 100 * c / b}
+    if x in LESSON_CACHE:
+        out["extra_usd"] = (None if not group else
+                            round(sum(s["misses"][x]["extra_usd"] for s in group) / len(group), 6))
+    return out
+
+
+def _l_effect(x: str, project: list[dict], member: list[dict], before_p, before_m) -> tuple:
+    """(before, baseline, after, status, back) with `before_p(s)` / `before_m(s)`: whether s is
+    ordered before the moment (the project's side / the member's side)."""
+    counted_p = [s for s in project if _l_base(x, s) > 0]
+    before = [s for s in counted_p if before_p(s)][-10:]
+    baseline = "project"
+    if _l_small(x, before):
+        before = [s for s in member if _l_base(x, s) > 0 and before_m(s)][-10:]
+        baseline = "all projects"
+    a = [s for s in counted_p if not before_p(s)]
+    after = a[-10:]
+    status = _l_status(x, before, after)
+    back = status == "not working" and any(_l_status(x, before, a[:k][-10:]) == "working" for k in range(1, len(a)))
+    return before, baseline, after, status, back
+
+
+def _l_key(s: dict) -> tuple:
+    return (s["start"], s["uuid"])
+
+
+def _l_iso(us: int) -> str:
+    return as_datetime(us).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _l_shown(text) -> str:
+    """DESIGN 2.10 "Stored text is data", rules 1 and 2."""
+    import unicodedata
+
+    text = "".join(" " if c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") else c
+                   for c in ("" if text is None else str(text)))
+    text = " ".join(text.split(" "))
+    while "  " in text:
+        text = text.replace("  ", " ")
+    text = text.strip(" ")
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _l_example(x: str, before: list[dict], after: list[dict]):
+    if sum(_l_count(x, s) for s in before) == 0 and sum(_l_count(x, s) for s in after) == 0:
+        return None
+    chosen = after if sum(_l_count(x, s) for s in after) > 0 else before
+    hit = [s for s in chosen if _l_count(x, s) > 0]
+    if x in LESSON_CACHE:
+        best = hit[0]
+        for s in hit[1:]:
+            if (s["misses"][x]["extra_usd"], _l_key(s)) > (best["misses"][x]["extra_usd"], _l_key(best)):
+                best = s
+        return best["uuid"]
+    texts: dict[str, int] = {}
+    for s in hit:
+        for call in s["call_list"]:
+            if call["signal"] != x:
+                continue
+            text = call["path"] if call["path"] is not None else f"{call['name']} {call['input'][:60]}"
+            texts[text] = texts.get(text, 0) + 1
+    most = max(texts.values())
+    return _l_shown(sorted(t for t, n in texts.items() if n == most)[0])
+
+
+def lessons(member: list[dict], project_uuids: set[str], given: dict[str, set[str]],
+            phases: list[dict]) -> dict:
+    """`retrod lessons`' JSON but `project`: member = every session of the member (lesson_session
+    dicts, undated ones included: left out here); given: session -> the patterns any stored brief
+    for it named; phases: the member's phases as {session, task, phase, verdict, started_at,
+    ended_at (datetimes), lessons_learned, seconds (claude + tool + human)}."""
+    member = sorted((s for s in member if s["start"] is not None), key=_l_key)
+    project = [s for s in member if s["uuid"] in project_uuids]
+    rows = []
+    for x in LESSON_PATTERNS:
+        given_x = [s for s in project if x in given.get(s["uuid"], set())]
+        if not given_x:
+            continue
+        g = given_x[0]
+        g_star = next(s for s in member if x in given.get(s["uuid"], set()))
+        before, baseline, after, status, back = _l_effect(
+            x, project, member, lambda s, g=g: _l_key(s) < _l_key(g), lambda s, g=g_star: _l_key(s) < _l_key(g))
+        rows.append({"pattern": x, "family": "cache" if x in LESSON_CACHE else "signal", "what": LESSON_WHAT[x],
+                     "example": _l_example(x, before, after),
+                     "first_given": {"session": g["uuid"], "started_at": _l_iso(g["start"])},
+                     "sessions_given": len(given_x), "baseline": baseline,
+                     "before": _l_side(x, before), "after": _l_side(x, after), "status": status, "back": back})
+    order = ("not working", "too early", "unclear", "working")
+    rows.sort(key=lambda r: (order.index(r["status"]), LESSON_PATTERNS.index(r["pattern"])))
+
+    dated = {s["uuid"] for s in project}
+    found: dict[str, list[dict]] = {}
+    for p in phases:
+        text = " ".join((p["lessons_learned"] or "").split()).lower()
+        if p["session"] in dated and text:
+            found.setdefault(text, []).append(p)
+
+    def moment(p: dict) -> int:
+        return to_microseconds(p["ended_at"] or p["started_at"])
+
+    lesson_rows = []
+    for text, logged in found.items():
+        first = min(logged, key=lambda p: (moment(p), p["session"], p["started_at"], p["task"], p["phase"],
+                                           p["lessons_learned"]))
+        m = moment(first)
+        before, baseline, after, status, back = _l_effect(
+            "<lesson>", project, member, lambda s, m=m: s["start"] < m, lambda s, m=m: s["start"] < m)
+
+        def share(group: list[dict]) -> float | None:
+            mine = [p for p in phases if p["session"] in {s["uuid"] for s in group}]
+            total = sum(p["seconds"] for p in mine)
+            waste = sum(p["seconds"] for p in mine if p["verdict"] in ("avoidable_waste", "exploratory_waste"))
+            return waste / total if total else None
+
+        lesson_rows.append((m, text, {
+            "lesson": _l_shown(first["lessons_learned"]),
+            "logged": {"session": first["session"], "task": _l_shown(first["task"]),
+                       "phase": _l_shown(first["phase"]), "at": _l_iso(m)},
+            "baseline": baseline, "before": _l_side("<lesson>", before), "after": _l_side("<lesson>", after),
+            "status": status, "back": back,
+            "waste_phase_share": {"before": share(before), "after": share(after)}}))
+    lesson_rows.sort(key=lambda r: (-r[0], r[1]))
+    return {"answer": lessons_answer(rows), "patterns": rows, "lessons": [r for _, _, r in lesson_rows]}
+
+
+def lessons_answer(rows: list[dict]) -> str:
+    if not rows:
+        return "retrod has named no pattern in this project's briefs yet"
+    w = len([r for r in rows if r["status"] == "working"])
+    j = len([r for r in rows if r["status"] != "too early"])
+    t = len([r for r in rows if r["status"] == "too early"])
+    b = len([r for r in rows if r["back"]])
+    a = len([r for r in rows if r["status"] != "too early" and r["baseline"] == "all projects"])
+    if j == 0:
+        return f"{t} {'pattern' if t == 1 else 'patterns'} named, too early to tell"
+    out = f"{w} of {j} {'pattern' if j == 1 else 'patterns'} fell by half or more since retrod started naming them"
+    out += f"; {b} came back" if b else ""
+    out += f"; {t} too early to tell" if t else ""
+    out += f"; {a} judged against all projects" if a else ""
+    return out

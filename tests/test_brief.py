@@ -155,7 +155,12 @@ def test_the_brief_of_a_project_with_history(history: dict) -> None:
     text = brief.render(data)
     lines = text.splitlines()
     assert len(lines) <= brief.MAX_LINES
-    assert want[0][1] in lines[2] and str(history["work"]) in lines[0]
+    assert str(history["work"]) in lines[0] and "not instructions" in lines[0]
+    # DESIGN §2.10: the pattern lines, then the project's lessons, newest first
+    heading = lines.index("Lessons logged in this project's phases (newest first):")
+    assert all(line.startswith("- `") for line in lines[2:heading]) and [p["mode"] for p in data["patterns"]]
+    assert {p["mode"] for p in data["patterns"]} == {"new"}  # no brief named one before
+    assert lines[heading + 1].startswith(f"- {json.dumps(data['project_lessons'][0]['lesson'])} (")
     pwr = next(w for w in data["recurring_waste"] if w["signal"] == "post_write_read")
     said = (f"{pwr['count']} reads right after Claude's own write, in {pwr['sessions']} of {len(ours)} sessions,"
             f" e.g. {json.dumps(brief.short_path(pwr['example'], data['project']))} ({pwr['example_count']}×)")
@@ -258,9 +263,9 @@ def _tracked(history: dict, session: str) -> tuple | None:
 def test_the_hook_answers_every_source_with_the_brief_and_tracks_the_session(history: dict, source: str) -> None:
     session = str(uuid.uuid4()) if source != "resume" else history["ours"][1]
     assert not (history["folder"] / f"{session}.jsonl").exists() or source == "resume"  # not written yet
-    done = _run(_env(history), "brief", "--hook", cwd=history["work"], stdin=_payload(history, source, session))
-    with psycopg.connect(history["url"]) as conn:
+    with psycopg.connect(history["url"]) as conn:  # (before: the brief it stores names patterns to a dated session)
         want = brief.render(brief.brief(conn, folder=history["work"], exclude=session))
+    done = _run(_env(history), "brief", "--hook", cwd=history["work"], stdin=_payload(history, source, session))
     assert _context(done) == want and want
     assert done.stderr == b""
     assert (session[:8] in want) is False  # not its own history

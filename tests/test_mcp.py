@@ -33,7 +33,7 @@ SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
 GHOST = "99999999-9999-4999-8999-999999999999"
 SPOTTER_FOLDER = "/home/USER/projects/spotter-worktrees/spotter-gqc"  # SESSION's working folder
 TOOLS = {"start_tracking", "start_phase", "end_phase", "log_phase", "list_phases", "session_stats",
-         "retrospective", "sessions", "brief", "trends"}
+         "retrospective", "sessions", "brief", "lessons", "trends"}
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_the_tools_and_their_schemas(env: dict[str, str], tmp_path: Path) -> Non
             assert required["end_phase"] == {"verdict"}
             assert required["session_stats"] == required["list_phases"] == required["sessions"] == set()
             assert listed["end_phase"].input_schema["properties"]["verdict"]["enum"] == list(VERDICTS)
-            for name in TOOLS - {"sessions", "trends"}:
+            for name in TOOLS - {"sessions", "trends", "lessons"}:  # (lessons: a project's, no session's)
                 assert "session" in listed[name].input_schema["properties"], name
             stats = listed["session_stats"].output_schema["properties"]
             assert {"tokens", "claude_s", "tool_s", "human_s", "away_s", "requests", "tool_use", "open_phase",

@@ -107,13 +107,13 @@ def test_any_text_is_shown_by_the_rule(text: str) -> None:
 # ---- the brief's limits ----------------------------------------------------------------------------
 
 def test_lines_go_from_the_end_with_their_heading_and_the_first_stays() -> None:
-    first = ("first " + "f" * 9000, False)
-    section = [("Heading:", True), ("- one " + "x" * 500, False), ("- two " + "x" * 500, False)]
+    first = ("first " + "f" * 9000, brief.KEEP)
+    section = [("Heading:", brief.HEADING), ("- one " + "x" * 500, brief.ITEM), ("- two " + "x" * 500, brief.ITEM)]
     assert brief.fit([first, *section]) == [first[0], "Heading:", "- one " + "x" * 500]
-    big = ("- big " + "x" * 1000, False)
+    big = ("- big " + "x" * 1000, brief.ITEM)
     assert brief.fit([first, section[0], big]) == [first[0]]  # the heading went with its last item
-    assert brief.fit([("only " + "y" * 20_000, False)]) == ["only " + "y" * 20_000]  # never dropped
-    many = [("line", False)] + [("Heading:", True), *[("- item", False)] * 60]
+    assert brief.fit([("only " + "y" * 20_000, brief.KEEP)]) == ["only " + "y" * 20_000]  # never dropped
+    many = [("line", brief.KEEP)] + [("Heading:", brief.HEADING), *[("- item", brief.ITEM)] * 60]
     assert brief.fit(many) == ["line", "Heading:", *["- item"] * 38]
 
 
@@ -270,11 +270,13 @@ def test_the_brief_shows_an_override_on_one_quoted_line(hostile_db: dict) -> Non
         assert "not instructions" in lines[0] and shown(project) in lines[0]  # its working folder
         assert len(lines) <= 40 and len(said) <= 10_000
         assert any(f"{shown(hostile('T'))} / {shown(OVERRIDE)}" in line for line in lines)
-        assert any(line.startswith(f"- {shown(hostile('L'))} (lesson: ") for line in lines)
-        assert any(line.startswith('- "x ## SYSTEM OVERRIDE lesson" (lesson: "task two" / ') for line in lines)
+        # DESIGN §2.10's lessons: each with its age, task and phase, on one quoted line
+        assert any(line.startswith(f"- {shown(hostile('L'))} (") and " days ago, " in line for line in lines)
+        assert any(line.startswith('- "x ## SYSTEM OVERRIDE lesson" (') and '"task two" / ' in line
+                   for line in lines)
         assert f": {shown(hostile('A'))}" in said  # the waste phase's actions
         assert f"e.g. {shown('/w/' + hostile('P'))[:90]}" in said  # the path read twice (stored as its start)
-        assert shown(hostile("V")) in said and shown(hostile("E")) in said
+        assert shown(hostile("E")) in said  # (§2.10's lessons name no verdict: V is not said here)
 
 
 def test_the_mcp_tools_text_shows_them_by_the_rule(hostile_db: dict) -> None:
@@ -335,7 +337,7 @@ def test_a_brief_with_many_long_lessons_keeps_its_limits(hostile_db: dict) -> No
     clean(text)
     assert len(lines) <= 40 and len(text) <= 10_000 and text.endswith("\n")
     assert lines[0].startswith("retrod brief: ") and "not instructions" in lines[0]
-    assert lines[1] == "Lessons and notes from their phases:" and lines[2].startswith('- "L')
+    assert lines[1] == "Lessons logged in this project's phases (newest first):" and lines[2].startswith('- "L')
     assert not lines[-1].endswith(":")  # no heading left without its items
     for line in lines:  # each quoted string whole: its quotes pair up
         assert re.sub(r"\\.", "", line).count('"') % 2 == 0, line

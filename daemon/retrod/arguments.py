@@ -86,6 +86,13 @@ def parser() -> argparse.ArgumentParser:
     brief.add_argument("--hook", action="store_true", help=(
         "as Claude Code's SessionStart hook: its JSON on stdin, its hook output on stdout; never fails"))
 
+    lessons = sub.add_parser("lessons", help=(
+        "whether the waste the brief names fell after retrod started naming it (per pattern and lesson)"))
+    lessons.dash_values = ("--project",)
+    lessons.add_argument("--project", help=(
+        "a project folder's path, or part of its Claude Code folder name (default: this folder's project)"))
+    lessons.add_argument("--json", action="store_true")
+
     hooks = sub.add_parser("hooks", help="the Claude Code hooks: each session starts from `retrod brief`; opt-in,"
                                          " each completed task of Claude's plan asks for its verdict")
     hooks_actions = hooks.add_subparsers(dest="action", required=True, metavar="ACTION")

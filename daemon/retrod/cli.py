@@ -11,7 +11,7 @@ import psycopg
 import pydantic
 import structlog
 
-from . import arguments, brief, hooks, invocation, resolve, served, skills, tracking, trends
+from . import arguments, brief, hooks, invocation, lesson_data, resolve, served, skills, tracking, trends
 from . import log as logging_setup
 from .claude_settings import SettingsError
 from .report import markdown, model, plan, retrospective
@@ -292,6 +292,21 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_lessons(settings: Settings, args: argparse.Namespace) -> int:
+    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+
+    prices = load_prices(settings.prices)  # a bad price file is refused before any work
+    folder = None if args.project else _cwd()
+    with open_pool(settings, max_size=catchup.POOL_SIZE) as pool:
+        note = catchup.catch_up(settings, pool)
+        with pool.connection() as conn:
+            data = lesson_data.lessons(conn, folder=folder, project=args.project, prices=prices,
+                                       away_after_s=settings.away_after_s)
+    _warn([note] if note else [])
+    print(json.dumps(data, indent=2) if args.json else lesson_data.render(data), end="\n" if args.json else "")
+    return EXIT_OK
+
+
 def _cwd() -> Path:
     try:
         return invocation.cwd()
@@ -498,7 +513,8 @@ class UiError(RuntimeError):
 
 COMMANDS = {"run": _cmd_run, "migrate": _cmd_migrate, "report": _cmd_report, "track": _cmd_track,
             "phase": _cmd_phase, "phases": _cmd_phases, "sessions": _cmd_sessions, "trends": _cmd_trends,
-            "brief": _cmd_brief, "hooks": _cmd_hooks, "skills": _cmd_skills, "team": _cmd_team, "mcp": _cmd_mcp,
+            "brief": _cmd_brief, "lessons": _cmd_lessons, "hooks": _cmd_hooks, "skills": _cmd_skills, "team": _cmd_team,
+            "mcp": _cmd_mcp,
             "statusline": _cmd_statusline, "ui": _cmd_ui, "service": _cmd_service, "status": _cmd_status,
             "doctor": _cmd_doctor}
 

@@ -11,7 +11,7 @@ import sys
 
 # Commands that open the database. On the embedded default, one that finds the private cluster
 # stopped starts it on a thread while the command line loads its libraries (as long, ~0.25 s).
-DATABASE_COMMANDS = frozenset({"report", "track", "phase", "phases", "sessions", "trends", "brief", "status",
+DATABASE_COMMANDS = frozenset({"report", "track", "phase", "phases", "sessions", "trends", "brief", "lessons", "status",
                                "migrate"})
 
 

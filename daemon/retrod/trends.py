@@ -26,7 +26,7 @@ import psycopg
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from . import invocation
+from . import invocation, lesson_data
 from .report import markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
@@ -317,15 +317,31 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
             entry["per_session"] = [{"session": uuid, **figures(s)} for uuid, s in parts.get(key, [])]
         out.append(entry)
         before = entry if key is not None else before
+    named = _named_patterns(conn, member, project, total) if match and len(match.projects) == 1 else []
+    for entry in out if named else []:  # §2.10's rate of each, per period: a fall after it was named shows
+        calls = entry["tool_use"]["calls"]
+        entry["pattern_rates"] = {x: 100 * entry["tool_use"]["signals"][x] / calls if calls else None for x in named}
     return {
         "by": by, "time_zone": tz, "split": split, "member": member,
         "project": project, **({"projects_matched": match.matched} if match and match.matched else {}),
+        **({"patterns": named} if named else {}),
         "machine": machine, "since": since.isoformat() if since else None,
         "attribution": "each session wholly in the period its first line falls in",
         "prices": prices.describe(),
         "periods": out,
         "total": figures(total),
     }
+
+
+def _named_patterns(conn: Connection, member: str, project: str | None, total: _Sums) -> list[str]:
+    """The project's top patterns (DESIGN §2.10): the waste signals its stored briefs named to its
+    sessions, the most occurrences over the whole history first, at most TOP_WASTE. (Cache causes
+    need a walk of every session's requests, which a trend does not make.)"""
+    _, rows, _ = lesson_data.find_sessions(conn, member, folder=None, project=project, exclude=None)
+    mine = {r["session_uuid"] for r in rows}
+    given = {x for s, x in conn.execute(q("lessons_given"), {"member": member}) if s in mine and x in SIGNALS}
+    counts = dict(zip(SIGNALS, total.calls[1:], strict=True))
+    return sorted(given, key=lambda x: (-counts[x], SIGNALS.index(x)))[:TOP_WASTE]
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -427,6 +443,12 @@ def render(data: dict) -> str:
                 out.append(f"{'':<10} {m['sessions']:>5} {markdown.usd(m['cost_usd']):>10} {'':>8} {'':>8} {'':>4}"
                            f" {'':>5} {'':>6} {_tokens(m['output']):>7}  {model}")
     out.append(f"{'total':<10} {_row(data['total'], None)}")
+    if data.get("patterns"):
+        out.append("Waste patterns the brief named here, per 100 calls (retrod lessons: since when):")
+        for p, _, _ in shown_periods(data["periods"], data["by"]):
+            if has_figures(p):
+                rates = ", ".join(f"{x} {'—' if r is None else f'{r:.1f}'}" for x, r in p["pattern_rates"].items())
+                out.append(f"{period_name(p, data['by']):<10} {rates}")
     prices = data["prices"]
     out.append(f"Costs are estimates at API list prices ({prices['source']} {prices['version']}), not a bill.")
     return "\n".join(out) + "\n"

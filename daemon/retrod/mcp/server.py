@@ -226,6 +226,11 @@ class Brief(BaseModel):
     sessions: list[dict[str, Any]] = Field(description=(
         "Newest first: session, started_at, description, cost, tool_use, output_tokens, wall_s, claude_s, verdicts;"
         " empty when the project has no history"))
+    patterns: list[dict[str, Any]] = Field(description=(
+        "The waste patterns the brief names (DESIGN §2.10), in its order: pattern, mode, status, back"))
+    pattern_rows: list[dict[str, Any]] = Field(description="Their figures: the lessons row, the recent sessions' side")
+    project_lessons: list[dict[str, Any]] = Field(description=(
+        "The project's 10 newest distinct lessons: lesson, task, phase, session, at, age_days"))
     lessons: list[dict[str, Any]] = Field(description=(
         "Lessons and notes of their phases, newest first, each once: kind, text, task, phase, verdict, session, at"))
     waste_phases: list[dict[str, Any]] = Field(description="The newest phases judged avoidable_waste or"
@@ -237,6 +242,18 @@ class Brief(BaseModel):
         " call hit most), example_count"))
     direction: dict[str, Any] | None = Field(description="Cost per session and efficiency, newer half against older")
     prices: dict[str, Any]
+
+
+class LessonsAnswer(BaseModel):
+    project: str | None = Field(description="The project folder (or the name asked)")
+    projects_matched: list[str] | None = MATCHED
+    answer: str = Field(description="One line: how many patterns fell by half or more since retrod named them")
+    patterns: list[dict[str, Any]] = Field(description=(
+        "One row per pattern given to the project's sessions: pattern, family, what, example, first_given,"
+        " sessions_given, baseline, before, after ({sessions, count, base, rate}), status, back"))
+    lessons: list[dict[str, Any]] = Field(description=(
+        "One row per lesson of the project's phases: lesson, logged, baseline, before, after, status, back,"
+        " waste_phase_share"))
 
 
 class Trends(BaseModel):
@@ -254,7 +271,11 @@ class Trends(BaseModel):
         "Oldest first, empty ones included: period, start, end, sessions, requests, tokens (by bucket), cost,"
         " cost_per_session, wall_s, claude_s, tool_s, human_s, away_s, tool_use, top_waste, verdicts,"
         " tokens_by_model, change (from the period before); projects with split=project, machines (each a"
-        " host id's share: they add up to the period) with split=machine"))
+        " host id's share: they add up to the period) with split=machine; pattern_rates (per 100 calls) when"
+        " `patterns`"))
+    patterns: list[str] | None = Field(default=None, description=(
+        "For one project: the waste signals its briefs named, most occurrences first (at most 3); each period's"
+        " pattern_rates gives their rate (DESIGN §2.10)"))
     total: dict[str, Any] = Field(description="The same figures over every period")
 
 
@@ -370,6 +391,16 @@ def server(tools: Tools) -> MCPServer:
         and what they cost, the waste signals that keep recurring (with an example each), and each session's cost
         and tool-use efficiency with their direction. The session asking is left out."""
         return answer(lambda: tools.brief(project, sessions, session))
+
+    @app.tool(annotations=READ_ONLY)
+    def lessons(project: Annotated[str | None, Field(description=(
+                    "One project: its working folder, its Claude Code folder name, or a part that names it alone;"
+                    " default: the project of the folder Claude Code runs in"))] = None,
+                ) -> Annotated[CallToolResult, LessonsAnswer]:
+        """Whether what retrod tells each new session works: per waste pattern the brief named and per lesson
+        logged, the rate before retrod first named it against since, and its status (working, not working,
+        too early, unclear), with a one-line answer."""
+        return answer(lambda: tools.lessons(project))
 
     @app.tool(annotations=READ_ONLY)
     def trends(by: Annotated[str, Field(description="The period: day, week or month",

@@ -19,7 +19,7 @@ import psycopg
 import structlog
 from psycopg.pq import TransactionStatus
 
-from .. import brief, resolve, tracking, trends
+from .. import brief, lesson_data, resolve, tracking, trends
 from ..ingest import Ingester
 from ..report import model, plan, retrospective
 from ..report.prices import PricesError
@@ -299,6 +299,14 @@ class Tools:
                                prices=load_prices(self.settings.prices), away_after_s=self.settings.away_after_s)
         return data, brief.render(data) or (
             f"no past sessions of {quoted(data['project']) if data['project'] else 'this folder'}")
+
+    def lessons(self, project: str | None) -> Result:
+        """`retrod lessons`: the same JSON, for the project of the server's working folder or `project`."""
+        with self.db.connection() as conn:
+            data = lesson_data.lessons(conn, folder=None if project else _cwd(), project=project,
+                                       prices=load_prices(self.settings.prices),
+                                       away_after_s=self.settings.away_after_s)
+        return data, lesson_data.render(data)
 
     def trends(self, by: str, project: str | None, since: str | None, split: str | None, tz: str | None,
                member: str | None = None) -> Result:

@@ -210,6 +210,32 @@ def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices 
     return out
 
 
+def cache_misses(conn: Connection, sessions: list[str], member: str,
+                 prices: pricing.Prices = pricing.DEFAULT) -> dict[str, dict[str, tuple[int, float]]]:
+    """Per session, its report's `summary.cache.misses.<cause>` as (count, extra_usd) (DESIGN
+    §2.10 reads them): one read of each one's elements."""
+    out = {}
+    with conn.cursor() as cur:
+        for session in sessions:
+            args = {"session": session, "member": member}
+            elements = cur.execute(q("session_cache_elements"), args).fetchall()
+            boundaries = cur.execute(q("session_cache_boundaries"), args).fetchall()
+            misses, _ = cache.walk(elements, boundaries, prices)
+            figures = cache.figures({"input": 0, "cache_read": 0, "cache_create": 0}, misses)["misses"]
+            out[session] = {cause: (f["count"], f["extra_usd"]) for cause, f in figures.items()}
+    return out
+
+
+def phase_seconds(conn: Connection, session: str, phase_rows: list[dict], member: str,
+                  away_after_s: float = AWAY_AFTER_S) -> dict[int, float]:
+    """Per phase (its id), its report's claude_s + tool_s + human_s (DESIGN §2.10's waste share)."""
+    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
+    with conn.cursor(row_factory=dict_row) as cur:
+        figures = window_figures(cur, args, _phase_windows(phase_rows))
+    return {int(i): _seconds(f["claude_us"]) + _seconds(f["tool_us"]) + _seconds(f["human_us"] - f["away_us"])
+            for i, f in figures.items()}
+
+
 def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
           prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True,
           cache_figures: bool = True, task_figures: bool = True) -> dict:

@@ -475,15 +475,15 @@ SET agent_type = excluded.agent_type, description = excluded.description;
 -- migration 0016 learns there whether it was a refusal, when its file is read again.)
 -- name: upsert_tool_use_calls
 INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, agent, file_path, "offset", block,
-                                   name, input_hash, path, detail, ts, counted, plan,
+                                   name, input_hash, path, detail, ts, counted, plan, example,
                                    has_result, failed, sibling, rejected, result_bytes, result_ts, refused, task_id)
 SELECT f.file_id, c.id, f.session_uuid, c.agent, f.file_path, c."offset", c.block, c.name,
-       c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true, c.plan,
+       c.input_hash::uuid, c.path, c.detail, retrod.us_to_ts(c.ts_us), true, c.plan, c.example,
        c.has_result, c.failed, c.sibling, c.rejected, c.result_bytes, retrod.us_to_ts(c.result_ts_us),
        c.refused, c.task_id
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, file_path TEXT, rows JSON),
      json_to_recordset(f.rows) AS c(id TEXT, agent TEXT, "offset" BIGINT, block INT, name TEXT, input_hash TEXT,
-                                    path TEXT, detail TEXT, ts_us BIGINT, plan JSONB, has_result BOOL, failed BOOL,
+                                    path TEXT, detail TEXT, ts_us BIGINT, plan JSONB, example TEXT, has_result BOOL, failed BOOL,
                                     sibling BOOL, rejected BOOL, result_bytes BIGINT, result_ts_us BIGINT,
                                     refused BOOL, task_id TEXT)
 ON CONFLICT (session_uuid, tool_use_id, file_id) DO UPDATE
@@ -495,6 +495,8 @@ SET (agent, file_path, "offset", block, name, input_hash, path, detail, ts, coun
         WHERE t.agent IS NOT NULL),
     -- (a call stored before migration 0025 learns its plan input when its file is read again)
     plan = CASE WHEN t.agent IS NULL OR t.plan IS NULL THEN excluded.plan ELSE t.plan END,
+    -- (and its example text, migration 0028)
+    example = CASE WHEN t.agent IS NULL OR t.example IS NULL THEN excluded.example ELSE t.example END,
     (has_result, failed, sibling, rejected, result_bytes, result_ts, refused, task_id) = (
         SELECT excluded.has_result, excluded.failed, excluded.sibling, excluded.rejected, excluded.result_bytes,
                excluded.result_ts, excluded.refused, excluded.task_id
@@ -508,6 +510,7 @@ SET (agent, file_path, "offset", block, name, input_hash, path, detail, ts, coun
 WHERE t.agent IS NULL OR (NOT t.has_result AND excluded.has_result)
    OR (t.has_result AND excluded.rejected AND NOT t.rejected AND retrod.same_result(t, excluded))
    OR (t.plan IS NULL AND excluded.plan IS NOT NULL)
+   OR (t.example IS NULL AND excluded.example IS NOT NULL)
    OR (excluded.has_result AND retrod.same_result_read(t, excluded)
        AND ((excluded.refused AND NOT t.refused) OR (t.task_id IS NULL AND excluded.task_id IS NOT NULL)))
 RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block;

@@ -360,8 +360,8 @@ def _call_row(call: Call, result: ToolResult | None) -> dict:
     """A call as upsert_tool_use_calls reads it, with its result when the batch holds that."""
     row = {"id": call.id, "agent": call.agent, "offset": call.offset, "block": call.block, "name": call.name,
            "input_hash": call.input_hash, "path": call.path, "detail": call.detail, "ts_us": call.ts_us,
-           "plan": call.plan, "has_result": result is not None, "failed": False, "sibling": False,
-           "rejected": False, "refused": False}
+           "plan": call.plan, "example": call.example, "has_result": result is not None, "failed": False,
+           "sibling": False, "rejected": False, "refused": False}
     if result is not None:
         row.update(failed=result.failed, sibling=result.sibling, rejected=result.rejected, result_bytes=result.bytes,
                    result_ts_us=result.ts_us, refused=result.refused, task_id=result.task_id)

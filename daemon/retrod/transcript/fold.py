@@ -17,7 +17,7 @@ import msgspec
 from .keys import PLACE_KEY_BYTES, indexable
 from .parser import Entry, Message, Part, ToolResult, Usage
 from .plan import PLAN_TOOLS, plan_input
-from .tool_input import fingerprint, input_detail, input_path
+from .tool_input import example_text, fingerprint, input_detail, input_path
 
 INLINE_AGENT = "<inline>"  # isSidechain lines of a main transcript (Claude Code 1.0.x)
 UNNAMED_AGENT = "<unnamed>"  # agent_progress copies without data.agentId
@@ -52,7 +52,8 @@ class Source:
 # 4: a main transcript's unmarked candidate lines are kept with their uuid, and its candidate span
 #    (§2.1 unmarked fork copies; 0026).
 # 5: requests and their parts carry their web searches (§2.2, §2.7; 0027).
-RULES = 5
+# 6: a call without a path keeps its example text (§2.10; 0028).
+RULES = 6
 # A file read under rules below this is read again forgetting its per-file rows (events, calls,
 # subagents, links; requests stay counted), not keeping them: lines the file once counted as its
 # own may be fork copies under rules 3.
@@ -247,6 +248,7 @@ class Call:
     detail: str | None  # a short form of an input without a path
     ts_us: int | None
     plan: dict | None = None  # a plan call's input of the main thread (DESIGN §2.9; plan.plan_input)
+    example: str | None = None  # DESIGN §2.10's example text of a call without a path
 
 
 @dataclass(slots=True)
@@ -440,7 +442,8 @@ def _add_calls(out: FoldResult, agent: str, offset: int, msg: Message) -> None:
         # DESIGN §2.9: the plan is the main thread's; a subagent's todo list is its own
         plan = plan_input(name, tool_use.input) if agent == "" and name in PLAN_TOOLS else None
         out.calls[tool_use.id] = Call(tool_use.id, agent, offset, block, name, fingerprint(name, tool_use.input),
-                                      path, None if path else input_detail(tool_use.input), msg.timestamp, plan)
+                                      path, None if path else input_detail(tool_use.input), msg.timestamp, plan,
+                                      None if path else example_text(name, tool_use.input))
 
 
 def _add_result(out: FoldResult, result: ToolResult) -> None:

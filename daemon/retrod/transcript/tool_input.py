@@ -84,6 +84,21 @@ def input_detail(value: Any) -> str | None:
         return None
 
 
+EXAMPLE_CHARS = 60
+
+
+def example_text(name: str, value: Any) -> str:
+    """DESIGN §2.10's example text of a call without a path: its tool name, one space and the
+    first 60 code points of its canonical input (`json.dumps(input, sort_keys=True,
+    separators=(",", ":"), ensure_ascii=False)` once every integral number is an integer)."""
+    try:
+        normal, _ = _integral_floats_as_ints(value)
+        text = json.dumps(normal, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (RecursionError, TypeError, ValueError):  # deeper than Python recurses: no input to show
+        text = ""
+    return storable_text(f"{name} {text[:EXAMPLE_CHARS]}") or ""
+
+
 def _short(text: str) -> str | None:
     line = " ".join(text.split())
     return storable_text(line if len(line) <= DETAIL_CHARS else line[: DETAIL_CHARS - 1] + "…")

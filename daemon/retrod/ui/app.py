@@ -137,6 +137,18 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         with connection() as conn:
             return JSONResponse(trend_figures(conn, query))
 
+    def lessons_page(request: Request) -> Response:
+        with connection() as conn:
+            found = data.lessons(conn, request.query_params.get("project"), prices(), settings.away_after_s)
+            return HTMLResponse(pages.lessons_page(found, data.projects(conn)))
+
+    def lessons_api(request: Request) -> Response:
+        with connection() as conn:
+            found = data.lessons(conn, request.query_params.get("project"), prices(), settings.away_after_s)
+        if found is None:
+            raise data.QueryError("ask for one project: /api/lessons?project=…")
+        return JSONResponse(found)
+
     def live_page(_request: Request) -> Response:
         with connection() as conn:
             return HTMLResponse(pages.live_page(data.live(conn, None, prices())))
@@ -183,6 +195,7 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         Route("/", _errors(sessions_page, html=True)),
         Route("/trends", _errors(trends_page, html=True)),
         Route("/live", _errors(live_page, html=True)),
+        Route("/lessons", _errors(lessons_page, html=True)),
         Route("/sessions/{uuid}", _errors(session_page, html=True)),
         Route("/sessions/{uuid}/report.md", _errors(session_markdown, html=True)),
         Route("/sessions/{uuid}/report.html", _errors(session_html, html=True)),
@@ -190,6 +203,7 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         Route("/api/sessions", _errors(sessions_api)),
         Route("/api/sessions/{uuid}", _errors(session_api)),
         Route("/api/trends", _errors(trends_api)),
+        Route("/api/lessons", _errors(lessons_api)),
         Route("/api/live", _errors(live_api)),
         Route("/api/events", events),
         Mount("/static", StaticFiles(packages=[("retrod.ui", "static")]), name="static"),

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from .. import lesson_data
 from .. import trends as history
 from ..report import model, rates, timeline
 from ..report import prices as pricing
@@ -200,6 +201,17 @@ def choices(conn: Connection) -> dict:
 def projects(conn: Connection) -> list[str]:
     """Every project stored, by its name (its working folder, else its Claude Code folder name)."""
     return [p.name for p in known_projects(conn)]
+
+
+def lessons(conn: Connection, project: str | None, prices: pricing.Prices, away_after_s: float) -> dict | None:
+    """`/lessons`: `retrod lessons --json` of one project (None when none is asked: the page lists
+    them); a project that is none, or a part of several, is a 400."""
+    if not project:
+        return None
+    try:
+        return lesson_data.lessons(conn, project=project, prices=prices, away_after_s=away_after_s)
+    except ProjectError as exc:
+        raise QueryError(str(exc)) from None
 
 
 def machines(conn: Connection) -> list[str]:

@@ -104,7 +104,8 @@ def _document(title: str, body: str, active: str = "", standalone: bool = False)
         head = "".join(f'<link rel="stylesheet" href="/static/{name}">' for name in ASSETS_CSS)
         scripts = "".join(f'<script src="/static/{name}" defer></script>' for name in ASSETS_JS)
         links = "".join(f'<a href="{href}"{" class=active" if name == active else ""}>{name}</a>'
-                        for name, href in (("Sessions", "/"), ("Trends", "/trends"), ("Live", "/live")))
+                        for name, href in (("Sessions", "/"), ("Trends", "/trends"), ("Lessons", "/lessons"),
+                                           ("Live", "/live")))
         nav = f'<a class="brand" href="/">retrod</a><nav>{links}</nav>'
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -158,7 +159,9 @@ def _session_row(row: Mapping) -> str:
     link = f"/sessions/{quote(row['uuid'])}"
     described = e(row["description"]) if row["description"] else f'<span class="muted">{e(row["uuid"][:8])}</span>'
     return (f'<tr data-uuid="{e(row["uuid"])}"><td><a href="{link}">{e(when(row["started_at"]))}</a></td>'
-            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">{e(project(row))}</td>'
+            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">'
+            f'<a href="/lessons?{e(urlencode({"project": row["project_path"] or row["project_slug"]}))}"'
+            f' title="whether the brief works here">{e(project(row))}</a></td>'
             f'<td><a href="{link}">{described}</a></td>'
             f'<td class="num" data-field="wall">{e(duration(row["wall_s"]))}</td>'
             f'<td class="num" data-field="tokens" title="{count(row["total_tokens"])}">'
@@ -674,6 +677,66 @@ def _trend_cells(f: dict, change: dict | None) -> str:
 LIVE_HEAD = ('<tr><th>Session</th><th>Project</th><th class="num">Est. cost</th><th class="num">Output</th>'
              '<th class="num">Tokens</th><th class="num">Requests</th><th class="num">Tool calls</th>'
              '<th class="num">Efficiency</th><th class="num">Wall clock</th><th>Last line (UTC)</th></tr>')
+
+
+def _example(text: str | None) -> str:
+    return "" if text is None else f"<div>e.g. <code>{e(text)}</code></div>"
+
+
+LESSON_STATUS = {"working": "verdict-high_impact", "not working": "verdict-avoidable_waste",
+                 "too early": "verdict-pending", "unclear": "verdict-small_impact"}
+
+
+def lessons_page(found: dict | None, projects: list[str]) -> str:
+    """`/lessons`: `retrod lessons` of a project — the answer, then per pattern and per lesson its
+    rate before retrod first named it and since, drawn as two bars on one scale (a page row's);
+    without a project, the projects to choose from."""
+    if found is None:
+        items = "".join(f'<li><a href="/lessons?{e(urlencode({"project": name}))}">{e(name)}</a></li>'
+                        for name in sorted(projects))
+        return _document("Lessons", '<div class="title-row"><h1>Lessons</h1><p class="lead">whether what the brief'
+                                    ' names falls after retrod starts naming it; choose a project</p></div>'
+                                    f'<section><ul class="projects">{items or "<li>No sessions yet.</li>"}</ul>'
+                                    '</section>', "Lessons")
+    rows = found["patterns"] + found["lessons"]
+    top = max([r[side]["rate"] or 0 for r in rows for side in ("before", "after")] + [0])
+
+    def bars(r: dict) -> str:
+        out = []
+        for side in ("before", "after"):
+            rate = r[side]["rate"]
+            width = 0 if not top or rate is None else rate / top * 100
+            label = "—" if rate is None else f"{rate:.1f}"
+            mark = " (all projects)" if side == "before" and r["baseline"] == "all projects" else ""
+            out.append(f'<div class="lesson-bar" data-field="{side}" data-sessions="{r[side]["sessions"]}">'
+                       f'<span class="muted">{side}{mark}</span> <b>{label}</b>'
+                       f'<div class="bar"><i class="{side}" style="width:{width:.1f}%"></i></div></div>')
+        return "".join(out)
+
+    def status(r: dict) -> str:
+        back = ", came back" if r["back"] else ""
+        return f'<span class="chip {LESSON_STATUS[r["status"]]}" data-field="status">{e(r["status"] + back)}</span>'
+
+    pattern_rows = "".join(
+        f'<tr data-pattern="{e(r["pattern"])}"><td><code>{e(r["pattern"])}</code><div class="muted">{e(r["what"])}'
+        f'</div>{_example(r["example"])}</td>'
+        f'<td>{status(r)}</td><td>{bars(r)}</td>'
+        f'<td class="num">{e(when(r["first_given"]["started_at"]))}<div class="muted">to {r["sessions_given"]}'
+        f' session{"" if r["sessions_given"] == 1 else "s"}</div></td></tr>' for r in found["patterns"])
+    lesson_rows = "".join(
+        f'<tr data-lesson="{e(r["lesson"])}"><td>{e(r["lesson"])}<div class="muted">{e(r["logged"]["task"])} /'
+        f' {e(r["logged"]["phase"])}</div></td><td>{status(r)}</td><td>{bars(r)}</td>'
+        f'<td class="num">{e(when(r["logged"]["at"]))}</td></tr>' for r in found["lessons"])
+    head = '<thead><tr><th>What</th><th>Status</th><th>Rate before → since</th><th>{}</th></tr></thead>'
+    body = (f'<div class="title-row"><h1>Lessons</h1><p class="lead" id="lessons-answer">{e(found["answer"])}</p>'
+            f'</div><p class="hint">{e(found["project"])}: per 100 tool calls (a cache cause: per 100 requests),'
+            ' the last 10 sessions before retrod first named it against the last 10 since.'
+            f' <a href="/api/lessons?{e(urlencode({"project": found["project"]}))}">JSON</a></p>'
+            + (f'<section><h2>Patterns the brief named</h2><table class="list" id="lesson-patterns">'
+               f'{head.format("First named")}<tbody>{pattern_rows}</tbody></table></section>' if pattern_rows else "")
+            + (f'<section><h2>Lessons logged</h2><table class="list" id="lesson-lessons">'
+               f'{head.format("First logged")}<tbody>{lesson_rows}</tbody></table></section>' if lesson_rows else ""))
+    return _document("Lessons", body, "Lessons")
 
 
 def live_row(row: Mapping) -> str:

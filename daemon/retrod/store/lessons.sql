@@ -1,0 +1,69 @@
+-- DESIGN §2.10 (`retrod lessons`, the brief's policy): the per-session figures lessons.py
+-- measures, read from the per-session rollups the report reads them from (session_times' start,
+-- session_requests' requests, call_agents' calls by signal), the briefs stored (migration 0028),
+-- the phases' lessons, and the examples. `member`: whose rows (DESIGN §3), as in report.sql.
+
+-- The member's sessions with a start (§2.3; an undated session takes no part in §2.10), of every
+-- project, ordered by (start, uuid): their project (as brief_sessions names it) and figures.
+-- name: lessons_sessions
+SELECT s.session_uuid, s.project_slug, coalesce(s.project_path, s.project_slug) AS project, t.first_ts AS started_at,
+       coalesce((SELECT sum(r.requests) FROM retrod.session_requests r
+                 WHERE r.session_uuid = s.session_uuid AND r.db_role = %(member)s), 0)::bigint AS requests,
+       coalesce(c.productive, 0) AS productive, coalesce(c.sibling_error, 0) AS sibling_error,
+       coalesce(c.error_retry, 0) AS error_retry, coalesce(c.persisted_output_read, 0) AS persisted_output_read,
+       coalesce(c.post_write_read, 0) AS post_write_read, coalesce(c.duplicate, 0) AS duplicate,
+       coalesce(c.re_read, 0) AS re_read
+FROM (
+    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
+           (array_agg(state ->> 'cwd' ORDER BY slug, path)
+                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path
+    FROM retrod.files
+    WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
+    GROUP BY session_uuid
+) s
+JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
+LEFT JOIN LATERAL (
+    SELECT sum(productive)::bigint AS productive, sum(sibling_error)::bigint AS sibling_error,
+           sum(error_retry)::bigint AS error_retry, sum(persisted_output_read)::bigint AS persisted_output_read,
+           sum(post_write_read)::bigint AS post_write_read, sum(duplicate)::bigint AS duplicate,
+           sum(re_read)::bigint AS re_read
+    FROM retrod.call_agents a WHERE a.session_uuid = s.session_uuid AND a.db_role = %(member)s
+) c ON true
+WHERE t.first_ts IS NOT NULL
+ORDER BY t.first_ts, s.session_uuid;
+
+-- The patterns each of the member's sessions was given (any stored brief for it named them).
+-- name: lessons_given
+SELECT DISTINCT b.session_uuid, p ->> 'pattern' AS pattern
+FROM retrod.briefs b, jsonb_array_elements(b.patterns) p
+WHERE b.db_role = %(member)s;
+
+-- Each pattern's mode in the latest stored brief of the project (by the time it answered) that
+-- named it: its "last mention".
+-- name: lessons_last_mentions
+SELECT DISTINCT ON (p ->> 'pattern') p ->> 'pattern' AS pattern, p ->> 'mode' AS mode
+FROM retrod.briefs b, jsonb_array_elements(b.patterns) p
+WHERE b.db_role = %(member)s AND b.project = %(project)s
+ORDER BY p ->> 'pattern', b.answered_at DESC, b.id DESC;
+
+-- The phases of these sessions (any project's: a lesson's sides are the project's, the member's
+-- for an all-projects baseline), with what the lessons and the waste share need.
+-- name: lessons_phases
+SELECT u.session_uuid, p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at, p.lessons_learned
+FROM public.cc_session_phases p
+JOIN public.cc_sessions u ON u.id = p.session_id
+WHERE u.session_uuid = ANY(%(sessions)s::text[]) AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+ORDER BY u.session_uuid, p.started_at, p.id;
+
+-- The counted calls with a waste signal of these sessions, each with its example text: its path,
+-- else its tool name and the head of its canonical input (migration 0028).
+-- name: lessons_signal_calls
+SELECT session_uuid, signal, coalesce(path, example, coalesce(name, '') || ' ') AS example, count(*) AS n
+FROM retrod.tool_uses
+WHERE session_uuid = ANY(%(sessions)s::text[]) AND db_role = %(member)s AND counted AND signal IS NOT NULL
+GROUP BY 1, 2, 3;
+
+-- A brief given to a SessionStart hook (DESIGN §2.10 "Given").
+-- name: insert_brief
+INSERT INTO retrod.briefs (session_uuid, source, project, text, patterns)
+VALUES (%(session)s, %(source)s, %(project)s, %(text)s, %(patterns)s::jsonb);
