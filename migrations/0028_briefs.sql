@@ -25,5 +25,5 @@ CREATE INDEX briefs_projects ON retrod.briefs (db_role, project, answered_at);
 
 -- An example of a waste signal (§2.10) of a call without a path: its tool name, one space and the
 -- first 60 code points of its canonical input (transcript/tool_input.example_head). Calls read
--- before this migration learn it when their file is read again (fold.RULES 5).
+-- before this migration learn it when their file is read again (fold.RULES 6).
 ALTER TABLE retrod.tool_uses ADD COLUMN example TEXT;
