@@ -46,45 +46,37 @@ FROM retrod.files WHERE session_uuid = %(session)s AND db_role = %(member)s;
 SELECT count(*) AS compactions FROM retrod.events
 WHERE session_uuid = %(session)s AND db_role = %(member)s AND ts IS NULL AND compaction AND counted;
 
+-- The session's figures from its per-session rollups (migration 0018), kept by the triggers
+-- that keep the per-minute ones and equal to their sums (tests/test_session_rollups.py): a read
+-- of a few rows, whatever the session's length.
 -- name: session_tokens
-SELECT CASE WHEN agent = '' THEN 'main'
-            WHEN starts_with(agent, 'acompact') THEN 'compaction'
-            ELSE 'subagents' END AS bucket,
-       sum(requests)::bigint AS requests, sum(split_requests)::bigint AS split_requests,
+SELECT bucket, sum(requests)::bigint AS requests, sum(split_requests)::bigint AS split_requests,
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create
-FROM retrod.request_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s
+FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1;
 
 -- The session's tokens by what their price depends on (DESIGN §2.7): each part's model ('' =
--- none named), the day (prices change by date), fast mode and the price tier of the part's own
--- size. Priced at read time (report/prices.py), so an upgraded price table applies at once.
+-- none named), the day (prices change by date; 'infinity': no timestamp), fast mode and the
+-- price tier of the part's own size. Priced at read time (report/prices.py), so an upgraded price
+-- table applies at once.
 -- name: session_tokens_by_model
-SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
-       fast, tier_floor, sum(parts)::bigint AS parts,
-       sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
+SELECT model, CASE WHEN day = 'infinity' THEN NULL ELSE day END AS day, fast, tier_floor,
+       sum(parts)::bigint AS parts, sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
        sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h
-FROM retrod.request_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s
+FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1, 2, 3, 4;
 
--- Classified time: the per-minute sums of gap pieces plus the long gaps' whole-minute spans.
+-- Classified time and tool output (the per-minute pieces of the gaps plus their whole-minute
+-- spans, summed) and the session's start and end (DESIGN §2.3, §4) as every surface reads them:
+-- its counted events', main or subagent timeline (migration 0022); none: undated.
 -- name: session_times
-WITH spans AS (
-    SELECT kind, retrod.interval_us(sum(span_end - span_start)) AS us
-    FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s GROUP BY kind
-)
-SELECT (coalesce(sum(claude_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'claude'), 0))::bigint AS claude_us,
-       (coalesce(sum(tool_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'tool'), 0))::bigint AS tool_us,
-       (coalesce(sum(human_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'human'), 0))::bigint AS human_us,
-       coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes,
-       -- the session's start and end (DESIGN §2.3, §4), as every surface reads them: its counted
-       -- events', main or subagent timeline (migration 0022); none: undated
-       (SELECT first_ts FROM retrod.session_times WHERE session_uuid = %(session)s AND db_role = %(member)s)
-           AS first_ts,
-       (SELECT last_ts FROM retrod.session_times WHERE session_uuid = %(session)s AND db_role = %(member)s)
-           AS last_ts
-FROM retrod.event_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s;
+SELECT coalesce(t.claude_us, 0)::bigint AS claude_us, coalesce(t.tool_us, 0)::bigint AS tool_us,
+       coalesce(t.human_us, 0)::bigint AS human_us, coalesce(t.tool_result_bytes, 0)::bigint AS tool_result_bytes,
+       t.first_ts, t.last_ts
+FROM (VALUES (1)) AS one (n)
+LEFT JOIN retrod.session_times t ON t.session_uuid = %(session)s AND t.db_role = %(member)s;
 
 -- The human gaps longer than the away threshold (DESIGN §2.3): `away` as a whole. Few rows,
 -- through a partial index: each is at least the threshold long.
