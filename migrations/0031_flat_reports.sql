@@ -1,4 +1,8 @@
--- Prompt-cache misses stored as they are found (DESIGN §2.8, issue 32: flat reports). A report
+-- Flat reports (issue 32): the report of a long session costs about what a short one's does.
+-- Two parts: prompt-cache misses stored at commit (below), and hour rollups beside the
+-- per-minute ones for the windows of phases and tasks (after them).
+--
+-- Prompt-cache misses stored as they are found (DESIGN §2.8). A report
 -- used to read every element of the session's streams and walk them in Python: its cost grew
 -- with the session (60 of 125 ms on the ~200 MB benchmark session). Misses are few, so each
 -- stream's are kept here with what pricing them needs (model, fast mode, the part's size, the
@@ -311,3 +315,210 @@ SELECT retrod.mark_cache_streams(coalesce(jsonb_agg(jsonb_build_object(
     's', session_uuid, 'a', agent, 'r', db_role, 't', '-infinity'::timestamptz)), '[]'))
 FROM (SELECT DISTINCT session_uuid, agent, db_role FROM retrod.requests WHERE ts IS NOT NULL) r;
 
+-- Hour rollups beside the per-minute ones (issue 32: flat windows). A phase's or task's figures
+-- (report.sql, window_figures) sum the whole minutes of its window; on a long session a phase
+-- holds hundreds. They now take the window's whole hours from these tables and only the minutes
+-- before its first whole hour and after its last from the per-minute ones, so a window costs by
+-- its edges, not its length. Hours are UTC hours (a minute belongs to one in every time zone,
+-- and a UTC hour to one UTC day: a price group's day is the same for all its minutes). Each is
+-- the sum of its minutes, kept by statement triggers on the minute tables: whatever writes the
+-- minutes (every ingest path, a rebuild after new price tiers) keeps the hours. A row that sums
+-- to nothing goes, as one pass would not have it.
+CREATE FUNCTION retrod.hour_of(minute TIMESTAMPTZ) RETURNS TIMESTAMPTZ
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT date_trunc('hour', minute, 'UTC')
+$$;
+
+CREATE TABLE retrod.request_hours (
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    hour TIMESTAMPTZ NOT NULL,
+    agent TEXT COLLATE "C" NOT NULL,
+    model TEXT COLLATE "C" NOT NULL,
+    fast BOOLEAN NOT NULL,
+    tier_floor BIGINT NOT NULL,
+    db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
+    requests BIGINT NOT NULL,
+    parts BIGINT NOT NULL,
+    split_requests BIGINT NOT NULL,
+    tool_turns BIGINT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    cache_read_tokens BIGINT NOT NULL,
+    cache_create_tokens BIGINT NOT NULL,
+    cache_create_5m_tokens BIGINT NOT NULL,
+    cache_create_1h_tokens BIGINT NOT NULL,
+    PRIMARY KEY (session_uuid, hour, agent, model, fast, tier_floor, db_role)
+);
+
+CREATE TABLE retrod.event_hours (
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    hour TIMESTAMPTZ NOT NULL,
+    db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
+    claude_us BIGINT NOT NULL,
+    tool_us BIGINT NOT NULL,
+    human_us BIGINT NOT NULL,
+    tool_result_bytes BIGINT NOT NULL,
+    PRIMARY KEY (session_uuid, hour, db_role)
+);
+
+CREATE TABLE retrod.call_hours (
+    session_uuid TEXT COLLATE "C" NOT NULL,
+    hour TIMESTAMPTZ NOT NULL,
+    db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user,
+    productive BIGINT NOT NULL,
+    sibling_error BIGINT NOT NULL,
+    error_retry BIGINT NOT NULL,
+    persisted_output_read BIGINT NOT NULL,
+    post_write_read BIGINT NOT NULL,
+    duplicate BIGINT NOT NULL,
+    re_read BIGINT NOT NULL,
+    PRIMARY KEY (session_uuid, hour, db_role)
+);
+
+CREATE FUNCTION retrod.add_request_hours(changed retrod.request_minutes[], direction INT)
+    RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO retrod.request_hours AS h (session_uuid, hour, agent, model, fast, tier_floor, db_role, requests, parts,
+                                           split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,
+                                           cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens)
+    SELECT c.session_uuid, retrod.hour_of(c.minute), c.agent, c.model, c.fast, c.tier_floor, c.db_role,
+           direction * sum(c.requests), direction * sum(c.parts), direction * sum(c.split_requests),
+           direction * sum(c.tool_turns), direction * sum(c.input_tokens), direction * sum(c.output_tokens),
+           direction * sum(c.cache_read_tokens), direction * sum(c.cache_create_tokens),
+           direction * sum(c.cache_create_5m_tokens), direction * sum(c.cache_create_1h_tokens)
+    FROM unnest(changed) c GROUP BY 1, 2, 3, 4, 5, 6, 7
+    ON CONFLICT (session_uuid, hour, agent, model, fast, tier_floor, db_role) DO UPDATE SET
+        requests = h.requests + excluded.requests, parts = h.parts + excluded.parts,
+        split_requests = h.split_requests + excluded.split_requests, tool_turns = h.tool_turns + excluded.tool_turns,
+        input_tokens = h.input_tokens + excluded.input_tokens, output_tokens = h.output_tokens + excluded.output_tokens,
+        cache_read_tokens = h.cache_read_tokens + excluded.cache_read_tokens,
+        cache_create_tokens = h.cache_create_tokens + excluded.cache_create_tokens,
+        cache_create_5m_tokens = h.cache_create_5m_tokens + excluded.cache_create_5m_tokens,
+        cache_create_1h_tokens = h.cache_create_1h_tokens + excluded.cache_create_1h_tokens;
+    IF direction < 0 THEN
+        DELETE FROM retrod.request_hours h
+        USING (SELECT DISTINCT c.session_uuid, retrod.hour_of(c.minute) AS hour, c.db_role FROM unnest(changed) c) c
+        WHERE h.parts = 0 AND (h.session_uuid, h.hour, h.db_role) = (c.session_uuid, c.hour, c.db_role);
+    END IF;
+END $$;
+
+CREATE FUNCTION retrod.add_event_hours(changed retrod.event_minutes[], direction INT)
+    RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO retrod.event_hours AS h (session_uuid, hour, db_role, claude_us, tool_us, human_us, tool_result_bytes)
+    SELECT c.session_uuid, retrod.hour_of(c.minute), c.db_role, direction * sum(c.claude_us),
+           direction * sum(c.tool_us), direction * sum(c.human_us), direction * sum(c.tool_result_bytes)
+    FROM unnest(changed) c GROUP BY 1, 2, 3
+    ON CONFLICT (session_uuid, hour, db_role) DO UPDATE SET
+        claude_us = h.claude_us + excluded.claude_us, tool_us = h.tool_us + excluded.tool_us,
+        human_us = h.human_us + excluded.human_us, tool_result_bytes = h.tool_result_bytes + excluded.tool_result_bytes;
+    IF direction < 0 THEN
+        DELETE FROM retrod.event_hours h
+        USING (SELECT DISTINCT c.session_uuid, retrod.hour_of(c.minute) AS hour, c.db_role FROM unnest(changed) c) c
+        WHERE (h.claude_us, h.tool_us, h.human_us, h.tool_result_bytes) = (0, 0, 0, 0)
+          AND (h.session_uuid, h.hour, h.db_role) = (c.session_uuid, c.hour, c.db_role);
+    END IF;
+END $$;
+
+CREATE FUNCTION retrod.add_call_hours(changed retrod.call_minutes[], direction INT)
+    RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO retrod.call_hours AS h (session_uuid, hour, db_role, productive, sibling_error, error_retry,
+                                        persisted_output_read, post_write_read, duplicate, re_read)
+    SELECT c.session_uuid, retrod.hour_of(c.minute), c.db_role, direction * sum(c.productive),
+           direction * sum(c.sibling_error), direction * sum(c.error_retry), direction * sum(c.persisted_output_read),
+           direction * sum(c.post_write_read), direction * sum(c.duplicate), direction * sum(c.re_read)
+    FROM unnest(changed) c GROUP BY 1, 2, 3
+    ON CONFLICT (session_uuid, hour, db_role) DO UPDATE SET
+        productive = h.productive + excluded.productive, sibling_error = h.sibling_error + excluded.sibling_error,
+        error_retry = h.error_retry + excluded.error_retry,
+        persisted_output_read = h.persisted_output_read + excluded.persisted_output_read,
+        post_write_read = h.post_write_read + excluded.post_write_read, duplicate = h.duplicate + excluded.duplicate,
+        re_read = h.re_read + excluded.re_read;
+    IF direction < 0 THEN
+        DELETE FROM retrod.call_hours h
+        USING (SELECT DISTINCT c.session_uuid, retrod.hour_of(c.minute) AS hour, c.db_role FROM unnest(changed) c) c
+        WHERE (h.productive, h.sibling_error, h.error_retry, h.persisted_output_read, h.post_write_read, h.duplicate,
+               h.re_read) = (0, 0, 0, 0, 0, 0, 0)
+          AND (h.session_uuid, h.hour, h.db_role) = (c.session_uuid, c.hour, c.db_role);
+    END IF;
+END $$;
+
+CREATE FUNCTION retrod.minutes_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_TABLE_NAME = 'request_minutes' THEN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            PERFORM retrod.add_request_hours(ARRAY(SELECT o::retrod.request_minutes FROM old_rows o), -1);
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            PERFORM retrod.add_request_hours(ARRAY(SELECT n::retrod.request_minutes FROM new_rows n), 1);
+        END IF;
+    ELSIF TG_TABLE_NAME = 'event_minutes' THEN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            PERFORM retrod.add_event_hours(ARRAY(SELECT o::retrod.event_minutes FROM old_rows o), -1);
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            PERFORM retrod.add_event_hours(ARRAY(SELECT n::retrod.event_minutes FROM new_rows n), 1);
+        END IF;
+    ELSE
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            PERFORM retrod.add_call_hours(ARRAY(SELECT o::retrod.call_minutes FROM old_rows o), -1);
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            PERFORM retrod.add_call_hours(ARRAY(SELECT n::retrod.call_minutes FROM new_rows n), 1);
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION retrod.minutes_truncated() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_TABLE_NAME = 'request_minutes' THEN
+        DELETE FROM retrod.request_hours;
+    ELSIF TG_TABLE_NAME = 'event_minutes' THEN
+        DELETE FROM retrod.event_hours;
+    ELSE
+        DELETE FROM retrod.call_hours;
+    END IF;
+    RETURN NULL;
+END $$;
+
+DO $$
+DECLARE
+    t TEXT;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['request_minutes', 'event_minutes', 'call_minutes'] LOOP
+        EXECUTE format('CREATE TRIGGER %1$s_inserted_hours AFTER INSERT ON retrod.%1$s REFERENCING NEW TABLE AS new_rows'
+                       ' FOR EACH STATEMENT EXECUTE FUNCTION retrod.minutes_changed()', t);
+        EXECUTE format('CREATE TRIGGER %1$s_updated_hours AFTER UPDATE ON retrod.%1$s'
+                       ' REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
+                       ' FOR EACH STATEMENT EXECUTE FUNCTION retrod.minutes_changed()', t);
+        EXECUTE format('CREATE TRIGGER %1$s_deleted_hours AFTER DELETE ON retrod.%1$s REFERENCING OLD TABLE AS old_rows'
+                       ' FOR EACH STATEMENT EXECUTE FUNCTION retrod.minutes_changed()', t);
+        EXECUTE format('CREATE TRIGGER %1$s_truncated_hours AFTER TRUNCATE ON retrod.%1$s'
+                       ' FOR EACH STATEMENT EXECUTE FUNCTION retrod.minutes_truncated()', t);
+        -- fired in the bulk path's replica mode too, as every trigger of retrod's (0011)
+        EXECUTE format('ALTER TABLE retrod.%1$s ENABLE ALWAYS TRIGGER %1$s_inserted_hours', t);
+        EXECUTE format('ALTER TABLE retrod.%1$s ENABLE ALWAYS TRIGGER %1$s_updated_hours', t);
+        EXECUTE format('ALTER TABLE retrod.%1$s ENABLE ALWAYS TRIGGER %1$s_deleted_hours', t);
+        EXECUTE format('ALTER TABLE retrod.%1$s ENABLE ALWAYS TRIGGER %1$s_truncated_hours', t);
+    END LOOP;
+END $$;
+
+-- The hours of what was read before.
+INSERT INTO retrod.request_hours (session_uuid, hour, agent, model, fast, tier_floor, db_role, requests, parts,
+                                  split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,
+                                  cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens)
+SELECT session_uuid, retrod.hour_of(minute), agent, model, fast, tier_floor, db_role, sum(requests), sum(parts),
+       sum(split_requests), sum(tool_turns), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens),
+       sum(cache_create_tokens), sum(cache_create_5m_tokens), sum(cache_create_1h_tokens)
+FROM retrod.request_minutes GROUP BY 1, 2, 3, 4, 5, 6, 7;
+INSERT INTO retrod.event_hours (session_uuid, hour, db_role, claude_us, tool_us, human_us, tool_result_bytes)
+SELECT session_uuid, retrod.hour_of(minute), db_role, sum(claude_us), sum(tool_us), sum(human_us),
+       sum(tool_result_bytes)
+FROM retrod.event_minutes GROUP BY 1, 2, 3;
+INSERT INTO retrod.call_hours (session_uuid, hour, db_role, productive, sibling_error, error_retry,
+                               persisted_output_read, post_write_read, duplicate, re_read)
+SELECT session_uuid, retrod.hour_of(minute), db_role, sum(productive), sum(sibling_error), sum(error_retry),
+       sum(persisted_output_read), sum(post_write_read), sum(duplicate), sum(re_read)
+FROM retrod.call_minutes GROUP BY 1, 2, 3;

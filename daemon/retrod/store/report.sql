@@ -147,8 +147,9 @@ ORDER BY p.started_at, p.id;
 
 -- Per window [s, e) (open: until now), DESIGN §2.5 (a phase's) and §2.9 (a task's: each of its
 -- windows): the requests whose timestamp falls in it, the overlap of each classified gap with it,
--- the tool output read in it. The whole minutes
--- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
+-- the tool output read in it. The whole minutes [whole_from, whole_to) come from the rollups: its
+-- whole UTC hours [hours_from, hours_to) from the hour ones (migration 0031), the minutes before
+-- and after them from the per-minute ones; the partial minutes at each edge,
 -- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
 -- human_us counts every human gap; away_us is the part of it that is away (see session_away).
 -- by_model: the window's tokens by what their price depends on (as session_tokens_by_model),
@@ -159,14 +160,19 @@ WITH longest AS (  -- no span is longer: bounds the spans that can overlap a win
     SELECT coalesce(max(span_end - span_start), interval '0') AS gap
     FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s
 ), p AS (
-    SELECT id, s, e, whole_from, whole_to,
+    SELECT id, s, e, whole_from, whole_to, hours_from,
+           greatest(hours_from, retrod.hour_of(whole_to)) AS hours_to,
            CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
            CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
     FROM (
+        SELECT w.*, least(retrod.hour_of(whole_from + interval '1 hour' - interval '1 microsecond'), whole_to)
+                        AS hours_from
+        FROM (
         SELECT w.id, w.s, coalesce(w.e, now()) AS e,
                retrod.minute_of(w.s + interval '1 minute' - interval '1 microsecond') AS whole_from,
                retrod.minute_of(coalesce(w.e, now())) AS whole_to
         FROM json_to_recordset(%(windows)s::json) AS w(id TEXT, s TIMESTAMPTZ, e TIMESTAMPTZ)
+        ) w
     ) w
 )
 SELECT p.id, g.*, a.*, m.*, c.*
@@ -177,7 +183,11 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT claude_us AS claude, tool_us AS tool, human_us AS human, tool_result_bytes AS bytes
         FROM retrod.event_minutes
-        WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute >= p.whole_from AND minute < p.whole_to
+        WHERE session_uuid = %(session)s AND db_role = %(member)s
+          AND ((minute >= p.whole_from AND minute < p.hours_from) OR (minute >= p.hours_to AND minute < p.whole_to))
+        UNION ALL
+        SELECT claude_us, tool_us, human_us, tool_result_bytes FROM retrod.event_hours
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
         UNION ALL
         SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
                CASE WHEN kind = 'human' THEN us END, 0
@@ -242,7 +252,12 @@ CROSS JOIN LATERAL (  -- request parts by price group; the phase's totals are th
                    cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1
             FROM retrod.request_minutes
             WHERE session_uuid = %(session)s AND db_role = %(member)s
-              AND minute >= p.whole_from AND minute < p.whole_to
+              AND ((minute >= p.whole_from AND minute < p.hours_from) OR (minute >= p.hours_to AND minute < p.whole_to))
+            UNION ALL
+            SELECT model, hour, fast, tier_floor, requests, parts, tool_turns, input_tokens, output_tokens,
+                   cache_read_tokens, cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens
+            FROM retrod.request_hours
+            WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
             UNION ALL
             SELECT q.model, retrod.minute_of(r.ts), r.fast,
                    retrod.tier_floor(q.input + q.cache_read + q.cache_create,
@@ -264,7 +279,12 @@ CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window,
     FROM (
         SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
         FROM retrod.call_minutes
-        WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute >= p.whole_from AND minute < p.whole_to
+        WHERE session_uuid = %(session)s AND db_role = %(member)s
+          AND ((minute >= p.whole_from AND minute < p.hours_from) OR (minute >= p.hours_to AND minute < p.whole_to))
+        UNION ALL
+        SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
+        FROM retrod.call_hours
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
         UNION ALL
         SELECT (signal IS NULL)::int, (signal = 'sibling_error')::int, (signal = 'error_retry')::int,
                (signal = 'persisted_output_read')::int, (signal = 'post_write_read')::int,
