@@ -10,7 +10,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from retrod.ingest import Ingester
-from retrod.report import model, prices
+from retrod.report import cache, model, prices
 from retrod.store.store import Store
 
 HOST = "test-host"
@@ -95,10 +95,35 @@ _SNAPSHOT = {
                         " FROM retrod.session_requests ORDER BY 1, 2, 3, day, 5, 6",
     "session_times": "SELECT session_uuid, events, first_ts, last_ts, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.session_times ORDER BY 1",
+    # migration 0031: the hour rollups, the misses found at commit, each stream's last element
+    "request_hours": "SELECT session_uuid, hour::text, agent, model, fast, tier_floor, requests, parts,"
+                     " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"
+                     " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches"
+                     " FROM retrod.request_hours ORDER BY 1, hour, 3, 4, 5, 6",
+    "event_hours": "SELECT session_uuid, hour::text, claude_us, tool_us, human_us, tool_result_bytes"
+                   " FROM retrod.event_hours ORDER BY 1, hour",
+    "call_hours": f"SELECT session_uuid, hour::text, {_SIGNAL_COLUMNS} FROM retrod.call_hours ORDER BY 1, hour",
+    "cache_misses": "SELECT session_uuid, agent, ts, key, place_path, place_offset, n, cause, reason, model, fast,"
+                    " size, rewritten, rewritten_1h, pause_us, prefix_before FROM retrod.cache_misses"
+                    " ORDER BY 1, 2, 3, 4, 5, 6, 7",
+    "cache_streams": "SELECT session_uuid, agent, dirty_from, last_ts, last_model, last_fast, last_prefix, last_ttl_s"
+                     " FROM retrod.cache_streams ORDER BY 1, 2",
 }
 
 # The rollups, recomputed from the raw rows: what the triggers must have kept.
 ROLLUPS_FROM_RAW = {
+    # migration 0031: each UTC hour the sum of its minutes (which are held to the raw rows below)
+    "request_hours": "SELECT session_uuid, retrod.hour_of(minute)::text, agent, model, fast, tier_floor, sum(requests),"
+                     " sum(parts), sum(split_requests), sum(tool_turns), sum(input_tokens), sum(output_tokens),"
+                     " sum(cache_read_tokens), sum(cache_create_tokens), sum(cache_create_5m_tokens),"
+                     " sum(cache_create_1h_tokens), sum(web_searches) FROM retrod.request_minutes"
+                     " GROUP BY 1, retrod.hour_of(minute), 3, 4, 5, 6 ORDER BY 1, retrod.hour_of(minute), 3, 4, 5, 6",
+    "event_hours": "SELECT session_uuid, retrod.hour_of(minute)::text, sum(claude_us), sum(tool_us), sum(human_us),"
+                   " sum(tool_result_bytes) FROM retrod.event_minutes GROUP BY 1, retrod.hour_of(minute)"
+                   " ORDER BY 1, retrod.hour_of(minute)",
+    "call_hours": "SELECT session_uuid, retrod.hour_of(minute)::text, sum(productive), sum(sibling_error),"
+                  " sum(error_retry), sum(persisted_output_read), sum(post_write_read), sum(duplicate), sum(re_read)"
+                  " FROM retrod.call_minutes GROUP BY 1, retrod.hour_of(minute) ORDER BY 1, retrod.hour_of(minute)",
     # by part (migration 0013): each in its price tier, by the thresholds its role stored
     "request_minutes": "SELECT r.session_uuid, retrod.minute_of(r.ts)::text, r.agent, p.model, r.fast,"
                        " retrod.tier_floor(p.input + p.cache_read + p.cache_create,"
@@ -190,6 +215,44 @@ def rollups_match_raw(db_url: str) -> None:
         for table, query in ROLLUPS_FROM_RAW.items():
             kept = conn.execute(_SNAPSHOT[table]).fetchall()
             assert kept == conn.execute(query).fetchall(), table
+        cache_misses_match_a_walk(conn)
+
+
+# A stream's elements in §2.8's order, named as the main stream (cache.walk keeps the last
+# element of that one only).
+_STREAM_ELEMENTS = ("SELECT '', ts, model, fast, input, cache_read, cache_create, c5, c1, reason"
+                    " FROM retrod.cache_elements(%(session)s, %(agent)s, %(role)s, '-infinity', 'infinity')"
+                    " ORDER BY ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path,"
+                    " place_offset, n")
+
+
+def cache_misses_match_a_walk(conn: psycopg.Connection) -> None:
+    """The misses and last elements kept at commit (migration 0031) are those of a walk of every
+    stream from its start (report/cache.py's, which test_cache holds to tests/reference.py)."""
+    assert conn.execute("SELECT count(*) FROM retrod.cache_streams WHERE dirty_from IS NOT NULL").fetchone()[0] == 0
+    streams = conn.execute("SELECT DISTINCT session_uuid, agent, db_role FROM retrod.requests WHERE ts IS NOT NULL"
+                           " AND agent NOT IN ('<inline>', '<unnamed>') ORDER BY 1, 2, 3").fetchall()
+    kept = {(s, a, r): rest for s, a, r, *rest in conn.execute(
+        "SELECT session_uuid, agent, db_role, last_ts, last_model, last_fast, last_prefix, last_ttl_s"
+        " FROM retrod.cache_streams WHERE last_ts IS NOT NULL")}
+    walked_last = {}
+    for session, agent, role in streams:
+        args = {"session": session, "agent": agent, "role": role}
+        boundaries = conn.execute("SELECT '', ts FROM retrod.cache_boundaries WHERE session_uuid = %(session)s"
+                                  " AND agent = %(agent)s AND db_role = %(role)s ORDER BY ts", args).fetchall()
+        walked, last = cache.walk(conn.execute(_STREAM_ELEMENTS, args).fetchall(), boundaries, prices.DEFAULT)
+        stored = cache.priced(conn.execute(
+            "SELECT ts, '', cause, reason, model, fast, size, rewritten, rewritten_1h, pause_us, prefix_before"
+            " FROM retrod.cache_misses WHERE session_uuid = %(session)s AND agent = %(agent)s AND db_role = %(role)s"
+            " ORDER BY ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path,"
+            " place_offset, n", args), prices.DEFAULT)
+        assert stored == walked, (session, agent)
+        if last is not None:
+            walked_last[(session, agent, role)] = [last.at, last.model, last.fast, last.prefix, last.ttl_s]
+    assert kept == walked_last
+    assert conn.execute("SELECT count(*) FROM retrod.cache_misses m WHERE NOT EXISTS (SELECT FROM retrod.requests r"
+                        " WHERE r.session_uuid = m.session_uuid AND r.agent = m.agent AND r.db_role = m.db_role)"
+                        ).fetchone()[0] == 0
 
 
 def snapshot(db_url: str, relative_to: Path | None = None) -> dict[str, list]:

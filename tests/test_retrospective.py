@@ -3,6 +3,7 @@ figures against the independent reference, and every way the user can get it wro
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -268,6 +269,39 @@ def test_many_random_phase_windows_match_the_reference(env: dict, db_url: str, p
     for got, expected in zip(report["phases"], want, strict=True):
         assert {k: got[k] for k in expected} == expected, got["phase"]
     assert sum(p["claude_s"] + p["tool_s"] + p["human_s"] for p in want) > 600  # the windows hold real gaps
+
+
+@pytest.mark.parametrize(("session", "cuts"), [
+    # 15:16:56 to 17:11:28: a window holding the whole hour 16:00 and minutes on each side of it,
+    # one starting on an hour, one ending on one
+    ("a7da6a22-facc-4fcd-8bab-f83c87862004",
+     ["2025-11-29T15:16:00", "2025-11-29T15:40:30.25", "2025-11-29T17:00:00", "2025-11-29T17:30:00"]),
+    # 18 hours: windows of many whole hours, one inside an hour, edges inside minutes
+    ("12a546d1-83a7-49a6-abba-5400db340b43",
+     ["2025-07-20T00:10:00", "2025-07-20T03:59:59.5", "2025-07-20T04:20:00", "2025-07-20T04:40:10",
+      "2025-07-20T12:00:00", "2025-07-20T19:00:00"]),
+])
+def test_windows_of_whole_hours_match_the_reference(env: dict, db_url: str, projects: Path, session: str,
+                                                    cuts: list[str]) -> None:
+    """A window's whole UTC hours come from the hour rollups, the minutes around them from the
+    per-minute ones (migration 0031): the same figures as the reference's, calls included."""
+    ok(retrod(env, "track", "start", "--session", session))
+    windows = [(utc(a), utc(b)) for a, b in itertools.pairwise(cuts)]
+    with psycopg.connect(db_url) as conn:
+        for start, end in windows:
+            conn.execute("INSERT INTO cc_session_phases (session_id, task, phase, started_at, ended_at, verdict)"
+                         " SELECT id, 't', %s, %s, %s, 'small_impact' FROM cc_sessions WHERE session_uuid = %s",
+                         (start.isoformat(), start, end, session))
+        assert conn.execute("SELECT count(*) FROM retrod.event_hours WHERE session_uuid = %s",
+                            (session,)).fetchone()[0] > 1
+    report = json.loads(ok(retrod(env, "report", session, "--format", "json", "--no-save")))
+    want = reference.compute_phases(projects, session, windows)
+    for got, expected in zip(report["phases"], want, strict=True):
+        assert {k: got[k] for k in expected} == expected, got["phase"]
+    assert sum(p["requests"] for p in want) > 0
+    assert sum(p["claude_s"] + p["tool_s"] + p["human_s"] + p["away_s"] for p in want) > 600
+    want_calls = reference_tools.tool_use(projects, session, windows)["phases"]
+    assert [p["tool_use"] for p in report["phases"]] == want_calls
 
 
 def test_idle_tracked_sessions_are_closed_at_their_last_activity(env: dict, db_url: str) -> None:

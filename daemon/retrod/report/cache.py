@@ -1,6 +1,8 @@
-"""Prompt-cache misses priced by cause (DESIGN §2.8): each stream's elements walked in order
-(`session_cache_elements` reads them, ordered, with the boundaries' times), and the figures of a
-session, a phase and a subagent, the costliest misses and the live state. Pure: no SQL here."""
+"""Prompt-cache misses priced by cause (DESIGN §2.8): the misses the store found at commit
+(migration 0031 walks each stream in SQL; `session_cache_misses` reads them) priced, or each
+stream's elements walked here in order (the status line's tail of the main stream), and the
+figures of a session, a phase and a subagent, the costliest misses and the live state. Pure: no
+SQL here."""
 
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ class Last:
 
 
 class Element(NamedTuple):
-    """A row of `session_cache_elements`, in its column order."""
+    """An element of a stream (`session_cache_main_tail` reads them), in its column order."""
 
     agent: str
     ts: datetime
@@ -131,6 +133,42 @@ def _miss(p: Element, e: Element, ttl_after_p: int, boundaries: Sequence[datetim
     else:
         cause = "invalidated"
     return Miss(e.ts, e.agent, cause, e.reason, rewritten, _extra(e, rewritten, prices), pause // _US, p.prefix)
+
+
+class StoredMiss(NamedTuple):
+    """A row of `session_cache_misses`, in its column order."""
+
+    ts: datetime
+    agent: str
+    cause: str
+    reason: str | None
+    model: str
+    fast: bool
+    size: int  # its part's input + cache_read + cache_create: its price tier
+    rewritten: int
+    rewritten_1h: int  # of them, taken from its 1h writes
+    pause_us: int
+    prefix_before: int
+
+
+def priced(rows: Iterable[Sequence], prices: pricing.Prices) -> list[Miss]:
+    """The stored misses (`rows`: StoredMiss's columns, in time order) with their extra cost: the
+    rewritten tokens at the write price less the read price of their 1h / 5m lifetime, at the
+    rates of the element's model, day, speed and size tier (as `_extra`)."""
+    found = []
+    for row in rows:
+        m = StoredMiss(*row)
+        rates = _rates(m.model, m.fast, m.size, m.ts, prices)
+        extra = Decimal(0) if rates is None else (
+            (m.rewritten - m.rewritten_1h) * (rates.cache_create_5m - rates.cache_read)
+            + m.rewritten_1h * (rates.cache_create_1h - rates.cache_read)) / _MILLION
+        found.append(Miss(m.ts, m.agent, m.cause, m.reason, m.rewritten, extra, m.pause_us, m.prefix_before))
+    return found
+
+
+def last_of(row: Sequence | None) -> Last | None:
+    """The main stream's last element as `session_cache_last` reads it (None: no element)."""
+    return None if row is None else Last(*row)
 
 
 def _rates(model: str, fast: bool, size: int, day: datetime, prices: pricing.Prices) -> pricing.Rates | None:

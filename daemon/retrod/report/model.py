@@ -188,24 +188,21 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
 
 def _cache(cur, args: dict, tokens: dict, prices: pricing.Prices, now: datetime) -> tuple[list[cache.Miss], dict]:
     """DESIGN §2.8: the session's misses, and its `summary.cache` (`tokens`: its total tokens)."""
-    with cur.connection.cursor() as rows:  # tuples: a large session has tens of thousands
-        elements = rows.execute(q("session_cache_elements"), args).fetchall()
-        boundaries = rows.execute(q("session_cache_boundaries"), args).fetchall()
-    misses, last = cache.walk(elements, boundaries, prices)
+    with cur.connection.cursor() as rows:  # tuples, as cache.priced reads them
+        misses = cache.priced(rows.execute(q("session_cache_misses"), args), prices)
+        last = cache.last_of(rows.execute(q("session_cache_last"), args).fetchone())
     return misses, {**cache.figures(tokens, misses), "live": cache.live(last, now, prices),
                     "costliest": cache.costliest(misses)}
 
 
 def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
     """Listed sessions (`retrod sessions`' rows: uuid, member), each with its prompt-cache waste
-    (DESIGN §2.8, as its report's `summary.cache.waste_usd`): one read of each one's elements."""
+    (DESIGN §2.8, as its report's `summary.cache.waste_usd`): one read of each one's misses."""
     out = []
     with conn.cursor() as cur:
         for row in rows:
             args = {"session": row["uuid"], "member": row["member"]}
-            elements = cur.execute(q("session_cache_elements"), args).fetchall()
-            boundaries = cur.execute(q("session_cache_boundaries"), args).fetchall()
-            misses, _ = cache.walk(elements, boundaries, prices)
+            misses = cache.priced(cur.execute(q("session_cache_misses"), args), prices)
             out.append({**row, "cache_waste_usd": cache.waste(misses)})
     return out
 
@@ -244,7 +241,7 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     far (its window up to now), without the per-tool, subagent, waste-example and closed-phase
     queries. Without `phase_figures` the open phase is only named, with its start: its window's
     query is the costliest of these (the status line, which shows its name and minutes, skips it).
-    Without `cache_figures`, no `cache` (DESIGN §2.8: a read of all the session's requests).
+    Without `cache_figures`, no `cache` (DESIGN §2.8: a read of the session's misses).
     With `task_figures`, `plan` as the report's (DESIGN §2.9: every task's figures, the cache's
     included, so the misses are read then too)."""
     pricing.store_tiers(conn)

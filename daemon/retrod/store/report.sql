@@ -46,46 +46,38 @@ FROM retrod.files WHERE session_uuid = %(session)s AND db_role = %(member)s;
 SELECT count(*) AS compactions FROM retrod.events
 WHERE session_uuid = %(session)s AND db_role = %(member)s AND ts IS NULL AND compaction AND counted;
 
+-- The session's figures from its per-session rollups (migration 0018), kept by the triggers
+-- that keep the per-minute ones and equal to their sums (tests/test_session_rollups.py): a read
+-- of a few rows, whatever the session's length.
 -- name: session_tokens
-SELECT CASE WHEN agent = '' THEN 'main'
-            WHEN starts_with(agent, 'acompact') THEN 'compaction'
-            ELSE 'subagents' END AS bucket,
-       sum(requests)::bigint AS requests, sum(split_requests)::bigint AS split_requests,
+SELECT bucket, sum(requests)::bigint AS requests, sum(split_requests)::bigint AS split_requests,
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create
-FROM retrod.request_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s
+FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1;
 
 -- The session's tokens by what their price depends on (DESIGN §2.7): each part's model ('' =
--- none named), the day (prices change by date), fast mode and the price tier of the part's own
--- size. Priced at read time (report/prices.py), so an upgraded price table applies at once.
+-- none named), the day (prices change by date; 'infinity': no timestamp), fast mode and the
+-- price tier of the part's own size. Priced at read time (report/prices.py), so an upgraded price
+-- table applies at once.
 -- name: session_tokens_by_model
-SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
-       fast, tier_floor, sum(parts)::bigint AS parts,
-       sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
+SELECT model, CASE WHEN day = 'infinity' THEN NULL ELSE day END AS day, fast, tier_floor,
+       sum(parts)::bigint AS parts, sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
        sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h,
        sum(web_searches)::bigint AS web_searches
-FROM retrod.request_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s
+FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1, 2, 3, 4;
 
--- Classified time: the per-minute sums of gap pieces plus the long gaps' whole-minute spans.
+-- Classified time and tool output (the per-minute pieces of the gaps plus their whole-minute
+-- spans, summed) and the session's start and end (DESIGN §2.3, §4) as every surface reads them:
+-- its counted events', main or subagent timeline (migration 0022); none: undated.
 -- name: session_times
-WITH spans AS (
-    SELECT kind, retrod.interval_us(sum(span_end - span_start)) AS us
-    FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s GROUP BY kind
-)
-SELECT (coalesce(sum(claude_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'claude'), 0))::bigint AS claude_us,
-       (coalesce(sum(tool_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'tool'), 0))::bigint AS tool_us,
-       (coalesce(sum(human_us), 0) + coalesce((SELECT us FROM spans WHERE kind = 'human'), 0))::bigint AS human_us,
-       coalesce(sum(tool_result_bytes), 0)::bigint AS tool_result_bytes,
-       -- the session's start and end (DESIGN §2.3, §4), as every surface reads them: its counted
-       -- events', main or subagent timeline (migration 0022); none: undated
-       (SELECT first_ts FROM retrod.session_times WHERE session_uuid = %(session)s AND db_role = %(member)s)
-           AS first_ts,
-       (SELECT last_ts FROM retrod.session_times WHERE session_uuid = %(session)s AND db_role = %(member)s)
-           AS last_ts
-FROM retrod.event_minutes WHERE session_uuid = %(session)s AND db_role = %(member)s;
+SELECT coalesce(t.claude_us, 0)::bigint AS claude_us, coalesce(t.tool_us, 0)::bigint AS tool_us,
+       coalesce(t.human_us, 0)::bigint AS human_us, coalesce(t.tool_result_bytes, 0)::bigint AS tool_result_bytes,
+       t.first_ts, t.last_ts
+FROM (VALUES (1)) AS one (n)
+LEFT JOIN retrod.session_times t ON t.session_uuid = %(session)s AND t.db_role = %(member)s;
 
 -- The human gaps longer than the away threshold (DESIGN §2.3): `away` as a whole. Few rows,
 -- through a partial index: each is at least the threshold long.
@@ -156,8 +148,9 @@ ORDER BY p.started_at, p.id;
 
 -- Per window [s, e) (open: until now), DESIGN §2.5 (a phase's) and §2.9 (a task's: each of its
 -- windows): the requests whose timestamp falls in it, the overlap of each classified gap with it,
--- the tool output read in it. The whole minutes
--- [whole_from, whole_to) come from the per-minute rollups; the partial minutes at each edge,
+-- the tool output read in it. The whole minutes [whole_from, whole_to) come from the rollups: its
+-- whole UTC hours [hours_from, hours_to) from the hour ones (migration 0031), the minutes before
+-- and after them from the per-minute ones; the partial minutes at each edge,
 -- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
 -- human_us counts every human gap; away_us is the part of it that is away (see session_away).
 -- by_model: the window's tokens by what their price depends on (as session_tokens_by_model),
@@ -168,14 +161,19 @@ WITH longest AS (  -- no span is longer: bounds the spans that can overlap a win
     SELECT coalesce(max(span_end - span_start), interval '0') AS gap
     FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s
 ), p AS (
-    SELECT id, s, e, whole_from, whole_to,
+    SELECT id, s, e, whole_from, whole_to, hours_from,
+           greatest(hours_from, retrod.hour_of(whole_to)) AS hours_to,
            CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
            CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
     FROM (
+        SELECT w.*, least(retrod.hour_of(whole_from + interval '1 hour' - interval '1 microsecond'), whole_to)
+                        AS hours_from
+        FROM (
         SELECT w.id, w.s, coalesce(w.e, now()) AS e,
                retrod.minute_of(w.s + interval '1 minute' - interval '1 microsecond') AS whole_from,
                retrod.minute_of(coalesce(w.e, now())) AS whole_to
         FROM json_to_recordset(%(windows)s::json) AS w(id TEXT, s TIMESTAMPTZ, e TIMESTAMPTZ)
+        ) w
     ) w
 )
 SELECT p.id, g.*, a.*, m.*, c.*
@@ -186,7 +184,11 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT claude_us AS claude, tool_us AS tool, human_us AS human, tool_result_bytes AS bytes
         FROM retrod.event_minutes
-        WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute >= p.whole_from AND minute < p.whole_to
+        WHERE session_uuid = %(session)s AND db_role = %(member)s
+          AND ((minute >= p.whole_from AND minute < p.hours_from) OR (minute >= p.hours_to AND minute < p.whole_to))
+        UNION ALL
+        SELECT claude_us, tool_us, human_us, tool_result_bytes FROM retrod.event_hours
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
         UNION ALL
         SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
                CASE WHEN kind = 'human' THEN us END, 0
@@ -252,7 +254,12 @@ CROSS JOIN LATERAL (  -- request parts by price group; the phase's totals are th
                    cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws
             FROM retrod.request_minutes
             WHERE session_uuid = %(session)s AND db_role = %(member)s
-              AND minute >= p.whole_from AND minute < p.whole_to
+              AND ((minute >= p.whole_from AND minute < p.hours_from) OR (minute >= p.hours_to AND minute < p.whole_to))
+            UNION ALL
+            SELECT model, hour, fast, tier_floor, requests, parts, tool_turns, input_tokens, output_tokens,
+                   cache_read_tokens, cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches
+            FROM retrod.request_hours
+            WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
             UNION ALL
             SELECT q.model, retrod.minute_of(r.ts), r.fast,
                    retrod.tier_floor(q.input + q.cache_read + q.cache_create,
@@ -274,7 +281,12 @@ CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window,
     FROM (
         SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
         FROM retrod.call_minutes
-        WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute >= p.whole_from AND minute < p.whole_to
+        WHERE session_uuid = %(session)s AND db_role = %(member)s
+          AND ((minute >= p.whole_from AND minute < p.hours_from) OR (minute >= p.hours_to AND minute < p.whole_to))
+        UNION ALL
+        SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
+        FROM retrod.call_hours
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
         UNION ALL
         SELECT (signal IS NULL)::int, (signal = 'sibling_error')::int, (signal = 'error_retry')::int,
                (signal = 'persisted_output_read')::int, (signal = 'post_write_read')::int,
@@ -396,36 +408,15 @@ SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NUL
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
 JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 
--- DESIGN §2.8: the elements of the session's streams, each stream in its order, through the index
--- on (session, agent): a request's parts of its last part's model that read or wrote the cache,
--- with a timestamp. Inline and unnamed threads form no stream. report/cache.py walks them. (Two
--- scans rather than a lateral join per request: most requests are one part.)
--- name: session_cache_elements
-SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason FROM (
-    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, 1::bigint AS n, r.model, r.fast,
-           r.input_tokens AS input, r.cache_read_tokens AS cache_read, r.cache_create_tokens AS cache_create,
-           r.cache_create_5m_tokens AS c5, r.cache_create_1h_tokens AS c1, r.cache_miss_reason AS reason
-    FROM retrod.requests r
-    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.ts IS NOT NULL AND r.parts IS NULL
-      AND r.agent NOT IN ('<inline>', '<unnamed>') AND r.cache_read_tokens + r.cache_create_tokens > 0
-    UNION ALL
-    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, j.n, j.model, r.fast, j.input, j.cache_read,
-           j.cache_create, j.cache_create_5m, j.cache_create_1h, r.cache_miss_reason
-    FROM retrod.requests r,
-         ROWS FROM (jsonb_to_recordset(r.parts::jsonb)
-                    AS (model TEXT, input BIGINT, cache_read BIGINT, cache_create BIGINT,
-                        cache_create_5m BIGINT, cache_create_1h BIGINT)) WITH ORDINALITY
-         AS j (model, input, cache_read, cache_create, cache_create_5m, cache_create_1h, n)
-    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.ts IS NOT NULL AND r.parts IS NOT NULL
-      AND r.agent NOT IN ('<inline>', '<unnamed>') AND j.cache_read + j.cache_create > 0
-      AND j.model = (r.parts::jsonb -> -1 ->> 'model')
-) e
--- time, then key (code-point); a keyless request after the keyed ones of its time, by file and
--- offset; then the part's place among the iterations
-ORDER BY agent, ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
-
--- DESIGN §2.8: the times of the compaction boundaries in each stream's own transcripts.
--- name: session_cache_boundaries
-SELECT agent, ts FROM retrod.cache_boundaries
+-- DESIGN §2.8: the session's prompt-cache misses, found at commit (migration 0031), in time order
+-- (at one time: by stream, then in their stream's order), with what pricing them needs.
+-- name: session_cache_misses
+SELECT ts, agent, cause, reason, model, fast, size, rewritten, rewritten_1h, pause_us, prefix_before
+FROM retrod.cache_misses
 WHERE session_uuid = %(session)s AND db_role = %(member)s
-ORDER BY agent, ts;
+ORDER BY ts, agent, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
+
+-- DESIGN §2.8: the main stream's last element and the lifetime in force after it (the live state).
+-- name: session_cache_last
+SELECT last_ts, last_model, last_fast, last_prefix, last_ttl_s FROM retrod.cache_streams
+WHERE session_uuid = %(session)s AND agent = '' AND db_role = %(member)s AND last_ts IS NOT NULL;

@@ -73,7 +73,7 @@ FROM retrod.request_minutes
 WHERE db_role = %(member)s AND minute >= %(start)s AND minute < %(end)s
 GROUP BY 1, 2, 3, 4;
 
--- DESIGN §2.8's live state, cheaply: the main stream's elements (as session_cache_elements reads
+-- DESIGN §2.8's live state, cheaply: the main stream's elements (as retrod.cache_elements reads
 -- them, in its order) from the time of its last element that wrote the cache on. That writer sets
 -- the lifetime in force after the last element, so report/cache.py's walk over these few rows
 -- gives the report's `summary.cache.live` without reading the whole session. The writer is found
