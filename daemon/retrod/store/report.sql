@@ -359,18 +359,20 @@ JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role 
 -- DESIGN §2.8: the elements of the session's streams, each stream in its order, through the index
 -- on (session, agent): a request's parts of its last part's model that read or wrote the cache,
 -- with a timestamp. Inline and unnamed threads form no stream. report/cache.py walks them. (Two
--- scans rather than a lateral join per request: most requests are one part.)
+-- scans rather than a lateral join per request: most requests are one part.) `machine`: the
+-- request's (migration 0023), which the stored misses keep (report/cache_rollup.py).
 -- name: session_cache_elements
-SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason FROM (
+SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason, machine FROM (
     SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, 1::bigint AS n, r.model, r.fast,
            r.input_tokens AS input, r.cache_read_tokens AS cache_read, r.cache_create_tokens AS cache_create,
-           r.cache_create_5m_tokens AS c5, r.cache_create_1h_tokens AS c1, r.cache_miss_reason AS reason
+           r.cache_create_5m_tokens AS c5, r.cache_create_1h_tokens AS c1, r.cache_miss_reason AS reason, r.machine
     FROM retrod.requests r
     WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.ts IS NOT NULL AND r.parts IS NULL
       AND r.agent NOT IN ('<inline>', '<unnamed>') AND r.cache_read_tokens + r.cache_create_tokens > 0
     UNION ALL
     SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, j.n, j.model, r.fast, j.input, j.cache_read,
-           j.cache_create, j.cache_create_5m, j.cache_create_1h, r.cache_miss_reason
+           j.cache_create, j.cache_create_5m, j.cache_create_1h, r.cache_miss_reason,
+           r.machine
     FROM retrod.requests r,
          ROWS FROM (jsonb_to_recordset(r.parts::jsonb)
                     AS (model TEXT, input BIGINT, cache_read BIGINT, cache_create BIGINT,

@@ -1,0 +1,70 @@
+"""The stored prompt-cache misses (migration 0029): the sessions whose requests or compaction
+boundaries changed are walked again (cache.walk, as their reports walk them) and their misses
+written, unpriced, for `retrod trends` and the web UI's list to sum and price in SQL.
+
+Only the role's own sessions: a team's reader reads what its members' daemons wrote."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from decimal import Decimal
+
+from psycopg import Connection
+
+from ..store.members import current_role
+from ..store.queries import one, q
+from . import cache
+from . import prices as pricing
+
+BATCH = 50  # sessions per transaction: a committer that marks one of them waits for it at most this long
+
+
+def refresh(conn: Connection, limit: int | None = None) -> int:
+    """Walk the role's marked sessions and store their misses; returns how many were walked.
+    `limit`: at most about that many (the daemon's rounds leave the rest to the next)."""
+    walked = 0
+    while limit is None or walked < limit:
+        with conn.transaction(), conn.cursor() as cur:
+            sessions = [row[0] for row in cur.execute(q("cache_stale_take"), {"limit": BATCH}).fetchall()]
+            if not sessions:
+                break
+            misses = []
+            member = current_role(conn)
+            for session in sessions:
+                args = {"session": session, "member": member}
+                elements = cur.execute(q("session_cache_elements"), args).fetchall()
+                boundaries = cur.execute(q("session_cache_boundaries"), args).fetchall()
+                found, _last = cache.walk(elements, boundaries, pricing.DEFAULT)
+                misses += [_row(session, m) for m in found]
+            cur.execute(q("cache_misses_forget"), {"sessions": sessions})
+            if misses:
+                cur.execute(q("cache_misses_insert"), {"misses": json.dumps(misses)})
+            cur.execute(q("cache_stale_clear"), {"sessions": sessions})
+        walked += len(sessions)
+    return walked
+
+
+def ensure(conn: Connection, member: str | None) -> None:
+    """Before a read of the stored misses: walk what is still marked, when the rows are one's own
+    (`member` None: one's own). Costs one indexed look when nothing is marked."""
+    own = current_role(conn)
+    if (member is None or member == own) and one(conn.execute(q("cache_stale_any"), {"member": own}))[0]:
+        refresh(conn)
+
+
+def waste(conn: Connection, keys: Sequence[tuple[str, str]], prices: pricing.Prices) -> dict[tuple[str, str], float]:
+    """Each (session, member)'s `cache.waste_usd`, as its report has it, from its stored misses."""
+    sums = {key: Decimal(0) for key in keys}
+    rows = conn.execute(q("ui_sessions_waste_misses"),
+                        {"sessions": [k[0] for k in keys], "members": [k[1] for k in keys]}).fetchall()
+    for session, member, model, fast, size, at, rewritten, rewritten_1h in rows:
+        sums[(session, member)] += cache.miss_extra(model, fast, size, at, rewritten, rewritten_1h, prices)
+    return {key: pricing.usd(total) for key, total in sums.items()}
+
+
+def _row(session: str, miss: cache.Miss) -> dict:
+    e = miss.element
+    return {"session_uuid": session, "agent": miss.agent, "at": miss.at.isoformat(), "cause": miss.cause,
+            "model": e.model, "fast": e.fast, "size": e.size, "rewritten": miss.rewritten,
+            "rewritten_1h": e.rewritten_1h(miss.rewritten), "machine": e.machine}
