@@ -1,0 +1,65 @@
+"""Prompt-cache misses where many sessions add up (issue 29): `retrod trends` sums the stored
+misses (migration 0029) to the reference's §2.8 figures, and a session changed after its misses
+were stored is walked again before the next answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import reference
+from helpers import ingest, reports
+from retrod import trends
+from retrod.report import cache_rollup, model
+from test_cache import SESSION, request, user, write
+
+
+def test_trends_cache_figures_are_the_references_sums(db_url: str, projects: Path) -> None:
+    ingest(db_url, [projects])
+    with psycopg.connect(db_url) as conn:
+        total = trends.trends(conn, by="month", tz="UTC")["total"]["cache"]
+    want = reference.compute_cache(projects)
+    n = len(want)
+    for cause in reference.CAUSES:
+        mine = [w["summary"]["misses"][cause] for w in want.values()]
+        assert total["misses"][cause]["count"] == sum(m["count"] for m in mine), cause
+        assert total["misses"][cause]["rewritten"] == sum(m["rewritten"] for m in mine), cause
+        assert abs(total["misses"][cause]["extra_usd"] - sum(m["extra_usd"] for m in mine)) <= 0.0000005 * n + 1e-9
+    waste = sum(w["summary"]["waste_usd"] for w in want.values())
+    assert waste > 3 and abs(total["waste_usd"] - waste) <= 0.0000005 * n + 1e-9
+
+
+def test_a_session_changed_after_its_misses_were_stored_is_walked_again(db_url: str, tmp_path: Path) -> None:
+    """DESIGN §2.8's worked example without request f, then with it: f's invalidated miss
+    counts once it is read."""
+    lines = [user("10:00:00"), request("msg_a", "10:00:01", 0, 20_000), request("msg_b", "10:00:10", 20_000, 1_000),
+             user("10:05:59"), request("msg_c", "10:06:00", 0, 21_500),
+             request("msg_d", "10:06:05", 21_500, 5_000), request("msg_e", "10:06:05", 26_500, 300)]
+    path = tmp_path / "-p" / f"{SESSION}.jsonl"
+    write(path, lines)
+    ingest(db_url, [tmp_path])
+    with psycopg.connect(db_url) as conn:
+        stale = "SELECT count(*) FROM retrod.cache_stale"
+        assert conn.execute(stale).fetchone()[0] == 1  # read: marked, not walked yet
+        assert cache_rollup.refresh(conn) == 1  # (what the daemon does every few seconds)
+        assert conn.execute(stale).fetchone()[0] == 0 and cache_rollup.refresh(conn) == 0
+        before = trends.trends(conn, by="day", tz="UTC")["total"]["cache"]
+    # c: 21,000 tokens written again past the 5-minute lifetime, at $3.75 − $0.30 per million
+    assert {c: m["count"] for c, m in before["misses"].items()} == {
+        "compaction": 0, "model": 0, "expired": 1, "invalidated": 0}
+    assert before["waste_usd"] == 0.07245
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(request("msg_f", "10:07:00", 3_000, 19_800)) + "\n")
+    ingest(db_url, [tmp_path])
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM retrod.cache_stale").fetchone()[0] == 1
+        after = trends.trends(conn, by="day", tz="UTC")["total"]["cache"]  # walks it first
+        report = model.build(conn, SESSION)
+    # f: 19,800 more, the prefix changed within the lifetime
+    assert after["misses"]["invalidated"] == {"count": 1, "rewritten": 19_800, "extra_usd": 0.06831}
+    assert after["waste_usd"] == 0.14076 == report["summary"]["cache"]["waste_usd"]
+    assert after["waste_share"] == pytest.approx(after["waste_usd"] / report["summary"]["cost"]["usd"], rel=1e-6)
+    assert reports(db_url)[SESSION]["summary"]["cache"]["misses"] == after["misses"]
