@@ -13,7 +13,7 @@ import pytest
 import reference
 from helpers import ingest, reports
 from retrod import trends
-from retrod.report import cache_rollup, model
+from retrod.report import cache_rollup, markdown, model
 from test_cache import SESSION, request, user, write
 
 
@@ -56,10 +56,18 @@ def test_a_session_changed_after_its_misses_were_stored_is_walked_again(db_url: 
     ingest(db_url, [tmp_path])
     with psycopg.connect(db_url) as conn:
         assert conn.execute("SELECT count(*) FROM retrod.cache_stale").fetchone()[0] == 1
-        after = trends.trends(conn, by="day", tz="UTC")["total"]["cache"]  # walks it first
+        answer = trends.trends(conn, by="day", tz="UTC")  # walks it first
+        after = answer["total"]["cache"]
         report = model.build(conn, SESSION)
     # f: 19,800 more, the prefix changed within the lifetime
     assert after["misses"]["invalidated"] == {"count": 1, "rewritten": 19_800, "extra_usd": 0.06831}
     assert after["waste_usd"] == 0.14076 == report["summary"]["cache"]["waste_usd"]
     assert after["waste_share"] == pytest.approx(after["waste_usd"] / report["summary"]["cost"]["usd"], rel=1e-6)
     assert reports(db_url)[SESSION]["summary"]["cache"]["misses"] == after["misses"]
+    # the command's text: the waste in its column, the misses by cause and their share under the day
+    lines = trends.render(answer).splitlines()
+    assert "cache$" in lines[1].split()
+    day = next(line for line in lines if line.startswith("2025-11-03"))
+    assert day.split()[5] == "$0.14" == markdown.usd(after["waste_usd"])  # (sess, cost, $/sess, Δ$/sess, cache$)
+    share = after["waste_usd"] / report["summary"]["cost"]["usd"] * 100
+    assert f"cache misses: expired 1, invalidated 1 ({share:.1f}% of cost)" in lines[lines.index(day) + 1]
