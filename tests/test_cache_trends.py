@@ -14,6 +14,7 @@ import reference
 from helpers import ingest, reports
 from retrod import trends
 from retrod.report import cache_rollup, markdown, model
+from retrod.store.queries import q
 from test_cache import SESSION, request, user, write
 
 
@@ -71,3 +72,23 @@ def test_a_session_changed_after_its_misses_were_stored_is_walked_again(db_url: 
     assert day.split()[5] == "$0.14" == markdown.usd(after["waste_usd"])  # (sess, cost, $/sess, Δ$/sess, cache$)
     share = after["waste_usd"] / report["summary"]["cost"]["usd"] * 100
     assert f"cache misses: expired 1, invalidated 1 ({share:.1f}% of cost)" in lines[lines.index(day) + 1]
+
+
+def test_a_mark_a_commit_holds_or_changed_since_it_was_read_waits_for_the_next_walk(db_url: str,
+                                                                                     tmp_path: Path) -> None:
+    """A walk never waits for a committer (which may be waiting for it), and never clears a mark
+    whose change it may not have seen."""
+    write(tmp_path / "-p" / f"{SESSION}.jsonl", [user("10:00:00"), request("msg_a", "10:00:01", 0, 20_000),
+                                                 request("msg_b", "10:20:00", 0, 20_500)])
+    ingest(db_url, [tmp_path])
+    with psycopg.connect(db_url) as committing, psycopg.connect(db_url, autocommit=True) as conn:
+        committing.execute("UPDATE retrod.cache_stale SET marks = marks + 1")  # a commit under way
+        assert cache_rollup.refresh(conn) == 0  # (returns: the mark was skipped, not waited for)
+        committing.rollback()
+        session, mark = conn.execute("SELECT session_uuid, marks FROM retrod.cache_stale").fetchone()
+        assert session == SESSION
+        # read before a change that has committed since: not cleared
+        assert conn.execute(q("cache_stale_clear"), {"sessions": [session], "marks": [mark - 1]}).fetchall() == []
+        assert conn.execute("SELECT count(*) FROM retrod.cache_misses").fetchone()[0] == 0
+        assert cache_rollup.refresh(conn) == 1
+        assert conn.execute("SELECT cause, rewritten FROM retrod.cache_misses").fetchall() == [("expired", 20_000)]

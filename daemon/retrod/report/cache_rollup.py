@@ -17,31 +17,38 @@ from ..store.queries import one, q
 from . import cache
 from . import prices as pricing
 
-BATCH = 50  # sessions per transaction: a committer that marks one of them waits for it at most this long
+BATCH = 50  # sessions read, then written, per transaction
 
 
 def refresh(conn: Connection, limit: int | None = None) -> int:
-    """Walk the role's marked sessions and store their misses; returns how many were walked.
-    `limit`: at most about that many (the daemon's rounds leave the rest to the next)."""
-    walked = 0
+    """Walk the role's marked sessions, once each, and store their misses; returns how many were
+    stored. `limit`: about that many at most. Reads and writes are transactions of their own
+    when the connection has none open, so a committer that marks a session waits only for a
+    short write; a session marked again while it was walked is left marked, for the next walk."""
+    walked, after = 0, ""
+    member = current_role(conn)
     while limit is None or walked < limit:
         with conn.transaction(), conn.cursor() as cur:
-            sessions = [row[0] for row in cur.execute(q("cache_stale_take"), {"limit": BATCH}).fetchall()]
-            if not sessions:
-                break
-            misses = []
-            member = current_role(conn)
-            for session in sessions:
+            marks = cur.execute(q("cache_stale_marks"), {"after": after, "limit": BATCH}).fetchall()
+            found: dict[str, list[dict]] = {}
+            for session, _mark in marks:
                 args = {"session": session, "member": member}
                 elements = cur.execute(q("session_cache_elements"), args).fetchall()
                 boundaries = cur.execute(q("session_cache_boundaries"), args).fetchall()
-                found, _last = cache.walk(elements, boundaries, pricing.DEFAULT)
-                misses += [_row(session, m) for m in found]
-            cur.execute(q("cache_misses_forget"), {"sessions": sessions})
-            if misses:
-                cur.execute(q("cache_misses_insert"), {"misses": json.dumps(misses)})
-            cur.execute(q("cache_stale_clear"), {"sessions": sessions})
-        walked += len(sessions)
+                misses, _last = cache.walk(elements, boundaries, pricing.DEFAULT)
+                found[session] = [_row(session, m) for m in misses]
+        if not marks:
+            break
+        after = marks[-1][0]
+        with conn.transaction(), conn.cursor() as cur:
+            cleared = [row[0] for row in cur.execute(q("cache_stale_clear"), {
+                "sessions": [m[0] for m in marks], "marks": [m[1] for m in marks]}).fetchall()]
+            if cleared:
+                cur.execute(q("cache_misses_forget"), {"sessions": cleared})
+                rows = [row for session in cleared for row in found[session]]
+                if rows:
+                    cur.execute(q("cache_misses_insert"), {"misses": json.dumps(rows)})
+        walked += len(cleared)
     return walked
 
 

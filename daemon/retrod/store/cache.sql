@@ -1,17 +1,27 @@
 -- The stored prompt-cache misses (DESIGN §2.8, migration 0029): the sessions marked for a walk,
 -- and each walked session's misses written anew. report/cache_rollup.py does the walking.
 
--- Up to `limit` of this role's marked sessions, each locked until the transaction that writes its
--- misses ends; one whose change is still being committed (its mark locked) waits for a later walk.
--- name: cache_stale_take
-SELECT session_uuid FROM retrod.cache_stale
-WHERE db_role = current_user
+-- Up to `limit` of this role's marked sessions after `after` (code-point order), each with its
+-- mark's count: what a walk clears, when the count is still the same.
+-- name: cache_stale_marks
+SELECT session_uuid, marks FROM retrod.cache_stale
+WHERE db_role = current_user AND session_uuid > %(after)s
 ORDER BY session_uuid
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+LIMIT %(limit)s;
 
+-- The marks of these sessions (`sessions`, `marks`: their counts as read before the walk) that no
+-- one changed since: deleted, and their sessions returned, the ones whose misses the walk writes.
+-- A mark changed since (a commit that came after the read) stays for the next walk; one locked (a
+-- commit under way, another walk) is skipped, never waited for: a committer may wait for this
+-- transaction, so this one waits for nothing.
 -- name: cache_stale_clear
-DELETE FROM retrod.cache_stale WHERE db_role = current_user AND session_uuid = ANY(%(sessions)s::text[]);
+DELETE FROM retrod.cache_stale WHERE ctid IN (
+    SELECT s.ctid FROM retrod.cache_stale s
+    JOIN unnest(%(sessions)s::text[], %(marks)s::bigint[]) AS k(session_uuid, marks)
+      ON k.session_uuid = s.session_uuid AND k.marks = s.marks
+    WHERE s.db_role = current_user
+    FOR UPDATE OF s SKIP LOCKED)
+RETURNING session_uuid;
 
 -- Whether any of the member's sessions waits for a walk (trends and the list walk it first).
 -- name: cache_stale_any
