@@ -301,7 +301,7 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         raise TrendsError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     check_zone(tz)
     pricing.store_tiers(conn)  # the tiers the rollups are summed by are the ones priced
-    cache_rollup.ensure(conn, member)  # sessions changed since their misses were stored: walked now
+    cache_rollup.ensure(conn, member, sessions)  # sessions changed since their misses were stored: walked now
     member = member or current_role(conn)
     match = project_match(conn, project, member)
     args = {"member": member, **project_args(match), "since": since, "by": by, "tz": tz,

@@ -20,16 +20,17 @@ from . import prices as pricing
 BATCH = 50  # sessions read, then written, per transaction
 
 
-def refresh(conn: Connection, limit: int | None = None) -> int:
-    """Walk the role's marked sessions, once each, and store their misses; returns how many were
-    stored. `limit`: about that many at most. Reads and writes are transactions of their own
+def refresh(conn: Connection, limit: int | None = None, sessions: Sequence[str] | None = None) -> int:
+    """Walk the role's marked sessions (`sessions`: of these), once each, and store their misses;
+    returns how many were stored. `limit`: about that many at most. Reads and writes are transactions of their own
     when the connection has none open, so a committer that marks a session waits only for a
     short write; a session marked again while it was walked is left marked, for the next walk."""
     walked, after = 0, ""
     member = current_role(conn)
     while limit is None or walked < limit:
         with conn.transaction(), conn.cursor() as cur:
-            marks = cur.execute(q("cache_stale_marks"), {"after": after, "limit": BATCH}).fetchall()
+            marks = cur.execute(q("cache_stale_marks"), {"after": after, "limit": BATCH,
+                                                         "sessions": sessions}).fetchall()
             found: dict[str, list[dict]] = {}
             for session, _mark in marks:
                 args = {"session": session, "member": member}
@@ -52,12 +53,12 @@ def refresh(conn: Connection, limit: int | None = None) -> int:
     return walked
 
 
-def ensure(conn: Connection, member: str | None) -> None:
-    """Before a read of the stored misses: walk what is still marked, when the rows are one's own
-    (`member` None: one's own). Costs one indexed look when nothing is marked."""
+def ensure(conn: Connection, member: str | None, sessions: Sequence[str] | None = None) -> None:
+    """Before a read of the stored misses: walk what is still marked (`sessions`: of these), when
+    the rows are one's own (`member` None: one's own). Costs one indexed look when nothing is."""
     own = current_role(conn)
-    if (member is None or member == own) and one(conn.execute(q("cache_stale_any"), {"member": own}))[0]:
-        refresh(conn)
+    if member in (None, own) and one(conn.execute(q("cache_stale_any"), {"member": own, "sessions": sessions}))[0]:
+        refresh(conn, sessions=sessions)
 
 
 def waste(conn: Connection, keys: Sequence[tuple[str, str]], prices: pricing.Prices) -> dict[tuple[str, str], float]:

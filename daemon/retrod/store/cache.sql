@@ -1,11 +1,12 @@
 -- The stored prompt-cache misses (DESIGN §2.8, migration 0029): the sessions marked for a walk,
 -- and each walked session's misses written anew. report/cache_rollup.py does the walking.
 
--- Up to `limit` of this role's marked sessions after `after` (code-point order), each with its
--- mark's count: what a walk clears, when the count is still the same.
+-- Up to `limit` of this role's marked sessions after `after` (code-point order; `sessions`: of
+-- these only), each with its mark's count: what a walk clears, when the count is still the same.
 -- name: cache_stale_marks
 SELECT session_uuid, marks FROM retrod.cache_stale
 WHERE db_role = current_user AND session_uuid > %(after)s
+  AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
 ORDER BY session_uuid
 LIMIT %(limit)s;
 
@@ -23,9 +24,12 @@ DELETE FROM retrod.cache_stale WHERE ctid IN (
     FOR UPDATE OF s SKIP LOCKED)
 RETURNING session_uuid;
 
--- Whether any of the member's sessions waits for a walk (trends and the list walk it first).
+-- Whether any of the member's sessions (`sessions`: of these) waits for a walk (trends and the
+-- list walk it first).
 -- name: cache_stale_any
-SELECT EXISTS (SELECT FROM retrod.cache_stale WHERE db_role = %(member)s);
+SELECT EXISTS (SELECT FROM retrod.cache_stale
+               WHERE db_role = %(member)s
+                 AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[])));
 
 -- name: cache_misses_forget
 DELETE FROM retrod.cache_misses WHERE db_role = current_user AND session_uuid = ANY(%(sessions)s::text[]);

@@ -247,7 +247,8 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
         "offset": (query.page - 1) * query.per_page if uuids is None else 0,
         **(scope or {}),
     }
-    cache_rollup.ensure(conn, None)  # (one's own sessions changed since their misses were stored)
+    if query.sort == "cache":  # one's own sessions changed since their misses were stored, walked first
+        cache_rollup.ensure(conn, None, uuids)
     with conn.cursor(row_factory=dict_row) as cur:
         for fresh in (False, True):
             found = cur.execute(q("ui_sessions"), {**args, "rates": rates.stored(conn, prices, fresh)}).fetchall()
@@ -255,6 +256,8 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
                 break  # else: groups stored since the rates were read; once more, with theirs
     # The page's own rows, priced exactly as their reports price them (the sort used doubles)
     keys = [(row["uuid"], row["member"]) for row in found]
+    if query.sort != "cache" and keys:  # (the page's rows alone: the live page asks on each commit)
+        cache_rollup.ensure(conn, None, [k[0] for k in keys])
     costs = model.session_costs(conn, keys, prices)
     wastes = cache_rollup.waste(conn, keys, prices)
     shorts = short_names(row[0] for row in conn.execute(q("ui_working_folders"))) if found else {}
