@@ -92,3 +92,22 @@ def test_a_mark_a_commit_holds_or_changed_since_it_was_read_waits_for_the_next_w
         assert conn.execute("SELECT count(*) FROM retrod.cache_misses").fetchone()[0] == 0
         assert cache_rollup.refresh(conn) == 1
         assert conn.execute("SELECT cause, rewritten FROM retrod.cache_misses").fetchall() == [("expired", 20_000)]
+
+
+def test_the_daemons_job_walks_the_marked_sessions_but_not_during_a_long_scan(db_url: str, tmp_path: Path) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from retrod import daemon
+    from retrod.progress import Progress
+
+    write(tmp_path / "-p" / f"{SESSION}.jsonl", [user("10:00:00"), request("msg_a", "10:00:01", 0, 20_000),
+                                                 request("msg_b", "10:20:00", 0, 20_500)])
+    ingest(db_url, [tmp_path])
+    scanning = Progress(None)
+    scanning.active = True  # (a long scan showing its progress)
+    with ConnectionPool(db_url, min_size=1, max_size=1) as pool, psycopg.connect(db_url, autocommit=True) as conn:
+        daemon._store_cache_misses(pool, scanning)
+        assert conn.execute("SELECT count(*) FROM retrod.cache_stale").fetchone()[0] == 1
+        daemon._store_cache_misses(pool, Progress(None))
+        assert conn.execute("SELECT count(*) FROM retrod.cache_stale").fetchone()[0] == 0
+        assert conn.execute("SELECT session_uuid, cause FROM retrod.cache_misses").fetchall() == [(SESSION, "expired")]
