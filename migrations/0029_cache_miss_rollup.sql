@@ -16,9 +16,11 @@
 -- change it cannot see yet.
 --
 -- Misses are kept unpriced, as the price groups are (migration 0018): each one's model, fast mode,
--- size (its part's input + cache read + cache create: the tier) and time (the day), and its
--- rewritten tokens with their 1h share, so a statement prices them at the rates given (§2.8's
--- extra cost: r5 × (5m write − read) + r1 × (1h write − read)).
+-- size (its part's input + cache read + cache create) and the price tier that puts it in (by the
+-- stored thresholds, as session_requests' groups; store/tiers.py sets it again when they
+-- change), its time and UTC day, and its rewritten tokens with their 1h share, so a statement
+-- prices them at the rates given (§2.8's extra cost: r5 × (5m write − read) + r1 × (1h write −
+-- read)) without a function call a row.
 CREATE TABLE retrod.cache_misses (
     session_uuid TEXT COLLATE "C" NOT NULL,
     agent TEXT COLLATE "C" NOT NULL,
@@ -27,6 +29,8 @@ CREATE TABLE retrod.cache_misses (
     model TEXT COLLATE "C" NOT NULL,
     fast BOOLEAN NOT NULL,
     size BIGINT NOT NULL,
+    tier_floor BIGINT NOT NULL,
+    day DATE NOT NULL,  -- `at`'s, in UTC (the price's day)
     rewritten BIGINT NOT NULL,
     rewritten_1h BIGINT NOT NULL,
     machine TEXT COLLATE "C",  -- its request's (requests.machine; NULL: not known)

@@ -111,3 +111,19 @@ def test_the_daemons_job_walks_the_marked_sessions_but_not_during_a_long_scan(db
         daemon._store_cache_misses(pool, Progress(None))
         assert conn.execute("SELECT count(*) FROM retrod.cache_stale").fetchone()[0] == 0
         assert conn.execute("SELECT session_uuid, cause FROM retrod.cache_misses").fetchall() == [(SESSION, "expired")]
+
+
+def test_new_price_tiers_put_the_stored_misses_in_their_tiers(db_url: str, tmp_path: Path) -> None:
+    """A stored miss is priced by its part's tier, as the price groups are: thresholds that
+    change (a price data upgrade, store/tiers.py) move it as they move the groups."""
+    from retrod.store import tiers
+
+    write(tmp_path / "-p" / f"{SESSION}.jsonl", [user("10:00:00"), request("msg_a", "10:00:01", 0, 20_000),
+                                                 request("msg_b", "10:20:00", 0, 20_500)])
+    ingest(db_url, [tmp_path])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert cache_rollup.refresh(conn) == 1
+        size, floor = conn.execute("SELECT size, tier_floor FROM retrod.cache_misses").fetchone()
+        assert (size, floor) == (3 + 0 + 20_500, 0)  # input + read + written: under any of the package's tiers
+        assert tiers.ensure(conn, [10_000], "99.0")  # (a newer price data's thresholds)
+        assert conn.execute("SELECT tier_floor FROM retrod.cache_misses").fetchone()[0] == 10_000

@@ -52,8 +52,9 @@ FROM tracked, generate_series(0, 2) k
 
 
 SYNTHETIC_MISSES = """
-INSERT INTO retrod.cache_misses (session_uuid, agent, at, cause, model, fast, size, rewritten, rewritten_1h)
-SELECT r.session_uuid, 'bench', r.ts, c.cause, r.model, r.fast, 100000, 50000, 0
+INSERT INTO retrod.cache_misses (session_uuid, agent, at, cause, model, fast, size, tier_floor, day, rewritten,
+                                 rewritten_1h)
+SELECT r.session_uuid, 'bench', r.ts, c.cause, r.model, r.fast, 100000, 0, (r.ts AT TIME ZONE 'UTC')::date, 50000, 0
 FROM (SELECT DISTINCT ON (session_uuid) session_uuid, ts, model, fast FROM retrod.requests
       WHERE ts IS NOT NULL ORDER BY session_uuid, ts) r,
      (VALUES ('expired'), ('invalidated')) c(cause)

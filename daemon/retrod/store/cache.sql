@@ -35,7 +35,16 @@ SELECT EXISTS (SELECT FROM retrod.cache_stale
 DELETE FROM retrod.cache_misses WHERE db_role = current_user AND session_uuid = ANY(%(sessions)s::text[]);
 
 -- name: cache_misses_insert
-INSERT INTO retrod.cache_misses (session_uuid, agent, at, cause, model, fast, size, rewritten, rewritten_1h, machine)
-SELECT * FROM jsonb_to_recordset(%(misses)s::jsonb)
+INSERT INTO retrod.cache_misses (session_uuid, agent, at, cause, model, fast, size, tier_floor, day, rewritten,
+                                 rewritten_1h, machine)
+SELECT m.session_uuid, m.agent, m.at, m.cause, m.model, m.fast, m.size,
+       retrod.tier_floor(m.size, retrod.price_thresholds()), (m.at AT TIME ZONE 'UTC')::date, m.rewritten,
+       m.rewritten_1h, m.machine
+FROM jsonb_to_recordset(%(misses)s::jsonb)
     AS m(session_uuid TEXT, agent TEXT, at TIMESTAMPTZ, cause TEXT, model TEXT, fast BOOLEAN, size BIGINT,
          rewritten BIGINT, rewritten_1h BIGINT, machine TEXT);
+
+-- The role's stored misses in the tiers of new thresholds (store/tiers.py, as session_requests').
+-- name: retier_cache_misses
+UPDATE retrod.cache_misses SET tier_floor = retrod.tier_floor(size, retrod.price_thresholds())
+WHERE db_role = current_user AND tier_floor IS DISTINCT FROM retrod.tier_floor(size, retrod.price_thresholds());

@@ -172,24 +172,27 @@ WITH rates AS (
         GROUP BY 1, 2, 3, 4
     ) m
     GROUP BY 1, 2, 3
-), misses AS (  -- DESIGN §2.8's misses (migration 0029's rows), per model and cause, each priced as
+), misses AS (  -- DESIGN §2.8's misses (migration 0029's rows), per model and cause, priced as
     -- report/cache.py's _extra: the rewritten 1h tokens at (1h write − read), the rest at (5m write −
-    -- read), at the rates of its part's model, speed, tier and day; a miss no price knows costs 0
+    -- read), at the rates of their part's model, speed, tier and day (summed by those first, then
+    -- priced once a group, as the models' tokens are); a miss no price knows costs 0
     SELECT k_period, k_grp, k_machine,
            json_agg(json_build_object('model', model, 'cause', cause, 'count', n, 'rewritten', rewritten,
                                       'extra', extra::text)) AS cache_misses
     FROM (
-        SELECT p.k_period, p.k_grp, CASE WHEN %(by_machine)s THEN coalesce(c.machine, p.k_machine)
-                                         ELSE p.k_machine END AS k_machine,
-               c.model, c.cause, count(*) AS n, sum(c.rewritten) AS rewritten,
-               coalesce(sum(((c.rewritten - c.rewritten_1h) * (r.cache_create_5m - r.cache_read)
-                             + c.rewritten_1h * (r.cache_create_1h - r.cache_read)) / 1000000), 0) AS extra
-        FROM p
-        JOIN retrod.cache_misses c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
-        LEFT JOIN rates r ON r.model = c.model AND r.fast = c.fast
-                         AND r.tier_floor = retrod.tier_floor(c.size, (SELECT thresholds FROM retrod.price_tiers
-                                                                       WHERE db_role = %(member)s))
-                         AND (c.at AT TIME ZONE 'UTC')::date BETWEEN r.day_from AND r.day_to
+        SELECT g.k_period, g.k_grp, g.k_machine, g.model, g.cause, sum(g.n) AS n, sum(g.rewritten) AS rewritten,
+               coalesce(sum((g.r5 * (r.cache_create_5m - r.cache_read) + g.r1 * (r.cache_create_1h - r.cache_read))
+                            / 1000000), 0) AS extra
+        FROM (
+            SELECT p.k_period, p.k_grp, CASE WHEN %(by_machine)s THEN coalesce(c.machine, p.k_machine)
+                                             ELSE p.k_machine END AS k_machine,
+                   c.model, c.cause, c.fast, c.tier_floor, c.day, count(*) AS n, sum(c.rewritten) AS rewritten,
+                   sum(c.rewritten - c.rewritten_1h) AS r5, sum(c.rewritten_1h) AS r1
+            FROM p JOIN retrod.cache_misses c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
+            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+        ) g
+        LEFT JOIN rates r ON r.model = g.model AND r.fast = g.fast AND r.tier_floor = g.tier_floor
+                         AND g.day BETWEEN r.day_from AND r.day_to
         GROUP BY 1, 2, 3, 4, 5
     ) x
     GROUP BY 1, 2, 3

@@ -68,10 +68,8 @@ WITH rates AS MATERIALIZED (  -- read once, typed
            sum((c.rewritten - c.rewritten_1h) * (r.cache_5m - r.cache_read)
                + c.rewritten_1h * (r.cache_1h - r.cache_read)) AS usd
     FROM retrod.cache_misses c
-    LEFT JOIN rates r ON (r.model, r.fast) = (c.model, c.fast)
-                     AND r.tier_floor = retrod.tier_floor(c.size, (SELECT t.thresholds FROM retrod.price_tiers t
-                                                                  WHERE t.db_role = c.db_role))
-                     AND (c.at AT TIME ZONE 'UTC')::date BETWEEN r.day_from AND r.day_to
+    LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (c.model, c.fast, c.tier_floor)
+                     AND c.day BETWEEN r.day_from AND r.day_to
     WHERE %(sort)s = 'cache' AND c.cause <> 'compaction'
       AND (%(sessions)s::text[] IS NULL OR c.session_uuid = ANY(%(sessions)s::text[]))
     GROUP BY c.session_uuid, c.db_role
