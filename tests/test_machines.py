@@ -113,6 +113,11 @@ def assert_machines_add_up(period: dict) -> None:
     for s in SIGNALS:
         assert sum(r["tool_use"]["signals"][s] for r in rows) == period["tool_use"]["signals"][s]
     assert sum(r["tool_result_bytes"] for r in rows) == period["tool_result_bytes"]
+    for cause, misses in period["cache"]["misses"].items():  # each miss where its request is (DESIGN §2.8)
+        assert sum(r["cache"]["misses"][cause]["count"] for r in rows) == misses["count"], cause
+        assert abs(sum(r["cache"]["misses"][cause]["extra_usd"] for r in rows) - misses["extra_usd"]) \
+            <= 0.0000005 * n + 1e-9
+    assert abs(sum(r["cache"]["waste_usd"] for r in rows) - period["cache"]["waste_usd"]) <= 0.0000005 * n + 1e-9
 
 
 def tokens(inp: int, out: int) -> dict:

@@ -22,6 +22,7 @@ from retrod.report.model import SIGNALS, TOKEN_FIELDS
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 TIMES = ("wall_s", "claude_s", "tool_s", "human_s", "away_s")
+CAUSES = ("compaction", "model", "expired", "invalidated")
 
 
 def log_phases(db_url: str, sessions: list[str]) -> None:
@@ -86,6 +87,9 @@ def expected(group: list[dict]) -> dict:
         "signals": {sig: sum(s["tool_use"]["signals"][sig] for s in summaries) for sig in SIGNALS},
         "tool_result_bytes": sum(s["tool_result_bytes"] for s in summaries),
         "verdicts": verdicts,
+        "misses": {c: {k: sum(s["cache"]["misses"][c][k] for s in summaries)
+                       for k in ("count", "rewritten", "extra_usd")} for c in CAUSES},
+        "waste_usd": sum(s["cache"]["waste_usd"] for s in summaries),
     }
 
 
@@ -107,6 +111,17 @@ def assert_adds_up(figures: dict, group: list[dict]) -> None:
     assert figures["tool_use"]["signals"] == want["signals"]
     assert figures["tool_result_bytes"] == want["tool_result_bytes"]
     assert figures["verdicts"] == want["verdicts"]
+    # DESIGN §2.8: the prompt cache's figures are the reports' summed too (issue 29)
+    got = figures["cache"]
+    total = want["tokens"]["total"]
+    assert (got["read"], got["create"]) == (total["cache_read"], total["cache_create"])
+    for cause in CAUSES:
+        assert got["misses"][cause]["count"] == want["misses"][cause]["count"], cause
+        assert got["misses"][cause]["rewritten"] == want["misses"][cause]["rewritten"], cause
+        assert abs(got["misses"][cause]["extra_usd"] - want["misses"][cause]["extra_usd"]) <= 0.0000005 * n + 1e-9
+    assert abs(got["waste_usd"] - want["waste_usd"]) <= 0.0000005 * n + 1e-9
+    if figures["cost"]["usd"]:
+        assert got["waste_share"] == pytest.approx(got["waste_usd"] / figures["cost"]["usd"], abs=1e-6)
 
 
 @pytest.mark.parametrize(("by", "zone"), [("day", "UTC"), ("week", "UTC"), ("week", "Pacific/Kiritimati"),
@@ -126,6 +141,10 @@ def test_every_period_is_the_sum_of_its_sessions_reports(corpus, by: str, zone: 
         assert_adds_up(listed[period], group)
     assert sum(p["sessions"] for p in data["periods"]) == len(by_session) > 40
     assert sum(sum(p["verdicts"].values()) for p in data["periods"]) > 12  # phases were counted
+    # DESIGN §2.8's own count of the shared fixtures' misses: the stored ones are all there
+    assert {c: m["count"] for c, m in data["total"]["cache"]["misses"].items()} == {
+        "compaction": 3, "model": 1, "expired": 7, "invalidated": 17}
+    assert round(data["total"]["cache"]["waste_usd"], 2) == 3.71
 
 
 def test_by_project_each_project_is_the_sum_of_its_sessions(corpus) -> None:

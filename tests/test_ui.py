@@ -98,6 +98,7 @@ def test_every_listed_session_shows_the_reports_figures(fixture_db: str, reports
         assert row["wall_s"] == summary["wall_s"], row["uuid"]
         assert row["description"] == report["session"]["description"]
         assert row["phases"] == summary["phases"]
+        assert row["cache_waste_usd"] == summary["cache"]["waste_usd"], row["uuid"]  # DESIGN §2.8
         priced += bool(summary["cost"]["usd"])
     assert priced > 30  # the comparison is about real money, not zeros
     assert reports[SPOTTER]["summary"]["cost"]["usd"] > 10
@@ -129,6 +130,22 @@ def test_sorting_by_cost_finds_the_costliest_first_and_pages_split_the_same_orde
     newest = listing(fixture_db, per_page=data.PER_PAGE_MAX)["sessions"]
     starts = [row["started_at"] for row in newest if row["started_at"]]
     assert starts == sorted(starts, reverse=True)
+
+
+def test_sorting_by_cache_waste_puts_the_costliest_misses_first(fixture_db: str, reports: dict[str, dict]) -> None:
+    """DESIGN §2.8's waste, each session's report's `summary.cache.waste_usd`: the list sorted by
+    it, most first, and back; a session without misses wastes nothing and sorts as 0."""
+    waste = {uuid: r["summary"]["cache"]["waste_usd"] for uuid, r in reports.items()}
+    most = listing(fixture_db, sort="cache", per_page=data.PER_PAGE_MAX)
+    assert (most["sort"], most["order"]) == ("cache", "desc")
+    shown = [row["cache_waste_usd"] for row in most["sessions"]]
+    assert shown == sorted(waste.values(), reverse=True)
+    assert [waste[row["uuid"]] for row in most["sessions"]] == shown
+    assert len([w for w in shown if w]) == 10  # DESIGN §2.8: the fixtures' waste is in 10 sessions
+    least = listing(fixture_db, sort="cache", order="asc", per_page=data.PER_PAGE_MAX)["sessions"]
+    assert [row["cache_waste_usd"] for row in least] == sorted(waste.values())
+    top = listing(fixture_db, sort="cache", per_page=3)
+    assert [row["uuid"] for row in top["sessions"]] == [row["uuid"] for row in most["sessions"][:3]]
 
 
 def test_filters_by_project_dates_model_and_search(fixture_db: str, reports: dict[str, dict]) -> None:
@@ -329,7 +346,8 @@ def test_the_json_twins_answer_what_the_pages_show(served: tuple[UiServer, str],
     assert sum(answer["timeline"]["output"]) == reports[SPOTTER]["summary"]["tokens"]["total"]["output"]
     assert api("/api/live") == (200, {"sessions": []})
     status, answer = api("/api/sessions?sort=price")
-    assert status == 400 and answer == {"error": "sort: 'price' is not one of start, cost, tokens, efficiency, wall"}
+    assert status == 400
+    assert answer == {"error": "sort: 'price' is not one of start, cost, tokens, efficiency, wall, cache"}
     status, answer = api("/api/sessions/00000000-0000-4000-8000-000000000000")
     assert status == 404 and "no session" in answer["error"]
     cookie = login(port, token)
@@ -378,7 +396,7 @@ def test_the_event_stream_sends_a_sessions_new_figures_once_for_every_page(
 
 
 def test_the_trends_twin_answers_what_retrod_trends_json_prints(served: tuple[UiServer, str], fixture_db: str,
-                                                                tmp_path: Path) -> None:
+                                                                reports: dict[str, dict], tmp_path: Path) -> None:
     server, token = served
     # the command reads the transcripts first when no daemon runs: the fixtures, already read
     env = {**os.environ, "RETROD_DATABASE_URL": fixture_db, "RETROD_PROJECTS_DIR": str(FIXTURES),
@@ -393,6 +411,12 @@ def test_the_trends_twin_answers_what_retrod_trends_json_prints(served: tuple[Ui
         assert status == 200
         assert json.loads(body) == printed
         assert printed["periods"] and printed["total"]["sessions"] > 0  # (not two empty answers)
+        # the prompt cache's waste (DESIGN §2.8) of the sessions its periods add up: their reports'
+        counted = [r for r in reports.values() if "since" not in query  # (Berlin's midnight of 2026-02-09)
+                   or (r["session"]["started_at"] or "") >= "2026-02-08T23:00:00"]
+        assert len(counted) == printed["total"]["sessions"]
+        want = sum(r["summary"]["cache"]["waste_usd"] for r in counted)
+        assert want > 0.1 and abs(printed["total"]["cache"]["waste_usd"] - want) <= 0.0000005 * len(counted) + 1e-9
     for query, error in (("by=year", "by: 'year' is not one of day, week, month"),
                          ("split=session", "split: 'session' is not one of project, model, machine"),
                          ("since=last%20week", "since: 'last week' is not a date (YYYY-MM-DD)"),

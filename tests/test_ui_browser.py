@@ -125,6 +125,27 @@ def test_the_sessions_page_lists_the_reports_figures_and_finds_the_costliest(
     assert [row["uuid"] for row in cells(page, "#sessions tbody tr")] == [SPOTTER]
 
 
+def test_the_sessions_page_sorts_by_cache_waste(page, served, reports) -> None:  # noqa: F811
+    """The cache waste column (DESIGN §2.8, each report's `summary.cache.waste_usd`, shown as the
+    report shows it): a click sorts the most first, another the least first."""
+    server, token = served
+    base = f"http://127.0.0.1:{server.port}"
+    page.goto(f"{base}/?token={token}")
+    page.wait_for_url(f"{base}/")
+    page.click("a[data-sort=cache]")
+    assert "sort=cache" in page.url
+    shown = cells(page, "#sessions tbody tr")
+    waste = [reports[row["uuid"]]["summary"]["cache"]["waste_usd"] for row in shown]
+    assert [row["cache"] for row in shown] == [markdown.usd(w) for w in waste]
+    assert waste == sorted(waste, reverse=True)
+    assert waste[0] == max(r["summary"]["cache"]["waste_usd"] for r in reports.values()) > 0
+    assert "▼" in page.text_content("a[data-sort=cache]")
+    page.click("a[data-sort=cache]")
+    assert "order=asc" in page.url
+    least = [reports[row["uuid"]]["summary"]["cache"]["waste_usd"] for row in cells(page, "#sessions tbody tr")]
+    assert least == sorted(least) and least[0] == 0
+
+
 def test_the_file_retrod_ui_opens_logs_the_browser_in(page, served) -> None:  # noqa: F811
     """`retrod ui` opens the browser on an owner-only local file (never the address: a command
     line is every local user's to read); the file leads to the sessions page, logged in."""
@@ -330,6 +351,7 @@ def test_the_trends_page_adds_up_the_reports_of_each_month_and_names_the_costlie
         costs = [s["cost"] for s in summaries]
         usd = sum(c["usd"] or 0 for c in costs)
         assert row["cost"] == (money(usd) if all(c["complete"] for c in costs) else f"≥ {money(usd)}"), period
+        assert row["cache_waste"] == markdown.usd(sum(s["cache"]["waste_usd"] for s in summaries)), period
     total = cells(page, "#trends tfoot tr")[0]
     assert total["sessions"] == f"{len(reports):,}"
     cards = dict(page.eval_on_selector_all(

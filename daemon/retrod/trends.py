@@ -27,7 +27,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from . import invocation, lesson_data
-from .report import markdown, rates
+from .report import cache, cache_rollup, markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
 from .store.members import current_role
@@ -128,6 +128,20 @@ class _Model:
                        for mine, theirs in zip(self.tokens, other.tokens, strict=True)]
 
 
+@dataclass(slots=True)
+class _Misses:
+    """Prompt-cache misses of one model and cause (trend_figures' `cache_misses`)."""
+
+    count: int = 0
+    rewritten: int = 0
+    extra: Decimal = Decimal(0)  # USD, unrounded
+
+    def add(self, other: _Misses) -> None:
+        self.count += other.count
+        self.rewritten += other.rewritten
+        self.extra += other.extra
+
+
 @dataclass
 class _Sums:
     """Unrounded sums of per-session figures (a period, a project in it, or everything)."""
@@ -138,12 +152,15 @@ class _Sums:
     calls: list[int] = field(default_factory=lambda: [0] * (1 + len(SIGNALS)))  # productive, then SIGNALS
     models: dict[str, _Model] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
+    misses: dict[tuple[str, str], _Misses] = field(default_factory=dict)  # DESIGN §2.8, by (model, cause)
 
     @classmethod
     def of(cls, row: dict) -> _Sums:
         return cls(row["sessions"], [row[f"{k}_us"] for k in TIMES], row["tool_result_bytes"],
                    [row["productive"], *(row[s] for s in SIGNALS)],
-                   {m["model"]: _Model.of(m) for m in row["models"]}, row["verdicts"])
+                   {m["model"]: _Model.of(m) for m in row["models"]}, row["verdicts"],
+                   {(m["model"], m["cause"]): _Misses(m["count"], m["rewritten"], Decimal(m["extra"]))
+                    for m in row["cache_misses"]})
 
     def add(self, other: _Sums) -> None:
         self.sessions += other.sessions
@@ -159,6 +176,8 @@ class _Sums:
                 mine.add(theirs)
         for k, v in other.verdicts.items():
             self.verdicts[k] = self.verdicts.get(k, 0) + v
+        for key, theirs_misses in other.misses.items():
+            self.misses.setdefault(key, _Misses()).add(theirs_misses)
 
 
 def _s(us: int) -> float:
@@ -185,6 +204,11 @@ def figures(sums: _Sums) -> dict:
     tool_use = tool_use_figures(dict(zip((PRODUCTIVE, *SIGNALS), sums.calls, strict=True)))
     ranked = sorted(((n, s) for s, n in tool_use["signals"].items() if n), key=lambda x: (-x[0], SIGNALS.index(x[1])))
     wall, claude, tool, human, away = sums.us
+    cache_figures = _cache(sums, tokens["total"], cost["usd"])
+    waste_by_model: dict[str, Decimal] = {}
+    for (model, cause), misses in sums.misses.items():
+        if cause in cache.WASTE_CAUSES:
+            waste_by_model[model] = waste_by_model.get(model, Decimal(0)) + misses.extra
     return {
         "sessions": sums.sessions,
         "requests": sum(m.requests for m in sums.models.values()),
@@ -198,7 +222,29 @@ def figures(sums: _Sums) -> dict:
         "tool_use": tool_use,
         "top_waste": [{"signal": s, "count": n} for n, s in ranked[:TOP_WASTE]],
         "verdicts": dict(sorted(sums.verdicts.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "tokens_by_model": [{**m, "sessions": sums.models[m["model"] or ""].sessions} for m in by_model],
+        "tokens_by_model": [{**m, "sessions": sums.models[m["model"] or ""].sessions,
+                             "cache_waste_usd": pricing.usd(waste_by_model.get(m["model"] or "", Decimal(0)))}
+                            for m in by_model],
+        "cache": cache_figures,
+    }
+
+
+def _cache(sums: _Sums, total: dict, cost_usd: float | None) -> dict:
+    """The report's `cache` figures summed over the sessions (DESIGN §2.8: read, create, hit
+    ratio, misses by cause, waste), and `waste_share`: the waste's part of the estimated cost
+    (None when nothing was priced)."""
+    by_cause = {c: _Misses() for c in cache.CAUSES}
+    for (_model, cause), misses in sums.misses.items():
+        by_cause[cause].add(misses)
+    whole = total["input"] + total["cache_read"] + total["cache_create"]
+    waste = sum((by_cause[c].extra for c in cache.WASTE_CAUSES), Decimal(0))
+    return {
+        "read": total["cache_read"], "create": total["cache_create"],
+        "hit_ratio": total["cache_read"] / whole if whole else None,
+        "misses": {c: {"count": m.count, "rewritten": m.rewritten, "extra_usd": pricing.usd(m.extra)}
+                   for c, m in by_cause.items()},
+        "waste_usd": pricing.usd(waste),
+        "waste_share": float(waste) / cost_usd if cost_usd else None,
     }
 
 
@@ -223,6 +269,7 @@ def change(now: dict, before: dict | None) -> dict | None:
         "output_tokens": now["tokens"]["total"]["output"] - before["tokens"]["total"]["output"],
         "claude_s": delta(now["claude_s"], before["claude_s"], 3),
         "efficiency": delta(now["tool_use"]["efficiency"], before["tool_use"]["efficiency"], 4),
+        "cache_waste_usd": delta(now["cache"]["waste_usd"], before["cache"]["waste_usd"], 6),
     }
 
 
@@ -258,6 +305,7 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         raise TrendsError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     check_zone(tz)
     pricing.store_tiers(conn)  # the tiers the rollups are summed by are the ones priced
+    cache_rollup.ensure(conn, member, sessions)  # sessions changed since their misses were stored: walked now
     member = member or current_role(conn)
     match = project_match(conn, project, member)
     args = {"member": member, **project_args(match), "since": since, "by": by, "tz": tz,
@@ -346,7 +394,7 @@ def _named_patterns(conn: Connection, member: str, project: str | None, total: _
 
 # -- text ------------------------------------------------------------------------------------
 
-HEADER = (f"{'sess':>5} {'cost':>10} {'$/sess':>8} {'Δ$/sess':>8} {'eff':>4} {'Δeff':>5} {'calls':>6}"
+HEADER = (f"{'sess':>5} {'cost':>10} {'$/sess':>8} {'Δ$/sess':>8} {'cache$':>8} {'eff':>4} {'Δeff':>5} {'calls':>6}"
           f" {'output':>7} {'Claude':>7} {'tool':>7} {'human':>7} {'away':>7}")
 
 
@@ -372,7 +420,8 @@ def _row(f: dict, ch: dict | None) -> str:
     """A period's (or a project's) figures under HEADER; `ch`: the change from the period before."""
     eff_change = "—" if ch is None or ch["efficiency"] is None else f"{ch['efficiency'] * 100:+.0f}"
     return (f"{f['sessions']:>5} {markdown.cost_cell(f['cost']):>10} {_per_session(f):>8}"
-            f" {_signed_usd(ch['cost_per_session']) if ch else '—':>8} {_pct(f['tool_use']['efficiency']):>4}"
+            f" {_signed_usd(ch['cost_per_session']) if ch else '—':>8} {markdown.usd(f['cache']['waste_usd']):>8}"
+            f" {_pct(f['tool_use']['efficiency']):>4}"
             f" {eff_change:>5} {f['tool_use']['calls']:>6,} {_tokens(f['tokens']['total']['output']):>7}"
             f" {markdown.duration(f['claude_s']):>7} {markdown.duration(f['tool_s']):>7}"
             f" {markdown.duration(f['human_s']):>7} {markdown.duration(f['away_s']):>7}")
@@ -384,6 +433,11 @@ def _detail(f: dict) -> str | None:
         parts.append("verdicts: " + ", ".join(f"{shown(v)} {n}" for v, n in f["verdicts"].items()))
     if f["top_waste"]:
         parts.append("waste: " + ", ".join(f"{w['signal']} {w['count']}" for w in f["top_waste"]))
+    misses = [(c, f["cache"]["misses"][c]["count"]) for c in cache.WASTE_CAUSES if f["cache"]["misses"][c]["count"]]
+    if misses:
+        share = f["cache"]["waste_share"]
+        parts.append("cache misses: " + ", ".join(f"{c} {n}" for c, n in misses)
+                     + (f" ({share * 100:.1f}% of cost)" if share else ""))
     return " · ".join(parts) or None
 
 
@@ -440,7 +494,8 @@ def render(data: dict) -> str:
         if data["split"] == "model":
             for m in p["tokens_by_model"]:
                 model = quoted(m["model"]) if m["model"] else "unknown model"
-                out.append(f"{'':<10} {m['sessions']:>5} {markdown.usd(m['cost_usd']):>10} {'':>8} {'':>8} {'':>4}"
+                out.append(f"{'':<10} {m['sessions']:>5} {markdown.usd(m['cost_usd']):>10} {'':>8} {'':>8}"
+                           f" {markdown.usd(m['cache_waste_usd']):>8} {'':>4}"
                            f" {'':>5} {'':>6} {_tokens(m['output']):>7}  {model}")
     out.append(f"{'total':<10} {_row(data['total'], None)}")
     if data.get("patterns"):

@@ -31,6 +31,7 @@ import psycopg
 from corpus import write_many
 from harness import daemon, database, median_seconds, retrod_env
 from retrod import skills, tracking, trends
+from retrod.report import cache_rollup
 from retrod.report.client import SOCKET_NAME
 
 # Three phases on every fifth session, in its first hour: verdicts, lessons and notes to brief on.
@@ -62,6 +63,16 @@ def _served(env: dict, args: tuple[str, ...]) -> None:
     done = subprocess.run([sys.executable, "-m", "retrod", *args], env=env, capture_output=True)
     if done.returncode != 0 or not done.stdout:
         raise RuntimeError(f"retrod {args[0]} failed: {done.stderr[-300:]!r}")
+
+
+SYNTHETIC_MISSES = """
+INSERT INTO retrod.cache_miss_rollup (session_uuid, agent, at, cause, model, fast, size, tier_floor, day, rewritten,
+                                 rewritten_1h)
+SELECT r.session_uuid, 'bench', r.ts, c.cause, r.model, r.fast, 100000, 0, (r.ts AT TIME ZONE 'UTC')::date, 50000, 0
+FROM (SELECT DISTINCT ON (session_uuid) session_uuid, ts, model, fast FROM retrod.requests
+      WHERE ts IS NOT NULL ORDER BY session_uuid, ts) r,
+     (VALUES ('expired'), ('invalidated')) c(cause)
+"""
 
 
 def _ms(samples: list[float]) -> dict:
@@ -116,12 +127,29 @@ def run(scratch: Path, smoke: bool) -> dict:
                              " sum(cache_create_tokens) FROM retrod.request_minutes GROUP BY 1").fetchall(),
                 conn.execute("SELECT session_uuid, sum(claude_us), sum(tool_us), sum(human_us)"
                              " FROM retrod.event_minutes GROUP BY 1").fetchall()), runs), 1)
-            results["rows"] = dict(zip(("request_minutes", "event_minutes", "session_requests", "session_times"),
+            results["rows"] = dict(zip(("request_minutes", "event_minutes", "session_requests", "session_times",
+                                        "cache_misses"),
                                        conn.execute("SELECT (SELECT count(*) FROM retrod.request_minutes),"
                                                     " (SELECT count(*) FROM retrod.event_minutes),"
                                                     " (SELECT count(*) FROM retrod.session_requests),"
-                                                    " (SELECT count(*) FROM retrod.session_times)").fetchone(),
+                                                    " (SELECT count(*) FROM retrod.session_times),"
+                                                    " (SELECT count(*) FROM retrod.cache_miss_rollup)").fetchone(),
                                        strict=True))
+            # what storing every session's prompt-cache misses costs (migration 0029: the daemon
+            # walks the changed sessions; here all of them, as after a first backfill)
+            conn.execute("INSERT INTO retrod.cache_stale (session_uuid, db_role)"
+                         " SELECT DISTINCT session_uuid, db_role FROM retrod.requests ON CONFLICT DO NOTHING")
+            started = time.monotonic()
+            results["cache_walk"] = {"sessions": cache_rollup.refresh(conn),
+                                     "s": round(time.monotonic() - started, 2)}
+            # These small sessions miss the cache nowhere: trends by week again with two misses a
+            # session (an expired one and an invalidated one at each session's first request),
+            # what a heavy user's year holds (the fixtures: 28 misses in 45 sessions)
+            conn.execute(SYNTHETIC_MISSES)
+            conn.execute("ANALYZE retrod.cache_miss_rollup")
+            results["by_week_with_misses_ms"] = round(1000 * median_seconds(
+                lambda: trends.trends(conn, by="week", tz="UTC"), runs), 1)
+            conn.execute("DELETE FROM retrod.cache_miss_rollup WHERE agent = 'bench'")
         results["command_ms"] = round(1000 * median_seconds(lambda: subprocess.run(
             [sys.executable, "-m", "retrod", "trends", "--by", "week", "--tz", "UTC", "--json"], env=env, check=True,
             capture_output=True), max(3, runs // 3)), 1)
@@ -151,7 +179,9 @@ def table(r: dict) -> list[str]:
     return [
         (f"{r['sessions']:,} sessions, {r['phases']:,} phases logged; rows: "
          + ", ".join(f"{name} {n:,}" for name, n in r["rows"].items())
-         + f". The machine's speed: `retrod sessions`' query took {r['sessions_query_ms']:.1f} ms here."),
+         + f". The machine's speed: `retrod sessions`' query took {r['sessions_query_ms']:.1f} ms here."
+         + (f" Storing every session's prompt-cache misses (migration 0029) took {r['cache_walk']['s']:.2f} s"
+            f" for {r['cache_walk']['sessions']:,} sessions." if "cache_walk" in r else "")),
         "",
         ("| trends in-process: by week | by day | by month, per project | by week, per model "
          "| plain per-minute sums per session | `retrod trends --by week`, whole command, no daemon |"),
@@ -159,6 +189,8 @@ def table(r: dict) -> list[str]:
         (f"| {r['by_week_ms']:.1f} ms ({r['periods_by_week']} weeks) | {r['by_day_ms']:.1f} ms "
          f"| {r['by_month_per_project_ms']:.1f} ms | {r['by_week_per_model_ms']:.1f} ms "
          f"| {r['minute_rollups_ms']:.1f} ms | {r['command_ms']:.0f} ms |"),
+        *(["", f"Trends by week with two prompt-cache misses stored a session: {r['by_week_with_misses_ms']:.1f} ms."]
+          if "by_week_with_misses_ms" in r else []),
         "",
         "| `retrod brief --hook`, whole process | median | p95 | max |",
         "|---|---:|---:|---:|",

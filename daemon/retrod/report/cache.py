@@ -35,6 +35,9 @@ class Miss:
     extra: Decimal  # unrounded dollars
     pause_us: int
     prefix_before: int
+    # what migration 0029's store keeps of it (model, speed, size, 1h writes, machine); None for a
+    # miss read from migration 0031's rows, which hold those themselves
+    element: Element | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +64,21 @@ class Element(NamedTuple):
     c5: int
     c1: int
     reason: str | None
+    machine: str | None = None  # its request's (the stored misses' split by machine); not always read
 
     @property
     def prefix(self) -> int:
         """What the cache holds for its stream after it."""
         return self.cache_read + self.cache_create
+
+    @property
+    def size(self) -> int:
+        """Its input tokens in all: what its price tier goes by."""
+        return self.input + self.cache_read + self.cache_create
+
+    def rewritten_1h(self, rewritten: int) -> int:
+        """Of `rewritten` tokens it wrote again, those of the 1-hour cache: its 1h writes first."""
+        return min(rewritten, self.writes()[1])
 
     def writes(self) -> tuple[int, int]:
         """Its (5m, 1h) writes: all of them 5m when the split does not add up."""
@@ -132,7 +145,7 @@ def _miss(p: Element, e: Element, ttl_after_p: int, boundaries: Sequence[datetim
         cause = "expired"
     else:
         cause = "invalidated"
-    return Miss(e.ts, e.agent, cause, e.reason, rewritten, _extra(e, rewritten, prices), pause // _US, p.prefix)
+    return Miss(e.ts, e.agent, cause, e.reason, rewritten, _extra(e, rewritten, prices), pause // _US, p.prefix, e)
 
 
 class StoredMiss(NamedTuple):
@@ -154,14 +167,11 @@ class StoredMiss(NamedTuple):
 def priced(rows: Iterable[Sequence], prices: pricing.Prices) -> list[Miss]:
     """The stored misses (`rows`: StoredMiss's columns, in time order) with their extra cost: the
     rewritten tokens at the write price less the read price of their 1h / 5m lifetime, at the
-    rates of the element's model, day, speed and size tier (as `_extra`)."""
+    rates of the element's model, day, speed and size tier (miss_extra)."""
     found = []
     for row in rows:
         m = StoredMiss(*row)
-        rates = _rates(m.model, m.fast, m.size, m.ts, prices)
-        extra = Decimal(0) if rates is None else (
-            (m.rewritten - m.rewritten_1h) * (rates.cache_create_5m - rates.cache_read)
-            + m.rewritten_1h * (rates.cache_create_1h - rates.cache_read)) / _MILLION
+        extra = miss_extra(m.model, m.fast, m.size, m.ts, m.rewritten, m.rewritten_1h, prices)
         found.append(Miss(m.ts, m.agent, m.cause, m.reason, m.rewritten, extra, m.pause_us, m.prefix_before))
     return found
 
@@ -179,13 +189,18 @@ def _extra(e: Element, rewritten: int, prices: pricing.Prices) -> Decimal:
     """cost(e) − cost(e′), e′ reading the rewritten tokens instead of writing them: the 1h writes
     are taken first, at the rates of e's own size tier (unchanged: the input is the same). An
     element whose model no price knows costs nothing extra (§2.7 lists it as unpriced)."""
-    rates = _rates(e.model, e.fast, e.input + e.cache_read + e.cache_create, e.ts, prices)
+    return miss_extra(e.model, e.fast, e.size, e.ts, rewritten, e.rewritten_1h(rewritten), prices)
+
+
+def miss_extra(model: str, fast: bool, size: int, at: datetime, rewritten: int, rewritten_1h: int,
+               prices: pricing.Prices) -> Decimal:
+    """A miss's extra cost from what is stored of it (migrations 0029 and 0031): its part's model,
+    speed, size and time, the tokens it wrote again and the 1h ones among them."""
+    rates = _rates(model, fast, size, at, prices)
     if rates is None:
         return Decimal(0)
-    one_hour = min(rewritten, e.writes()[1])
-    five_minutes = rewritten - one_hour
-    return (five_minutes * (rates.cache_create_5m - rates.cache_read)
-            + one_hour * (rates.cache_create_1h - rates.cache_read)) / _MILLION
+    return ((rewritten - rewritten_1h) * (rates.cache_create_5m - rates.cache_read)
+            + rewritten_1h * (rates.cache_create_1h - rates.cache_read)) / _MILLION
 
 
 def figures(tokens: Mapping[str, int], scope: Iterable[Miss]) -> dict:

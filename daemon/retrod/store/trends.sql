@@ -29,6 +29,9 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
 -- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none, or one with web
 -- searches no web-search price (its tokens still priced: docs/decisions.md).
+-- cache_misses: per model and cause, the prompt-cache misses (DESIGN §2.8) of the sessions, their
+-- rewritten tokens and extra cost (migration 0029's rows; report/cache_rollup.py keeps them), by
+-- machine the machine of each miss's request.
 -- name: trend_figures
 WITH rates AS (
     SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
@@ -174,6 +177,30 @@ WITH rates AS (
         GROUP BY 1, 2, 3, 4
     ) m
     GROUP BY 1, 2, 3
+), misses AS (  -- DESIGN §2.8's misses (migration 0029's rows), per model and cause, priced as
+    -- report/cache.py's _extra: the rewritten 1h tokens at (1h write − read), the rest at (5m write −
+    -- read), at the rates of their part's model, speed, tier and day (summed by those first, then
+    -- priced once a group, as the models' tokens are); a miss no price knows costs 0
+    SELECT k_period, k_grp, k_machine,
+           json_agg(json_build_object('model', model, 'cause', cause, 'count', n, 'rewritten', rewritten,
+                                      'extra', extra::text)) AS cache_misses
+    FROM (
+        SELECT g.k_period, g.k_grp, g.k_machine, g.model, g.cause, sum(g.n) AS n, sum(g.rewritten) AS rewritten,
+               coalesce(sum((g.r5 * (r.cache_create_5m - r.cache_read) + g.r1 * (r.cache_create_1h - r.cache_read))
+                            / 1000000), 0) AS extra
+        FROM (
+            SELECT p.k_period, p.k_grp, CASE WHEN %(by_machine)s THEN coalesce(c.machine, p.k_machine)
+                                             ELSE p.k_machine END AS k_machine,
+                   c.model, c.cause, c.fast, c.tier_floor, c.day, count(*) AS n, sum(c.rewritten) AS rewritten,
+                   sum(c.rewritten - c.rewritten_1h) AS r5, sum(c.rewritten_1h) AS r1
+            FROM p JOIN retrod.cache_miss_rollup c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
+            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+        ) g
+        LEFT JOIN rates r ON r.model = g.model AND r.fast = g.fast AND r.tier_floor = g.tier_floor
+                         AND g.day BETWEEN r.day_from AND r.day_to
+        GROUP BY 1, 2, 3, 4, 5
+    ) x
+    GROUP BY 1, 2, 3
 ), verdicts AS (  -- the phases logged in the sessions, by verdict
     SELECT k_period, k_grp, k_machine, json_object_agg(verdict, phases) AS verdicts
     FROM (SELECT p.k_period, p.k_grp, p.k_machine, ph.verdict, count(*) AS phases
@@ -198,7 +225,8 @@ SELECT nullif(k.k_period, 'infinity') AS period, nullif(k.k_grp, '') AS grp, nul
        coalesce(c.productive, 0) AS productive, coalesce(c.sibling_error, 0) AS sibling_error,
        coalesce(c.error_retry, 0) AS error_retry, coalesce(c.persisted_output_read, 0) AS persisted_output_read,
        coalesce(c.post_write_read, 0) AS post_write_read, coalesce(c.duplicate, 0) AS duplicate,
-       coalesce(c.re_read, 0) AS re_read, coalesce(m.models, '[]') AS models, coalesce(v.verdicts, '{}') AS verdicts
+       coalesce(c.re_read, 0) AS re_read, coalesce(m.models, '[]') AS models, coalesce(v.verdicts, '{}') AS verdicts,
+       coalesce(x.cache_misses, '[]') AS cache_misses
 FROM k
 LEFT JOIN names n USING (k_period, k_grp)
 LEFT JOIN figures f USING (k_period, k_grp, k_machine)
@@ -206,6 +234,7 @@ LEFT JOIN calls c USING (k_period, k_grp, k_machine)
 LEFT JOIN away a USING (k_period, k_grp, k_machine)
 LEFT JOIN models m USING (k_period, k_grp, k_machine)
 LEFT JOIN verdicts v USING (k_period, k_grp, k_machine)
+LEFT JOIN misses x USING (k_period, k_grp, k_machine)
 WHERE %(machine)s::text IS NULL OR k.k_machine = %(machine)s::text
 ORDER BY k.k_period, k.k_grp, k.k_machine;
 

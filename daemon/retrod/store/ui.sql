@@ -30,8 +30,10 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 -- given (`rates`: report/rates.py's spans of days with one price per model, fast and tier, USD per
 -- million tokens of each kind, per part and per web search; null: no price known),
 -- in doubles: the page's own rows are priced again exactly, as the report prices them (ui/data.py,
--- from report.sql's sessions_price_groups). A group with no tokens and no web searches costs nothing, priced or not,
--- as in the report; web searches without a web-search price are unpriced, the group's tokens priced;
+-- from report.sql's sessions_price_groups). Sorted by cache waste, the stored misses are priced the
+-- same way (their page's rows: exactly, by report/cache_rollup.py). A group with no tokens and no web
+-- searches costs nothing, priced or not, as in the report; web searches without a web-search price
+-- are unpriced, the group's tokens priced;
 -- a session's cost is null only when something could not be priced and nothing could.
 -- `sessions`: only these (the live page), else every one. `projects`: these projects' sessions
 -- (their names, resolve.match_project: a session's working folder, else its Claude Code folder
@@ -67,6 +69,17 @@ WITH rates AS MATERIALIZED (  -- read once, typed
     LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
                      AND g.day BETWEEN r.day_from AND r.day_to
     GROUP BY g.session_uuid, g.db_role
+), waste AS (  -- only when sorting by it: DESIGN §2.8's waste, the stored misses (migration 0029) but
+    -- compactions', each at (5m write − read) for its 5m tokens and (1h write − read) for its 1h ones
+    SELECT c.session_uuid, c.db_role,
+           sum((c.rewritten - c.rewritten_1h) * (r.cache_5m - r.cache_read)
+               + c.rewritten_1h * (r.cache_1h - r.cache_read)) AS usd
+    FROM retrod.cache_miss_rollup c
+    LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (c.model, c.fast, c.tier_floor)
+                     AND c.day BETWEEN r.day_from AND r.day_to
+    WHERE %(sort)s = 'cache' AND c.cause <> 'compaction'
+      AND (%(sessions)s::text[] IS NULL OR c.session_uuid = ANY(%(sessions)s::text[]))
+    GROUP BY c.session_uuid, c.db_role
 ), u AS (
     SELECT u.id, u.session_uuid, coalesce(to_jsonb(u) ->> 'db_role', current_user) AS db_role, u.description
     FROM public.cc_sessions u
@@ -78,13 +91,15 @@ WITH rates AS MATERIALIZED (  -- read once, typed
                          WHEN 'tokens' THEN (s.input_tokens + s.output_tokens + s.cache_read_tokens
                                              + s.cache_create_tokens)::float8
                          WHEN 'wall' THEN coalesce(s.last_us - s.first_us, 0)::float8
-                         WHEN 'efficiency' THEN s.productive::float8 / nullif(s.calls, 0) END AS sort_key,
+                         WHEN 'efficiency' THEN s.productive::float8 / nullif(s.calls, 0)
+                         WHEN 'cache' THEN coalesce(w.usd, 0) END AS sort_key,  -- (no misses: 0)
            coalesce(c.unrated, false) AS unrated
     FROM retrod.session_figures s
     CROSS JOIN LATERAL (SELECT s.first_us) t  -- the session's start (DESIGN §2.3; migration 0022)
     LEFT JOIN (SELECT session_uuid, db_role, unrated,
                       CASE WHEN unpriced_any AND NOT priced_any THEN NULL ELSE coalesce(usd, 0) END AS usd
                FROM cost) c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
+    LEFT JOIN waste w ON w.session_uuid = s.session_uuid AND w.db_role = s.db_role
     WHERE s.transcripts > 0
       AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
       AND (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]) AND coalesce(
@@ -201,3 +216,11 @@ WHERE session_uuid = %(session)s AND db_role = %(member)s AND minute <> 'infinit
 GROUP BY minute HAVING sum(sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
                            + re_read) > 0
 ORDER BY minute;
+
+-- The stored prompt-cache misses (DESIGN §2.8, migration 0029) of these sessions (each with its
+-- member), but compactions': the list prices each page's rows' waste as their reports do.
+-- name: ui_sessions_waste_misses
+SELECT c.session_uuid, c.db_role, c.model, c.fast, c.size, c.at, c.rewritten, c.rewritten_1h
+FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
+JOIN retrod.cache_miss_rollup c ON c.session_uuid = k.session_uuid AND c.db_role = k.db_role
+WHERE c.cause <> 'compaction';

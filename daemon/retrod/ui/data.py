@@ -17,17 +17,17 @@ from psycopg.rows import dict_row
 
 from .. import lesson_data
 from .. import trends as history
-from ..report import model, rates, timeline
+from ..report import cache_rollup, model, rates, timeline
 from ..report import prices as pricing
 from ..resolve import ProjectError, ProjectMatch
 from ..store.members import current_role
 from ..store.queries import q
 from ..tracking import known_projects, project_args, project_match
 
-SORTS = ("start", "cost", "tokens", "efficiency", "wall")
+SORTS = ("start", "cost", "tokens", "efficiency", "wall", "cache")
 # Each sort's first direction: the most, the newest, the longest first; efficiency least first (the
 # list is for finding where calls were wasted, as `retrod sessions --sort efficiency`).
-FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc"}
+FIRST_ORDER = {"start": "desc", "cost": "desc", "tokens": "desc", "efficiency": "asc", "wall": "desc", "cache": "desc"}
 PER_PAGE, PER_PAGE_MAX = 50, 500
 TREND_SPLITS = ("project", "model", "machine")  # (trends' `session` split is the brief's, not a view)
 OUTLIERS = 5  # the trends page's costliest sessions
@@ -259,19 +259,26 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
         "offset": (query.page - 1) * query.per_page if uuids is None else 0,
         **(scope or {}),
     }
+    if query.sort == "cache":  # one's own sessions changed since their misses were stored, walked first
+        cache_rollup.ensure(conn, None, uuids)
     with conn.cursor(row_factory=dict_row) as cur:
         for fresh in (False, True):
             found = cur.execute(q("ui_sessions"), {**args, "rates": rates.stored(conn, prices, fresh)}).fetchall()
             if not (found and found[0]["stale_rates"]):
                 break  # else: groups stored since the rates were read; once more, with theirs
     # The page's own rows, priced exactly as their reports price them (the sort used doubles)
-    costs = model.session_costs(conn, [(row["uuid"], row["member"]) for row in found], prices)
+    keys = [(row["uuid"], row["member"]) for row in found]
+    if query.sort != "cache" and keys:  # (the page's rows alone: the live page asks on each commit)
+        cache_rollup.ensure(conn, None, [k[0] for k in keys])
+    costs = model.session_costs(conn, keys, prices)
+    wastes = cache_rollup.waste(conn, keys, prices)
     shorts = short_names(row[0] for row in conn.execute(q("ui_working_folders"))) if found else {}
     total = int(found[0]["total"]) if found else 0
-    return [_row(row, *costs[(row["uuid"], row["member"])], shorts) for row in found], total
+    return [_row(row, *costs[(row["uuid"], row["member"])], wastes[(row["uuid"], row["member"])], shorts)
+            for row in found], total
 
 
-def _row(row: dict, by_model: list[dict], cost: dict, shorts: Mapping[str, str]) -> dict:
+def _row(row: dict, by_model: list[dict], cost: dict, waste: float, shorts: Mapping[str, str]) -> dict:
     name = row["project_path"] or row["project_slug"]
     return {
         "uuid": row["uuid"], "member": row["member"], "project": name, "project_short": shorts.get(name, name),
@@ -280,6 +287,7 @@ def _row(row: dict, by_model: list[dict], cost: dict, shorts: Mapping[str, str])
         "tokens": {f: int(row[f]) for f in model.TOKEN_FIELDS}, "total_tokens": int(row["total_tokens"]),
         "requests": int(row["requests"]),
         "models": sorted(m["model"] for m in by_model if m["model"] and m["requests"]), "cost": cost,
+        "cache_waste_usd": waste,  # DESIGN §2.8: its report's summary.cache.waste_usd
         "tool_calls": int(row["tool_calls"]), "efficiency": row["efficiency"],
         "tracked": row["user_session_id"] is not None, "phases": int(row["phases"]),
     }

@@ -14,6 +14,7 @@ from html import escape
 from importlib.resources import files
 from urllib.parse import quote, urlencode
 
+from ..report import markdown
 from ..report.markdown import (
     CAUSE_TITLES,
     SIGNAL_TITLES,
@@ -36,7 +37,7 @@ VERDICT_TITLES = {"high_impact": "High impact", "moderate_impact": "Moderate imp
                   "exploratory_useful": "Exploratory, useful", "exploratory_waste": "Exploratory, waste",
                   "avoidable_waste": "Avoidable waste", "pending": "Pending"}
 SORT_TITLES = {"start": "Started (UTC)", "wall": "Wall clock", "tokens": "Tokens", "cost": "Est. cost",
-               "efficiency": "Efficiency"}
+               "efficiency": "Efficiency", "cache": "Cache waste"}
 
 
 def e(value: object) -> str:
@@ -140,10 +141,10 @@ def sessions_page(listing: dict, choices: dict, query: SessionQuery, today: date
     today = today or datetime.now(UTC).date()
     rows = "".join(_session_row(row) for row in listing["sessions"])
     if not rows:
-        rows = (f'<tr><td colspan="10" class="empty">No sessions'
+        rows = (f'<tr><td colspan="11" class="empty">No sessions'
                 f'{" match" if query.params() else " yet"}.</td></tr>')
     heads = "".join(_sort_head(name, query) for name in ("start",)) + "<th>Project</th><th>Description</th>" + \
-        "".join(_sort_head(name, query) for name in ("wall", "tokens", "cost", "efficiency")) + \
+        "".join(_sort_head(name, query) for name in ("wall", "tokens", "cost", "cache", "efficiency")) + \
         '<th class="num">Requests</th><th class="num">Tool calls</th><th class="num">Phases</th>'
     shown = f"{listing['total']:,} session{'s' if listing['total'] != 1 else ''}"
     pager = _pager(listing, query)
@@ -167,6 +168,7 @@ def _session_row(row: Mapping) -> str:
             f'<td class="num" data-field="tokens" title="{count(row["total_tokens"])}">'
             f'{e(short(row["total_tokens"]))}</td>'
             f'<td class="num" data-field="cost">{e(money(row["cost"]["usd"], row["cost"]["complete"]))}</td>'
+            f'<td class="num" data-field="cache">{e(markdown.usd(row["cache_waste_usd"]))}</td>'
             f'<td class="num" data-field="efficiency">{percent(row["efficiency"])}</td>'
             f'<td class="num" data-field="requests">{count(row["requests"])}</td>'
             f'<td class="num" data-field="tool_calls">{count(row["tool_calls"])}</td>'
@@ -503,6 +505,8 @@ def _lessons(report: dict) -> str:
 PERIOD_TITLES = {"day": "Day", "week": "Week of", "month": "Month"}
 TREND_HEAD = ('<th class="num">Sessions</th><th class="num">Est. cost</th><th class="num">Per session</th>'
               '<th class="num" title="per session, from the period before">Δ per session</th>'
+              '<th class="num" title="what re-writing a lost prompt cache cost, compactions aside (see'
+              ' docs/accounting.md)">Cache waste</th>'
               '<th class="num">Efficiency</th><th class="num" title="from the period before">Δ</th>'
               '<th class="num">Tool calls</th><th class="num">Output</th><th class="num">Claude</th>'
               '<th class="num">Tool</th><th class="num">Human</th><th class="num">Away</th>')
@@ -519,7 +523,7 @@ def trends_page(data: dict, costliest: list[dict], projects: Mapping[str, str], 
         rows = "".join(_trend_rows(p, change, through, data, projects)
                        for p, change, through in shown_periods(periods, by))
     else:
-        rows = (f'<tr><td colspan="13" class="empty">No sessions'
+        rows = (f'<tr><td colspan="14" class="empty">No sessions'
                 f'{" match" if data["project"] or data["since"] else " yet"}.</td></tr>')
     total = data["total"]
     prices = data["prices"]
@@ -604,6 +608,8 @@ def _trend_cards(total: dict) -> str:
     items = [("sessions", "Sessions", count(total["sessions"])),
              ("cost", "Est. cost", money(total["cost"]["usd"], total["cost"]["complete"])),
              ("cost_per_session", "Per session", money(total["cost_per_session"])),
+             ("cache_waste", "Cache waste", markdown.usd(total["cache"]["waste_usd"])
+              + (f" ({total['cache']['waste_share'] * 100:.1f}%)" if total["cache"]["waste_share"] else "")),
              ("efficiency", "Efficiency", percent(total["tool_use"]["efficiency"])),
              ("claude", "Claude", duration(total["claude_s"])), ("tool", "Tool", duration(total["tool_s"])),
              ("human", "Human", duration(total["human_s"])),
@@ -618,7 +624,7 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict,
     name = period_name(p, data["by"])
     if not has_figures(p):
         return (f'<tr class="muted" data-period="{e(p["period"])}"><td>{e(name)}</td>'
-                f'<td colspan="12">no sessions{e(f" to {through}" if through else "")}</td></tr>')
+                f'<td colspan="13">no sessions{e(f" to {through}" if through else "")}</td></tr>')
     detail = []
     if p["verdicts"]:
         detail.append(" ".join(verdict_chip(v) + f"&nbsp;{n}" for v, n in p["verdicts"].items()))
@@ -627,7 +633,7 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict,
                                                 for w in p["top_waste"])))
     out = [f'<tr data-period="{e(p["period"] or "undated")}"><td>{e(name)}</td>{_trend_cells(p, change)}</tr>']
     if detail:
-        out.append(f'<tr class="detail-row"><td></td><td colspan="12">{" · ".join(detail)}</td></tr>')
+        out.append(f'<tr class="detail-row"><td></td><td colspan="13">{" · ".join(detail)}</td></tr>')
     for row in p.get("projects", []):
         out.append(f'<tr class="sub" data-project="{e(row["project_slug"])}"><td title="{e(row["project"])}">'
                    f'{e(project(row, shorts))}</td>{_trend_cells(row, None)}</tr>')
@@ -639,9 +645,15 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict,
             out.append(f'<tr class="sub" data-model="{e(m["model"] or "")}"><td>{e(m["model"] or "unknown model")}'
                        f'</td><td class="num">{count(m["sessions"])}</td>'
                        f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
-                       f'<td colspan="5"></td><td class="num" data-field="output">{count(m["output"])}</td>'
+                       f'<td colspan="2"></td>'
+                       f'<td class="num" data-field="cache_waste">{e(markdown.usd(m["cache_waste_usd"]))}</td>'
+                       f'<td colspan="3"></td><td class="num" data-field="output">{count(m["output"])}</td>'
                        f'<td colspan="4"></td></tr>')
     return "".join(out)
+
+
+def _share(share: float | None) -> str:
+    return "" if share is None else f"{share * 100:.1f}% of the estimated cost"
 
 
 def _delta(change: dict | None, key: str) -> str:
@@ -661,6 +673,8 @@ def _trend_cells(f: dict, change: dict | None) -> str:
             f'<td class="num" data-field="cost_per_session">{e(money(f["cost_per_session"]))}</td>'
             f'<td class="num" data-field="change_cost_per_session">'
             f'{_delta(change, "cost_per_session")}</td>'
+            f'<td class="num" data-field="cache_waste" title="{e(_share(f["cache"]["waste_share"]))}">'
+            f'{e(markdown.usd(f["cache"]["waste_usd"]))}</td>'
             f'<td class="num" data-field="efficiency">{percent(f["tool_use"]["efficiency"])}</td>'
             f'<td class="num" data-field="change_efficiency">'
             f'{_delta(change, "efficiency")}</td>'
