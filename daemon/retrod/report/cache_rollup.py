@@ -73,7 +73,8 @@ def waste(conn: Connection, keys: Sequence[tuple[str, str]], prices: pricing.Pri
 
 def _row(session: str, miss: cache.Miss) -> dict:
     e = miss.element
-    assert e is not None, "a walked miss carries its element"
+    if e is None:
+        raise ValueError("a miss to store must come from a walk, which gives its element")
     return {"session_uuid": session, "agent": miss.agent, "at": miss.at.isoformat(), "cause": miss.cause,
             "model": e.model, "fast": e.fast, "size": e.size, "rewritten": miss.rewritten,
             "rewritten_1h": e.rewritten_1h(miss.rewritten), "machine": e.machine}
