@@ -127,14 +127,22 @@ def wait_for_log(path: Path, event: str, process: subprocess.Popen, timeout_s: f
     raise RuntimeError(f"no {event!r} from the daemon within {timeout_s:.0f} s")
 
 
-def postgres_cpu_s() -> float:
+def postgres_cpu_s(cluster_dir: Path | None = None) -> float:
     """User and system CPU seconds of the running `postgres` processes (the backends this run
-    holds open included)."""
+    holds open included); given the folder `database()` made the cluster in, only that
+    cluster's (its postmaster and its children): other jobs' clusters on a shared machine are
+    not counted."""
+    postmaster = None
+    if cluster_dir is not None:
+        pids = list(cluster_dir.glob("**/postmaster.pid"))
+        postmaster = int(pids[0].read_text().split()[0]) if pids else None
     ticks = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             if stat.with_name("comm").read_text().strip() == "postgres":
                 fields = stat.read_text().rsplit(")", 1)[1].split()
+                if postmaster is not None and postmaster not in (int(stat.parent.name), int(fields[1])):
+                    continue
                 ticks += int(fields[11]) + int(fields[12])
         except (OSError, IndexError, ValueError):
             pass

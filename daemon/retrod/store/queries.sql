@@ -89,10 +89,19 @@ DELETE FROM retrod.subagents WHERE file_id = %(id)s;
 -- name: forget_file_links
 DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 
--- (returns the shared uuids: their other holders are ranked again)
+-- A file read again from its start holds no uuid any more; the records on its lines stay (DESIGN
+-- §2.1: requests already counted stay counted), as a row that holds none (migration 0030).
+-- Returns the shared uuids: their other holders are ranked again.
 -- name: forget_file_line_holders
-WITH gone AS (DELETE FROM retrod.line_holders WHERE file_id = %(id)s RETURNING line_uuid, shared)
-SELECT DISTINCT line_uuid FROM gone WHERE shared;
+WITH held AS (
+    SELECT line_uuid, shared FROM retrod.line_holders WHERE file_id = %(id)s AND line_uuid IS NOT NULL
+), gone AS (
+    DELETE FROM retrod.line_holders WHERE file_id = %(id)s AND key IS NULL
+), kept AS (
+    UPDATE retrod.line_holders SET line_uuid = NULL, bg = false, shared = false, copy = false
+    WHERE file_id = %(id)s AND key IS NOT NULL AND line_uuid IS NOT NULL
+)
+SELECT DISTINCT line_uuid FROM held WHERE shared;
 
 -- A batch's rows come as one JSON document per table, encoded in C on the client: binding
 -- one array per column cost more client time than the server spent on the rows.
@@ -177,33 +186,26 @@ ON CONFLICT (file_id, "offset") DO UPDATE SET line_uuid = excluded.line_uuid, ga
 WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
 
 -- DESIGN §2.3: the sessions whose timeline is not just each file's own, among those whose events
--- a batch wrote: several main transcripts (a project folder copied or moved), a line uuid met
--- before, or a line already found not to count (a file's fold goes on from its own high-water
--- mark, which may hold that line's time). Their timelines are worked out again (retime_sessions).
--- Each batch row looks its match up by index (LATERAL ... LIMIT 1): as EXISTS, the planner took
+-- a batch wrote: several main transcripts (a project folder copied or moved), or a line already
+-- found not to count (a file's fold goes on from its own high-water mark, which may hold that
+-- line's time); the third reason, a line uuid met before, insert_line_holders tells (each main
+-- event with a uuid is a holder's line). Their timelines are worked out again (retime_sessions).
+-- Each batch file looks its match up by index (LATERAL ... LIMIT 1): as EXISTS, the planner took
 -- json_to_recordset's 100 × 100 rows for granted and hashed all of the member's events for every
--- batch, one line's included (~20 ms per commit on 150 MB of history, growing with it).
+-- batch, one line's included (~20 ms per commit on 150 MB of history, growing with it). The
+-- batch's files with main-timeline events come as two arrays: parsing the events' document again
+-- for them cost a backfill several percent of its database time.
 -- name: sessions_to_retime
-WITH batch AS (  -- (main rows: a subagent timeline is placed by subtime_sessions)
-    SELECT f.file_id, f.session_uuid, e."offset", e.line_uuid
-    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-         json_to_recordset(f.rows) AS e("offset" BIGINT, line_uuid TEXT, sub BOOL)
-    WHERE NOT e.sub
+WITH batch AS (
+    SELECT * FROM unnest(%(sessions)s::text[], %(file_ids)s::bigint[]) AS b(session_uuid, file_id)
 )
-SELECT s.session_uuid FROM (SELECT DISTINCT session_uuid, file_id FROM batch) s
+SELECT s.session_uuid FROM batch s
 CROSS JOIN LATERAL (SELECT FROM retrod.files o WHERE o.session_uuid = s.session_uuid AND o.kind = 'main'
                     AND o.db_role = current_user AND o.id <> s.file_id LIMIT 1) another_main
 UNION
 SELECT s.session_uuid FROM (SELECT DISTINCT session_uuid FROM batch) s
 CROSS JOIN LATERAL (SELECT FROM retrod.events e WHERE e.session_uuid = s.session_uuid AND NOT e.counted
-                    AND NOT e.sub AND e.db_role = current_user LIMIT 1) not_counted
-UNION
-SELECT b.session_uuid FROM batch b
-CROSS JOIN LATERAL (
-    SELECT FROM retrod.events e
-    WHERE e.session_uuid = b.session_uuid AND e.line_uuid = b.line_uuid AND e.db_role = current_user
-      AND NOT e.sub AND (e.file_id, e."offset") <> (b.file_id, b."offset") LIMIT 1) met_before
-WHERE b.line_uuid IS NOT NULL;
+                    AND NOT e.sub AND e.db_role = current_user LIMIT 1) not_counted;
 
 -- DESIGN §2.3/§2.4: a session's one timeline, over all its main transcripts (deleted ones too):
 -- in the order of their project folders' names (then host and path: two hosts' copies), each
@@ -319,14 +321,61 @@ FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, 
      json_to_recordset(f.rows) AS b("offset" BIGINT, agent TEXT, ts_us BIGINT)
 ON CONFLICT DO NOTHING;
 
--- DESIGN §2.1 unmarked fork copies: a main transcript's unmarked candidate lines with a uuid; a
--- line read again is the same row.
+-- DESIGN §2.1 unmarked fork copies: a main transcript's unmarked candidate lines with a uuid, each
+-- with the record on it if any (§2.2: key NULL, none); a line read again is the same row, its
+-- record as read last. One index lookup per line of the batch tells who else holds its uuid:
+-- - another session (here or in the batch): every holder of the uuid is marked shared, and only
+--   shared uuids are ranked after a batch;
+-- - its own session, at another line: returned, for retime_sessions (§2.3: a line whose uuid
+--   is known counts once). Every main-timeline event with a uuid is such a line, so this is
+--   sessions_to_retime's "met before" for the events of the batch (and a little more: a line of
+--   another type with the uuid; retiming a session is exact whenever it runs).
+-- Run under lock_fork_copies: a holder another transaction adds at the same time is then seen.
+-- (A row is written once per statement: the batch's own rows get `shared` as they are written,
+-- the others by `marked`.)
 -- name: insert_line_holders
-INSERT INTO retrod.line_holders (file_id, "offset", session_uuid, line_uuid, bg)
-SELECT f.file_id, h."offset", f.session_uuid, h.uuid, h.bg
-FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-     json_to_recordset(f.rows) AS h("offset" BIGINT, uuid TEXT, bg BOOL)
-ON CONFLICT DO NOTHING;
+WITH batch AS (
+    SELECT f.file_id, h."offset", f.session_uuid, h.uuid, h.bg, h.key, h.agent, h.sidechain, h.ts_us
+    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+         json_to_recordset(f.rows)
+         AS h("offset" BIGINT, uuid TEXT, bg BOOL, key TEXT, agent TEXT, sidechain BOOL, ts_us BIGINT)
+), probed AS (
+    SELECT b.session_uuid, b.uuid, o.other_session, o.own_session
+    FROM batch b CROSS JOIN LATERAL (
+        SELECT coalesce(bool_or(o.session_uuid <> b.session_uuid), false) AS other_session,
+               coalesce(bool_or(o.session_uuid = b.session_uuid), false) AS own_session
+        FROM retrod.line_holders o
+        WHERE o.line_uuid = b.uuid AND o.db_role = current_user
+          AND (o.file_id, o."offset") <> (b.file_id, b."offset")) o
+), found AS (
+    SELECT uuid FROM probed GROUP BY uuid HAVING bool_or(other_session) OR count(DISTINCT session_uuid) > 1
+), written AS (
+    INSERT INTO retrod.line_holders AS h (file_id, "offset", session_uuid, line_uuid, bg, shared,
+                                          key, agent, sidechain, ts)
+    SELECT b.file_id, b."offset", b.session_uuid, b.uuid, b.bg, b.uuid IN (SELECT uuid FROM found),
+           b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us)
+    FROM batch b
+    ON CONFLICT (file_id, "offset") DO UPDATE SET
+        -- (a row that holds no uuid: its file was read again from its start, store.reset)
+        line_uuid = coalesce(h.line_uuid, excluded.line_uuid),
+        bg = CASE WHEN h.line_uuid IS NULL THEN excluded.bg ELSE h.bg END,
+        shared = h.shared OR coalesce(h.line_uuid, excluded.line_uuid) IN (SELECT uuid FROM found),
+        (key, agent, sidechain, ts) = (
+            SELECT excluded.key, excluded.agent, excluded.sidechain, excluded.ts WHERE excluded.key IS NOT NULL
+            UNION ALL
+            SELECT h.key, h.agent, h.sidechain, h.ts WHERE excluded.key IS NULL)
+    WHERE h.line_uuid IS NULL OR (NOT h.shared AND h.line_uuid IN (SELECT uuid FROM found))
+       OR (excluded.key IS NOT NULL
+           AND (h.key, h.agent, h.sidechain, h.ts)
+               IS DISTINCT FROM (excluded.key, excluded.agent, excluded.sidechain, excluded.ts))
+), marked AS (  -- (= ANY(ARRAY(...)): by index; a join with `found` let the planner scan every holder)
+    UPDATE retrod.line_holders h SET shared = true
+    WHERE h.line_uuid = ANY(ARRAY(SELECT uuid FROM found)) AND h.db_role = current_user AND NOT h.shared
+      AND NOT EXISTS (SELECT FROM batch b WHERE (b.file_id, b."offset") = (h.file_id, h."offset"))
+)
+SELECT session_uuid FROM probed WHERE own_session
+UNION
+SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
 
 -- DESIGN §2.1 unmarked fork copies: which session wrote each uuid more than one session holds.
 -- name: uuid_writers
@@ -339,21 +388,6 @@ SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
 -- (its member's), so the later one sees the earlier one's and decides for both.
 -- name: lock_fork_copies
 SELECT pg_advisory_xact_lock(hashtext('retrod.line_holders'), hashtext(current_user));
-
--- The holders of a batch's uuids that another session holds too are marked shared (an index
--- lookup per uuid of the batch): only those are ranked after a batch.
--- name: share_line_holders
-WITH batch AS (
-    SELECT DISTINCT f.session_uuid, h.uuid
-    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-         json_to_recordset(f.rows) AS h(uuid TEXT)
-), found AS (
-    SELECT DISTINCT b.uuid FROM batch b
-    WHERE EXISTS (SELECT FROM retrod.line_holders o WHERE o.line_uuid = b.uuid AND o.db_role = current_user
-                    AND o.session_uuid <> b.session_uuid)
-)
-UPDATE retrod.line_holders h SET shared = true
-FROM found WHERE h.line_uuid = found.uuid AND h.db_role = current_user AND NOT h.shared;
 
 -- The shared uuids of the given sessions (their span may have moved) and the given uuids (a
 -- file's, forgotten) are ranked again; each holder is a fork copy unless its session wrote the
@@ -375,16 +409,17 @@ WITH uuids AS (
 )
 SELECT session_uuid, file_id, "offset" FROM changed;
 
--- DESIGN §2.4 with §2.1: the tool_use ids of lines that are fork copies (`changed` lines, and a
--- batch's) are set aside, and those of lines that stopped being one come back (the rollup's
--- triggers count them out and in).
+-- DESIGN §2.4 with §2.1: the tool_use ids of lines that are fork copies (`changed` lines, and the
+-- fork copies of the `sessions` whose tool_calls a batch wrote) are set aside, and those of lines
+-- that stopped being one come back (the rollup's triggers count them out and in). A fork copy's
+-- uuid is shared (only shared uuids are ranked): its session's are found by the index of those,
+-- rather than by parsing the batch's tool_calls again (most lines are no fork copy).
 -- name: park_tool_calls
 WITH lines AS (
     SELECT file_id, "offset" FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
     UNION
-    SELECT f.file_id, t."offset"
-    FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
-    CROSS JOIN json_to_recordset(f.rows) AS t("offset" BIGINT)
+    SELECT c.file_id, c."offset" FROM retrod.line_holders c
+    WHERE c.session_uuid = ANY(%(sessions)s::text[]) AND c.shared AND c.copy AND c.db_role = current_user
 ), moved AS (
     DELETE FROM retrod.tool_calls t USING lines l, retrod.line_holders c
     WHERE (t.file_id, t."offset") = (l.file_id, l."offset") AND (c.file_id, c."offset") = (l.file_id, l."offset")
@@ -406,32 +441,23 @@ WITH back AS (
 INSERT INTO retrod.tool_calls SELECT * FROM back
 ON CONFLICT (file_id, tool_use_id) DO NOTHING;
 
--- name: insert_held_records
-INSERT INTO retrod.held_records AS d (file_id, "offset", key, session_uuid, agent, sidechain, ts)
-SELECT f.file_id, r."offset", r.key, f.session_uuid, r.agent, r.sidechain, retrod.us_to_ts(r.ts_us)
-FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-     json_to_recordset(f.rows) AS r("offset" BIGINT, key TEXT, agent TEXT, sidechain BOOL, ts_us BIGINT)
-ON CONFLICT (file_id, "offset") DO UPDATE
-SET key = excluded.key, session_uuid = excluded.session_uuid, agent = excluded.agent, sidechain = excluded.sidechain,
-    ts = excluded.ts
-WHERE (d.key, d.session_uuid, d.agent, d.sidechain, d.ts)
-      IS DISTINCT FROM (excluded.key, excluded.session_uuid, excluded.agent, excluded.sidechain, excluded.ts);
-
 -- DESIGN §2.2 with §2.1: the owner of the requests of the given lines (`changed`: lines that
--- became, or stopped being, fork copies; `batch`: a batch's held records, whose request is owned
--- again when the line is a fork copy, which upsert_requests ranked as the session's own) among
--- their held records, a fork copy's as foreign, and their other records' owner (base_*).
+-- became, or stopped being, fork copies; `batch`: a batch's holders, whose record's request is
+-- owned again when the line is a fork copy, which upsert_requests ranked as the session's own)
+-- among the records held on lines (line_holders.key), a fork copy's as foreign, and their other
+-- records' owner (base_*).
 -- name: reown_requests
 WITH keys AS (
     SELECT d.key
     FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
-    JOIN retrod.held_records d ON (d.file_id, d."offset") = (c.file_id, c."offset")
+    JOIN retrod.line_holders d ON (d.file_id, d."offset") = (c.file_id, c."offset")
+    WHERE d.key IS NOT NULL
     UNION
     SELECT d.key
     FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
-    CROSS JOIN json_to_recordset(f.rows) AS b("offset" BIGINT)
-    JOIN retrod.line_holders c ON (c.file_id, c."offset") = (f.file_id, b."offset") AND c.copy
-    JOIN retrod.held_records d ON (d.file_id, d."offset") = (f.file_id, b."offset")
+    CROSS JOIN json_to_recordset(f.rows) AS b("offset" BIGINT, key TEXT)
+    JOIN retrod.line_holders d ON (d.file_id, d."offset") = (f.file_id, b."offset") AND d.copy
+    WHERE b.key IS NOT NULL AND d.key IS NOT NULL
 ), owners AS (
     SELECT k.key, o.*
     FROM keys k CROSS JOIN LATERAL (
@@ -441,9 +467,8 @@ WITH keys AS (
             FROM retrod.requests r
             WHERE r.key = k.key AND r.db_role = current_user AND r.base_session IS NOT NULL
             UNION ALL
-            SELECT d.session_uuid, d.agent, d.sidechain, coalesce(c.copy, false), d.ts, f.host_id
-            FROM retrod.held_records d JOIN retrod.files f ON f.id = d.file_id
-            LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (d.file_id, d."offset")
+            SELECT d.session_uuid, d.agent, d.sidechain, d.copy, d.ts, f.host_id
+            FROM retrod.line_holders d JOIN retrod.files f ON f.id = d.file_id
             WHERE d.key = k.key AND d.db_role = current_user
         ) o
         ORDER BY sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a, h LIMIT 1) o

@@ -170,7 +170,7 @@ class Store:
             copies, lines = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
             if copies:
                 conn.execute(q("reown_requests"), {"changed": lines, "batch": "[]"})
-                conn.execute(q("park_tool_calls"), {"changed": lines, "batch": "[]"})
+                conn.execute(q("park_tool_calls"), {"changed": lines, "sessions": []})
                 conn.execute(q("unpark_tool_calls"), {"changed": lines})
             gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
             if copies:
@@ -268,8 +268,6 @@ class Store:
                                             for a, s in r.subagents.items()]),
             ("insert_links", lambda r: sorted(r.links)),
             ("insert_cache_boundaries", lambda r: r.boundaries),
-            ("insert_line_holders", lambda r: r.holders),
-            ("insert_held_records", lambda r: r.held_records),
         ):
             files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
                      for p in batch if (rows := rows_of(p.result))]
@@ -281,16 +279,25 @@ class Store:
         mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
         if mains:
             conn.execute(q("lock_fork_copies"))
-        if "insert_line_holders" in documents:
-            conn.execute(q("share_line_holders"), {"files": documents["insert_line_holders"]})
+        held = [{"file_id": p.file.id, "session_uuid": p.session, "rows": p.result.holders}
+                for p in batch if p.result is not None and p.result.holders]
+        holders = _json(held) if held else None
+        met: list[str] = []  # sessions holding one of the batch's uuids at another line
+        if holders is not None:  # (under the lock: whether another session holds a uuid too)
+            met = [row[0] for row in conn.execute(q("insert_line_holders"), {"files": holders})]
         copies, lines = _decide_fork_copies(conn, mains, []) if mains else ([], "[]")
-        if copies or "insert_held_records" in documents:
-            conn.execute(q("reown_requests"), {"changed": lines, "batch": documents.get("insert_held_records", "[]")})
-        if copies or "upsert_tool_calls" in documents:
-            conn.execute(q("park_tool_calls"), {"changed": lines, "batch": documents.get("upsert_tool_calls", "[]")})
+        records = [{"file_id": p.file.id, "rows": rows} for p in batch if p.result is not None
+                   and (rows := [h for h in p.result.holders if h.key is not None])]
+        if copies or records:
+            conn.execute(q("reown_requests"), {"changed": lines, "batch": _json(records)})
+        called = sorted({p.session for p in batch if p.session and p.result is not None and p.result.tool_calls})
+        if copies or called:
+            conn.execute(q("park_tool_calls"), {"changed": lines, "sessions": called})
         if copies:
             conn.execute(q("unpark_tool_calls"), {"changed": lines})
-        _retime(conn, documents.get("insert_events"), copies,
+        timed = [(p.session, p.file.id) for p in batch
+                 if p.session and p.result is not None and any(not e.sub for e in p.result.events)]
+        _retime(conn, timed, copies + met,
                 [p.session for p in batch if p.session and p.result and p.result.events])
         _write_tool_uses(conn, batch, lines if copies else None)
 
@@ -316,15 +323,19 @@ def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: li
             _json([{"file_id": file_id, "offset": offset} for _, file_id, offset in rows]))
 
 
-def _retime(conn: psycopg.Connection, events: str | None, copies: list[str], batch_sessions: list[str]) -> None:
+def _retime(conn: psycopg.Connection, timed: list[tuple[str, int]], copies: list[str],
+            batch_sessions: list[str]) -> None:
     """DESIGN §2.3: each file's events are folded on their own, which is the session's timeline
     unless it has several main transcripts, a line uuid repeats or a line is a fork copy (§2.1);
     those sessions' timelines are worked out again across their files, and those of `copies`
-    (whose fork copies changed). Then the subagent timelines of those sessions: placed when a
-    session has no main event, turned off when it has one."""
+    (whose fork copies changed, or which hold a uuid of the batch at another line: a line uuid
+    met before, found by insert_line_holders). Then the subagent timelines of those sessions:
+    placed when a session has no main event, turned off when it has one. `timed`: the batch's
+    files with main-timeline events, as (session, file id)."""
     sessions = set(copies)
-    if events is not None:
-        sessions.update(row[0] for row in conn.execute(q("sessions_to_retime"), {"files": events}))
+    if timed:
+        sessions.update(row[0] for row in conn.execute(q("sessions_to_retime"), {
+            "sessions": [session for session, _ in timed], "file_ids": [file_id for _, file_id in timed]}))
     if sessions:
         conn.execute(q("retime_sessions"), {"sessions": sorted(sessions)})
     if batch_sessions or copies:

@@ -110,7 +110,7 @@ class Request:
     place_offset: int | None = None
     # The owner among the records that are not on an unmarked candidate line with a uuid (§2.1:
     # such a line may turn out a fork copy, which ranks as foreign; the store re-ranks those
-    # records, HeldRecord, against this one). base_session None: no such record.
+    # records, Holder.key, against this one). base_session None: no such record.
     base_session: str | None = None
     base_agent: str = ""
     base_sidechain: bool = False
@@ -200,27 +200,24 @@ class Boundary:
     ts_us: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Holder:
     """An unmarked candidate line of a main transcript with a uuid (§2.1: neither copied history,
-    nor sidechain, nor marked): the store decides across sessions which one wrote the uuid."""
+    nor sidechain, nor marked): the store decides across sessions which one wrote the uuid. With
+    the record on it, if any (its own, or the one an agent_progress line embeds: a line holds one
+    at most), which ranks as foreign (§2.2) when the line turns out a fork copy; key None: none.
+    One row of retrod.line_holders (migration 0030)."""
 
     offset: int
     uuid: str
     bg: bool  # stamped sessionKind "bg"
+    key: str | None = None
+    sidechain: bool | None = None
+    ts_us: int | None = None
+    agent: str | None = None
 
-
-@dataclass(frozen=True, slots=True)
-class HeldRecord:
-    """A record on an unmarked candidate line with a uuid (its own, or the one an agent_progress
-    line embeds): it ranks as foreign (§2.2) when the line turns out a fork copy (§2.1), which
-    the store decides across sessions."""
-
-    offset: int
-    key: str
-    sidechain: bool
-    ts_us: int | None
-    agent: str
+    def hold(self, key: str, sidechain: bool, ts_us: int | None, agent: str) -> None:
+        self.key, self.sidechain, self.ts_us, self.agent = key, sidechain, ts_us, agent
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,8 +275,7 @@ class FoldResult:
     calls: dict[str, Call] = field(default_factory=dict)  # the first of each id in this chunk
     results: dict[str, ToolResult] = field(default_factory=dict)  # the first of each id in this chunk
     boundaries: list[Boundary] = field(default_factory=list)
-    holders: list[Holder] = field(default_factory=list)
-    held_records: list[HeldRecord] = field(default_factory=list)
+    holders: list[Holder] = field(default_factory=list)  # with the records on their lines
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -326,7 +322,10 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
     # copied history, or a fork copy: counts like copied history everywhere (§2.1)
     foreign = _is_foreign(msg.session_id, session) or is_marked_fork_copy(source, entry)
     # an unmarked candidate line with a uuid: it may turn out a fork copy (§2.1), the store decides
-    held = source.kind == "main" and not sidechain and not foreign and entry.uuid is not None
+    held: Holder | None = None
+    if source.kind == "main" and not sidechain and not foreign and entry.uuid is not None:
+        held = Holder(offset, entry.uuid, entry.bg)
+        out.holders.append(held)
 
     if in_subagent_file and source.agent_id in out.subagents:
         out.subagents[source.agent_id].add(msg.timestamp)
@@ -357,25 +356,23 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
             _add_result(out, result)
 
     if source.kind == "main" and not sidechain and not foreign:
-        _hold(state, out, offset, entry)
+        _widen_span(state, entry)
         _fold_own_line(state, out, offset, entry)
 
 
-def _hold(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
-    """An unmarked candidate line (§2.1): its time widens the file's candidate span, its uuid
-    is kept to be ranked against the other sessions holding it."""
+def _widen_span(state: FoldState, entry: Entry) -> None:
+    """An unmarked candidate line (§2.1): its time widens the file's candidate span (its uuid,
+    if any, is kept to be ranked against the other sessions holding it: _fold_entry's Holder)."""
     ts = entry.msg.timestamp
     if ts is not None:
         if state.span_first_us is None or ts < state.span_first_us:
             state.span_first_us = ts
         if state.span_last_us is None or ts > state.span_last_us:
             state.span_last_us = ts
-    if entry.uuid is not None:
-        out.holders.append(Holder(offset, entry.uuid, entry.bg))
 
 
 def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: Entry, embedded: Message,
-                         held: bool) -> None:
+                         held: Holder | None) -> None:
     ts = embedded.timestamp if embedded.timestamp is not None else entry.msg.timestamp
     foreign = (_is_foreign(embedded.session_id or entry.msg.session_id, source.session_uuid)
                or is_marked_fork_copy(source, entry))  # (a fork's copy of a progress line: its record too)
@@ -387,7 +384,7 @@ def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: En
     if embedded.type != "assistant" or embedded.usage is None:
         return
     _add_record(out, source, offset, embedded, embedded.usage, ts, True, foreign, agent or UNNAMED_AGENT,
-                held and not foreign)
+                None if foreign else held)
     if agent and not foreign and not agent.startswith(COMPACTION_PREFIX):
         out.subagents.setdefault(agent, Span()).add(ts)  # listed through its copied records
 
@@ -400,7 +397,7 @@ def _add_sub_event(out: FoldResult, offset: int, msg: Message, ts: int | None) -
 
 
 def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usage: Usage, ts: int | None,
-                sidechain: bool, foreign: bool, agent: str, held: bool = False) -> None:
+                sidechain: bool, foreign: bool, agent: str, held: Holder | None = None) -> None:
     key = msg.key or indexable(f"@{source.name}@{offset}", PLACE_KEY_BYTES, keep_start=False)
     keyless = msg.key is None
     record = Request(
@@ -421,8 +418,8 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         place_path=indexable(source.name, PLACE_KEY_BYTES) if keyless else None,
         place_offset=offset if keyless else None,
     )
-    if held:
-        out.held_records.append(HeldRecord(offset, key, sidechain, ts, agent))
+    if held is not None:
+        held.hold(key, sidechain, ts, agent)
     else:
         record.base_session, record.base_agent = source.session_uuid, agent
         record.base_sidechain, record.base_foreign, record.base_ts_us = sidechain, foreign, ts
