@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from retrod.ingest import Ingester
 from retrod.report import prices
 from retrod.store.store import Store
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CACHE_FIGURES = ("read", "create", "misses", "waste_usd")
 TASK_FIGURES = ("requests", "tool_turns", "text_turns", "claude_s", "tool_s", "human_s", "away_s", "tokens")
 
@@ -53,8 +54,8 @@ def reference_reads_once() -> Iterator[None]:
 
 
 def cache_mismatches(session: str, report: dict, want: dict) -> list[tuple]:
-    """DESIGN §2.8: the session's and each subagent's cache figures; want is
-    reference.compute_cache(...)[session]."""
+    """DESIGN §2.8: the session's cache figures, its ten costliest misses and each subagent's
+    misses; want is reference.compute_cache(...)[session]."""
     out: list[tuple] = []
     cache = report["summary"]["cache"]
     for key in CACHE_FIGURES:
@@ -63,6 +64,12 @@ def cache_mismatches(session: str, report: dict, want: dict) -> list[tuple]:
     ratio = want["summary"]["hit_ratio"]
     if cache["hit_ratio"] != (None if ratio is None else pytest.approx(ratio, rel=1e-12)):
         out.append((session, "cache.hit_ratio", cache["hit_ratio"], ratio))
+    costliest = [{"at": (EPOCH + timedelta(microseconds=m["at_us"])).isoformat(), "agent": m["agent"],
+                  "cause": m["cause"], "reason": m["reason"], "rewritten": m["rewritten"],
+                  "extra_usd": reference.usd(m["extra"]), "pause_s": m["pause_s"], "prefix_before": m["prefix_before"]}
+                 for m in want["costliest"]]
+    if cache["costliest"] != costliest:
+        out.append((session, "cache.costliest", cache["costliest"], costliest))
     for sub in report["subagents"]:
         expected = want["subagents"].get(sub["agent_id"])
         if expected is None or sub["cache"]["misses"] != expected["misses"]:

@@ -1,16 +1,17 @@
-"""Real transcripts of current Claude Code versions against the reference (issue 19), on both
-ingest paths: `pytest -m corpus` with RETROD_REAL_CORPUS naming a projects folder. Besides the
+"""Real transcripts of current Claude Code versions against the reference (issue 19), on every
+ingest path: `pytest -m corpus` with RETROD_REAL_CORPUS naming a projects folder. Besides the
 summary and tokens by model, each session's prompt-cache misses by cause (DESIGN §2.8, per
 subagent too) and the tasks of Claude's plan (§2.9: names, statuses, windows, each task's
 figures) are the reference's (issues 29 and 30), read at once, in batches, and written in random
 chunks with restarts.
 
 Such transcripts are public but not ours to redistribute, so they are not in the repository: the
-collection used for this round (51 sessions of Claude Code 2.1.47–2.1.219 from eleven public
+collections used (issue 19: 51 sessions of Claude Code 2.1.47–2.1.219 from eleven public
 repositories, with usage.iterations of two models, speed "fast", Sonnet 4.6, Opus 4.8, Opus 5
-and Fable 5; docs/decisions.md) is gathered by hand. The committed fixtures hold the same shapes
-(tests/test_models.py, FALLBACK). Selected but not given a folder, the test fails: never a silent
-skip.
+and Fable 5; issues 29/30: 110 sessions of 2.1.1–2.1.63 from three, 50 with TaskCreate/TaskUpdate
+plans and 18 with TodoWrite ones; docs/decisions.md) are gathered by hand. The committed fixtures
+hold the same shapes (tests/test_models.py, FALLBACK). Selected but not given a folder, the test
+fails: never a silent skip.
 """
 
 from __future__ import annotations
