@@ -10,23 +10,20 @@ from __future__ import annotations
 import random
 import shutil
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg_pool import ConnectionPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import reference
-import reference_tools
 from conftest import FIXTURES, fresh_database
-from helpers import HOST, ingest
+from helpers import ingest
 from plan_transcripts import BASE, Transcript, at, session_id
-from retrod.ingest import Ingester
-from retrod.report import markdown, model, prices
-from retrod.store.store import Store
+from report_checks import chunked, plan_mismatches
+from retrod.report import markdown, model
 
 
 # Each case: the transcript, and what DESIGN §2.9 makes of it, worked out by hand:
@@ -163,22 +160,6 @@ def test_a_task_counts_what_its_windows_hold(hand_made) -> None:
     assert test["started_at"] == at(20).isoformat() and test["ended_at"] == at(30).isoformat()
 
 
-def _sum_phase_figures(rows: list[dict]) -> dict:
-    out = {"tokens": dict.fromkeys(("input", "output", "cache_read", "cache_create"), 0)}
-    for key in ("requests", "tool_turns", "text_turns", "claude_s", "tool_s", "human_s", "away_s"):
-        out[key] = round(sum(r[key] for r in rows), 3)
-    for r in rows:
-        for f in out["tokens"]:
-            out["tokens"][f] += r["tokens"][f]
-    return out
-
-
-def _bounds(windows: list[dict]) -> list[tuple[datetime, datetime]]:
-    far = datetime(2100, 1, 1, tzinfo=UTC)  # an open window: every time from its start on
-    return [(datetime.fromisoformat(w["start"]), datetime.fromisoformat(w["end"]) if w["end"] else far)
-            for w in windows]
-
-
 def test_fixtures_equal_the_reference(db_url) -> None:
     """DESIGN §2.9: "In the shared fixtures, 18 of 45 sessions hold a plan: 83 tasks were worked on,
     34 were never started" — and every session's tasks, windows and figures are the reference's."""
@@ -192,63 +173,8 @@ def test_fixtures_equal_the_reference(db_url) -> None:
     planned = [r["plan"] for r in reports.values() if r["plan"]["family"]]
     assert (len(planned), sum(len(p["tasks"]) for p in planned),
             sum(len(p["tasks_never_started"]) for p in planned)) == (18, 83, 34)
-    for session, report in reports.items():
-        plan = report["plan"]
-        want = reference.compute_plan(FIXTURES, session)
-        assert _shape(plan)[:2] == _reference_shape(want)[:2], session
-        assert [(t["name"], t["status"], [(reference.to_microseconds(datetime.fromisoformat(w["start"])),
-                                            w["end"] and reference.to_microseconds(datetime.fromisoformat(w["end"])))
-                                           for w in t["windows"]]) for t in plan["tasks"]] \
-            == [(t["name"], t["status"], [(s, e) for s, e in t["windows"]]) for t in want["tasks"]], session
-        assert plan["tasks_never_started"] == want["tasks_never_started"], session
-        if not plan["tasks"]:
-            assert all(s["task"] is None for s in report["subagents"]), session
-            continue
-        bounds = [_bounds(t["windows"]) for t in plan["tasks"]]
-        flat = [b for task in bounds for b in task]
-        figures = reference.compute_phases(FIXTURES, session, flat)
-        costs = reference.compute_phase_models(FIXTURES, session, flat, with_cost=True)
-        calls = reference_tools.tool_use(FIXTURES, session, flat)["phases"]
-        i = 0
-        for task, windows in zip(plan["tasks"], bounds, strict=True):
-            mine = slice(i, i + len(windows))
-            i += len(windows)
-            got = {k: task[k] for k in ("requests", "tool_turns", "text_turns", "claude_s", "tool_s", "human_s",
-                                        "away_s", "tokens")}
-            assert got == _sum_phase_figures(figures[mine]), (session, task["name"])
-            usd = [c["cost"]["usd"] for c in costs[mine] if c["cost"]["usd"] is not None]
-            assert task["cost"]["usd"] == pytest.approx(sum(usd) if usd else None, abs=1e-6), (session, task["name"])
-            assert task["tool_use"]["calls"] == sum(c["calls"] for c in calls[mine]), (session, task["name"])
-            assert task["tool_use"]["productive"] == sum(c["productive"] for c in calls[mine]), (session, task["name"])
-        belongs = reference.subagent_phase(FIXTURES, session, flat)
-        window_task = [n for n, windows in enumerate(bounds, 1) for _ in windows]
-        for sub in report["subagents"]:
-            index = belongs.get(sub["agent_id"])
-            assert sub["task"] == (None if index is None else window_task[index]), (session, sub["agent_id"])
-        for n, task in enumerate(plan["tasks"], 1):
-            assert task["subagents"] == [s["agent_id"] for s in report["subagents"] if s["task"] == n]
-
-
-def _chunked(root: Path, final: dict[Path, bytes], url: str, rng: random.Random) -> None:
-    """Write the files in random chunks (a line split anywhere), reading them now and then with an
-    ingester that restarts at random, then once more at the end."""
-    written = dict.fromkeys(final, 0)
-    with ConnectionPool(url, min_size=1, max_size=2, open=True) as pool:
-        with pool.connection() as conn:
-            prices.store_tiers(conn)
-        ingester = Ingester(Store(pool, HOST), [root], rng.choice([512, 4096]))
-        while pending := [p for p, n in written.items() if n < len(final[p])]:
-            path = rng.choice(pending)
-            upto = min(len(final[path]), written[path] + rng.randint(1, 700))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "ab") as f:
-                f.write(final[path][written[path]:upto])
-            written[path] = upto
-            if rng.random() < 0.5:
-                if rng.random() < 0.3:
-                    ingester = Ingester(Store(pool, HOST), [root], rng.choice([512, 4096]))
-                ingester.scan()
-        Ingester(Store(pool, HOST), [root]).scan()
+    assert [m for session, report in sorted(reports.items())
+            for m in plan_mismatches(FIXTURES, session, report)] == []
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -264,10 +190,10 @@ def test_random_chunks_end_like_one_pass(pg_cluster, tmp_path, seed) -> None:
         shutil.copy(FIXTURES / rel, source / rel)
     final = {tmp_path / "chunked" / p.relative_to(source): p.read_bytes() for p in sorted(source.rglob("*.jsonl"))}
     sessions = sorted(p.stem for p in final)
-    with fresh_database(pg_cluster) as once, fresh_database(pg_cluster) as chunked:
+    with fresh_database(pg_cluster) as once, fresh_database(pg_cluster) as chunked_url:
         ingest(once, [source])
-        _chunked(tmp_path / "chunked", final, chunked, random.Random(seed))
-        with psycopg.connect(once) as a, psycopg.connect(chunked) as b:
+        chunked(tmp_path / "chunked", final, chunked_url, random.Random(seed))
+        with psycopg.connect(once) as a, psycopg.connect(chunked_url) as b:
             for session in sessions:
                 want, got = model.build(a, session)["plan"], model.build(b, session)["plan"]
                 assert got == want, session
