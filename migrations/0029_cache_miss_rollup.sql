@@ -60,24 +60,24 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER requests_cache_inserted AFTER INSERT ON retrod.requests
+CREATE TRIGGER requests_stale_inserted AFTER INSERT ON retrod.requests
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.mark_cache_stale();
-CREATE TRIGGER requests_cache_updated AFTER UPDATE ON retrod.requests
+CREATE TRIGGER requests_stale_updated AFTER UPDATE ON retrod.requests
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION retrod.mark_cache_stale();
-CREATE TRIGGER requests_cache_deleted AFTER DELETE ON retrod.requests
+CREATE TRIGGER requests_stale_deleted AFTER DELETE ON retrod.requests
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.mark_cache_stale();
-CREATE TRIGGER boundaries_cache_inserted AFTER INSERT ON retrod.cache_boundaries
+CREATE TRIGGER boundaries_stale_inserted AFTER INSERT ON retrod.cache_boundaries
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.mark_cache_stale();
-CREATE TRIGGER boundaries_cache_deleted AFTER DELETE ON retrod.cache_boundaries
+CREATE TRIGGER boundaries_stale_deleted AFTER DELETE ON retrod.cache_boundaries
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION retrod.mark_cache_stale();
 
 -- Fired in the bulk path's replica mode too, as every trigger of retrod's (0011).
-ALTER TABLE retrod.requests ENABLE ALWAYS TRIGGER requests_cache_inserted;
-ALTER TABLE retrod.requests ENABLE ALWAYS TRIGGER requests_cache_updated;
-ALTER TABLE retrod.requests ENABLE ALWAYS TRIGGER requests_cache_deleted;
-ALTER TABLE retrod.cache_boundaries ENABLE ALWAYS TRIGGER boundaries_cache_inserted;
-ALTER TABLE retrod.cache_boundaries ENABLE ALWAYS TRIGGER boundaries_cache_deleted;
+ALTER TABLE retrod.requests ENABLE ALWAYS TRIGGER requests_stale_inserted;
+ALTER TABLE retrod.requests ENABLE ALWAYS TRIGGER requests_stale_updated;
+ALTER TABLE retrod.requests ENABLE ALWAYS TRIGGER requests_stale_deleted;
+ALTER TABLE retrod.cache_boundaries ENABLE ALWAYS TRIGGER boundaries_stale_inserted;
+ALTER TABLE retrod.cache_boundaries ENABLE ALWAYS TRIGGER boundaries_stale_deleted;
 
 -- Every session stored so far is walked once.
 INSERT INTO retrod.cache_stale (session_uuid, db_role)
