@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import NamedTuple
@@ -37,7 +37,7 @@ class Miss:
     prefix_before: int
     # what migration 0029's store keeps of it (model, speed, size, 1h writes, machine); None for a
     # miss read from migration 0031's rows, which hold those themselves
-    element: Element | None = None
+    element: Element | None = field(default=None, compare=False)  # (a miss is its figures)
 
 
 @dataclass(frozen=True, slots=True)
