@@ -316,11 +316,12 @@ WITH p AS (
 SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
        fast, tier_floor, sum(n)::bigint AS requests, sum(np)::bigint AS parts,
        sum(i)::bigint AS input, sum(o)::bigint AS output, sum(cr)::bigint AS cache_read,
-       sum(cc)::bigint AS cache_create, sum(c5)::bigint AS cache_create_5m, sum(c1)::bigint AS cache_create_1h
+       sum(cc)::bigint AS cache_create, sum(c5)::bigint AS cache_create_5m, sum(c1)::bigint AS cache_create_1h,
+       sum(ws)::bigint AS web_searches
 FROM p CROSS JOIN LATERAL (
     SELECT model, minute, fast, tier_floor, requests AS n, parts AS np,
            input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
-           cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1
+           cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws
     FROM retrod.request_minutes
     WHERE session_uuid = %(session)s AND db_role = %(member)s
       AND minute >= p.whole_from AND minute < p.whole_to
@@ -328,7 +329,8 @@ FROM p CROSS JOIN LATERAL (
     SELECT q.model, retrod.minute_of(r.ts), r.fast,
            retrod.tier_floor(q.input + q.cache_read + q.cache_create,
                              (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
-           q.first::int, 1, q.input, q.output, q.cache_read, q.cache_create, q.cache_create_5m, q.cache_create_1h
+           q.first::int, 1, q.input, q.output, q.cache_read, q.cache_create, q.cache_create_5m, q.cache_create_1h,
+           q.web_searches
     FROM retrod.requests r, retrod.request_parts(r) q
     WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s
       AND ((r.ts >= p.s AND r.ts < p.edge1_end) OR (r.ts >= p.edge2_start AND r.ts < p.e))
