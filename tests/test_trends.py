@@ -349,3 +349,32 @@ def test_a_run_of_periods_without_sessions_is_shown_as_one_and_no_change_is_from
     ]
     assert trends.period_name({"period": "2026-02-01"}, "month") == "2026-02"
     assert trends.period_name({"period": None}, "day") == "undated"
+
+
+def test_a_named_cache_cause_gets_its_rate_per_100_requests_each_period(corpus) -> None:
+    """DESIGN §2.10 in trends: a cache cause a stored brief named to a project's session is one of
+    its patterns, its rate per period 100 × the period's misses of that cause ÷ its requests."""
+    url, by_session = corpus
+    projects: dict[str, list[dict]] = {}
+    for report in by_session.values():
+        projects.setdefault(report["session"]["project_path"] or report["session"]["project_slug"], []).append(report)
+    project, group = max(projects.items(), key=lambda kv: sum(
+        r["summary"]["cache"]["misses"]["invalidated"]["count"] for r in kv[1]))
+    assert sum(r["summary"]["cache"]["misses"]["invalidated"]["count"] for r in group) > 0
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO retrod.briefs (session_uuid, project, text, patterns) VALUES (%s, %s, 'x', %s)",
+                     (group[0]["session"]["uuid"], project, json.dumps([{"pattern": "invalidated", "mode": "new"}])))
+        try:
+            data = trends.trends(conn, by="month", project=project, tz="UTC")
+        finally:
+            conn.execute("DELETE FROM retrod.briefs")
+    assert data["patterns"] == ["invalidated"]
+    checked = 0
+    for period in data["periods"]:
+        in_period = [r for r in group if period_of(r["session"]["started_at"], "month", "UTC") == period["period"]]
+        requests = sum(r["summary"]["requests"] for r in in_period)
+        misses = sum(r["summary"]["cache"]["misses"]["invalidated"]["count"] for r in in_period)
+        assert period["pattern_rates"]["invalidated"] == (100 * misses / requests if requests else None)
+        checked += bool(misses)
+    assert checked > 0
+    assert "per 100 requests" in trends.render(data)

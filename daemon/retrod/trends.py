@@ -27,6 +27,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from . import invocation, lesson_data
+from .lessons import PATTERNS
 from .report import cache, cache_rollup, markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
@@ -367,8 +368,7 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         before = entry if key is not None else before
     named = _named_patterns(conn, member, project, total) if match and len(match.projects) == 1 else []
     for entry in out if named else []:  # §2.10's rate of each, per period: a fall after it was named shows
-        calls = entry["tool_use"]["calls"]
-        entry["pattern_rates"] = {x: 100 * entry["tool_use"]["signals"][x] / calls if calls else None for x in named}
+        entry["pattern_rates"] = {x: _pattern_rate(entry, x) for x in named}
     return {
         "by": by, "time_zone": tz, "split": split, "member": member,
         "project": project, **({"projects_matched": match.matched} if match and match.matched else {}),
@@ -381,15 +381,27 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
     }
 
 
+def _pattern_rate(entry: dict, pattern: str) -> float | None:
+    """DESIGN §2.10's rate of a period's sessions: a signal per 100 calls, a cache cause per 100
+    requests; None when there is no call (request) to count by."""
+    if pattern in SIGNALS:
+        count, base = entry["tool_use"]["signals"][pattern], entry["tool_use"]["calls"]
+    else:
+        count, base = entry["cache"]["misses"][pattern]["count"], entry["requests"]
+    return 100 * count / base if base else None
+
+
 def _named_patterns(conn: Connection, member: str, project: str | None, total: _Sums) -> list[str]:
-    """The project's top patterns (DESIGN §2.10): the waste signals its stored briefs named to its
-    sessions, the most occurrences over the whole history first, at most TOP_WASTE. (Cache causes
-    need a walk of every session's requests, which a trend does not make.)"""
+    """The project's top patterns (DESIGN §2.10): the waste signals and cache causes its stored
+    briefs named to its sessions, the most occurrences over the whole history first (ties: the
+    pattern order), at most TOP_WASTE."""
     _, rows, _ = lesson_data.find_sessions(conn, member, folder=None, project=project, exclude=None)
     mine = {r["session_uuid"] for r in rows}
-    given = {x for s, x in conn.execute(q("lessons_given"), {"member": member}) if s in mine and x in SIGNALS}
+    given = {x for s, x in conn.execute(q("lessons_given"), {"member": member}) if s in mine and x in PATTERNS}
     counts = dict(zip(SIGNALS, total.calls[1:], strict=True))
-    return sorted(given, key=lambda x: (-counts[x], SIGNALS.index(x)))[:TOP_WASTE]
+    for (_model, cause), misses in total.misses.items():
+        counts[cause] = counts.get(cause, 0) + misses.count
+    return sorted(given, key=lambda x: (-counts.get(x, 0), PATTERNS.index(x)))[:TOP_WASTE]
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -499,7 +511,8 @@ def render(data: dict) -> str:
                            f" {'':>5} {'':>6} {_tokens(m['output']):>7}  {model}")
     out.append(f"{'total':<10} {_row(data['total'], None)}")
     if data.get("patterns"):
-        out.append("Waste patterns the brief named here, per 100 calls (retrod lessons: since when):")
+        out.append("Waste patterns the brief named here, per 100 calls (cache causes: per 100 requests;"
+                   " retrod lessons: since when):")
         for p, _, _ in shown_periods(data["periods"], data["by"]):
             if has_figures(p):
                 rates = ", ".join(f"{x} {'—' if r is None else f'{r:.1f}'}" for x, r in p["pattern_rates"].items())
