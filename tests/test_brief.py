@@ -31,6 +31,7 @@ from retrod.hooks import MATCHER
 from retrod.report.client import SOCKET_NAME
 from retrod.report.model import SIGNALS
 from retrod.resolve import ProjectError, project_slugs
+from retrod.verdicts import shown
 
 PAYLOAD = json.loads((Path(__file__).parent / "payloads" / "sessionstart.json").read_text())
 # Real sessions of four fixture projects, gathered as one project's history.
@@ -478,3 +479,38 @@ def test_an_example_path_is_shown_short() -> None:
     assert brief.short_path("/elsewhere/a/very/long/path/to/some/deeply/nested/folder/file.py", "/home/me/app") == (
         "…/nested/folder/file.py")
     assert brief.short_path("pytest -x tests", "/home/me/app") == "pytest -x tests"
+
+
+def test_the_costliest_tasks_of_the_recent_sessions_with_their_verdicts(db_url: str, tmp_path: Path) -> None:
+    """Issue 30: the brief names the recent sessions' costliest tasks of Claude's plan, with the
+    report's figures and the verdict of a phase logged for one (`phase log --from-task` names it
+    after the task)."""
+    projects = tmp_path / "projects"
+    shutil.copytree(FIXTURES, projects)
+    ingest(db_url, [projects])
+    by_session = reports(db_url)
+    folders: dict[str, list[dict]] = {}
+    for r in by_session.values():
+        if r["session"]["started_at"]:
+            folders.setdefault(r["session"]["project_slug"], []).append(r)
+
+    def recent(slug: str) -> list[dict]:
+        return sorted(folders[slug], key=lambda r: r["session"]["started_at"], reverse=True)[:brief.DEFAULT_SESSIONS]
+
+    slug = max(folders, key=lambda s: sum(len(r["plan"]["tasks"]) for r in recent(s)))
+    tasks = [(t, r["session"]["uuid"]) for r in recent(slug) for t in r["plan"]["tasks"]]
+    assert len(tasks) > brief.COSTLIEST_TASKS  # more than are shown: the costliest are chosen
+    want = sorted(tasks, key=lambda ts: -ts[0]["cost"]["usd"])[:brief.COSTLIEST_TASKS]
+    top, top_session = want[0]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        start = datetime.fromisoformat(top["windows"][0]["start"])
+        tracking.phase_log(conn, top_session, top["name"], "p", start, start + timedelta(minutes=1), "high_impact",
+                           tracking.PhaseNotes())
+        data = brief.brief(conn, project=slug)
+    got = data["costliest_tasks"]
+    assert [(t["session"], t["name"], t["cost"], t["claude_s"], t["calls"]) for t in got] == [
+        (s, t["name"], t["cost"], t["claude_s"], t["tool_use"]["calls"]) for t, s in want]
+    assert got[0]["verdicts"] == ["high_impact"] and all(t["verdicts"] == [] for t in got[1:])
+    named = f"- {json.dumps(top['name'], ensure_ascii=False)} ("  # quoted: stored text (DESIGN §2.10)
+    line = next(x for x in brief.render(data).splitlines() if x.startswith(named))
+    assert line.endswith(f"{top['tool_use']['calls']} tool calls, {shown('high_impact')}")

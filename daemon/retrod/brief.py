@@ -59,6 +59,7 @@ SIGNAL_WORDS = {
     "persisted_output_read": ("reads of large tool outputs saved to a file", "ask for less output"),
 }
 HOOK_EVENT = "SessionStart"
+COSTLIEST_TASKS = 3  # of the recent sessions' plans
 KEEP, HEADING, ITEM = "keep", "heading", "item"  # the text's lines: never dropped, a section's heading, the rest
 
 
@@ -74,7 +75,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
     rows = [r for r in every if r["session_uuid"] != exclude][:sessions]
     out: dict[str, Any] = {"project": where, **({"projects_matched": matched} if matched else {}),
                            "sessions_asked": sessions, "sessions": [], "patterns": [], "pattern_rows": [],
-                           "project_lessons": [], "lessons": [],
+                           "project_lessons": [], "lessons": [], "costliest_tasks": [],
                            "waste_phases": [], "waste_phases_total": 0, "recurring_waste": [], "direction": None,
                            "prices": prices.describe()}
     if not rows:
@@ -97,6 +98,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
         examples = {r["signal"]: r for r in cur.execute(q("brief_waste_examples"),
                                                          {"sessions": uuids, "member": member})}
     out["lessons"] = _lessons(phases)
+    out["costliest_tasks"] = _costliest_tasks(conn, uuids, phases, member, prices, away_after_s)
     wasted = [p for p in phases if p["verdict"] in WASTE_VERDICTS]
     out["waste_phases"] = [_waste_phase(conn, p, away_after_s, prices, member) for p in wasted[:WASTE_PHASES]]
     out["waste_phases_total"] = len(wasted)
@@ -142,6 +144,25 @@ def _lessons(phases: list[dict]) -> list[dict]:
             out.append({"kind": kind, "text": " ".join(text.split()), "task": p["task"], "phase": p["phase"],
                         "verdict": p["verdict"], "session": p["session_uuid"], "at": p["started_at"].isoformat()})
     return out
+
+
+def _costliest_tasks(conn: Connection, sessions: list[str], phases: list[dict], member: str,
+                     prices: pricing.Prices, away_after_s: float) -> list[dict]:
+    """Issue 30: the recent sessions' costliest tasks of Claude's plan (DESIGN §2.9, the report's
+    figures), costliest first, each with the verdicts of its session's phases named after it (as
+    `phase log --from-task` names them: docs/decisions.md)."""
+    found = []
+    for session in sessions:
+        plan = model.stats(conn, session, away_after_s, prices, member, phase_figures=False,
+                           cache_figures=False)["plan"]
+        for task in plan["tasks"]:
+            verdicts = sorted({p["verdict"] for p in phases
+                               if p["session_uuid"] == session and p["task"] == task["name"] and p["verdict"]})
+            found.append({"session": session, "number": task["number"], "name": task["name"],
+                          "status": task["status"], "started_at": task["started_at"], "cost": task["cost"],
+                          "claude_s": task["claude_s"], "calls": task["tool_use"]["calls"], "verdicts": verdicts})
+    found.sort(key=lambda t: (-(t["cost"]["usd"] or 0), t["started_at"] or "", t["session"], t["number"]))
+    return found[:COSTLIEST_TASKS]
 
 
 def _waste_phase(conn: Connection, p: dict, away_after_s: float, prices: pricing.Prices, member: str) -> dict:
@@ -247,6 +268,12 @@ def render(data: dict) -> str:
             f"- {quoted(item['text'])} ({quoted(item['task'])} / {quoted(item['phase'])},"
             f" {shown(item['verdict'])}, {_day(item['at'])})" for item in shown_notes]
             + _more(len(shown_notes), len(notes)))
+    if data.get("costliest_tasks"):
+        section("Costliest tasks of Claude's plan in these sessions (their verdicts when logged):", [
+            f"- {quoted(t['name'])} ({t['status']}, {_day(t['started_at'])}): {markdown.cost_cell(t['cost'])},"
+            f" Claude {markdown.duration(t['claude_s'])}, {t['calls']} tool calls, "
+            + (", ".join(shown(v) for v in t["verdicts"]) if t["verdicts"] else "no verdict logged")
+            for t in data["costliest_tasks"]])
     if data["waste_phases"]:
         items = []
         for p in data["waste_phases"][:SHOWN["waste_phases"]]:
