@@ -268,12 +268,6 @@ def render(data: dict) -> str:
             f"- {quoted(item['text'])} ({quoted(item['task'])} / {quoted(item['phase'])},"
             f" {shown(item['verdict'])}, {_day(item['at'])})" for item in shown_notes]
             + _more(len(shown_notes), len(notes)))
-    if data.get("costliest_tasks"):
-        section("Costliest tasks of Claude's plan in these sessions (their verdicts when logged):", [
-            f"- {quoted(t['name'])} ({t['status']}, {_day(t['started_at'])}): {markdown.cost_cell(t['cost'])},"
-            f" Claude {markdown.duration(t['claude_s'])}, {t['calls']} tool calls, "
-            + (", ".join(shown(v) for v in t["verdicts"]) if t["verdicts"] else "no verdict logged")
-            for t in data["costliest_tasks"]])
     if data["waste_phases"]:
         items = []
         for p in data["waste_phases"][:SHOWN["waste_phases"]]:
@@ -292,6 +286,12 @@ def render(data: dict) -> str:
             items.append(f"- {w['count']} {w['words']}, in {w['sessions']} of {len(sessions)} sessions{example}:"
                          f" {w['habit']}")
         section("Waste that keeps recurring here (tool calls retrod judged unproductive):", items)
+    if data.get("costliest_tasks"):
+        section("Costliest tasks of Claude's plan in these sessions (their verdicts when logged):", [
+            f"- {quoted(t['name'])} ({t['status']}, {_day(t['started_at'])}): {markdown.cost_cell(t['cost'])},"
+            f" Claude {markdown.duration(t['claude_s'])}, {t['calls']} tool calls, "
+            + (", ".join(shown(v) for v in t["verdicts"]) if t["verdicts"] else "no verdict logged")
+            for t in data["costliest_tasks"]])
     items = []
     shown_sessions = sessions[:SHOWN["sessions"]]
     for s in shown_sessions:
