@@ -21,9 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         from .statusline import client as statusline
 
         return statusline.main()
-    if argv[:1] in (["report"], ["brief"], ["sessions"], ["trends"], ["lessons"], ["phases"]):
-        from .report import client  # first offered to the daemon (report/client.py)
+    from .report import client  # standard library only: the daemon is asked first when it serves the command
 
+    if argv and (argv[0] == "report" or argv[0] in client.SERVED_COMMANDS):
         if argv[0] == "report":
             code = client.main(argv[1:])
         else:  # the hook's brief, else the command as the daemon serves it (served.py)
