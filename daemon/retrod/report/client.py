@@ -170,11 +170,11 @@ SENT_ENV = ("TZ", "HOME", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_SESSION_ID")
 def command_main(argv: list[str]) -> int | None:
     """Run one of SERVED_COMMANDS through the daemon; None when no daemon serves it here, or the
     command must run itself (_runs_itself)."""
-    if served_argv({"argc": str(len(argv)), **{f"argv.{i}": arg for i, arg in enumerate(argv)}}) is None:
-        return None
     fields = {"command": "cli", "pid": str(os.getpid()), "tty": "1" if os.isatty(1) else "",
               "argc": str(len(argv))}
     fields.update((f"argv.{i}", arg) for i, arg in enumerate(argv))
+    if served_argv(fields) is None:  # the daemon's own check of the request
+        return None
     for name, value in os.environ.items():
         if name.startswith("RETROD_") or name in SENT_ENV:
             fields[f"env.{name}"] = value
