@@ -1,7 +1,9 @@
 """The README and docs/ link to one another (issue 20): every relative link names a file that
 exists, and every `#anchor` names a heading of the page it points into, by GitHub's rule for a
 heading's anchor. So a page renamed, or a heading reworded, cannot leave a link dead. The README,
-the front door, stays small: at most 20,000 bytes (its own test, below)."""
+the front door, stays small: at most 20,000 bytes (its own test, below). And a rule cited by its
+number (`accounting.md §2.6`, issue 35) anywhere in the code, the tests, the migrations or the
+docs names a numbered heading of docs/accounting.md."""
 
 from __future__ import annotations
 
@@ -15,12 +17,23 @@ ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_BYTES = 20_000
+ACCOUNTING = ROOT / "docs" / "accounting.md"
+CITING = [ROOT / "daemon", ROOT / "tests", ROOT / "migrations", ROOT / "docs", README]
+CITING_SUFFIXES = {".py", ".sql", ".md", ".js", ".css", ".html", ".toml"}
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+[\"'(][^)]*)?\)")
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # https:, mailto:, …
+SECTION_NUMBER = r"\d+(?:\.\d+)*"
+NUMBERED_HEADING = re.compile(rf"^({SECTION_NUMBER})\s")  # `## 2.6 Tool calls and waste signals`
+# `accounting.md §2.6`, also across a comment's line break (`accounting.md\n    # §2.6`), and the
+# sections listed after it: `§2.6, §2.8`, `§2.3/§2.4`, `§2.6 and §2.8`, ranges `§2.1–2.4`, `§2.1–§2.7`.
+CITATION = re.compile(
+    rf"accounting\.md[\s#*/-]*§\s?({SECTION_NUMBER})"
+    rf"((?:\s*(?:,|/|\band\b)\s*§\s?{SECTION_NUMBER}|\s*[–-]\s*§?\s?{SECTION_NUMBER})*)")
+CITED_AFTER = re.compile(rf"§?\s?({SECTION_NUMBER})")
 
 
 def _prose(text: str) -> list[tuple[int, str]]:
@@ -105,6 +118,81 @@ def test_the_readme_is_at_most_20_kb() -> None:
     """The front door (issue 20): what retrod is, how to start, where to read on."""
     size = len(README.read_bytes())
     assert size <= README_MAX_BYTES, f"README.md is {size:,} bytes; at most {README_MAX_BYTES:,}"
+
+
+def numbered_sections(page: Path) -> set[str]:
+    """The numbers of the page's numbered headings: `## 2.6 Tool calls…` gives `2.6`."""
+    out = set()
+    for _, line in _prose(page.read_text(encoding="utf-8")):
+        heading = HEADING.match(line)
+        number = NUMBERED_HEADING.match(heading.group(2)) if heading else None
+        if number:
+            out.add(number.group(1))
+    return out
+
+
+def cited_sections(text: str) -> list[tuple[int, str]]:
+    """Every section a text cites as `accounting.md §N.M` (with the ones listed after it), with
+    the line the citation starts on."""
+    out = []
+    for match in CITATION.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        out.append((line, match.group(1)))
+        out.extend((line, more.group(1)) for more in CITED_AFTER.finditer(match.group(2)))
+    return out
+
+
+def citing_files(roots: list[Path]) -> list[Path]:
+    """The text files under `roots` (a file root stands for itself), the virtualenv aside, and
+    not this file, whose citations are the checker's examples."""
+    files: list[Path] = []
+    for root in roots:
+        found = [root] if root.is_file() else sorted(root.rglob("*"))
+        files.extend(f for f in found if f.is_file() and f.suffix in CITING_SUFFIXES
+                     and not {".venv", "__pycache__"} & set(f.parts) and f.resolve() != Path(__file__).resolve())
+    return files
+
+
+def unresolved(roots: list[Path], page: Path, root: Path = ROOT) -> list[str]:
+    """Every `accounting.md §N.M` citation under `roots` that names no numbered heading of `page`."""
+    sections = numbered_sections(page)
+    return [f"{path.relative_to(root)}:{line}: accounting.md §{number}: no heading numbered {number}"
+            for path in citing_files(roots)
+            for line, number in cited_sections(path.read_text(encoding="utf-8", errors="replace"))
+            if number not in sections]
+
+
+def test_accounting_md_numbers_the_rules() -> None:
+    """The rules are numbered as they are cited (issue 35): §2 and §2.1 … §2.10, §3, §4; and the
+    page's own `§N.M` references name its headings."""
+    sections = numbered_sections(ACCOUNTING)
+    assert sections >= {"2", *(f"2.{n}" for n in range(1, 11)), "3", "4"}
+    text = ACCOUNTING.read_text(encoding="utf-8")
+    assert sorted(set(re.findall(rf"§\s?({SECTION_NUMBER})", text)) - sections) == []
+
+
+def test_every_accounting_md_citation_names_a_numbered_heading() -> None:
+    """A comment, test, migration or page that cites `accounting.md §2.6` cites a heading that
+    exists: a section renumbered or removed cannot leave a citation pointing nowhere."""
+    assert unresolved(CITING, ACCOUNTING) == []
+
+
+def test_the_citation_checker_reads_every_form(tmp_path: Path) -> None:
+    """Lists, ranges and a citation broken over a comment's lines are read; a bare number after a
+    comma is not a section; a dead section is found and named."""
+    assert [n for _, n in cited_sections("see accounting.md §2.6, §2.8 and (accounting.md §2.3/§2.4)")] == [
+        "2.6", "2.8", "2.3", "2.4"]
+    assert [n for _, n in cited_sections("accounting.md §2.1–2.4: and accounting.md §2.1–§2.7's")] == [
+        "2.1", "2.4", "2.1", "2.7"]
+    assert [n for _, n in cited_sections("x = 1  # (accounting.md\n    # §2.10 reads them), 3 rows")] == ["2.10"]
+    assert [n for _, n in cited_sections("accounting.md §2.6, 12 calls; accounting.md §3.")] == ["2.6", "3"]
+    page = tmp_path / "accounting.md"
+    page.write_text("# Rules\n\n## 2 All\n\n## 2.1 Files\n\n```\n## 2.9 not a heading\n```\n", encoding="utf-8")
+    assert numbered_sections(page) == {"2", "2.1"}
+    (tmp_path / "code.py").write_text('"""accounting.md §2.1."""\n# accounting.md §2, §2.9\n', encoding="utf-8")
+    (tmp_path / "skip.jsonl").write_text("accounting.md §7\n", encoding="utf-8")
+    assert unresolved([tmp_path], page, tmp_path) == [
+        "code.py:2: accounting.md §2.9: no heading numbered 2.9"]
 
 
 def test_the_checker_sees_what_github_renders(tmp_path: Path) -> None:
