@@ -157,6 +157,8 @@ def _costliest_tasks(conn: Connection, sessions: list[str], phases: list[dict], 
     `phase log --from-task` names them: docs/decisions.md)."""
     found = []
     for session in sessions:
+        if not model.plan(conn, session, member).tasks:  # (no plan: none of the report's other figures needed)
+            continue
         plan = model.stats(conn, session, away_after_s, prices, member, phase_figures=False,
                            cache_figures=False)["plan"]
         for task in plan["tasks"]:
