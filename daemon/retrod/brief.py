@@ -70,7 +70,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
     `patterns`: what DESIGN §2.10's policy names, `{pattern, mode, status, back}` in its order
     (`pattern_rows`: their figures, for the text); `project_lessons`: the project's newest lessons."""
     member = member or current_role(conn)
-    every = lesson_data.member_sessions(conn, member)  # (read once: the project's and §2.10's)
+    every = lesson_data.member_sessions(conn, member, projects=bool(project))  # (read once: the project's and §2.10's)
     where, mine, matched = lesson_data.find_sessions(conn, member, folder=folder, project=project, exclude=None,
                                                      every=every)
     rows = [r for r in mine if r["session_uuid"] != exclude][:sessions]

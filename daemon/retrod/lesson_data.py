@@ -26,12 +26,13 @@ from .store.queries import q
 from .stored_text import quoted
 
 
-def member_sessions(conn: Connection, member: str) -> list[dict]:
+def member_sessions(conn: Connection, member: str, projects: bool = True) -> list[dict]:
     """The member's sessions, of every project, ordered by (start, uuid) (undated ones first,
     `started_at` None): their project and §2.10's figures, read once for all that a brief or
-    `retrod lessons` finds and measures."""
+    `retrod lessons` finds and measures. Without `projects`, only their folder names and the
+    dated ones: enough to find a folder's project (find_sessions), not to match a `--project`."""
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(q("member_sessions"), {"member": member}).fetchall()
+        return cur.execute(q("member_sessions"), {"member": member, "projects": projects}).fetchall()
 
 
 def find_sessions(conn: Connection, member: str, *, folder: Path | None, project: str | None,
@@ -40,8 +41,8 @@ def find_sessions(conn: Connection, member: str, *, folder: Path | None, project
     """(the project's name, its dated sessions newest first, `projects_matched`). `project`: as
     every surface reads it (resolve.match_project), one project only; else `folder`'s project:
     the nearest folder from it up that has sessions. `every`: the member's sessions
-    (member_sessions), when already read."""
-    every = member_sessions(conn, member) if every is None else every
+    (member_sessions, with their projects when `project` is given), when already read."""
+    every = member_sessions(conn, member, projects=bool(project)) if every is None else every
 
     def newest_first(rows: list[dict]) -> list[dict]:
         dated = sorted((r for r in rows if r["started_at"] is not None and r["session_uuid"] != exclude),
@@ -100,9 +101,9 @@ def measure(conn: Connection, member: str, every: list[dict], project_uuids: set
         given: dict[str, set[str]] = {}
         for g in cur.execute(q("lessons_given"), {"member": member}):
             given.setdefault(g["pattern"], set()).add(g["session_uuid"])
-    everyone = [rules.Session(r["session_uuid"], r["started_at"], r["session_uuid"] in project_uuids,
-                              int(r["requests"]), int(r["productive"]), {s: int(r[s]) for s in rules.SIGNAL_PATTERNS})
-                for r in rows]
+    signals = rules.SIGNAL_PATTERNS
+    everyone = [rules.Session(r["session_uuid"], r["started_at"], r["session_uuid"] in project_uuids, r["requests"],
+                              r["productive"], {s: r[s] for s in signals}) for r in rows]  # (bigint: int)
     by_uuid = {s.uuid: s for s in everyone}
     project = [s for s in everyone if s.project]
     recent = [by_uuid[u] for u in recent_uuids if u in by_uuid]
@@ -158,7 +159,7 @@ def lessons(conn: Connection, *, folder: Path | None = None, project: str | None
     """`{project, answer, patterns[], lessons[]}` (and `projects_matched` when `project` matched by
     a part): a project with no history has no rows and the first answer."""
     member = member or current_role(conn)
-    every = member_sessions(conn, member)
+    every = member_sessions(conn, member, projects=bool(project))
     where, rows, matched = find_sessions(conn, member, folder=folder, project=project, exclude=None, every=every)
     found = measure(conn, member, every, {r["session_uuid"] for r in rows}, prices=prices,
                     away_after_s=away_after_s) if rows else None

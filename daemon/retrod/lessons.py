@@ -19,6 +19,7 @@ from .stored_text import one_line
 SIGNAL_PATTERNS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
 CACHE_PATTERNS = ("expired", "invalidated", "model")
 PATTERNS = SIGNAL_PATTERNS + CACHE_PATTERNS  # the pattern order
+_NONE = (0,) * len(SIGNAL_PATTERNS)  # (a signal a session's figures leave out: none)
 WHAT = {
     "sibling_error": "a call cancelled because a call made beside it failed",
     "error_retry": "a failed call followed by another call of the same tool",
@@ -54,7 +55,7 @@ class Session:
     calls: int = field(init=False)  # (productive and every signal: added up once, read for every side)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "calls", self.productive + sum(self.signals.get(s, 0) for s in SIGNAL_PATTERNS))
+        object.__setattr__(self, "calls", self.productive + sum(map(self.signals.get, SIGNAL_PATTERNS, _NONE)))
 
     @property
     def key(self) -> tuple[datetime, str]:

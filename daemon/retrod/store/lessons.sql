@@ -9,7 +9,8 @@
 -- path, else none; the main transcript's folder name, else the smallest: session_figures'), their
 -- start (session_times) and figures (session_figures' requests, call_agents' calls by signal).
 -- The calls and the folders are grouped once for every session (a hash join each), not looked up
--- per session.
+-- per session. Without `projects` (a project found from a folder: by its folder names alone), no
+-- working folder and no undated session: only a `--project` is matched against them.
 -- name: member_sessions
 SELECT f.session_uuid, f.project_slug, p.cwd AS project_path, coalesce(p.cwd, f.project_slug) AS project,
        t.first_ts AS started_at, f.requests, coalesce(c.productive, 0) AS productive,
@@ -22,7 +23,8 @@ LEFT JOIN retrod.session_times t ON t.session_uuid = f.session_uuid AND t.db_rol
 LEFT JOIN (
     SELECT DISTINCT ON (session_uuid) session_uuid, state ->> 'cwd' AS cwd
     FROM retrod.files
-    WHERE db_role = %(member)s AND kind = 'main' AND session_uuid IS NOT NULL AND state ->> 'cwd' IS NOT NULL
+    WHERE %(projects)s AND db_role = %(member)s AND kind = 'main' AND session_uuid IS NOT NULL
+      AND state ->> 'cwd' IS NOT NULL
     ORDER BY session_uuid, slug, path
 ) p ON p.session_uuid = f.session_uuid
 LEFT JOIN (
@@ -33,7 +35,7 @@ LEFT JOIN (
     FROM retrod.call_agents WHERE db_role = %(member)s
     GROUP BY session_uuid
 ) c ON c.session_uuid = f.session_uuid
-WHERE f.db_role = %(member)s AND f.transcripts > 0
+WHERE f.db_role = %(member)s AND f.transcripts > 0 AND (%(projects)s OR t.first_ts IS NOT NULL)
 ORDER BY t.first_ts NULLS FIRST, f.session_uuid;
 
 -- The description of these sessions (`retrod track start`), when they have one.
