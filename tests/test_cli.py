@@ -95,6 +95,28 @@ def test_bad_configuration_is_one_line(embedded_env: dict) -> None:
     assert "Traceback" not in done.stderr
 
 
+# The command as entry.py runs it, printing on stderr which modules it loaded (after its output)
+LOADED = ("import atexit, sys; atexit.register(lambda: sys.stderr.write('\\nloaded: ' + ' '.join(sys.modules)));"
+          " from retrod.entry import main; sys.exit(main())")
+
+
+@pytest.mark.parametrize(("argv", "unused"), [
+    (["phases", SPOTTER], {"genai_prices", "retrod.brief", "retrod.trends", "retrod.lessons", "retrod.catchup",
+                           "retrod.transcript.fold", "retrod.served"}),
+    (["track", "start", "--session", SPOTTER], {"genai_prices", "retrod.brief", "retrod.trends", "retrod.catchup"}),
+    (["sessions"], {"retrod.brief", "retrod.trends", "retrod.lessons", "retrod.hooks", "retrod.served"}),
+    (["lessons"], {"retrod.brief", "retrod.trends", "retrod.report.markdown", "retrod.served"}),
+])
+def test_a_command_working_alone_loads_only_what_it_uses(embedded_env: dict, argv: list[str], unused: set) -> None:
+    """Issue 32: without a daemon, loading the libraries is most of a short command's time."""
+    assert retrod(embedded_env, "run", "--once").returncode == 0  # (its sessions to list)
+    done = subprocess.run([sys.executable, "-c", LOADED, *argv], env=embedded_env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stderr.rpartition("loaded: ")[2].split())
+    assert "psycopg" in loaded and not loaded & unused, loaded & unused
+
+
 @pytest.mark.parametrize("argv", [
     ["258c7280"], ["258c7280", "--format", "json"], ["--format=json", "258c7280", "--no-save"],
     ["258c7280", "--output", "out.md", "--close"], ["258c7280", "--output=sub/out.json", "--format", "json"],

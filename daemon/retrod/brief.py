@@ -29,7 +29,6 @@ from psycopg_pool import ConnectionPool
 
 from . import invocation, lesson_data, tracking, trends
 from . import lessons as lessons_rules
-from .lesson_data import find_sessions
 from .report import markdown, model
 from .report import prices as pricing
 from .report.client import HOOK_TIMEOUT_S
@@ -71,8 +70,10 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
     `patterns`: what DESIGN §2.10's policy names, `{pattern, mode, status, back}` in its order
     (`pattern_rows`: their figures, for the text); `project_lessons`: the project's newest lessons."""
     member = member or current_role(conn)
-    where, every, matched = find_sessions(conn, member, folder=folder, project=project, exclude=None)
-    rows = [r for r in every if r["session_uuid"] != exclude][:sessions]
+    every = lesson_data.member_sessions(conn, member, projects=bool(project))  # (read once: the project's and §2.10's)
+    where, mine, matched = lesson_data.find_sessions(conn, member, folder=folder, project=project, exclude=None,
+                                                     every=every)
+    rows = [r for r in mine if r["session_uuid"] != exclude][:sessions]
     out: dict[str, Any] = {"project": where, **({"projects_matched": matched} if matched else {}),
                            "sessions_asked": sessions, "sessions": [], "patterns": [], "pattern_rows": [],
                            "project_lessons": [], "lessons": [], "costliest_tasks": [],
@@ -80,8 +81,9 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
                            "prices": prices.describe()}
     if not rows:
         return out
-    _measure(conn, out, member, every, rows, where, prices, away_after_s, now or datetime.now(UTC))
+    _measure(conn, out, member, every, mine, rows, where, prices, away_after_s, now or datetime.now(UTC))
     uuids = [r["session_uuid"] for r in rows]
+    described = lesson_data.descriptions(conn, member, uuids)
     data = trends.trends(conn, by="month", tz="UTC", split="session", sessions=uuids, prices=prices,
                          member=member, away_after_s=away_after_s)
     figures = {f["session"]: f for p in data["periods"] for f in p.get("per_session", [])}
@@ -90,7 +92,8 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
         if f is None:  # (gone between the two queries: a team's member removed it)
             continue
         out["sessions"].append({
-            "session": r["session_uuid"], "started_at": r["started_at"].isoformat(), "description": r["description"],
+            "session": r["session_uuid"], "started_at": r["started_at"].isoformat(),
+            "description": described.get(r["session_uuid"]),
             "cost": f["cost"], "tool_use": f["tool_use"], "output_tokens": f["tokens"]["total"]["output"],
             "wall_s": f["wall_s"], "claude_s": f["claude_s"], "verdicts": f["verdicts"]})
     with conn.cursor(row_factory=dict_row) as cur:
@@ -107,11 +110,12 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
     return out
 
 
-def _measure(conn: Connection, out: dict, member: str, every: list[dict], recent: list[dict], where: str | None,
-             prices: pricing.Prices, away_after_s: float, now: datetime) -> None:
+def _measure(conn: Connection, out: dict, member: str, every: list[dict], mine: list[dict], recent: list[dict],
+             where: str | None, prices: pricing.Prices, away_after_s: float, now: datetime) -> None:
     """DESIGN §2.10's policy: each pattern's mode from its status (as `retrod lessons` answers it
-    now), whether it recurs in the recent sessions and its last mention in a stored brief."""
-    found = lesson_data.measure(conn, member, {r["session_uuid"] for r in every},
+    now), whether it recurs in the recent sessions and its last mention in a stored brief.
+    `every`: the member's sessions; `mine`: the project's."""
+    found = lesson_data.measure(conn, member, every, {r["session_uuid"] for r in mine},
                                 tuple(r["session_uuid"] for r in recent), prices, away_after_s)
     with conn.cursor(row_factory=dict_row) as cur:
         last = {r["pattern"]: r["mode"] for r in cur.execute(q("lessons_last_mentions"),
@@ -128,7 +132,7 @@ def _measure(conn: Connection, out: dict, member: str, every: list[dict], recent
             **m, "row": row, "recent": recent_side,
             "example": row["example"] if row else lessons_rules.example(m["pattern"], [], found.recent,
                                                                          found.calls)})
-    out["project_lessons"] = lessons_rules.brief_lessons(found.phases, now, LESSONS)
+    out["project_lessons"] = lessons_rules.brief_lessons(found.logged, now, LESSONS)
 
 
 def _lessons(phases: list[dict]) -> list[dict]:
@@ -153,6 +157,8 @@ def _costliest_tasks(conn: Connection, sessions: list[str], phases: list[dict], 
     `phase log --from-task` names them: docs/decisions.md)."""
     found = []
     for session in sessions:
+        if not model.plan(conn, session, member).tasks:  # (no plan: none of the report's other figures needed)
+            continue
         plan = model.stats(conn, session, away_after_s, prices, member, phase_figures=False,
                            cache_figures=False)["plan"]
         for task in plan["tasks"]:

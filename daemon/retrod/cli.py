@@ -1,40 +1,40 @@
-"""The `retrod` command: composition only."""
+"""The `retrod` command: composition only.
+
+Each command imports what it uses when it runs (a command that prices nothing never loads
+genai-prices, one that opens no database never loads psycopg): without a daemon the imports are
+most of a short command's time. The daemon, which serves several of them, has them all loaded."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psycopg
-import pydantic
-import structlog
+import pydantic  # (Settings' own: loaded with it)
+import structlog  # (log.py's own: loaded with it)
 
-from . import arguments, brief, hooks, invocation, lesson_data, resolve, served, skills, tracking, trends
+from . import arguments, invocation
 from . import log as logging_setup
-from .claude_settings import SettingsError
-from .report import markdown, model, plan, retrospective
-from .report.prices import PricesError
-from .report.prices import load as load_prices
-from .service.cluster import ClusterError
-from .service.daemon_lock import running_daemon
 from .settings import Settings
-from .statusline import install as statusline_install
-from .store.db import open_pool
-from .store.members import MemberError
-from .stored_text import one_line, quoted
-from .team import TeamError
-from .verdicts import shown
+
+if TYPE_CHECKING:
+    import argparse
+
+    from . import tracking
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 def _notes(args: argparse.Namespace) -> tracking.PhaseNotes:
-    return tracking.PhaseNotes(args.actions, args.subagents, args.useful_info, args.lessons, args.notes)
+    from .tracking import PhaseNotes
+
+    return PhaseNotes(args.actions, args.subagents, args.useful_info, args.lessons, args.notes)
 
 
 def _cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    from . import served
     from .daemon import Stop, install_signal_handlers, run
 
     stop = Stop()
@@ -44,6 +44,8 @@ def _cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    from .store.db import open_pool
+
     with open_pool(settings, max_size=1):
         pass  # opening the pool migrates
     print("database schema is up to date")
@@ -51,7 +53,11 @@ def _cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
+    from . import tracking
     from .ingest import Ingester  # the parser and fold: only a report reads transcripts
+    from .report import retrospective
+    from .report.prices import load as load_prices
+    from .store.db import open_pool
     from .store.store import Store
 
     to_stdout = args.output == STDOUT  # `--output -`: the report on stdout, and no file
@@ -90,6 +96,8 @@ STDOUT = Path("-")
 
 def _report_verdict(args: argparse.Namespace) -> tuple[str | None, tracking.PhaseNotes | None]:
     """`report --close --verdict V [--lessons …]`: what the open phase ends with."""
+    from . import tracking
+
     notes = _notes(args)
     if args.verdict is None:
         given = [f"--{name.replace('_', '-')}" for name, text in vars(notes).items() if text is not None]
@@ -112,6 +120,9 @@ def _html_page(prices):
 
 def _session(settings: Settings, conn, given: str | None, allow_unknown: bool = False) -> str:
     """The session the command means (resolve.py decides); says which rule found it."""
+    from . import resolve
+    from .report import model
+
     found = resolve.resolve(given, roots=settings.projects_roots(), known=lambda p: model.known_sessions(conn, p),
                             allow_unknown=allow_unknown)
     print(found.said, end="", file=sys.stderr)
@@ -128,6 +139,10 @@ def _warn(warnings: list[str]) -> None:
 
 
 def _cmd_track(settings: Settings, args: argparse.Namespace) -> int:
+    from . import tracking
+    from .store.db import open_pool
+    from .stored_text import quoted
+
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _tracked_session(settings, conn, args)
         row = tracking.track_start(conn, session, args.description)
@@ -136,6 +151,10 @@ def _cmd_track(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
+    from . import tracking
+    from .store.db import open_pool
+    from .stored_text import quoted
+
     if args.action == "log" and args.from_task is not None:
         return _log_task(settings, args)
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
@@ -165,8 +184,12 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
 def _log_task(settings: Settings, args: argparse.Namespace) -> int:
     """`phase log --from-task N`: the task's windows as phases (DESIGN §2.9), from the plan as the
     report reads it: the session's transcripts read up to now first."""
+    from . import tracking
     from .ingest import Ingester
+    from .report import model, plan
+    from .store.db import open_pool
     from .store.store import Store
+    from .stored_text import quoted
 
     if args.start is not None:
         raise tracking.TrackingError("--start cannot be given with --from-task: the task's windows give the times")
@@ -189,6 +212,11 @@ def _log_task(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
+    from . import tracking
+    from .store.db import open_pool
+    from .stored_text import quoted
+    from .verdicts import shown
+
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _session(settings, conn, args.session)
         rows = tracking.list_phases(conn, session, args.member)
@@ -204,7 +232,11 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
-    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+    # (catchup: the parser and fold, the transcripts read first when no daemon runs)
+    from . import catchup, resolve, tracking
+    from .report import model
+    from .report.prices import load as load_prices
+    from .store.db import open_pool
 
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     since = tracking.parse_time(args.since) if args.since else None
@@ -237,6 +269,10 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
 def _sessions_table(rows: list[dict]) -> list[str]:
     """`retrod sessions`' rows under a header, each column as wide as its widest cell (numbers to
     the right), the member's column only when several members' sessions are listed."""
+    from . import tracking
+    from .report import markdown
+    from .stored_text import one_line, quoted
+
     members = len({row["member"] for row in rows}) > 1  # a team's reader: whose session each is
     header = ["SESSION", *(["MEMBER"] if members else []), "STARTED", "WALL", "COST", "TOKENS", "REQUESTS",
               "CALLS", "EFF", "PROJECT", "PHASES", "DESCRIPTION"]
@@ -254,7 +290,10 @@ def _sessions_table(rows: list[dict]) -> list[str]:
 
 
 def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
-    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+    # (catchup: the parser and fold, the transcripts read first when no daemon runs)
+    from . import catchup, resolve, trends
+    from .report.prices import load as load_prices
+    from .store.db import open_pool
 
     zone = trends.zone_of(args.tz)
     since = trends.parse_since(args.since, zone) if args.since else None
@@ -272,7 +311,11 @@ def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
-    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+    # (catchup: the parser and fold, the transcripts read first when no daemon runs)
+    from . import brief, catchup
+    from .report.prices import load as load_prices
+    from .store.db import open_pool
+    from .stored_text import quoted
 
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     folder = None if args.project else _cwd()
@@ -293,7 +336,9 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_lessons(settings: Settings, args: argparse.Namespace) -> int:
-    from . import catchup  # the parser and fold: the transcripts are read first when no daemon runs
+    from . import catchup, lesson_data  # (catchup: the transcripts read first when no daemon runs)
+    from .report.prices import load as load_prices
+    from .store.db import open_pool
 
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     folder = None if args.project else _cwd()
@@ -311,14 +356,19 @@ def _cwd() -> Path:
     try:
         return invocation.cwd()
     except OSError:  # the working folder was deleted
-        raise resolve.SessionError("the working directory is gone; pass --project") from None
+        from .resolve import SessionError
+
+        raise SessionError("the working directory is gone; pass --project") from None
 
 
 def _hook(args: argparse.Namespace) -> int:
     """`retrod brief --hook`, Claude Code's SessionStart hook, when no daemon answered it: it never
     fails the session it starts. Any problem (no database, bad settings, garbage on stdin) is
     one line on stderr, nothing on stdout, exit 0."""
+    from . import brief
     from .report import client
+    from .report.prices import load as load_prices
+    from .store.db import open_pool
 
     try:
         settings = Settings()
@@ -344,6 +394,8 @@ def _hook(args: argparse.Namespace) -> int:
 
 
 def _cmd_hooks(_settings: Settings, args: argparse.Namespace) -> int:
+    from . import hooks
+
     for line in (hooks.install(task_completed=args.task_completed) if args.action == "install"
                  else hooks.uninstall()):
         print(line)
@@ -354,8 +406,11 @@ def _task_completed_hook(args: argparse.Namespace) -> int:
     """`retrod hooks task-completed`, Claude Code's TaskCompleted hook (opt-in): the session's
     transcripts read up to now, then the finished task's figures on stdout. It never fails the
     session it runs in: any problem is one line on stderr, nothing on stdout, exit 0."""
+    from . import tracking
     from .ingest import Ingester
     from .report import client, task_completed
+    from .report.prices import load as load_prices
+    from .store.db import open_pool
     from .store.store import Store
 
     try:
@@ -407,6 +462,7 @@ def _cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 def _cmd_team(settings: Settings, args: argparse.Namespace) -> int:
     from . import team
+    from .store.db import open_pool
 
     if not args.apply:
         print(team.script(args.member, args.reader), end="")
@@ -431,6 +487,8 @@ def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
+    from . import skills
+
     for line in skills.install(args.dir or skills.default_dir(), force=args.force, mcp=args.mcp):
         print(line)
     return EXIT_OK
@@ -438,6 +496,8 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
 
 def _cmd_statusline(_settings: Settings, args: argparse.Namespace) -> int:
     """install and uninstall (entry.py runs the status line itself, with any options)."""
+    from .statusline import install as statusline_install
+
     done = statusline_install.install(args.force) if args.action == "install" else statusline_install.uninstall()
     for line in done:
         print(line)
@@ -457,6 +517,7 @@ def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
 
 def _cmd_ui(settings: Settings, args: argparse.Namespace) -> int:
     from . import ui
+    from .service.daemon_lock import running_daemon
     from .ui import client, secret
 
     if not ui.installed():
@@ -537,20 +598,34 @@ def execute(args: argparse.Namespace, settings: Settings | None = None) -> int:
             level = settings.log_level if args.command == "run" or args.debug else "WARNING"
             logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
-    except (tracking.TrackingError, skills.SkillsError, resolve.SessionError, retrospective.OutputError,
-            TeamError, MemberError, trends.TrendsError, SettingsError, statusline_install.StatuslineError,
-            UiError) as exc:
-        return _fail(args, exc, EXIT_USAGE)
-    except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"RETROD_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}" for e in exc.errors())
-        return _fail(args, ValueError(problems), EXIT_USAGE, "configuration: ")
-    except PricesError as exc:
-        return _fail(args, exc, EXIT_USAGE, "configuration: ")
-    except (ClusterError, psycopg.Error, OSError, RuntimeError) as exc:
-        return _fail(args, exc, EXIT_FAILURE)
-    except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback with --debug
+    except Exception as exc:  # noqa: BLE001 - sorted below; a bug is still one line, the traceback with --debug
+        if isinstance(exc, UiError) or _raised(exc, USAGE_ERRORS):
+            return _fail(args, exc, EXIT_USAGE)
+        if isinstance(exc, pydantic.ValidationError):
+            problems = "; ".join(f"RETROD_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}"
+                                 for e in exc.errors())
+            return _fail(args, ValueError(problems), EXIT_USAGE, "configuration: ")
+        if _raised(exc, {"retrod.report.prices": ("PricesError",)}):
+            return _fail(args, exc, EXIT_USAGE, "configuration: ")
+        if isinstance(exc, (OSError, RuntimeError)) or _raised(exc, FAILURES):
+            return _fail(args, exc, EXIT_FAILURE)
         return _fail(args, exc, EXIT_FAILURE, f"internal error ({type(exc).__name__}): ")
+
+
+# The errors that are the user's to fix (exit 2), and those of what the command uses (exit 1), by
+# the module that raises them: a module the command never imported raised none of them, so none is
+# imported only to ask.
+USAGE_ERRORS = {"retrod.tracking": ("TrackingError",), "retrod.skills": ("SkillsError",),
+                "retrod.resolve": ("SessionError",), "retrod.report.retrospective": ("OutputError",),
+                "retrod.team": ("TeamError",), "retrod.store.members": ("MemberError",),
+                "retrod.trends": ("TrendsError",), "retrod.claude_settings": ("SettingsError",),
+                "retrod.statusline.install": ("StatuslineError",)}
+FAILURES = {"retrod.service.cluster": ("ClusterError",), "psycopg": ("Error",)}
+
+
+def _raised(exc: Exception, errors: Mapping[str, tuple[str, ...]]) -> bool:
+    return any(isinstance(exc, getattr(sys.modules[module], name))
+               for module, names in errors.items() if module in sys.modules for name in names)
 
 
 def _fail(args: argparse.Namespace, exc: Exception, code: int, prefix: str = "") -> int:

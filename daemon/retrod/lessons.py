@@ -9,7 +9,8 @@ Rates are ratios of sums, compared by cross-multiplying the integer sums, never 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -18,6 +19,7 @@ from .stored_text import one_line
 SIGNAL_PATTERNS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
 CACHE_PATTERNS = ("expired", "invalidated", "model")
 PATTERNS = SIGNAL_PATTERNS + CACHE_PATTERNS  # the pattern order
+_NONE = (0,) * len(SIGNAL_PATTERNS)  # (a signal a session's figures leave out: none)
 WHAT = {
     "sibling_error": "a call cancelled because a call made beside it failed",
     "error_retry": "a failed call followed by another call of the same tool",
@@ -50,14 +52,14 @@ class Session:
     signals: Mapping[str, int]
     # cause -> (count, extra_usd); filled for the sessions a cache pattern measures (`cache_needed`)
     misses: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    calls: int = field(init=False)  # (productive and every signal: added up once, read for every side)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calls", self.productive + sum(map(self.signals.get, SIGNAL_PATTERNS, _NONE)))
 
     @property
     def key(self) -> tuple[datetime, str]:
         return self.start, self.uuid
-
-    @property
-    def calls(self) -> int:
-        return self.productive + sum(self.signals.get(s, 0) for s in SIGNAL_PATTERNS)
 
 
 def base(pattern: str, s: Session) -> int:
@@ -81,25 +83,43 @@ class Sides:
     tail: list[Session]  # the project's counted sessions from the moment on: after is its last 10
 
 
-def _counted(pattern: str, sessions: Iterable[Session]) -> list[Session]:
-    return [s for s in sessions if base(pattern, s) > 0]
+class History:
+    """The project's and the member's sessions, ordered by (start, uuid), with each base's counted
+    sessions found once: a side is then a slice, cut where its moment falls (bisection), however
+    many patterns and lessons are measured."""
+
+    def __init__(self, project: Sequence[Session], member: Sequence[Session]) -> None:
+        self.project, self.member = project, member
+        self._counted: dict[tuple[bool, bool], tuple[list[Session], list[tuple]]] = {}
+
+    def counted(self, pattern: str, project: bool) -> tuple[list[Session], list[tuple]]:
+        """The sessions that count for `pattern` (its base above 0), the project's or the
+        member's, with their (start, uuid) keys."""
+        key = (pattern in CACHE_PATTERNS, project)  # (a base is calls or requests)
+        if key not in self._counted:
+            found = [s for s in (self.project if project else self.member) if base(pattern, s) > 0]
+            self._counted[key] = (found, [s.key for s in found])
+        return self._counted[key]
 
 
 def too_small(pattern: str, side: Sequence[Session]) -> bool:
     return len(side) < SMALL_SESSIONS or sum(base(pattern, s) for s in side) < SMALL_BASE
 
 
-def sides(pattern: str, project: Sequence[Session], member: Sequence[Session],
-          before_project: Callable[[Session], bool], before_member: Callable[[Session], bool]) -> Sides:
+def sides(pattern: str, history: History, cut_project: tuple, cut_member: tuple) -> Sides:
     """The before side (the project's, else the member's when that is too small) and the project's
-    counted sessions from the moment on. `project`, `member`: ordered by (start, uuid)."""
-    mine = _counted(pattern, project)
-    before = [s for s in mine if before_project(s)][-SIDE:]
+    counted sessions from the moment on. A session is before a cut when its (start, uuid) key is
+    below it: a session's key for "ordered before it", `(moment,)` for "start < moment"."""
+    mine, keys = history.counted(pattern, True)
+    at = bisect_left(keys, cut_project)
+    before = mine[max(0, at - SIDE):at]
     baseline = "project"
     if too_small(pattern, before):
-        before = [s for s in _counted(pattern, member) if before_member(s)][-SIDE:]
+        every, every_keys = history.counted(pattern, False)
+        upto = bisect_left(every_keys, cut_member)
+        before = every[max(0, upto - SIDE):upto]
         baseline = "all projects"
-    return Sides(before, baseline, [s for s in mine if not before_project(s)])
+    return Sides(before, baseline, mine[at:])
 
 
 def side(pattern: str, sessions: Sequence[Session]) -> dict:
@@ -136,8 +156,8 @@ def measure(pattern: str, found: Sides) -> tuple[str, bool]:
     return now, back
 
 
-def needed(patterns: Iterable[str], project: Sequence[Session], member: Sequence[Session],
-           given: Mapping[str, set[str]], recent: Sequence[Session], whole_tail: Iterable[str] = ()) -> set[str]:
+def needed(patterns: Iterable[str], history: History, given: Mapping[str, set[str]], recent: Sequence[Session],
+           whole_tail: Iterable[str] = ()) -> set[str]:
     """The sessions whose details (cache misses, calls' examples) these patterns' figures read:
     their sides (which depend on the bases alone) and the brief's recent sessions; for the
     patterns in `whole_tail`, every session from the moment on (what `back` reads, and only a
@@ -145,34 +165,33 @@ def needed(patterns: Iterable[str], project: Sequence[Session], member: Sequence
     need = {s.uuid for s in recent}
     whole = set(whole_tail)
     for pattern in patterns:
-        moments = _moments(project, member, given.get(pattern, set()))
-        if moments is None:
+        cuts = _moments(history, given.get(pattern, set()))
+        if cuts is None:
             continue
-        found = sides(pattern, project, member, *moments)
+        found = sides(pattern, history, *cuts)
         need.update(s.uuid for s in (*found.before, *(found.tail if pattern in whole else found.tail[-SIDE:])))
     return need
 
 
-def not_working(patterns: Iterable[str], project: Sequence[Session], member: Sequence[Session],
-                given: Mapping[str, set[str]]) -> set[str]:
+def not_working(patterns: Iterable[str], history: History, given: Mapping[str, set[str]]) -> set[str]:
     """The given patterns whose status now is `not working` (the sessions of their sides known)."""
     out = set()
     for pattern in patterns:
-        moments = _moments(project, member, given.get(pattern, set()))
-        if moments is not None:
-            found = sides(pattern, project, member, *moments)
+        cuts = _moments(history, given.get(pattern, set()))
+        if cuts is not None:
+            found = sides(pattern, history, *cuts)
             if status(pattern, found.before, found.tail[-SIDE:]) == "not working":
                 out.add(pattern)
     return out
 
 
-def _moments(project: Sequence[Session], member: Sequence[Session], given: set[str]
-             ) -> tuple[Callable[[Session], bool], Callable[[Session], bool]] | None:
-    first = next((s for s in project if s.uuid in given), None)
+def _moments(history: History, given: set[str]) -> tuple[tuple, tuple] | None:
+    """A pattern's cuts: its first given session in the project (G) and anywhere (G*)."""
+    first = next((s for s in history.project if s.uuid in given), None)
     if first is None:
         return None
-    anywhere = next(s for s in member if s.uuid in given)  # (G is one of them)
-    return (lambda s: s.key < first.key), (lambda s: s.key < anywhere.key)
+    anywhere = next(s for s in history.member if s.uuid in given)  # (G is one of them)
+    return first.key, anywhere.key
 
 
 def shown(value: object) -> str:
@@ -185,17 +204,17 @@ def _iso(ts: datetime) -> str:
     return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def pattern_rows(project: Sequence[Session], member: Sequence[Session], given: Mapping[str, set[str]],
+def pattern_rows(history: History, given: Mapping[str, set[str]],
                  calls: Mapping[str, Mapping[str, Mapping[str, int]]]) -> list[dict]:
     """`patterns[]`: one row per pattern given to at least one of the project's sessions.
     `given`: pattern -> the sessions given it; `calls`: session -> signal -> example text -> calls."""
     rows = []
     for pattern in PATTERNS:
-        sessions_given = [s for s in project if s.uuid in given.get(pattern, set())]
-        moments = _moments(project, member, given.get(pattern, set()))
-        if moments is None:
+        cuts = _moments(history, given.get(pattern, set()))
+        if cuts is None:
             continue
-        found = sides(pattern, project, member, *moments)
+        sessions_given = [s for s in history.project if s.uuid in given[pattern]]
+        found = sides(pattern, history, *cuts)
         after = found.tail[-SIDE:]
         state, back = measure(pattern, found)
         first = sessions_given[0]
@@ -255,28 +274,26 @@ def compared(text: str | None) -> str:
 
 
 def lessons_of(phases: Iterable[Phase]) -> dict[str, tuple[Phase, Phase]]:
-    """compared text -> (first logged, newest) phase."""
-    out: dict[str, tuple[Phase, Phase]] = {}
+    """compared text -> (first logged, newest) phase (of equal ones, the first in `phases`)."""
+    logged: dict[str, list[Phase]] = {}
     for p in phases:
         key = compared(p.lessons_learned)
-        if not key:
-            continue
-        first, newest = out.get(key, (p, p))
-        out[key] = (min(first, p, key=Phase.order), max(newest, p, key=Phase.order))
-    return out
+        if key:
+            logged.setdefault(key, []).append(p)
+    return {key: (min(group, key=Phase.order), max(group, key=Phase.order)) for key, group in logged.items()}
 
 
-def lesson_rows(project: Sequence[Session], member: Sequence[Session], phases: Sequence[Phase]) -> list[dict]:
+def lesson_rows(history: History, logged: Mapping[str, tuple[Phase, Phase]], phases: Sequence[Phase]) -> list[dict]:
     """`lessons[]`, newest first by the first logged phase's moment (ties: the compared text).
-    `phases`: the project's sessions' (for the lessons) and the sides' (for the waste share)."""
-    mine = {s.uuid for s in project}
+    `logged`: the lessons of the project's phases (lessons_of); `phases`: the sides' sessions',
+    with their times (for the waste share)."""
     by_session: dict[str, list[Phase]] = {}
     for p in phases:
         by_session.setdefault(p.session, []).append(p)
     rows = []
-    for text, (first, _) in lessons_of(p for p in phases if p.session in mine).items():
+    for text, (first, _) in logged.items():
         m = first.moment
-        found = lesson_sides(project, member, m)
+        found = lesson_sides(history, m)
         after = found.tail[-SIDE:]
         state, back = measure("lesson", found)
         rows.append((m, text, {
@@ -292,13 +309,10 @@ def lesson_rows(project: Sequence[Session], member: Sequence[Session], phases: S
     return [r for _, _, r in rows]
 
 
-def lesson_sides(project: Sequence[Session], member: Sequence[Session], moment: datetime) -> Sides:
+def lesson_sides(history: History, moment: datetime) -> Sides:
     """A lesson's sides: before its first logged moment (the project's, else the member's), and
     the project's from it on."""
-    def before(s: Session) -> bool:
-        return s.start < moment
-
-    return sides("lesson", project, member, before, before)
+    return sides("lesson", history, (moment,), (moment,))  # (start, uuid) < (moment,): start < moment
 
 
 def waste_share(sessions: Sequence[Session], phases: Mapping[str, list[Phase]]) -> float | None:
@@ -311,13 +325,13 @@ def waste_share(sessions: Sequence[Session], phases: Mapping[str, list[Phase]]) 
     return waste / total if total else None
 
 
-def lesson_sessions(project: Sequence[Session], member: Sequence[Session], phases: Sequence[Phase]) -> set[str]:
-    """The sessions whose phases' times the lessons' waste shares read (their sides)."""
+def lesson_sessions(history: History, logged: Mapping[str, tuple[Phase, Phase]]) -> set[str]:
+    """The sessions whose phases' times the lessons' waste shares read (their sides). `logged`:
+    the lessons of the project's phases (lessons_of)."""
     need: set[str] = set()
-    mine = {s.uuid for s in project}
-    for first, _ in lessons_of(p for p in phases if p.session in mine).values():
+    for first, _ in logged.values():
         m = first.moment
-        found = lesson_sides(project, member, m)
+        found = lesson_sides(history, m)
         need.update(s.uuid for s in (*found.before, *found.tail[-SIDE:]))
     return need
 
@@ -381,10 +395,11 @@ def modes(rows: Sequence[dict], recent: Sequence[Session], last_mention: Mapping
     return sorted(out, key=lambda m: (MODE_GROUP[m["mode"]], -m["recent_count"], PATTERNS.index(m["pattern"])))
 
 
-def brief_lessons(phases: Sequence[Phase], now: datetime, limit: int = 10) -> list[dict]:
-    """The brief's lessons: the `limit` newest distinct ones, newest first by their newest moment
-    (ties: the compared text), each with the newest phase's age in whole days."""
-    found = sorted(lessons_of(phases).items(), key=lambda kv: kv[0])
+def brief_lessons(logged: Mapping[str, tuple[Phase, Phase]], now: datetime, limit: int = 10) -> list[dict]:
+    """The brief's lessons: the `limit` newest distinct ones of the project's (`logged`:
+    lessons_of its phases), newest first by their newest moment (ties: the compared text), each
+    with the newest phase's age in whole days."""
+    found = sorted(logged.items(), key=lambda kv: kv[0])
     found.sort(key=lambda kv: kv[1][1].moment, reverse=True)
     out = []
     for _, (_, newest) in found[:limit]:

@@ -1,36 +1,49 @@
 -- DESIGN §2.10 (`retrod lessons`, the brief's policy): the per-session figures lessons.py
 -- measures, read from the per-session rollups the report reads them from (session_times' start,
--- session_requests' requests, call_agents' calls by signal), the briefs stored (migration 0028),
+-- session_figures' requests, call_agents' calls by signal), the briefs stored (migration 0028),
 -- the phases' lessons, and the examples. `member`: whose rows (DESIGN §3), as in report.sql.
 
--- The member's sessions with a start (§2.3; an undated session takes no part in §2.10), of every
--- project, ordered by (start, uuid): their project (as brief_sessions names it) and figures.
--- name: lessons_sessions
-SELECT s.session_uuid, s.project_slug, coalesce(s.project_path, s.project_slug) AS project, t.first_ts AS started_at,
-       coalesce((SELECT sum(r.requests) FROM retrod.session_requests r
-                 WHERE r.session_uuid = s.session_uuid AND r.db_role = %(member)s), 0)::bigint AS requests,
-       coalesce(c.productive, 0) AS productive, coalesce(c.sibling_error, 0) AS sibling_error,
-       coalesce(c.error_retry, 0) AS error_retry, coalesce(c.persisted_output_read, 0) AS persisted_output_read,
+-- The member's sessions (every project's), each once, ordered by (start, uuid), undated ones
+-- (no start, §2.3) first: what a brief or `retrod lessons` reads of them, once. Their project as
+-- known_projects names it (the working folder of their first main transcript by folder name and
+-- path, else none; the main transcript's folder name, else the smallest: session_figures'), their
+-- start (session_times) and figures (session_figures' requests, call_agents' calls by signal).
+-- The calls and the folders are grouped once for every session (a hash join each), not looked up
+-- per session. Without `projects` (a project found from a folder: by its folder names alone), no
+-- working folder and no undated session: only a `--project` is matched against them.
+-- name: member_sessions
+SELECT f.session_uuid, f.project_slug, p.cwd AS project_path, coalesce(p.cwd, f.project_slug) AS project,
+       t.first_ts AS started_at, f.requests, coalesce(c.productive, 0) AS productive,
+       coalesce(c.sibling_error, 0) AS sibling_error, coalesce(c.error_retry, 0) AS error_retry,
+       coalesce(c.persisted_output_read, 0) AS persisted_output_read,
        coalesce(c.post_write_read, 0) AS post_write_read, coalesce(c.duplicate, 0) AS duplicate,
        coalesce(c.re_read, 0) AS re_read
-FROM (
-    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-           (array_agg(state ->> 'cwd' ORDER BY slug, path)
-                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path
+FROM retrod.session_figures f
+LEFT JOIN retrod.session_times t ON t.session_uuid = f.session_uuid AND t.db_role = f.db_role
+LEFT JOIN (
+    SELECT DISTINCT ON (session_uuid) session_uuid, state ->> 'cwd' AS cwd
     FROM retrod.files
-    WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
-    GROUP BY session_uuid
-) s
-JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
-LEFT JOIN LATERAL (
-    SELECT sum(productive)::bigint AS productive, sum(sibling_error)::bigint AS sibling_error,
+    WHERE %(projects)s AND db_role = %(member)s AND kind = 'main' AND session_uuid IS NOT NULL
+      AND state ->> 'cwd' IS NOT NULL
+    ORDER BY session_uuid, slug, path
+) p ON p.session_uuid = f.session_uuid
+LEFT JOIN (
+    SELECT session_uuid, sum(productive)::bigint AS productive, sum(sibling_error)::bigint AS sibling_error,
            sum(error_retry)::bigint AS error_retry, sum(persisted_output_read)::bigint AS persisted_output_read,
            sum(post_write_read)::bigint AS post_write_read, sum(duplicate)::bigint AS duplicate,
            sum(re_read)::bigint AS re_read
-    FROM retrod.call_agents a WHERE a.session_uuid = s.session_uuid AND a.db_role = %(member)s
-) c ON true
-WHERE t.first_ts IS NOT NULL
-ORDER BY t.first_ts, s.session_uuid;
+    FROM retrod.call_agents WHERE db_role = %(member)s
+    GROUP BY session_uuid
+) c ON c.session_uuid = f.session_uuid
+WHERE f.db_role = %(member)s AND f.transcripts > 0 AND (%(projects)s OR t.first_ts IS NOT NULL)
+ORDER BY t.first_ts NULLS FIRST, f.session_uuid;
+
+-- The description of these sessions (`retrod track start`), when they have one.
+-- name: session_descriptions
+SELECT u.session_uuid, u.description
+FROM public.cc_sessions u
+WHERE u.session_uuid = ANY(%(sessions)s::text[]) AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+  AND u.description IS NOT NULL;
 
 -- The patterns each of the member's sessions was given (any stored brief for it named them).
 -- name: lessons_given
@@ -46,13 +59,15 @@ FROM retrod.briefs b, jsonb_array_elements(b.patterns) p
 WHERE b.db_role = %(member)s AND b.project = %(project)s
 ORDER BY p ->> 'pattern', b.answered_at DESC, b.id DESC;
 
--- The phases of these sessions (any project's: a lesson's sides are the project's, the member's
--- for an all-projects baseline), with what the lessons and the waste share need.
--- name: lessons_phases
-SELECT u.session_uuid, p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at, p.lessons_learned
+-- The member's phases (any project's: a lesson's sides are the project's, the member's for an
+-- all-projects baseline), with what the lessons and the waste share need: read once, not by a
+-- list of the project's sessions (thousands of them: a list that long costs more to send than
+-- the member's phases to read).
+-- name: member_phases
+SELECT u.session_uuid, p.task, p.phase, p.verdict, p.started_at, p.ended_at, p.lessons_learned
 FROM public.cc_session_phases p
 JOIN public.cc_sessions u ON u.id = p.session_id
-WHERE u.session_uuid = ANY(%(sessions)s::text[]) AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+WHERE coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
 ORDER BY u.session_uuid, p.started_at, p.id;
 
 -- The counted calls with a waste signal of these sessions, each with its example text: its path,
