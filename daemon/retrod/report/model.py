@@ -135,17 +135,17 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
 
 
 def _task_window_figures(cur, args: dict, plan: Plan) -> dict[str, dict]:
-    """The figures of every window of the plan's tasks, by `<task number>.<window place>`."""
-    return window_figures(cur, args, [{"id": f"{n}.{k}", "s": s, "e": e} for n, task in enumerate(plan.tasks, 1)
-                                      for k, (s, e) in enumerate(task.windows)])
+    """The figures of each of the plan's tasks, by its number: its windows' (which never
+    overlap), summed by window_figures."""
+    return window_figures(cur, args, [{"id": n, "s": s, "e": e} for n, task in enumerate(plan.tasks, 1)
+                                      for s, e in task.windows])
 
 
 def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
            subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime) -> list[dict]:
     """`plan.tasks[]` (DESIGN §2.9): `subagents` the listed ones as (agent id, task number)."""
-    return [_task(n, task, [task_figures[f"{n}.{k}"] for k in range(len(task.windows))], prices,
-                  [agent for agent, number in subagents if number == n],
-                  [m for s, e in task.windows for m in cache.in_window(misses, s, e, now)])
+    return [_task(n, task, task_figures[str(n)], prices, [agent for agent, number in subagents if number == n],
+                  cache.in_windows(misses, task.windows, now))
             for n, task in enumerate(plan.tasks, 1)]
 
 
@@ -343,8 +343,9 @@ def phase(conn: Connection, session: str, row: dict, member: str, away_after_s: 
 
 
 def window_figures(cur, args: dict, windows: list[dict]) -> dict[str, dict]:
-    """The figures of each window `{id, s, e}` (datetimes; `e` None: open, until now) by its id:
-    what a phase (DESIGN §2.5) and a task (§2.9) count, by the same rules."""
+    """The figures of each window `{id, s, e}` (datetimes; `e` None: open, until now) by its id
+    (as text): what a phase (DESIGN §2.5) and a task (§2.9) count, by the same rules. Windows
+    given one id are summed: they must never overlap (a task's windows)."""
     if not windows:
         return {}
     document = json.dumps([{"id": str(w["id"]), "s": w["s"].isoformat(), "e": _iso(w["e"])} for w in windows])
@@ -371,11 +372,11 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
     }
 
 
-def _task(number: int, task: Task, figs: list[dict], prices: pricing.Prices, subagents: list[str],
+def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents: list[str],
           misses: list[cache.Miss]) -> dict:
-    """A task of the plan (DESIGN §2.9) with a phase's figures over its windows: they never
-    overlap, so the windows' figures add up; `misses`: the cache misses in its windows (§2.8)."""
-    figures = _figures(_sum_windows(figs), prices)
+    """A task of the plan (DESIGN §2.9) with a phase's figures over its windows (`fig`: they never
+    overlap, so their figures add up); `misses`: the cache misses in its windows (§2.8)."""
+    figures = _figures(fig, prices)
     return {
         "number": number,
         "name": task.name,
@@ -388,13 +389,6 @@ def _task(number: int, task: Task, figs: list[dict], prices: pricing.Prices, sub
         "cache": cache.figures(figures["tokens"], misses),
         "subagents": subagents,
     }
-
-
-_SUMMED = ("claude_us", "tool_us", "human_us", "away_us", "tool_result_bytes", "productive", *SIGNALS)
-
-
-def _sum_windows(figs: list[dict]) -> dict:
-    return {**{k: sum(int(f[k]) for f in figs) for k in _SUMMED}, "by_model": [m for f in figs for m in f["by_model"]]}
 
 
 def _figures(fig: dict, prices: pricing.Prices) -> dict:

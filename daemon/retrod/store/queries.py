@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from psycopg.rows import Row
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+# A line `-- include: x` in a statement stands for the text of `x`, a fragment two statements share
+# (report.sql's window_bounds): one rule stated once, and still one statement for the planner.
+_INCLUDE = re.compile(r"^[ \t]*-- include: (\w+)[ \t]*$", re.MULTILINE)
 
 
 def parse(text: str) -> dict[str, str]:
@@ -26,7 +29,11 @@ def _all() -> dict[str, str]:
     for resource in files(__package__).iterdir():
         if resource.name.endswith(".sql"):
             queries.update(parse(resource.read_text(encoding="utf-8")))
-    return queries
+    return {name: _included(text, queries) for name, text in queries.items()}
+
+
+def _included(text: str, queries: dict[str, str]) -> str:
+    return _INCLUDE.sub(lambda m: _included(queries[m.group(1)], queries), text)
 
 
 def q(name: str) -> str:
@@ -39,3 +46,4 @@ def one(cur: Cursor[Row]) -> Row:
     if row is None:
         raise AssertionError("a statement that always returns a row returned none")
     return row
+
