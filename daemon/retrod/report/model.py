@@ -10,7 +10,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from ..store.members import member_of
-from ..store.queries import one, q
+from ..store.queries import generic_plans, one, q
 from ..verdicts import VERDICTS
 from . import cache
 from . import prices as pricing
@@ -58,9 +58,9 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     """`away_after_s`: a human gap longer than this is `away` (decided here, at read time);
     `prices`: what the estimated costs use; `member`: whose rows (member_of)."""
     pricing.store_tiers(conn)  # the tiers the store sums by are the ones priced here
-    member = member_of(conn, session, member)
-    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
-    with conn.cursor(row_factory=dict_row) as cur:
+    with generic_plans(conn), conn.cursor(row_factory=dict_row) as cur:
+        member = member_of(conn, session, member)
+        args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
         files = one(cur.execute(q("session_files"), args))
         compactions = one(cur.execute(q("session_compactions"), args))["compactions"]
         summary = _summary(cur, args, prices)
@@ -245,8 +245,8 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     With `task_figures`, `plan` as the report's (DESIGN §2.9: every task's figures, the cache's
     included, so the misses are read then too)."""
     pricing.store_tiers(conn)
-    member = member_of(conn, session, member)
-    with conn.cursor(row_factory=dict_row) as cur:
+    with generic_plans(conn), conn.cursor(row_factory=dict_row) as cur:
+        member = member_of(conn, session, member)
         phase_rows = cur.execute(q("session_phases"), {"session": session, "member": member}).fetchall()
         open_row = next((row for row in phase_rows if row["ended_at"] is None), None)
         args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}

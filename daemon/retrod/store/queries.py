@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from psycopg import Cursor
+    from psycopg import Connection, Cursor
     from psycopg.rows import Row
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -47,3 +49,17 @@ def one(cur: Cursor[Row]) -> Row:
         raise AssertionError("a statement that always returns a row returned none")
     return row
 
+
+@contextmanager
+def generic_plans(conn: Connection) -> Iterator[None]:
+    """The statements run in this block use one plan for every argument (PostgreSQL's generic plan,
+    kept with the statement once psycopg prepares it, at its sixth run on a connection) instead of
+    being planned again for each: planning was most of a small report's time (window_figures: ~5
+    ms to plan, ~2 to run for 12 phases), and after five runs PostgreSQL would pick the generic
+    plan or not by its estimates, session by session. The statements read in this block are
+    written so that their one plan reads each range through an index whatever the session
+    (report.sql's window_figures: a LATERAL per range). In a transaction (a savepoint inside one),
+    so that the setting ends with it."""
+    with conn.transaction():
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        yield
