@@ -255,10 +255,11 @@ WITH longest AS (  -- no span is longer: bounds the spans that can overlap a win
                     WHERE edge_start < edge_end
                 ) edge,
                 LATERAL (  -- the gaps that end in the edge's minutes, and those that start in them and
-                           -- end later (a file's gaps never overlap: one per file)
+                           -- end later (a file's gaps never overlap: one per file); of the first, only
+                           -- those that overlap the edge (most end before it), before any arithmetic
                     SELECT kind, prev_ts, ts FROM retrod.events
                     WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind IS NOT NULL
-                      AND ts > first_minute AND ts <= minutes_end
+                      AND ts > first_minute AND ts <= minutes_end AND ts > a AND prev_ts < b
                     UNION ALL
                     SELECT kind, prev_ts, ts FROM retrod.events
                     WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind IS NOT NULL
