@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 from datetime import UTC, datetime, timedelta
 
 from psycopg import Connection
@@ -288,10 +287,9 @@ def windows_cost(conn: Connection, session: str, member: str, windows: list[list
                  prices: pricing.Prices = pricing.DEFAULT) -> dict:
     """The cost of the requests in a task's windows (an open one until now), priced as the
     report prices its `plan.tasks[].cost`, without the task's other figures (the status line's)."""
-    document = json.dumps([{"s": s.isoformat(), "e": _iso(e)} for s, e in windows])
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(q("windows_tokens_by_model"),
-                           {"session": session, "member": member, "windows": document}).fetchall()
+        rows = cur.execute(q("windows_tokens_by_model"), {"session": session, "member": member,
+                                                          **_bounds([("", s, e) for s, e in windows])}).fetchall()
     return pricing.by_model(rows, prices)[1]
 
 
@@ -348,8 +346,13 @@ def window_figures(cur, args: dict, windows: list[dict]) -> dict[str, dict]:
     given one id are summed: they must never overlap (a task's windows)."""
     if not windows:
         return {}
-    document = json.dumps([{"id": str(w["id"]), "s": w["s"].isoformat(), "e": _iso(w["e"])} for w in windows])
-    return {row["id"]: row for row in cur.execute(q("window_figures"), {**args, "windows": document})}
+    bounds = _bounds([(str(w["id"]), w["s"], w["e"]) for w in windows])
+    return {row["id"]: row for row in cur.execute(q("window_figures"), {**args, **bounds})}
+
+
+def _bounds(windows: list[tuple[str, datetime, datetime | None]]) -> dict[str, list]:
+    """Windows (id, start, end or None) as report.sql's window_bounds takes them: arrays in step."""
+    return {"ids": [w[0] for w in windows], "starts": [w[1] for w in windows], "ends": [w[2] for w in windows]}
 
 
 def _phase_windows(phase_rows: list[dict]) -> list[dict]:

@@ -147,8 +147,8 @@ WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(mem
 ORDER BY p.started_at, p.id;
 
 -- A window's bounds, as window_figures and windows_tokens_by_model read them (a fragment, not a
--- statement: `-- include: window_bounds` takes it in). Each window of the `windows` argument, a JSON
--- array of {id, s, e} (e null: open, until now; id optional), with the ranges its figures come from: its
+-- statement: `-- include: window_bounds` takes it in). Each window of the arguments `ids`, `starts`
+-- and `ends`, arrays in step (an end null: open, until now), with the ranges its figures come from: its
 -- whole minutes [whole_from, whole_to), of them its whole UTC hours [hours_from, hours_to) (from
 -- the hour rollups, migration 0031) and the minutes before and after them (from the per-minute
 -- ones); the partial minutes at each edge, [s, edge1_end) and [edge2_start, e), from the raw rows;
@@ -165,7 +165,8 @@ FROM (
         SELECT w.id, w.s, coalesce(w.e, now()) AS e,
                retrod.minute_of(w.s + interval '1 minute' - interval '1 microsecond') AS whole_from,
                retrod.minute_of(coalesce(w.e, now())) AS whole_to
-        FROM json_to_recordset(%(windows)s::json) AS w(id TEXT, s TIMESTAMPTZ, e TIMESTAMPTZ)
+        -- (binary arrays: a plan's thousands of windows, as JSON, cost more to write and read than to sum)
+        FROM unnest(%(ids)b::text[], %(starts)b::timestamptz[], %(ends)b::timestamptz[]) AS w(id, s, e)
     ) w
 ) w
 
@@ -351,8 +352,8 @@ LEFT JOIN (
     FROM groups GROUP BY id
 ) m USING (id);
 
--- DESIGN §2.9's current task on the status line: the requests of a task's windows (`{s, e}`, e
--- null: open, until now), by price group, as window_figures' by_model sums them, without its
+-- DESIGN §2.9's current task on the status line: the requests of a task's windows (window_bounds'
+-- arguments), by price group, as window_figures' by_model sums them, without its
 -- times and calls: the cost alone, after every message.
 -- name: windows_tokens_by_model
 WITH p AS (
