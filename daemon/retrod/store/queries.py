@@ -17,12 +17,15 @@ _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 # A line `-- include: x` in a statement stands for the text of `x`, a fragment two statements share
 # (report.sql's window_bounds): one rule stated once, and still one statement for the planner.
 _INCLUDE = re.compile(r"^[ \t]*-- include: (\w+)[ \t]*$", re.MULTILINE)
+_TRAILING_COMMENTS = re.compile(r"(\n[ \t]*(--[^\n]*)?)+\Z")
 
 
 def parse(text: str) -> dict[str, str]:
-    """Split a file of `-- name: x` blocks into {name: statement}."""
+    """Split a file of `-- name: x` blocks into {name: statement}; the comment lines that end a
+    block are the next statement's, and are left out of this one (and of a fragment pasted in)."""
     pieces = _NAME.split(text)
-    return {name: body.strip() for name, body in zip(pieces[1::2], pieces[2::2], strict=True)}
+    return {name: _TRAILING_COMMENTS.sub("", body.strip())
+            for name, body in zip(pieces[1::2], pieces[2::2], strict=True)}
 
 
 @cache

@@ -221,7 +221,7 @@ WHERE edge.a < edge.b
 WITH longest AS (  -- no span is longer: bounds the spans that can overlap a window
     SELECT coalesce(max(span_end - span_start), interval '0') AS gap
     FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s
-), p AS (
+), p AS MATERIALIZED (  -- (once: inlined, each use of a bound would work it out again)
     -- include: window_bounds
 ), per_window AS (
     SELECT p.id, g.*, a.*, c.*
@@ -356,7 +356,7 @@ LEFT JOIN (
 -- arguments), by price group, as window_figures' by_model sums them, without its
 -- times and calls: the cost alone, after every message.
 -- name: windows_tokens_by_model
-WITH p AS (
+WITH p AS MATERIALIZED (  -- (once: inlined, each use of a bound worked it out again)
     -- include: window_bounds
 )
 SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
