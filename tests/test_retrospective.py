@@ -13,10 +13,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import reference
 import reference_tools
-from helpers import HOST, ingest
+from helpers import HOST, ingest, reports
+from retrod.report.retrospective import json_text
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 SECTIONS = ["## Summary", "## Timeline", "```mermaid", "## Verdict Breakdown", "## Tool Use", "## Waste Signals",
@@ -360,3 +363,23 @@ def test_the_saved_report_reads_as_a_person_wants_it(db_url: str, projects: Path
         seconds = tool["result_s"]
         assert shown == (markdown.duration(seconds) if seconds >= 60 else f"{seconds:,.1f} s")
     assert any(tool["result_s"] >= 60 for tool in report["tools"])  # e.g. "23m 04s", not "1,384.1 s"
+
+
+# Any JSON json.dumps writes: every string (escapes, surrogates), float (NaN and the infinities
+# included, which json_text leaves to json.dumps itself), integer of any size, nesting, empty ones.
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4), max_leaves=30)
+
+
+@given(JSON_VALUES)
+def test_the_report_json_is_json_dumps_byte_for_byte(value: object) -> None:
+    assert json_text(value) == json.dumps(value, indent=2)
+
+
+def test_every_fixture_report_json_is_json_dumps_byte_for_byte(db_url: str, projects: Path) -> None:
+    ingest(db_url, [projects])
+    built = reports(db_url)
+    assert len(built) > 40
+    for report in built.values():
+        assert json_text(report) == json.dumps(report, indent=2)

@@ -16,7 +16,7 @@ import structlog
 from .committer import Committer, log_not_ingested
 from .progress import Progress
 from .store.store import OUTAGE, FileRow, Meta, Pending, Stat, Store
-from .transcript.discovery import FileRef, classify, walk
+from .transcript.discovery import FileRef, classify, session_paths, walk
 from .transcript.fold import FORGET_BELOW_RULES, RULES, first_session_id, fold
 from .transcript.parser import parse_line, storable_text
 from .transcript.tailer import read_chunk
@@ -233,8 +233,7 @@ class Ingester:
         paths = {Path(p) for p in known}
         if folders is None:
             for root in self.roots:
-                paths.update(root.glob(f"*/{session}.jsonl"))
-                paths.update(p for p in root.glob(f"*/{session}") if p.is_dir())
+                paths.update(session_paths(root, session))
         else:
             look = {Path(p).parent for p, file in known.items() if file.kind == "main"}
             look.update(f for f in map(_project_folder, folders) if f is not None and f.parent in self.roots)

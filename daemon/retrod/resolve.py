@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import invocation
 from .stored_text import one_line, quoted
-from .transcript.discovery import UUID_RE
+from .transcript.discovery import UUID_RE, project_folders, session_paths
 
 ENV_VAR = "CLAUDE_CODE_SESSION_ID"
 LIVE_S = 300  # another transcript written this recently in the same folder: another open session
@@ -123,10 +123,16 @@ def _exists(session: str, roots: list[Path], known: Callable[[str], Iterable[str
 
 def _on_disk(roots: list[Path], prefix: str) -> set[str]:
     """Sessions under the roots whose uuid starts with `prefix`: a main transcript, or a session
-    folder (one whose main transcript is gone may still hold subagent transcripts)."""
+    folder (one whose main transcript is gone may still hold subagent transcripts). A whole uuid
+    is looked up by its two names in each project folder; a shorter prefix lists the folders."""
     found = set()
     for root in roots:
-        for path in root.glob(f"*/{_glob_escape(prefix)}*"):
+        if UUID_RE.fullmatch(prefix):
+            paths = session_paths(root, prefix)
+        else:
+            paths = [Path(folder, name) for folder in project_folders(root) for name in _names(folder)
+                     if name.startswith(prefix)]
+        for path in paths:
             name = path.name.removesuffix(".jsonl")
             if UUID_RE.fullmatch(name) and (path.is_file() if path.suffix == ".jsonl"
                                             else _has_subagent_transcript(path)):
@@ -134,12 +140,15 @@ def _on_disk(roots: list[Path], prefix: str) -> set[str]:
     return found
 
 
+def _names(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
 def _has_subagent_transcript(folder: Path) -> bool:
     return any(p.name.endswith(".jsonl") for p in (folder / "subagents").rglob("agent-?*.jsonl"))
-
-
-def _glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def _ancestor_sessions(pid: int, config_dirs: list[Path]) -> Iterable[tuple[int, str, Path]]:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import json
 from datetime import UTC, datetime, timedelta
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 
 from ..store.members import member_of
-from ..store.queries import one, q
+from ..store.queries import generic_plans, one, q
 from ..verdicts import VERDICTS
 from . import cache
 from . import prices as pricing
@@ -58,9 +57,9 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     """`away_after_s`: a human gap longer than this is `away` (decided here, at read time);
     `prices`: what the estimated costs use; `member`: whose rows (member_of)."""
     pricing.store_tiers(conn)  # the tiers the store sums by are the ones priced here
-    member = member_of(conn, session, member)
-    args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
-    with conn.cursor(row_factory=dict_row) as cur:
+    with generic_plans(conn), conn.cursor(row_factory=dict_row) as cur:
+        member = member_of(conn, session, member)
+        args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
         files = one(cur.execute(q("session_files"), args))
         compactions = one(cur.execute(q("session_compactions"), args))["compactions"]
         summary = _summary(cur, args, prices)
@@ -135,17 +134,17 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
 
 
 def _task_window_figures(cur, args: dict, plan: Plan) -> dict[str, dict]:
-    """The figures of every window of the plan's tasks, by `<task number>.<window place>`."""
-    return window_figures(cur, args, [{"id": f"{n}.{k}", "s": s, "e": e} for n, task in enumerate(plan.tasks, 1)
-                                      for k, (s, e) in enumerate(task.windows)])
+    """The figures of each of the plan's tasks, by its number: its windows' (which never
+    overlap), summed by window_figures."""
+    return window_figures(cur, args, [{"id": n, "s": s, "e": e} for n, task in enumerate(plan.tasks, 1)
+                                      for s, e in task.windows])
 
 
 def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
            subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime) -> list[dict]:
     """`plan.tasks[]` (DESIGN §2.9): `subagents` the listed ones as (agent id, task number)."""
-    return [_task(n, task, [task_figures[f"{n}.{k}"] for k in range(len(task.windows))], prices,
-                  [agent for agent, number in subagents if number == n],
-                  [m for s, e in task.windows for m in cache.in_window(misses, s, e, now)])
+    return [_task(n, task, task_figures[str(n)], prices, [agent for agent, number in subagents if number == n],
+                  cache.in_windows(misses, task.windows, now))
             for n, task in enumerate(plan.tasks, 1)]
 
 
@@ -245,8 +244,8 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     With `task_figures`, `plan` as the report's (DESIGN §2.9: every task's figures, the cache's
     included, so the misses are read then too)."""
     pricing.store_tiers(conn)
-    member = member_of(conn, session, member)
-    with conn.cursor(row_factory=dict_row) as cur:
+    with generic_plans(conn), conn.cursor(row_factory=dict_row) as cur:
+        member = member_of(conn, session, member)
         phase_rows = cur.execute(q("session_phases"), {"session": session, "member": member}).fetchall()
         open_row = next((row for row in phase_rows if row["ended_at"] is None), None)
         args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
@@ -288,10 +287,9 @@ def windows_cost(conn: Connection, session: str, member: str, windows: list[list
                  prices: pricing.Prices = pricing.DEFAULT) -> dict:
     """The cost of the requests in a task's windows (an open one until now), priced as the
     report prices its `plan.tasks[].cost`, without the task's other figures (the status line's)."""
-    document = json.dumps([{"s": s.isoformat(), "e": _iso(e)} for s, e in windows])
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(q("windows_tokens_by_model"),
-                           {"session": session, "member": member, "windows": document}).fetchall()
+        rows = cur.execute(q("windows_tokens_by_model"), {"session": session, "member": member,
+                                                          **_bounds([("", s, e) for s, e in windows])}).fetchall()
     return pricing.by_model(rows, prices)[1]
 
 
@@ -343,12 +341,18 @@ def phase(conn: Connection, session: str, row: dict, member: str, away_after_s: 
 
 
 def window_figures(cur, args: dict, windows: list[dict]) -> dict[str, dict]:
-    """The figures of each window `{id, s, e}` (datetimes; `e` None: open, until now) by its id:
-    what a phase (DESIGN §2.5) and a task (§2.9) count, by the same rules."""
+    """The figures of each window `{id, s, e}` (datetimes; `e` None: open, until now) by its id
+    (as text): what a phase (DESIGN §2.5) and a task (§2.9) count, by the same rules. Windows
+    given one id are summed: they must never overlap (a task's windows)."""
     if not windows:
         return {}
-    document = json.dumps([{"id": str(w["id"]), "s": w["s"].isoformat(), "e": _iso(w["e"])} for w in windows])
-    return {row["id"]: row for row in cur.execute(q("window_figures"), {**args, "windows": document})}
+    bounds = _bounds([(str(w["id"]), w["s"], w["e"]) for w in windows])
+    return {row["id"]: row for row in cur.execute(q("window_figures"), {**args, **bounds})}
+
+
+def _bounds(windows: list[tuple[str, datetime, datetime | None]]) -> dict[str, list]:
+    """Windows (id, start, end or None) as report.sql's window_bounds takes them: arrays in step."""
+    return {"ids": [w[0] for w in windows], "starts": [w[1] for w in windows], "ends": [w[2] for w in windows]}
 
 
 def _phase_windows(phase_rows: list[dict]) -> list[dict]:
@@ -371,11 +375,11 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
     }
 
 
-def _task(number: int, task: Task, figs: list[dict], prices: pricing.Prices, subagents: list[str],
+def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents: list[str],
           misses: list[cache.Miss]) -> dict:
-    """A task of the plan (DESIGN §2.9) with a phase's figures over its windows: they never
-    overlap, so the windows' figures add up; `misses`: the cache misses in its windows (§2.8)."""
-    figures = _figures(_sum_windows(figs), prices)
+    """A task of the plan (DESIGN §2.9) with a phase's figures over its windows (`fig`: they never
+    overlap, so their figures add up); `misses`: the cache misses in its windows (§2.8)."""
+    figures = _figures(fig, prices)
     return {
         "number": number,
         "name": task.name,
@@ -388,13 +392,6 @@ def _task(number: int, task: Task, figs: list[dict], prices: pricing.Prices, sub
         "cache": cache.figures(figures["tokens"], misses),
         "subagents": subagents,
     }
-
-
-_SUMMED = ("claude_us", "tool_us", "human_us", "away_us", "tool_result_bytes", "productive", *SIGNALS)
-
-
-def _sum_windows(figs: list[dict]) -> dict:
-    return {**{k: sum(int(f[k]) for f in figs) for k in _SUMMED}, "by_model": [m for f in figs for m in f["by_model"]]}
 
 
 def _figures(fig: dict, prices: pricing.Prices) -> dict:

@@ -89,7 +89,9 @@ def derive(calls: Iterable[PlanCall]) -> Plan:
             for content, status in call.plan["todos"]:
                 if content in in_last_list:
                     continue  # a copy in one list: its first place counts
-                task = tasks.setdefault(content, Task(content, content))
+                task = tasks.get(content)
+                if task is None:  # (not setdefault: a long plan's lists name the same tasks thousands of times)
+                    task = tasks[content] = Task(content, content)
                 task.status = status if status in TODO_STATUSES else "pending"
                 in_last_list[content] = task.status
             candidates = [tasks[content] for content, status in in_last_list.items() if status == "in_progress"]

@@ -14,6 +14,7 @@ every request, and its cost does not grow with the session.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -155,7 +156,9 @@ def thresholds() -> tuple[int, ...]:
 def tier_floor(size: int) -> int:
     """The price tier of a part whose input (input + cache read + cache write) is `size`: the
     largest threshold it is above, 0 for none (as retrod.tier_floor in SQL, migration 0013)."""
-    return max((start for start in thresholds() if size > start), default=0)
+    starts = thresholds()
+    below = bisect.bisect_left(starts, size)  # (ascending: those before it are below `size`)
+    return starts[below - 1] if below else 0
 
 
 def store_tiers(conn: Any) -> bool:

@@ -30,7 +30,7 @@ import structlog
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from ..store.queries import one, q
+from ..store.queries import generic_plans, one, q
 from . import cache, model
 from . import prices as pricing
 from .plan import Task
@@ -147,6 +147,12 @@ def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime
     """The status line's figures: `session` (None: the database knows nothing of it) and `today`
     (None: no day given). Times are seconds since the epoch, for a command that has no datetime."""
     now = datetime.now(UTC) if now is None else now
+    with generic_plans(conn):
+        return _figures(conn, session, day, away_after_s, prices, now)
+
+
+def _figures(conn: Connection, session: str | None, day: tuple[datetime, datetime] | None, away_after_s: float,
+             prices: pricing.Prices, now: datetime) -> dict:
     out: dict = {"session": None, "today": None}
     member = None
     if session is not None:

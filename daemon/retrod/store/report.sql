@@ -13,7 +13,7 @@ SELECT current_user;
 SELECT current_user AS me, ARRAY(
     SELECT db_role FROM retrod.files WHERE session_uuid = %(session)s
     UNION
-    SELECT db_role FROM retrod.request_minutes WHERE session_uuid = %(session)s  -- (copied history)
+    SELECT db_role FROM retrod.session_requests WHERE session_uuid = %(session)s  -- (copied history)
     UNION
     SELECT to_jsonb(s) ->> 'db_role' FROM public.cc_sessions s
     WHERE session_uuid = %(session)s AND to_jsonb(s) ? 'db_role'
@@ -146,183 +146,218 @@ FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
 WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s
 ORDER BY p.started_at, p.id;
 
--- Per window [s, e) (open: until now), DESIGN §2.5 (a phase's) and §2.9 (a task's: each of its
--- windows): the requests whose timestamp falls in it, the overlap of each classified gap with it,
--- the tool output read in it. The whole minutes [whole_from, whole_to) come from the rollups: its
--- whole UTC hours [hours_from, hours_to) from the hour ones (migration 0031), the minutes before
--- and after them from the per-minute ones; the partial minutes at each edge,
--- [s, edge1_end) and [edge2_start, e), from the raw rows, so the cost does not grow with the session.
+-- A window's bounds, as window_figures and windows_tokens_by_model read them (a fragment, not a
+-- statement: `-- include: window_bounds` takes it in). Each window of the arguments `ids`, `starts`
+-- and `ends`, arrays in step (an end null: open, until now), with the ranges its figures come from: its
+-- whole minutes [whole_from, whole_to), of them its whole UTC hours [hours_from, hours_to) (from
+-- the hour rollups, migration 0031) and the minutes before and after them (from the per-minute
+-- ones); the partial minutes at each edge, [s, edge1_end) and [edge2_start, e), from the raw rows;
+-- so the cost does not grow with the session.
+-- name: window_bounds
+SELECT id, s, e, whole_from, whole_to, hours_from,
+       greatest(hours_from, retrod.hour_of(whole_to)) AS hours_to,
+       CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
+       CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
+FROM (
+    SELECT w.*, least(retrod.hour_of(whole_from + interval '1 hour' - interval '1 microsecond'), whole_to)
+                    AS hours_from
+    FROM (
+        SELECT w.id, w.s, coalesce(w.e, now()) AS e,
+               retrod.minute_of(w.s + interval '1 minute' - interval '1 microsecond') AS whole_from,
+               retrod.minute_of(coalesce(w.e, now())) AS whole_to
+        -- (binary arrays: a plan's thousands of windows, as JSON, cost more to write and read than to sum)
+        FROM unnest(%(ids)b::text[], %(starts)b::timestamptz[], %(ends)b::timestamptz[]) AS w(id, s, e)
+    ) w
+) w
+
+-- The request parts whose timestamp falls in window `p` (a row of window_bounds), as rows of the
+-- rollups' columns — model, minute (an hour row's hour), fast, tier_floor, requests (n), parts
+-- (np), tool turns, tokens, web searches — to be summed by price group (DESIGN §2.5, §2.7): the
+-- minutes around its whole hours, the hours, and the parts of the requests in its edges. (A
+-- fragment: `-- include: window_price_groups`.)
+-- Each range (the minutes before and after the whole hours, the two edges) is a LATERAL of its
+-- own, kept apart by OFFSET 0: as one OR of two ranges, or a plain join to them, the planner
+-- scanned the session's every minute and event per window (0.2 s for 12 phases of the ~200 MB
+-- benchmark session under a prepared statement's plans).
+-- name: window_price_groups
+SELECT model, minute, fast, tier_floor, requests AS n, parts AS np, tool_turns AS tools,
+       input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
+       cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws
+FROM (VALUES (p.whole_from, p.hours_from), (p.hours_to, p.whole_to)) AS span(a, b),
+     LATERAL (SELECT * FROM retrod.request_minutes
+              WHERE session_uuid = %(session)s AND db_role = %(member)s
+                AND minute >= span.a AND minute < span.b OFFSET 0) x
+WHERE span.a < span.b
+UNION ALL
+SELECT model, hour, fast, tier_floor, requests, parts, tool_turns, input_tokens, output_tokens,
+       cache_read_tokens, cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches
+FROM retrod.request_hours
+WHERE p.hours_from < p.hours_to AND session_uuid = %(session)s AND db_role = %(member)s
+  AND hour >= p.hours_from AND hour < p.hours_to
+UNION ALL
+SELECT q.model, retrod.minute_of(q.ts), q.fast,
+       retrod.tier_floor(q.input + q.cache_read + q.cache_create,
+                         (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
+       q.first::int, 1, (q.first AND q.has_tool_use)::int, q.input, q.output, q.cache_read,
+       q.cache_create, q.cache_create_5m, q.cache_create_1h, q.web_searches
+FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
+     LATERAL (SELECT r.ts, r.fast, r.has_tool_use, q.* FROM retrod.requests r, retrod.request_parts(r) q
+              WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s
+                AND r.ts >= edge.a AND r.ts < edge.b OFFSET 0) q
+WHERE edge.a < edge.b
+
+-- Per window [s, e) (window_bounds), DESIGN §2.5 (a phase's) and §2.9 (a task's: each of its
+-- windows): the requests whose timestamp falls in it (window_price_groups), the overlap of each
+-- classified gap with it, the tool output read in it, each from the rollups for its whole minutes
+-- and the raw rows for its edges, as window_bounds splits it; summed by `id`: windows given the
+-- same id (a task's, which never overlap) come out as one row, their figures added up, their
+-- price groups summed in one aggregate (a plan can have thousands of windows: a JSON document of
+-- groups per window cost more to build and read than the figures themselves).
 -- human_us counts every human gap; away_us is the part of it that is away (see session_away).
--- by_model: the window's tokens by what their price depends on (as session_tokens_by_model),
--- the same way, as a JSON array. `windows`: a JSON array of {id, s, e} (e null: open), one row
--- out per window, with its id (model.window_figures).
--- Each range (the minutes before and after the whole hours, the two edges) is a LATERAL of
--- its own, kept apart by OFFSET 0: as one OR of two ranges, or a plain join to them, the
--- planner scanned the session's every minute and event per window (0.2 s for 12 phases of
--- the ~200 MB benchmark session under a prepared statement's plans, 5-11 ms now).
+-- by_model: the tokens by what their price depends on (as session_tokens_by_model), a JSON array.
+-- A range that is empty (most of a short window's: no whole hour, one side of minutes) is not
+-- read: each LATERAL is gated by its bounds.
 -- name: window_figures
 WITH longest AS (  -- no span is longer: bounds the spans that can overlap a window
     SELECT coalesce(max(span_end - span_start), interval '0') AS gap
     FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s
-), p AS (
-    SELECT id, s, e, whole_from, whole_to, hours_from,
-           greatest(hours_from, retrod.hour_of(whole_to)) AS hours_to,
-           CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
-           CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
-    FROM (
-        SELECT w.*, least(retrod.hour_of(whole_from + interval '1 hour' - interval '1 microsecond'), whole_to)
-                        AS hours_from
+), p AS MATERIALIZED (  -- (once: inlined, each use of a bound would work it out again)
+    -- include: window_bounds
+), per_window AS (
+    SELECT p.id, g.*, a.*, c.*
+    FROM p
+    CROSS JOIN LATERAL (
+        SELECT coalesce(sum(claude), 0)::bigint AS claude_us, coalesce(sum(tool), 0)::bigint AS tool_us,
+               coalesce(sum(human), 0)::bigint AS human_us, coalesce(sum(bytes), 0)::bigint AS tool_result_bytes
         FROM (
-        SELECT w.id, w.s, coalesce(w.e, now()) AS e,
-               retrod.minute_of(w.s + interval '1 minute' - interval '1 microsecond') AS whole_from,
-               retrod.minute_of(coalesce(w.e, now())) AS whole_to
-        FROM json_to_recordset(%(windows)s::json) AS w(id TEXT, s TIMESTAMPTZ, e TIMESTAMPTZ)
-        ) w
-    ) w
-)
-SELECT p.id, g.*, a.*, m.*, c.*
-FROM p
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(claude), 0)::bigint AS claude_us, coalesce(sum(tool), 0)::bigint AS tool_us,
-           coalesce(sum(human), 0)::bigint AS human_us, coalesce(sum(bytes), 0)::bigint AS tool_result_bytes
-    FROM (
-        SELECT claude_us AS claude, tool_us AS tool, human_us AS human, tool_result_bytes AS bytes
-        FROM (VALUES (p.whole_from, p.hours_from), (p.hours_to, p.whole_to)) AS span(a, b),
-             LATERAL (SELECT * FROM retrod.event_minutes
-                      WHERE session_uuid = %(session)s AND db_role = %(member)s
-                        AND minute >= span.a AND minute < span.b OFFSET 0) x
-        UNION ALL
-        SELECT claude_us, tool_us, human_us, tool_result_bytes FROM retrod.event_hours
-        WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
-        UNION ALL
-        SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
-               CASE WHEN kind = 'human' THEN us END, 0
-        FROM (  -- in an edge [a, b), each gap's first and last minutes' pieces: its overlap with
-                -- the edge less that of its whole minutes between (gap_spans counts those)
-            SELECT kind, retrod.interval_us(
-                       greatest(least(ts, b) - greatest(prev_ts, a), interval '0')
-                       - greatest(least(retrod.minute_of(ts - interval '1 microsecond'), b)
-                                  - greatest(retrod.minute_of(prev_ts) + interval '1 minute', a), interval '0')) AS us
+            SELECT claude_us AS claude, tool_us AS tool, human_us AS human, tool_result_bytes AS bytes
+            FROM (VALUES (p.whole_from, p.hours_from), (p.hours_to, p.whole_to)) AS span(a, b),
+                 LATERAL (SELECT * FROM retrod.event_minutes
+                          WHERE session_uuid = %(session)s AND db_role = %(member)s
+                            AND minute >= span.a AND minute < span.b OFFSET 0) x
+            WHERE span.a < span.b
+            UNION ALL
+            SELECT claude_us, tool_us, human_us, tool_result_bytes FROM retrod.event_hours
+            WHERE p.hours_from < p.hours_to AND session_uuid = %(session)s AND db_role = %(member)s
+              AND hour >= p.hours_from AND hour < p.hours_to
+            UNION ALL
+            SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
+                   CASE WHEN kind = 'human' THEN us END, 0
+            FROM (  -- in an edge [a, b), each gap's first and last minutes' pieces: its overlap with
+                    -- the edge less that of its whole minutes between (gap_spans counts those)
+                SELECT kind, retrod.interval_us(
+                           greatest(least(ts, b) - greatest(prev_ts, a), interval '0')
+                           - greatest(least(retrod.minute_of(ts - interval '1 microsecond'), b)
+                                      - greatest(retrod.minute_of(prev_ts) + interval '1 minute', a), interval '0')) AS us
+                FROM (
+                    SELECT edge_start AS a, edge_end AS b, retrod.minute_of(edge_start) AS first_minute,
+                           retrod.minute_of(edge_end - interval '1 microsecond') + interval '1 minute' AS minutes_end
+                    FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(edge_start, edge_end)
+                    WHERE edge_start < edge_end
+                ) edge,
+                LATERAL (  -- the gaps that end in the edge's minutes, and those that start in them and
+                           -- end later (a file's gaps never overlap: one per file); of the first, only
+                           -- those that overlap the edge (most end before it), before any arithmetic
+                    SELECT kind, prev_ts, ts FROM retrod.events
+                    WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind IS NOT NULL
+                      AND ts > first_minute AND ts <= minutes_end AND ts > a AND prev_ts < b
+                    UNION ALL
+                    SELECT kind, prev_ts, ts FROM retrod.events
+                    WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind IS NOT NULL
+                      AND retrod.crosses_minute(prev_ts, ts)
+                      AND prev_ts >= first_minute AND prev_ts < b AND ts > minutes_end
+                ) g
+            ) pieces WHERE us > 0
+            UNION ALL
+            SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
+                   CASE WHEN kind = 'human' THEN us END, 0
             FROM (
-                SELECT edge_start AS a, edge_end AS b, retrod.minute_of(edge_start) AS first_minute,
-                       retrod.minute_of(edge_end - interval '1 microsecond') + interval '1 minute' AS minutes_end
-                FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(edge_start, edge_end)
-                WHERE edge_start < edge_end
-            ) edge,
-            LATERAL (  -- the gaps that end in the edge's minutes, and those that start in them and
-                       -- end later (a file's gaps never overlap: one per file)
-                SELECT kind, prev_ts, ts FROM retrod.events
-                WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind IS NOT NULL
-                  AND ts > first_minute AND ts <= minutes_end
-                UNION ALL
-                SELECT kind, prev_ts, ts FROM retrod.events
-                WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind IS NOT NULL
-                  AND retrod.crosses_minute(prev_ts, ts)
-                  AND prev_ts >= first_minute AND prev_ts < b AND ts > minutes_end
-            ) g
-        ) pieces WHERE us > 0
-        UNION ALL
-        SELECT CASE WHEN kind = 'claude' THEN us END, CASE WHEN kind = 'tool' THEN us END,
-               CASE WHEN kind = 'human' THEN us END, 0
+                SELECT kind, retrod.interval_us(least(span_end, p.e) - greatest(span_start, p.s)) AS us
+                FROM retrod.gap_spans
+                WHERE session_uuid = %(session)s AND db_role = %(member)s AND span_start < p.e
+                  AND span_start >= p.s - (SELECT gap FROM longest) AND span_end > p.s
+            ) spans WHERE us > 0
+            UNION ALL
+            SELECT 0, 0, 0, tool_result_bytes
+            FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
+                 LATERAL (SELECT * FROM retrod.events
+                          WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted
+                            AND ts >= edge.a AND ts < edge.b OFFSET 0) x
+            WHERE edge.a < edge.b
+        ) x
+    ) g
+    CROSS JOIN LATERAL (
+        SELECT coalesce(sum(retrod.interval_us(least(ts, p.e) - greatest(prev_ts, p.s))), 0)::bigint AS away_us
+        FROM retrod.events
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind = 'human' AND gap_us > %(away_us)s
+          AND ts > p.s AND prev_ts < p.e
+    ) a
+    CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window, productive or by signal
+        SELECT coalesce(sum(productive), 0)::bigint AS productive,
+               coalesce(sum(sibling_error), 0)::bigint AS sibling_error,
+               coalesce(sum(error_retry), 0)::bigint AS error_retry,
+               coalesce(sum(persisted_output_read), 0)::bigint AS persisted_output_read,
+               coalesce(sum(post_write_read), 0)::bigint AS post_write_read,
+               coalesce(sum(duplicate), 0)::bigint AS duplicate, coalesce(sum(re_read), 0)::bigint AS re_read
         FROM (
-            SELECT kind, retrod.interval_us(least(span_end, p.e) - greatest(span_start, p.s)) AS us
-            FROM retrod.gap_spans
-            WHERE session_uuid = %(session)s AND db_role = %(member)s AND span_start < p.e
-              AND span_start >= p.s - (SELECT gap FROM longest) AND span_end > p.s
-        ) spans WHERE us > 0
-        UNION ALL
-        SELECT 0, 0, 0, tool_result_bytes
-        FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
-             LATERAL (SELECT * FROM retrod.events
-                      WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted
-                        AND ts >= edge.a AND ts < edge.b OFFSET 0) x
+            SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
+            FROM (VALUES (p.whole_from, p.hours_from), (p.hours_to, p.whole_to)) AS span(a, b),
+                 LATERAL (SELECT * FROM retrod.call_minutes
+                          WHERE session_uuid = %(session)s AND db_role = %(member)s
+                            AND minute >= span.a AND minute < span.b OFFSET 0) x
+            WHERE span.a < span.b
+            UNION ALL
+            SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
+            FROM retrod.call_hours
+            WHERE p.hours_from < p.hours_to AND session_uuid = %(session)s AND db_role = %(member)s
+              AND hour >= p.hours_from AND hour < p.hours_to
+            UNION ALL
+            SELECT (signal IS NULL)::int, (signal = 'sibling_error')::int, (signal = 'error_retry')::int,
+                   (signal = 'persisted_output_read')::int, (signal = 'post_write_read')::int,
+                   (signal = 'duplicate')::int, (signal = 're_read')::int
+            FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
+                 LATERAL (SELECT * FROM retrod.tool_uses
+                          WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted
+                            AND ts >= edge.a AND ts < edge.b OFFSET 0) x
+            WHERE edge.a < edge.b
+        ) x
+    ) c
+), groups AS (  -- request parts by price group; the window's totals are their sums
+    SELECT p.id, x.model, CASE WHEN x.minute = 'infinity' THEN NULL ELSE (x.minute AT TIME ZONE 'UTC')::date END AS day,
+           x.fast, x.tier_floor, sum(n)::bigint AS n, sum(np)::bigint AS np, sum(tools)::bigint AS tools,
+           sum(i)::bigint AS i, sum(o)::bigint AS o, sum(cr)::bigint AS cr, sum(cc)::bigint AS cc,
+           sum(c5)::bigint AS c5, sum(c1)::bigint AS c1, sum(ws)::bigint AS ws
+    FROM p CROSS JOIN LATERAL (
+        -- include: window_price_groups
     ) x
-) g
-CROSS JOIN LATERAL (
-    SELECT coalesce(sum(retrod.interval_us(least(ts, p.e) - greatest(prev_ts, p.s))), 0)::bigint AS away_us
-    FROM retrod.events
-    WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind = 'human' AND gap_us > %(away_us)s
-      AND ts > p.s AND prev_ts < p.e
-) a
-CROSS JOIN LATERAL (  -- request parts by price group; the phase's totals are their sums
-    SELECT coalesce(json_agg(json_build_object(
+    GROUP BY 1, 2, 3, 4, 5
+)
+SELECT f.*, coalesce(m.by_model, '[]') AS by_model
+FROM (
+    SELECT id, sum(claude_us)::bigint AS claude_us, sum(tool_us)::bigint AS tool_us,
+           sum(human_us)::bigint AS human_us, sum(tool_result_bytes)::bigint AS tool_result_bytes,
+           sum(away_us)::bigint AS away_us, sum(productive)::bigint AS productive,
+           sum(sibling_error)::bigint AS sibling_error, sum(error_retry)::bigint AS error_retry,
+           sum(persisted_output_read)::bigint AS persisted_output_read,
+           sum(post_write_read)::bigint AS post_write_read, sum(duplicate)::bigint AS duplicate,
+           sum(re_read)::bigint AS re_read
+    FROM per_window GROUP BY id
+) f
+LEFT JOIN (
+    SELECT id, json_agg(json_build_object(
                'model', model, 'day', day, 'fast', fast, 'tier_floor', tier_floor, 'requests', n, 'parts', np,
                'tool_turns', tools, 'input', i, 'output', o, 'cache_read', cr, 'cache_create', cc,
                'cache_create_5m', c5, 'cache_create_1h', c1, 'web_searches', ws)
-               ORDER BY model, day, fast, tier_floor), '[]') AS by_model
-    FROM (
-        SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
-               fast, tier_floor, sum(n)::bigint AS n, sum(np)::bigint AS np, sum(tools)::bigint AS tools,
-               sum(i)::bigint AS i, sum(o)::bigint AS o, sum(cr)::bigint AS cr, sum(cc)::bigint AS cc,
-               sum(c5)::bigint AS c5, sum(c1)::bigint AS c1, sum(ws)::bigint AS ws
-        FROM (
-            SELECT model, minute, fast, tier_floor, requests AS n, parts AS np, tool_turns AS tools,
-                   input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
-                   cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws
-            FROM (VALUES (p.whole_from, p.hours_from), (p.hours_to, p.whole_to)) AS span(a, b),
-                 LATERAL (SELECT * FROM retrod.request_minutes
-                          WHERE session_uuid = %(session)s AND db_role = %(member)s
-                            AND minute >= span.a AND minute < span.b OFFSET 0) x
-            UNION ALL
-            SELECT model, hour, fast, tier_floor, requests, parts, tool_turns, input_tokens, output_tokens,
-                   cache_read_tokens, cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches
-            FROM retrod.request_hours
-            WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
-            UNION ALL
-            SELECT q.model, retrod.minute_of(q.ts), q.fast,
-                   retrod.tier_floor(q.input + q.cache_read + q.cache_create,
-                                     (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
-                   q.first::int, 1, (q.first AND q.has_tool_use)::int, q.input, q.output, q.cache_read,
-                   q.cache_create, q.cache_create_5m, q.cache_create_1h, q.web_searches
-            FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
-                 LATERAL (SELECT r.ts, r.fast, r.has_tool_use, q.* FROM retrod.requests r, retrod.request_parts(r) q
-                          WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s
-                            AND r.ts >= edge.a AND r.ts < edge.b OFFSET 0) q
-        ) x GROUP BY 1, 2, 3, 4
-    ) y
-) m
-CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window, productive or by signal
-    SELECT coalesce(sum(productive), 0)::bigint AS productive, coalesce(sum(sibling_error), 0)::bigint AS sibling_error,
-           coalesce(sum(error_retry), 0)::bigint AS error_retry,
-           coalesce(sum(persisted_output_read), 0)::bigint AS persisted_output_read,
-           coalesce(sum(post_write_read), 0)::bigint AS post_write_read,
-           coalesce(sum(duplicate), 0)::bigint AS duplicate, coalesce(sum(re_read), 0)::bigint AS re_read
-    FROM (
-        SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
-        FROM (VALUES (p.whole_from, p.hours_from), (p.hours_to, p.whole_to)) AS span(a, b),
-             LATERAL (SELECT * FROM retrod.call_minutes
-                      WHERE session_uuid = %(session)s AND db_role = %(member)s
-                        AND minute >= span.a AND minute < span.b OFFSET 0) x
-        UNION ALL
-        SELECT productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
-        FROM retrod.call_hours
-        WHERE session_uuid = %(session)s AND db_role = %(member)s AND hour >= p.hours_from AND hour < p.hours_to
-        UNION ALL
-        SELECT (signal IS NULL)::int, (signal = 'sibling_error')::int, (signal = 'error_retry')::int,
-               (signal = 'persisted_output_read')::int, (signal = 'post_write_read')::int,
-               (signal = 'duplicate')::int, (signal = 're_read')::int
-        FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
-             LATERAL (SELECT * FROM retrod.tool_uses
-                      WHERE session_uuid = %(session)s AND db_role = %(member)s AND counted
-                        AND ts >= edge.a AND ts < edge.b OFFSET 0) x
-    ) x
-) c;
+               ORDER BY model, day, fast, tier_floor) AS by_model
+    FROM groups GROUP BY id
+) m USING (id);
 
--- DESIGN §2.9's current task on the status line: the requests of a task's windows (`{s, e}`, e
--- null: open, until now), by price group, as window_figures' by_model sums them (its whole
--- minutes from request_minutes, its edges from the requests) but without its times and calls:
--- the cost alone, after every message.
+-- DESIGN §2.9's current task on the status line: the requests of a task's windows (window_bounds'
+-- arguments), by price group, as window_figures' by_model sums them, without its
+-- times and calls: the cost alone, after every message.
 -- name: windows_tokens_by_model
-WITH p AS (
-    SELECT s, e, whole_from, whole_to,
-           CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
-           CASE WHEN whole_from < whole_to THEN whole_to ELSE e END AS edge2_start
-    FROM (
-        SELECT w.s, coalesce(w.e, now()) AS e,
-               retrod.minute_of(w.s + interval '1 minute' - interval '1 microsecond') AS whole_from,
-               retrod.minute_of(coalesce(w.e, now())) AS whole_to
-        FROM json_to_recordset(%(windows)s::json) AS w(s TIMESTAMPTZ, e TIMESTAMPTZ)
-    ) w
+WITH p AS MATERIALIZED (  -- (once: inlined, each use of a bound worked it out again)
+    -- include: window_bounds
 )
 SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
        fast, tier_floor, sum(n)::bigint AS requests, sum(np)::bigint AS parts,
@@ -330,22 +365,7 @@ SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 
        sum(cc)::bigint AS cache_create, sum(c5)::bigint AS cache_create_5m, sum(c1)::bigint AS cache_create_1h,
        sum(ws)::bigint AS web_searches
 FROM p CROSS JOIN LATERAL (
-    SELECT model, minute, fast, tier_floor, requests AS n, parts AS np,
-           input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
-           cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws
-    FROM retrod.request_minutes
-    WHERE session_uuid = %(session)s AND db_role = %(member)s
-      AND minute >= p.whole_from AND minute < p.whole_to
-    UNION ALL
-    SELECT q.model, retrod.minute_of(q.ts), q.fast,
-           retrod.tier_floor(q.input + q.cache_read + q.cache_create,
-                             (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
-           q.first::int, 1, q.input, q.output, q.cache_read, q.cache_create, q.cache_create_5m, q.cache_create_1h,
-           q.web_searches
-    FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
-         LATERAL (SELECT r.ts, r.fast, r.has_tool_use, q.* FROM retrod.requests r, retrod.request_parts(r) q
-                  WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s
-                    AND r.ts >= edge.a AND r.ts < edge.b OFFSET 0) q
+    -- include: window_price_groups
 ) x
 GROUP BY 1, 2, 3, 4;
 
