@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 
 from . import invocation, lesson_data
 from .lessons import PATTERNS
-from .report import cache, cache_rollup, markdown, rates
+from .report import cache, markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
 from .store.members import current_role
@@ -306,7 +306,6 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
         raise TrendsError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     check_zone(tz)
     pricing.store_tiers(conn)  # the tiers the rollups are summed by are the ones priced
-    cache_rollup.ensure(conn, member, sessions)  # sessions changed since their misses were stored: walked now
     member = member or current_role(conn)
     match = project_match(conn, project, member)
     args = {"member": member, **project_args(match), "since": since, "by": by, "tz": tz,

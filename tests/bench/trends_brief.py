@@ -31,7 +31,6 @@ import psycopg
 from corpus import write_many
 from harness import daemon, database, median_seconds, retrod_env
 from retrod import skills, tracking, trends
-from retrod.report import cache_rollup
 from retrod.report.client import SOCKET_NAME
 
 # Three phases on every fifth session, in its first hour: verdicts, lessons and notes to brief on.
@@ -66,10 +65,10 @@ def _served(env: dict, args: tuple[str, ...]) -> None:
 
 
 SYNTHETIC_MISSES = """
-INSERT INTO retrod.cache_miss_rollup (session_uuid, agent, at, cause, model, fast, size, tier_floor, day, rewritten,
-                                 rewritten_1h)
-SELECT r.session_uuid, 'bench', r.ts, c.cause, r.model, r.fast, 100000, 0, (r.ts AT TIME ZONE 'UTC')::date, 50000, 0
-FROM (SELECT DISTINCT ON (session_uuid) session_uuid, ts, model, fast FROM retrod.requests
+INSERT INTO retrod.cache_misses (session_uuid, agent, ts, key, n, cause, model, fast, size, rewritten, rewritten_1h,
+                                 pause_us, prefix_before)
+SELECT r.session_uuid, 'bench', r.ts, r.key, 1, c.cause, r.model, r.fast, 100000, 50000, 0, 0, 100000
+FROM (SELECT DISTINCT ON (session_uuid) session_uuid, ts, key, model, fast FROM retrod.requests
       WHERE ts IS NOT NULL ORDER BY session_uuid, ts) r,
      (VALUES ('expired'), ('invalidated')) c(cause)
 """
@@ -133,23 +132,16 @@ def run(scratch: Path, smoke: bool) -> dict:
                                                     " (SELECT count(*) FROM retrod.event_minutes),"
                                                     " (SELECT count(*) FROM retrod.session_requests),"
                                                     " (SELECT count(*) FROM retrod.session_times),"
-                                                    " (SELECT count(*) FROM retrod.cache_miss_rollup)").fetchone(),
+                                                    " (SELECT count(*) FROM retrod.cache_misses)").fetchone(),
                                        strict=True))
-            # what storing every session's prompt-cache misses costs (migration 0029: the daemon
-            # walks the changed sessions; here all of them, as after a first backfill)
-            conn.execute("INSERT INTO retrod.cache_stale (session_uuid, db_role)"
-                         " SELECT DISTINCT session_uuid, db_role FROM retrod.requests ON CONFLICT DO NOTHING")
-            started = time.monotonic()
-            results["cache_walk"] = {"sessions": cache_rollup.refresh(conn),
-                                     "s": round(time.monotonic() - started, 2)}
             # These small sessions miss the cache nowhere: trends by week again with two misses a
             # session (an expired one and an invalidated one at each session's first request),
             # what a heavy user's year holds (the fixtures: 28 misses in 45 sessions)
             conn.execute(SYNTHETIC_MISSES)
-            conn.execute("ANALYZE retrod.cache_miss_rollup")
+            conn.execute("ANALYZE retrod.cache_misses")
             results["by_week_with_misses_ms"] = round(1000 * median_seconds(
                 lambda: trends.trends(conn, by="week", tz="UTC"), runs), 1)
-            conn.execute("DELETE FROM retrod.cache_miss_rollup WHERE agent = 'bench'")
+            conn.execute("DELETE FROM retrod.cache_misses WHERE agent = 'bench'")
         results["command_ms"] = round(1000 * median_seconds(lambda: subprocess.run(
             [sys.executable, "-m", "retrod", "trends", "--by", "week", "--tz", "UTC", "--json"], env=env, check=True,
             capture_output=True), max(3, runs // 3)), 1)
@@ -179,9 +171,7 @@ def table(r: dict) -> list[str]:
     return [
         (f"{r['sessions']:,} sessions, {r['phases']:,} phases logged; rows: "
          + ", ".join(f"{name} {n:,}" for name, n in r["rows"].items())
-         + f". The machine's speed: `retrod sessions`' query took {r['sessions_query_ms']:.1f} ms here."
-         + (f" Storing every session's prompt-cache misses (migration 0029) took {r['cache_walk']['s']:.2f} s"
-            f" for {r['cache_walk']['sessions']:,} sessions." if "cache_walk" in r else "")),
+         + f". The machine's speed: `retrod sessions`' query took {r['sessions_query_ms']:.1f} ms here."),
         "",
         ("| trends in-process: by week | by day | by month, per project | by week, per model "
          "| plain per-minute sums per session | `retrod trends --by week`, whole command, no daemon |"),

@@ -30,8 +30,8 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none, or one with web
 -- searches no web-search price (its tokens still priced: docs/decisions.md).
 -- cache_misses: per model and cause, the prompt-cache misses (DESIGN §2.8) of the sessions, their
--- rewritten tokens and extra cost (migration 0029's rows; report/cache_rollup.py keeps them), by
--- machine the machine of each miss's request.
+-- rewritten tokens and extra cost (migration 0031's rows, kept at commit), by machine the machine
+-- of each miss's request.
 -- name: trend_figures
 WITH rates AS (
     SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
@@ -177,10 +177,11 @@ WITH rates AS (
         GROUP BY 1, 2, 3, 4
     ) m
     GROUP BY 1, 2, 3
-), misses AS (  -- DESIGN §2.8's misses (migration 0029's rows), per model and cause, priced as
-    -- report/cache.py's _extra: the rewritten 1h tokens at (1h write − read), the rest at (5m write −
-    -- read), at the rates of their part's model, speed, tier and day (summed by those first, then
-    -- priced once a group, as the models' tokens are); a miss no price knows costs 0
+), misses AS (  -- DESIGN §2.8's misses (migration 0031's rows), per model and cause, priced as
+    -- report/cache.py's miss_extra: the rewritten 1h tokens at (1h write − read), the rest at (5m
+    -- write − read), at the rates of their part's model, speed, tier (its size, by the member's
+    -- stored thresholds, as the price groups') and UTC day (summed by those first, then priced
+    -- once a group, as the models' tokens are); a miss no price knows costs 0
     SELECT k_period, k_grp, k_machine,
            json_agg(json_build_object('model', model, 'cause', cause, 'count', n, 'rewritten', rewritten,
                                       'extra', extra::text)) AS cache_misses
@@ -189,11 +190,15 @@ WITH rates AS (
                coalesce(sum((g.r5 * (r.cache_create_5m - r.cache_read) + g.r1 * (r.cache_create_1h - r.cache_read))
                             / 1000000), 0) AS extra
         FROM (
-            SELECT p.k_period, p.k_grp, CASE WHEN %(by_machine)s THEN coalesce(c.machine, p.k_machine)
-                                             ELSE p.k_machine END AS k_machine,
-                   c.model, c.cause, c.fast, c.tier_floor, c.day, count(*) AS n, sum(c.rewritten) AS rewritten,
+            SELECT p.k_period, p.k_grp, CASE WHEN %(by_machine)s THEN coalesce(
+                       (SELECT q.machine FROM retrod.requests q WHERE q.key = c.key AND q.db_role = c.db_role),
+                       p.k_machine) ELSE p.k_machine END AS k_machine,
+                   c.model, c.cause, c.fast,
+                   retrod.tier_floor(c.size, (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s))
+                       AS tier_floor,
+                   (c.ts AT TIME ZONE 'UTC')::date AS day, count(*) AS n, sum(c.rewritten) AS rewritten,
                    sum(c.rewritten - c.rewritten_1h) AS r5, sum(c.rewritten_1h) AS r1
-            FROM p JOIN retrod.cache_miss_rollup c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
+            FROM p JOIN retrod.cache_misses c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
             GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
         ) g
         LEFT JOIN rates r ON r.model = g.model AND r.fast = g.fast AND r.tier_floor = g.tier_floor
