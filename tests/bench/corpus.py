@@ -33,15 +33,18 @@ def _shift(match: re.Match, delta: timedelta) -> str:
 
 
 def _renamed(ident: str, session: str, rep: int) -> str:
-    """A fresh id per repetition (the session's own uuid stays)."""
+    """A fresh id per session and repetition (the session's own uuid stays)."""
     if ident == session:
         return f'"{ident}"'
-    return f'"{ident}{rep}"' if "-" in ident else f'"{ident}x{rep}"'
+    tag = f"{session.replace('-', '')[:8]}r{rep}"
+    return f'"{ident}{tag}"' if "-" in ident else f'"{ident}x{tag}"'
 
 
 def fresh_lines(session: str, source: Path = SOURCE) -> Iterator[str]:
     """The lines of a real transcript, endlessly: each repetition with fresh ids (the session's
-    own uuid stays `session`) and times shifted past the previous one."""
+    own uuid stays `session`) and times shifted past the previous one. The ids are the session's
+    own, the first repetition's included: two sessions written from one source share no line
+    uuid or message id (or DESIGN §2.1 and §2.2 would count one's lines as the other's copies)."""
     lines = source.read_bytes().decode().splitlines(keepends=True)
     original = source.stem
     stamps = [datetime.fromisoformat(m.replace("Z", "+00:00")) for m in _TS.findall("".join(lines))]
@@ -49,9 +52,8 @@ def fresh_lines(session: str, source: Path = SOURCE) -> Iterator[str]:
     for rep in itertools.count():
         delta = span * rep
         for line in lines:
-            line = line.replace(original, session)
+            line = _IDS.sub(lambda m, rep=rep: _renamed(m.group(1), session, rep), line.replace(original, session))
             if rep:
-                line = _IDS.sub(lambda m, rep=rep: _renamed(m.group(1), session, rep), line)
                 line = _TS.sub(lambda m, delta=delta: _shift(m, delta), line)
             yield line
 
