@@ -10,6 +10,41 @@ SELECT DISTINCT model, day::text AS day, fast, tier_floor  -- (day 'infinity': n
 FROM retrod.session_requests
 WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]));
 
+-- What trends' kept periods are checked against (trend_periods.py, migration 0036): the database
+-- and role reading (with the cluster's start: a database made again gets a new oid), the
+-- member's price tiers, whether the user's phase tables tell of their changes, and the member's
+-- count of changes per UTC day of the sessions' starts, as JSON ({"2025-11-03": 4, "infinity": 1}).
+-- name: trend_marks
+SELECT (SELECT oid FROM pg_database WHERE datname = current_database()) AS database,
+       pg_postmaster_start_time() AS started, current_user AS reader,
+       (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s) AS thresholds,
+       (SELECT count(*) = 5 FROM pg_trigger
+        WHERE tgrelid IN ('public.cc_sessions'::regclass, 'public.cc_session_phases'::regclass)
+          AND tgname IN ('cc_session_phases_trend_inserted', 'cc_session_phases_trend_updated',
+                         'cc_session_phases_trend_deleted', 'cc_sessions_trend_updated', 'cc_sessions_trend_deleted')
+          AND tgenabled <> 'D') AS phases_marked,
+       (SELECT coalesce(json_object_agg(day, changes), '{}') FROM retrod.trend_days
+        WHERE db_role = %(member)s)::text AS days;
+
+-- The periods (of `by`, cut in `tz`) that overlap these UTC days (`days`, ISO text; 'infinity':
+-- the undated sessions): the first and the last (every one between is summed again with them),
+-- and the span of starts trend_figures sums for them, a day wider on each side than any period
+-- there is cut at (trend_periods.py keeps only the periods from first to last of what it sums).
+-- name: trend_changed_span
+WITH d AS (
+    SELECT x::date AS day FROM unnest(%(days)s::text[]) x
+), k AS (  -- each day's first and last microsecond's periods
+    SELECT date_trunc(%(by)s, (d.day::timestamp AT TIME ZONE 'UTC') AT TIME ZONE %(tz)s) AS first,
+           date_trunc(%(by)s, ((d.day + 1)::timestamp AT TIME ZONE 'UTC' - interval '1 microsecond')
+                              AT TIME ZONE %(tz)s) AS last
+    FROM d WHERE d.day <> 'infinity'
+)
+SELECT min(k.first)::date AS first_period, max(k.last)::date AS last_period,
+       (min(k.first) AT TIME ZONE 'UTC') - interval '2 days' AS started_from,
+       ((max(k.last) + ('1 ' || %(by)s)::interval) AT TIME ZONE 'UTC') + interval '2 days' AS started_to,
+       EXISTS (SELECT FROM d WHERE d.day = 'infinity') AS undated
+FROM k;
+
 -- One row per period, `grp` and `machine` (trends.py adds a period's rows up): the sums of the
 -- figures of the sessions that started in it. A session belongs wholly to the period its start
 -- falls in (DESIGN §2.3: its first counted event, main or subagent timeline; the report's
@@ -17,7 +52,9 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- else its Claude Code folder name; `slug`, `path`: its folder name and working folder), the
 -- session (`by_session`), else NULL. Filters: `projects` (the projects' names,
 -- resolve.match_project) with `slugs` (their Claude Code folders), `since` (started at or after),
--- `sessions` (these only).
+-- `sessions` (these only), and the span of starts summed (trend_periods.py: the periods whose
+-- sessions changed since it last summed them): started in [`started_from`, `started_to`), and
+-- the undated sessions when `undated`; `started_from` NULL: every session.
 -- machine (DESIGN §4 "Machines"; NULL unless `by_machine`): the host id whose files hold the
 -- figure. Requests go by the machine of their attributed record (requests.machine, migration
 -- 0023; not known: the session's), time, tool-result bytes and calls by the host of the
@@ -38,6 +75,16 @@ WITH rates AS (
         AS r(model TEXT, fast BOOLEAN, tier_floor BIGINT, day_from DATE, day_to DATE, input NUMERIC, output NUMERIC,
              cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC,
              web_search NUMERIC)
+), c AS MATERIALIZED (  -- the sessions started in the span asked for (none asked: every session)
+    SELECT t.session_uuid FROM retrod.session_times t
+    WHERE %(started_from)s::timestamptz IS NOT NULL AND t.db_role = %(member)s
+      AND t.first_ts >= %(started_from)s::timestamptz AND t.first_ts < %(started_to)s::timestamptz
+    UNION ALL  -- and the undated ones, when asked
+    SELECT DISTINCT f.session_uuid FROM retrod.files f
+    WHERE %(started_from)s::timestamptz IS NOT NULL AND %(undated)s AND f.db_role = %(member)s
+      AND f.kind IN ('main', 'subagent', 'agent_root') AND f.session_uuid IS NOT NULL
+      AND NOT EXISTS (SELECT FROM retrod.session_times t
+                      WHERE t.session_uuid = f.session_uuid AND t.db_role = %(member)s AND t.first_ts IS NOT NULL)
 ), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), their project and machine
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
            -- (each read only when asked: files_member_sessions, the covering index, holds neither)
@@ -49,6 +96,7 @@ WITH rates AS (
     FROM retrod.files
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
       AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
+      AND (%(started_from)s::timestamptz IS NULL OR session_uuid = ANY(ARRAY(SELECT session_uuid FROM c)))
     GROUP BY session_uuid
 ), p AS MATERIALIZED (  -- each session's period and group (k_: NULL as a value a join can match)
     SELECT d.session_uuid, coalesce(date_trunc(%(by)s, d.started_at AT TIME ZONE %(tz)s)::date, 'infinity') AS k_period,

@@ -132,6 +132,18 @@ def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricin
         raise QueryError(str(exc)) from None
 
 
+def trends_json(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
+                away_after_s: float = model.AWAY_AFTER_S) -> bytes:
+    """`/api/trends`'s body: `trends`, as JSON (its kept periods' made once)."""
+    zone, since = _trends_zone_and_since(query)
+    try:
+        return history.trends_json(conn, by=query.by, project=query.project, since=since, split=query.split,
+                                   prices=prices, tz=zone, member=query.member, away_after_s=away_after_s,
+                                   machine=query.machine)
+    except (history.TrendsError, ProjectError) as exc:
+        raise QueryError(str(exc)) from None
+
+
 def costliest(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
     """The trends page's outliers: the OUTLIERS costliest of the sessions its figures add up (the
     same project, member and day, as `trends` reads them), as `/api/sessions?sort=cost` gives them."""
