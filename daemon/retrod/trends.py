@@ -397,7 +397,6 @@ class _Entry:
     json: str  # its figures as JSON, without the braces
     change: dict | None
     parts: list[tuple[dict, dict, str]]  # each group's label, figures and their JSON
-    pattern_rates: dict | None = None
 
 
 @dataclass
@@ -407,19 +406,20 @@ class _Answer:
     by: str
     tz: str
     entries: list[_Entry]
+    pattern_rates: list[dict] | None  # each entry's (None: no pattern named)
     total: tuple[dict, str]
     memo: dict  # the kept answer's (its JSON is made once, while no period changes)
 
     def as_dict(self) -> dict:
         periods = []
-        for e in self.entries:
+        for n, e in enumerate(self.entries):
             start, end = _bounds(e.period, self.by, self.tz) if e.period is not None else (None, None)
             entry = {"period": e.period.isoformat() if e.period else None, "start": start, "end": end, **e.figures,
                      "change": e.change}
             if self.label is not None:
                 entry[self.label] = [{**label, **f} for label, f, _ in e.parts]
-            if e.pattern_rates is not None:
-                entry["pattern_rates"] = e.pattern_rates
+            if self.pattern_rates is not None:
+                entry["pattern_rates"] = self.pattern_rates[n]
             periods.append(entry)
         return {**self.head, "periods": periods, "total": self.total[0]}
 
@@ -427,15 +427,15 @@ class _Answer:
         key = ("json", json.dumps(self.head, default=str))
         if key not in self.memo:
             pieces = []
-            for e in self.entries:
+            for n, e in enumerate(self.entries):
                 start, end = _bounds(e.period, self.by, self.tz) if e.period is not None else (None, None)
                 text = (f'{{"period":{_json(e.period.isoformat() if e.period else None)},"start":{_json(start)},'
                         f'"end":{_json(end)},{e.json},"change":{_json(e.change)}')
                 if self.label is not None:
                     text += f',"{self.label}":[' + ",".join(
                         "{" + _json(label)[1:-1] + "," + j + "}" for label, _, j in e.parts) + "]"
-                if e.pattern_rates is not None:
-                    text += f',"pattern_rates":{_json(e.pattern_rates)}'
+                if self.pattern_rates is not None:
+                    text += f',"pattern_rates":{_json(self.pattern_rates[n])}'
                 pieces.append(text + "}")
             self.memo[key] = (_json(self.head)[:-1] + ',"periods":[' + ",".join(pieces) + '],"total":{'
                               + self.total[1] + "}}").encode()
@@ -481,14 +481,9 @@ def _answer(conn: Connection, *, by: str, project: str | None, since: datetime |
     except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
         raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None
     periods = kept.periods
-    dated = sorted(p for p in periods if p is not None)
-    keys: list[date | None] = []
-    period = dated[0] if dated else None
-    while period is not None and period <= dated[-1]:
-        keys.append(period)
-        period = _next(period, by)
-    if None in periods:
-        keys.append(None)
+    if "keys" not in kept.memo:
+        kept.memo["keys"] = _keys(periods, by)
+    keys: list[date | None] = kept.memo["keys"]
     if "total" not in kept.memo:
         whole = _Sums()
         for key in keys:
@@ -499,6 +494,41 @@ def _answer(conn: Connection, *, by: str, project: str | None, since: datetime |
     total, total_figures, total_json = kept.memo["total"]
 
     label = {"project": "projects", "machine": "machines", "session": "per_session"}.get(split or "")
+    if ("entries", label) not in kept.memo:
+        kept.memo["entries", label] = _entries(periods, keys, split, label)
+    entries: list[_Entry] = kept.memo["entries", label]
+    named = _named_patterns(conn, member, project, total) if match and len(match.projects) == 1 else []
+    # §2.10's rate of each, per period: a fall after it was named shows
+    rates = [{x: _pattern_rate(e.figures, x) for x in named} for e in entries] if named else None
+    head = {
+        "by": by, "time_zone": tz, "split": split, "member": member,
+        "project": project, **({"projects_matched": match.matched} if match and match.matched else {}),
+        **({"patterns": named} if named else {}),
+        "machine": machine, "since": since.isoformat() if since else None,
+        "attribution": "each session wholly in the period its first line falls in",
+        "prices": prices.describe(),
+    }
+    return _Answer(head, label, by, tz, entries, rates, (total_figures, total_json), kept.memo)
+
+
+def _keys(periods: dict[date | None, _Period], by: str) -> list[date | None]:
+    """Every period from the first with a session to the last (the empty ones too, so that each
+    one's change is from the one right before it), then the undated, if any."""
+    dated = sorted(p for p in periods if p is not None)
+    keys: list[date | None] = []
+    period = dated[0] if dated else None
+    while period is not None and period <= dated[-1]:
+        keys.append(period)
+        period = _next(period, by)
+    if None in periods:
+        keys.append(None)
+    return keys
+
+
+def _entries(periods: dict[date | None, _Period], keys: list[date | None], split: str | None,
+             label: str | None) -> list[_Entry]:
+    """The periods as the answer shows them, `keys` in order (the empty ones too), each with its
+    change from the one before and, split, its groups."""
     folders: dict[str, tuple[str | None, str | None]] = {}  # a project's Claude Code folder and working folder
     for key in keys:  # (the first period's that has it, for every period)
         for name, slug, path, _sums in periods[key].parts if key in periods else ():
@@ -515,18 +545,7 @@ def _answer(conn: Connection, *, by: str, project: str | None, since: datetime |
                               else {"session": name}, part, part_json))
         entries.append(_Entry(key, shown, text, change(shown, before) if key is not None else None, parts))
         before = shown if key is not None else before
-    named = _named_patterns(conn, member, project, total) if match and len(match.projects) == 1 else []
-    for entry in entries if named else []:  # §2.10's rate of each, per period: a fall after it was named shows
-        entry.pattern_rates = {x: _pattern_rate(entry.figures, x) for x in named}
-    head = {
-        "by": by, "time_zone": tz, "split": split, "member": member,
-        "project": project, **({"projects_matched": match.matched} if match and match.matched else {}),
-        **({"patterns": named} if named else {}),
-        "machine": machine, "since": since.isoformat() if since else None,
-        "attribution": "each session wholly in the period its first line falls in",
-        "prices": prices.describe(),
-    }
-    return _Answer(head, label, by, tz, entries, (total_figures, total_json), kept.memo)
+    return entries
 
 
 def _pattern_rate(entry: dict, pattern: str) -> float | None:

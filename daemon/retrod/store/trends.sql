@@ -148,6 +148,7 @@ WITH rates AS (
         SELECT session_uuid, NULL AS machine, productive, sibling_error, error_retry, persisted_output_read,
                post_write_read, duplicate, re_read
         FROM retrod.call_agents WHERE db_role = %(member)s AND NOT %(by_machine)s
+          AND (%(started_from)s::timestamptz IS NULL OR session_uuid = ANY(ARRAY(SELECT session_uuid FROM c)))
         UNION ALL  -- by machine: each counted call where its transcript is (call_agents' sums, by host)
         SELECT u.session_uuid, f.host_id, count(*) FILTER (WHERE u.signal IS NULL),
                count(*) FILTER (WHERE u.signal = 'sibling_error'), count(*) FILTER (WHERE u.signal = 'error_retry'),
@@ -209,6 +210,7 @@ WITH rates AS (
                    input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,
                    cache_create_1h_tokens, web_searches
             FROM retrod.session_requests WHERE db_role = %(member)s AND NOT %(by_machine)s
+              AND (%(started_from)s::timestamptz IS NULL OR session_uuid = ANY(ARRAY(SELECT session_uuid FROM c)))
             UNION ALL  -- by machine: the same price groups (migration 0018's), per attributed record's machine
             SELECT r.session_uuid, r.machine, retrod.bucket_of(r.agent), pt.model,
                    (retrod.minute_of(r.ts) AT TIME ZONE 'UTC')::date, r.fast,
@@ -259,7 +261,10 @@ WITH rates AS (
     FROM (SELECT p.k_period, p.k_grp, p.k_machine, ph.verdict, count(*) AS phases
           FROM p
           JOIN public.cc_sessions u ON u.session_uuid = p.session_uuid
-                                    AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+                                    -- (p named, never null: tested on the joined rows only, not on
+                                    -- every row scanned: a row made JSON is costly)
+                                    AND (coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+                                         OR p.session_uuid IS NULL)
           JOIN public.cc_session_phases ph ON ph.session_id = u.id
           GROUP BY 1, 2, 3, 4) v
     GROUP BY 1, 2, 3
