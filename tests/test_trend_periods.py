@@ -270,3 +270,28 @@ def test_a_change_near_a_zones_midnight_is_summed_again(db_url: str, tmp_path: P
             assert days == {p["period"]: p["tokens"]["total"]["output"]
                             for p in trends.trends(conn, by="day", tz=zone)["periods"]}
     assert days == {"2026-05-19": 10, "2026-05-20": 40}
+
+
+def test_a_backfill_gathers_the_statistics_trends_is_planned_by(db_url: str, projects: Path, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """Planned before autovacuum's next round, the sum of every session nested a full read of the
+    calls and price groups in each session's (~90 s over 10,000 sessions): a scan that read a
+    backfill's worth gathers them (those of a smaller scan are left to autovacuum)."""
+    from retrod import daemon
+
+    def analyzed(url: str) -> set[str]:
+        with psycopg.connect(url) as conn:
+            return {r[0] for r in conn.execute("SELECT relname FROM pg_stat_user_tables"
+                                               " WHERE schemaname = 'retrod' AND last_analyze IS NOT NULL")}
+
+    with ConnectionPool(db_url, min_size=1, max_size=2) as pool:
+        with pool.connection() as conn:
+            prices.store_tiers(conn)
+        small = tmp_path / "small"
+        shutil.copytree(projects / "-Users-chip-dev-ai-music", small / "-Users-chip-dev-ai-music")
+        daemon._scan(Ingester(Store(pool, HOST), [small]), "caught up")  # (a few hundred kB)
+        assert analyzed(db_url) == set()
+        monkeypatch.setattr(daemon, "ANALYZE_FROM_BYTES", 1_000_000)
+        daemon._scan(Ingester(Store(pool, HOST), [projects]), "caught up")
+    assert analyzed(db_url) >= {"files", "session_times", "session_requests", "call_agents", "session_figures"}
+

@@ -29,12 +29,14 @@ from .service.daemon_lock import daemon_lock
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
 from .store.db import open_pool
+from .store.queries import q
 from .store.store import OUTAGE, Store
 
 log = structlog.get_logger(__name__)
 
 _RETRY_MAX_S = 30.0
 CLOSE_IDLE_EVERY_S = 300.0
+ANALYZE_FROM_BYTES = 8 << 20  # a scan that read this much: a backfill's worth of new rows to plan by
 # How the daemon hears of changes, best first. A watcher that fails moves it one step down for
 # as long as it runs (a restart tries the best again): inotify out of watches or instances ->
 # polling; polling failing too (watchfiles' walk stops at a folder it may not read, and so
@@ -373,7 +375,18 @@ def _close_idle_sessions(pool, settings: Settings) -> None:
 
 
 def _scan(ingester: Ingester, event: str) -> float:
-    """One scan, logged; returns the seconds it took."""
+    """One scan, logged; returns the seconds it took. After one that read at least
+    ANALYZE_FROM_BYTES (a first backfill), the statistics the sums over many sessions are planned
+    by are gathered at once (store/trends.sql, analyze_rollups)."""
     started = time.monotonic()
-    _log_stats(event, ingester.scan(), started)
+    stats = ingester.scan()
+    _log_stats(event, stats, started)
+    if stats.bytes >= ANALYZE_FROM_BYTES:
+        gathering = time.monotonic()
+        try:
+            with ingester.store.pool.connection() as conn:
+                conn.execute(q("analyze_rollups"))
+            log.info("statistics gathered", seconds=round(time.monotonic() - gathering, 3))
+        except psycopg.Error as exc:  # (autovacuum gathers them later)
+            log.warning("gathering statistics failed", error=" ".join(str(exc).split()))
     return time.monotonic() - started
