@@ -88,10 +88,13 @@ def _summed_again(conn: Connection, kept: dict[Period, T], days: list[str], by: 
                   compute: Callable[[Span], dict[Period, T]]) -> dict[Period, T]:
     """`kept` with the periods overlapping `days` (UTC days; 'infinity': the undated) summed
     again, and every period between them: the sessions started in their span (and a margin, cut
-    off here by period) are summed once."""
+    off here by period) are summed once; every session, when that is every period kept."""
     with conn.cursor(row_factory=dict_row) as cur:
         span = one(cur.execute(q("trend_changed_span"), {"days": days, "by": by, "tz": tz}))
     first, last, undated = span["first_period"], span["last_period"], span["undated"]
+    dated = [period for period in kept if period is not None]
+    if first is not None and (not dated or (first <= min(dated) and max(dated) <= last)):
+        return compute(EVERY_SESSION)  # (every period changed: one sum of every session, not of a span)
 
     def again(period: Period) -> bool:
         return undated if period is None else first is not None and first <= period <= last
