@@ -295,3 +295,26 @@ def test_a_backfill_gathers_the_statistics_trends_is_planned_by(db_url: str, pro
         daemon._scan(Ingester(Store(pool, HOST), [projects]), "caught up")
     assert analyzed(db_url) >= {"files", "session_times", "session_requests", "call_agents", "session_figures"}
 
+
+
+def test_answers_are_kept_within_a_number_of_figures(db_url: str, projects: Path, monkeypatch) -> None:
+    """An answer of more figures than KEPT_FIGURES is summed on each ask (and right), and the
+    least recently asked answers go first when the kept ones would hold more."""
+    ingest(db_url, [projects])
+    with psycopg.connect(db_url) as conn:
+        small, large = {"by": "month", "tz": "UTC"}, {"by": "day", "tz": "UTC", "split": "project"}
+        with apart():
+            monkeypatch.setattr(trend_periods, "KEPT_FIGURES", 60)
+            month = trends.trends(conn, **small)
+            assert len(month["periods"]) < 60 and len(trend_periods._kept) == 1
+            day = trends.trends(conn, **large)
+            assert sum(1 + len(p["projects"]) for p in day["periods"] if p["sessions"]) > 60
+            assert len(trend_periods._kept) == 1  # (not kept: the month's stays)
+            assert trends.trends(conn, **large) == day and trends.trends(conn, **small) == month
+            monkeypatch.setattr(trend_periods, "KEPT_FIGURES", 10_000)
+            trends.trends(conn, **large)
+            assert len(trend_periods._kept) == 2
+            monkeypatch.setattr(trend_periods, "KEPT_FIGURES", sum(k.weight for k in trend_periods._kept.values()) - 1)
+            trends.trends(conn, by="week", tz="UTC")  # a third: the month's, asked least recently, goes first
+            assert [k.weight for k in trend_periods._kept.values()][-1] < 60
+            assert sum(k.weight for k in trend_periods._kept.values()) <= trend_periods.KEPT_FIGURES

@@ -30,6 +30,10 @@ from psycopg.rows import dict_row
 from .store.queries import one, q
 
 KEPT_ANSWERS = 8  # answers (periods by day, week, month; per project or not; zones) kept, least recent out
+# Figures (a period's, or a project's in it) kept in all, ~10 kB each with their JSON: by day over
+# the benchmark's 836 days is 836 (11 MB); by day per project over a year of 25 projects ~9,500
+# (94 MB), more than a daemon should hold: such an answer is summed on each ask, as before.
+KEPT_FIGURES = 5_000
 
 T = TypeVar("T")
 Period = date | None  # None: the undated sessions
@@ -46,6 +50,7 @@ class Kept(Generic[T]):
     days: dict[str, int]
     periods: dict[Period, T]
     memo: dict = field(default_factory=dict)
+    weight: int = 0  # its figures: see KEPT_FIGURES
 
 
 _lock = threading.Lock()
@@ -53,10 +58,11 @@ _kept: OrderedDict[tuple, Kept] = OrderedDict()
 
 
 def periods(conn: Connection, key: tuple, member: str, by: str, tz: str,
-            compute: Callable[[Span], dict[Period, T]]) -> Kept[T]:
+            compute: Callable[[Span], dict[Period, T]], weigh: Callable[[T], int]) -> Kept[T]:
     """The answer of `key` (everything its figures depend on but the stored rows): its periods
     as kept, the changed ones summed again by `compute(span)`, which returns the periods of the
-    sessions started in `span` (trend_figures' arguments: EVERY_SESSION, or a span of starts)."""
+    sessions started in `span` (trend_figures' arguments: EVERY_SESSION, or a span of starts);
+    `weigh`: how many figures a period holds."""
     with conn.cursor(row_factory=dict_row) as cur:
         marks = one(cur.execute(q("trend_marks"), {"member": member}))
     if not marks["phases_marked"]:
@@ -75,11 +81,12 @@ def periods(conn: Connection, key: tuple, member: str, by: str, tz: str,
         if not changed:
             return kept
         found = _summed_again(conn, kept.periods, changed, by, tz, compute)
-    fresh = Kept(days, found)
+    fresh = Kept(days, found, weight=sum(weigh(value) for value in found.values()))
     with _lock:
-        _kept[whole_key] = fresh
-        _kept.move_to_end(whole_key)
-        while len(_kept) > KEPT_ANSWERS:
+        _kept.pop(whole_key, None)
+        if fresh.weight <= KEPT_FIGURES:
+            _kept[whole_key] = fresh
+        while len(_kept) > KEPT_ANSWERS or sum(k.weight for k in _kept.values()) > KEPT_FIGURES:
             _kept.popitem(last=False)
     return fresh
 

@@ -475,7 +475,7 @@ def _answer(conn: Connection, *, by: str, project: str | None, since: datetime |
         if sessions is None and machine is None and split not in ("machine", "session"):
             answer = ("trends", by, tz, split == "project", args["projects"] and tuple(args["projects"]),
                       args["slugs"] and tuple(args["slugs"]), since, args["away_us"], _price_identity(prices))
-            kept = trend_periods.periods(conn, answer, member, by, tz, summed)
+            kept = trend_periods.periods(conn, answer, member, by, tz, summed, lambda p: 1 + len(p.parts))
         else:  # (the brief's few sessions, and machines, read from the stored rows: summed each time)
             kept = trend_periods.Kept({}, summed(trend_periods.EVERY_SESSION))
     except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
