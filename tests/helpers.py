@@ -216,6 +216,26 @@ def rollups_match_raw(db_url: str) -> None:
             kept = conn.execute(_SNAPSHOT[table]).fetchall()
             assert kept == conn.execute(query).fetchall(), table
         cache_misses_match_a_walk(conn)
+        trend_days_match_the_starts(conn)
+
+
+def trend_days_match_the_starts(conn: psycopg.Connection) -> None:
+    """Migration 0036: every session trends can count has its row, settled (none left marked
+    after a commit) on the UTC day of its start ('infinity': none), and that day has a count."""
+    sessions = ("SELECT session_uuid, db_role FROM retrod.files WHERE session_uuid IS NOT NULL"
+                " UNION SELECT session_uuid, db_role FROM retrod.session_times"
+                " UNION SELECT session_uuid, db_role FROM retrod.session_requests"
+                " UNION SELECT session_uuid, db_role FROM retrod.call_agents"
+                " UNION SELECT session_uuid, db_role FROM retrod.cache_misses")
+    want = conn.execute(f"SELECT k.session_uuid, k.db_role, coalesce((t.first_ts AT TIME ZONE 'UTC')::date,"
+                        f" 'infinity')::text FROM ({sessions}) k LEFT JOIN retrod.session_times t"
+                        f" ON t.session_uuid = k.session_uuid AND t.db_role = k.db_role ORDER BY 1, 2").fetchall()
+    kept = conn.execute("SELECT session_uuid, db_role, day::text FROM retrod.trend_sessions"
+                        f" WHERE (session_uuid, db_role) IN ({sessions}) ORDER BY 1, 2").fetchall()
+    assert kept == want
+    assert conn.execute("SELECT count(*) FROM retrod.trend_sessions WHERE changed").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM retrod.trend_sessions s WHERE NOT EXISTS (SELECT FROM retrod.trend_days d"
+                        " WHERE d.db_role = s.db_role AND d.day = s.day AND d.changes > 0)").fetchone()[0] == 0
 
 
 # A stream's elements in §2.8's order, named as the main stream (cache.walk keeps the last

@@ -1,5 +1,6 @@
 """The benchmark corpus is made of real lines with fresh ids: retrod and the reference agree on
-it, and each copy of a fixture folder counts like the original (no id shared between copies)."""
+it, each copy of a fixture folder counts like the original (no id shared between copies), and
+two sessions written from one transcript count alike, neither holding the other's copies."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from conftest import FIXTURES
 from helpers import ingest, reports
 
 sys.path.insert(0, str(Path(__file__).parent / "bench"))
-from corpus import write_tree
+from corpus import write_session, write_tree
 
 
 def test_generated_tree_matches_the_reference(db_url: str, tmp_path: Path) -> None:
@@ -40,3 +41,24 @@ def test_generated_tree_matches_the_reference(db_url: str, tmp_path: Path) -> No
             assert got[renamed]["summary"]["claude_s"] == figures["summary"]["claude_s"], (slug, session)
             checked += 1
     assert checked >= 3
+
+
+def test_two_sessions_written_from_one_transcript_share_no_id(db_url: str, tmp_path: Path) -> None:
+    """The web UI benchmark's live session was written from the transcript its ~200 MB session
+    repeats: with the same line uuids and message ids, DESIGN §2.2 gave every request of it to
+    the other session, and the live page's figures never moved."""
+    import json
+
+    one, other = "aaaaaaaa-1111-4111-8111-000000000001", "bbbbbbbb-2222-4222-8222-000000000002"
+    paths = [write_session(tmp_path, s, 400_000) for s in (one, other)]
+
+    def ids(path: Path) -> set[str]:
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        messages = [r["message"] for r in records if isinstance(r.get("message"), dict)]
+        return {r["uuid"] for r in records if r.get("uuid")} | {m["id"] for m in messages if m.get("id")}
+
+    assert ids(paths[0]) and not ids(paths[0]) & ids(paths[1])
+    ingest(db_url, [tmp_path])
+    got = reports(db_url)
+    assert got[one]["summary"]["tokens"] == got[other]["summary"]["tokens"]
+    assert got[one]["summary"]["tokens"]["total"]["output"] > 0

@@ -256,3 +256,27 @@ def test_a_member_squatting_anothers_session_and_request_keys_changes_nothing_of
         ("alice", want["requests"]), ("bob", want["requests"])]
     text = ok(retrod(team, "carol", "sessions", "--limit", "1000"))
     assert any(line.startswith(session) and "alice" in line for line in text.splitlines())
+
+
+def test_a_readers_kept_trends_follow_a_members_phase_and_ingest(team: dict, members: dict) -> None:
+    """Trends kept for the reader (migration 0036: the role reading is in each kept answer's key,
+    the member's days tell what changed) are summed again when the member logs a phase (its
+    trigger writes retrod's rows as their owner) and reads a new transcript."""
+    from retrod import trends
+
+    session = sorted(_sessions_of(ALICE_PROJECT))[1]
+    with psycopg.connect(team["url"]["carol"], autocommit=True) as carol:
+        before = trends.trends(carol, by="week", tz="Asia/Kolkata", member="alice")
+        ok(retrod(team, "alice", "track", "start", "--session", session, "--description", "more of alice's"))
+        ok(retrod(team, "alice", "phase", "log", "--session", session, "--task", "t", "--phase", "p",
+                  "--start", "2020-01-01T10:00:00Z", "--end", "2020-01-01T11:00:00Z", "--verdict", "avoidable_waste"))
+        after = trends.trends(carol, by="week", tz="Asia/Kolkata", member="alice")
+        verdicts = before["total"]["verdicts"]
+        assert after["total"]["verdicts"] == {**verdicts, "avoidable_waste": verdicts.get("avoidable_waste", 0) + 1}
+        extra = "-Users-dain-workspace-danieldemmel-me-next"
+        shutil.copytree(FIXTURES / extra, team["root"] / "home-alice" / "projects" / extra)
+        ok(retrod(team, "alice", "run", "--once"))
+        grown = trends.trends(carol, by="week", tz="Asia/Kolkata", member="alice")
+        assert grown["total"]["sessions"] > after["total"]["sessions"]
+        with psycopg.connect(team["url"]["alice"], autocommit=True) as alice:
+            assert trends.trends(alice, by="week", tz="Asia/Kolkata") == grown  # (summed apart, as alice)

@@ -22,23 +22,21 @@ from . import ui
 from .brief import answer as brief_answer
 from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester, ScanStats
 from .progress import Progress
-from .report import cache_rollup, prices
+from .report import prices
 from .report.retrospective import close_idle_sessions
 from .report.server import Answer, ReportServer
 from .service.daemon_lock import daemon_lock
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
 from .store.db import open_pool
+from .store.queries import q
 from .store.store import OUTAGE, Store
 
 log = structlog.get_logger(__name__)
 
 _RETRY_MAX_S = 30.0
 CLOSE_IDLE_EVERY_S = 300.0
-# How often the sessions whose requests changed get their prompt-cache misses stored again
-# (migration 0029): trends and the web UI's list walk what is left when they are asked, and so
-# does `retrod trends` after `retrod run --once`, which walks none (its time is the backfill's).
-CACHE_MISSES_EVERY_S = 10.0
+ANALYZE_FROM_BYTES = 8 << 20  # a scan that read this much: a backfill's worth of new rows to plan by
 # How the daemon hears of changes, best first. A watcher that fails moves it one step down for
 # as long as it runs (a restart tries the best again): inotify out of watches or instances ->
 # polling; polling failing too (watchfiles' walk stops at a folder it may not read, and so
@@ -251,9 +249,6 @@ def _follow(ingester: Ingester, settings: Settings, stop: threading.Event, syste
     scheduler.add_job(_close_idle_sessions, "interval", args=(ingester.store.pool, settings),
                       seconds=CLOSE_IDLE_EVERY_S, id="close-idle-sessions", name="close idle sessions",
                       coalesce=True, max_instances=1, next_run_time=datetime.now(UTC))
-    scheduler.add_job(_store_cache_misses, "interval", args=(ingester.store.pool, ingester.progress),
-                      seconds=CACHE_MISSES_EVERY_S,
-                      id="store-cache-misses", name="store prompt-cache misses", coalesce=True, max_instances=1)
     scheduler.start()
     outage = _Outage()
     best = [_POLLING, _SCANS_ONLY] if settings.watch_polling else [_NATIVE, _POLLING, _SCANS_ONLY]
@@ -379,24 +374,19 @@ def _close_idle_sessions(pool, settings: Settings) -> None:
         log.warning("closing idle sessions failed; next run in 5 minutes", error=" ".join(str(exc).split()))
 
 
-def _store_cache_misses(pool, progress: Progress | None) -> None:
-    """A scheduler job (own thread, own connection): the changed sessions' prompt-cache misses
-    stored (report/cache_rollup.py); not while a long scan shows its progress (the backfill has
-    the cores; its sessions are walked once after it, not again after each of their batches).
-    Never lets an error escape into APScheduler."""
-    if progress is not None and progress.active:
-        return
-    try:
-        with pool.connection() as conn:
-            walked = cache_rollup.refresh(conn)
-        if walked:
-            log.debug("stored prompt-cache misses", sessions=walked)
-    except psycopg.Error as exc:
-        log.warning("storing prompt-cache misses failed; next try in 10 s", error=" ".join(str(exc).split()))
-
-
 def _scan(ingester: Ingester, event: str) -> float:
-    """One scan, logged; returns the seconds it took."""
+    """One scan, logged; returns the seconds it took. After one that read at least
+    ANALYZE_FROM_BYTES (a first backfill), the statistics the sums over many sessions are planned
+    by are gathered at once (store/trends.sql, analyze_rollups)."""
     started = time.monotonic()
-    _log_stats(event, ingester.scan(), started)
+    stats = ingester.scan()
+    _log_stats(event, stats, started)
+    if stats.bytes >= ANALYZE_FROM_BYTES:
+        gathering = time.monotonic()
+        try:
+            with ingester.store.pool.connection() as conn:
+                conn.execute(q("analyze_rollups"))
+            log.info("statistics gathered", seconds=round(time.monotonic() - gathering, 3))
+        except psycopg.Error as exc:  # (autovacuum gathers them later)
+            log.warning("gathering statistics failed", error=" ".join(str(exc).split()))
     return time.monotonic() - started

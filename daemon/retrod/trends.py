@@ -15,10 +15,12 @@ dashboard's `/api/trends` serve it as it is.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from functools import lru_cache
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -26,9 +28,9 @@ import psycopg
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from . import invocation, lesson_data
+from . import invocation, lesson_data, trend_periods
 from .lessons import PATTERNS
-from .report import cache, cache_rollup, markdown, rates
+from .report import cache, markdown, rates
 from .report import prices as pricing
 from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
 from .store.members import current_role
@@ -282,12 +284,6 @@ def _next(period: date, by: str) -> date:
     return date(period.year + period.month // 12, period.month % 12 + 1, 1)
 
 
-def _bounds(period: date, by: str, zone: str) -> tuple[str, str]:
-    tz = ZoneInfo(zone)
-    return (datetime.combine(period, time(), tz).isoformat(),
-            datetime.combine(_next(period, by), time(), tz).isoformat())
-
-
 def trends(conn: Connection, *, by: str = "week", project: str | None = None, since: datetime | None = None,
            split: str | None = None, prices: pricing.Prices = pricing.DEFAULT, tz: str = "UTC",
            member: str | None = None, away_after_s: float = AWAY_AFTER_S,
@@ -299,86 +295,257 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
     (resolve.match_project); `since`: sessions that started at or after it; `member`: whose rows
     (default: one's own); `sessions`: only these (the brief's); `machine`: only the figures that
     host id's files hold (as its `machines` row in the split: DESIGN §4). Sessions without any
-    timestamp come last, undated."""
+    timestamp come last, undated. The periods' figures are kept between asks (trend_periods.py):
+    read them, never change them."""
+    return _answer(conn, by=by, project=project, since=since, split=split, prices=prices, tz=tz, member=member,
+                   away_after_s=away_after_s, sessions=sessions, machine=machine).as_dict()
+
+
+def trends_json(conn: Connection, *, by: str = "week", project: str | None = None, since: datetime | None = None,
+                split: str | None = None, prices: pricing.Prices = pricing.DEFAULT, tz: str = "UTC",
+                member: str | None = None, away_after_s: float = AWAY_AFTER_S, machine: str | None = None) -> bytes:
+    """`trends` as the web UI sends it: compact JSON in UTF-8 (Starlette's JSONResponse's bytes),
+    each kept period's made once."""
+    return _answer(conn, by=by, project=project, since=since, split=split, prices=prices, tz=tz, member=member,
+                   away_after_s=away_after_s, sessions=None, machine=machine).as_json()
+
+
+def _json(value: object) -> str:
+    """As the web UI encodes its answers (Starlette's JSONResponse)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class _Period:
+    """A period's sums as trend_figures gives them: the whole period and, split, each group in it
+    (a project with its folder name and working folder, a machine or a session: name, slug,
+    path, sums), in the statement's order. Its figures and their JSON are worked out when first
+    asked for: a kept period is answered again and again."""
+
+    __slots__ = ("_figures", "_json", "_parts", "parts", "whole")
+
+    def __init__(self, whole: _Sums, parts: list[tuple[str, str | None, str | None, _Sums]]) -> None:
+        self.whole, self.parts = whole, parts
+        self._figures: dict | None = None
+        self._json: str | None = None
+        self._parts: list[tuple[dict, str]] | None = None
+
+    def figures(self) -> dict:
+        if self._figures is None:
+            self._figures = figures(self.whole)
+        return self._figures
+
+    def json(self) -> str:
+        """Its figures as JSON, without the braces."""
+        if self._json is None:
+            self._json = _json(self.figures())[1:-1]
+        return self._json
+
+    def part_figures(self) -> list[tuple[dict, str]]:
+        """Each group's figures, and as JSON without the braces."""
+        if self._parts is None:
+            self._parts = [(f, _json(f)[1:-1]) for f in (figures(s) for *_label, s in self.parts)]
+        return self._parts
+
+
+def _periods(rows: list[dict], machine_rows: list[dict]) -> dict[date | None, _Period]:
+    """trend_figures' rows as periods: a period's rows (one per project or session in it) add up
+    to the period; by machine, the period is the unsplit row and each machine's row a part of it
+    (a session on two machines is in both machines' per-model session counts, and once in the
+    period's)."""
+    whole: dict[date | None, _Sums] = {}
+    parts: dict[date | None, list[tuple[str, str | None, str | None, _Sums]]] = {}
+    for row in rows:
+        sums = _Sums.of(row)
+        if row["grp"] is None:  # (no split: the one row is the period)
+            whole[row["period"]] = sums
+            continue
+        whole.setdefault(row["period"], _Sums()).add(sums)
+        parts.setdefault(row["period"], []).append((row["grp"], row["slug"], row["path"], sums))
+    for row in machine_rows:
+        parts.setdefault(row["period"], []).append((row["machine"], None, None, _Sums.of(row)))
+    return {period: _Period(sums, parts.get(period, [])) for period, sums in whole.items()}
+
+
+def _price_identity(prices: pricing.Prices) -> str:
+    """What a price table's prices are (a RETROD_PRICES file as read now)."""
+    return json.dumps([prices.describe(), prices.override_models], default=str, sort_keys=True)
+
+
+@lru_cache(maxsize=4096)
+def _bounds(period: date, by: str, zone: str) -> tuple[str, str]:
+    tz = ZoneInfo(zone)
+    return (datetime.combine(period, time(), tz).isoformat(),
+            datetime.combine(_next(period, by), time(), tz).isoformat())
+
+
+_NOTHING: list[tuple[dict, str]] = []  # a period without sessions: its figures and their JSON, made once
+
+
+def _nothing() -> tuple[dict, str]:
+    if not _NOTHING:
+        empty = figures(_Sums())
+        _NOTHING.append((empty, _json(empty)[1:-1]))
+    return _NOTHING[0]
+
+
+@dataclass
+class _Entry:
+    """A period as the answer shows it."""
+
+    period: date | None
+    figures: dict
+    json: str  # its figures as JSON, without the braces
+    change: dict | None
+    parts: list[tuple[dict, dict, str]]  # each group's label, figures and their JSON
+
+
+@dataclass
+class _Answer:
+    head: dict  # what comes before the periods
+    label: str | None  # the parts' list: projects, machines or per_session (None: not split)
+    by: str
+    tz: str
+    entries: list[_Entry]
+    pattern_rates: list[dict] | None  # each entry's (None: no pattern named)
+    total: tuple[dict, str]
+    memo: dict  # the kept answer's (its JSON is made once, while no period changes)
+
+    def as_dict(self) -> dict:
+        periods = []
+        for n, e in enumerate(self.entries):
+            start, end = _bounds(e.period, self.by, self.tz) if e.period is not None else (None, None)
+            entry = {"period": e.period.isoformat() if e.period else None, "start": start, "end": end, **e.figures,
+                     "change": e.change}
+            if self.label is not None:
+                entry[self.label] = [{**label, **f} for label, f, _ in e.parts]
+            if self.pattern_rates is not None:
+                entry["pattern_rates"] = self.pattern_rates[n]
+            periods.append(entry)
+        return {**self.head, "periods": periods, "total": self.total[0]}
+
+    def as_json(self) -> bytes:
+        key = ("json", json.dumps(self.head, default=str))
+        if key not in self.memo:
+            pieces = []
+            for n, e in enumerate(self.entries):
+                start, end = _bounds(e.period, self.by, self.tz) if e.period is not None else (None, None)
+                text = (f'{{"period":{_json(e.period.isoformat() if e.period else None)},"start":{_json(start)},'
+                        f'"end":{_json(end)},{e.json},"change":{_json(e.change)}')
+                if self.label is not None:
+                    text += f',"{self.label}":[' + ",".join(
+                        "{" + _json(label)[1:-1] + "," + j + "}" for label, _, j in e.parts) + "]"
+                if self.pattern_rates is not None:
+                    text += f',"pattern_rates":{_json(self.pattern_rates[n])}'
+                pieces.append(text + "}")
+            self.memo[key] = (_json(self.head)[:-1] + ',"periods":[' + ",".join(pieces) + '],"total":{'
+                              + self.total[1] + "}}").encode()
+        return self.memo[key]
+
+
+def _answer(conn: Connection, *, by: str, project: str | None, since: datetime | None, split: str | None,
+            prices: pricing.Prices, tz: str, member: str | None, away_after_s: float, sessions: list[str] | None,
+            machine: str | None) -> _Answer:
     if by not in PERIODS:
         raise TrendsError(f"--by {by!r}: use one of {', '.join(PERIODS)}")
     if split not in (None, *SPLITS):
         raise TrendsError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     check_zone(tz)
     pricing.store_tiers(conn)  # the tiers the rollups are summed by are the ones priced
-    cache_rollup.ensure(conn, member, sessions)  # sessions changed since their misses were stored: walked now
     member = member or current_role(conn)
     match = project_match(conn, project, member)
     args = {"member": member, **project_args(match), "since": since, "by": by, "tz": tz,
             "away_us": int(away_after_s * 1_000_000), "by_project": split == "project",
             "by_session": split == "session", "sessions": sessions, "by_machine": machine is not None,
-            "machine": machine, "rates": price_table(conn, member, prices, sessions)}
-    with conn.cursor(row_factory=dict_row) as cur:
-        def figure_rows(**changes: object) -> list[dict]:
-            try:  # planned for its arguments each time: a generic plan is far slower
-                return cur.execute(q("trend_figures"), {**args, **changes}, prepare=False).fetchall()
-            except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
-                raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None
+            "machine": machine}
+    table: list[str] = []  # the price table, read once an ask, when a period is summed
 
-        rows = figure_rows()
-        # By machine, the period is the unsplit answer, not the machines' rows added up: a session
-        # on two machines is in both machines' per-model session counts, and once in the period's.
-        machine_rows = figure_rows(by_machine=True) if split == "machine" else []
-    whole: dict[date | None, _Sums] = {}
-    parts: dict[date | None, list[tuple[str, _Sums]]] = {}
-    folders: dict[str, tuple[str, str | None]] = {}  # a project's Claude Code folder and working folder
-    for row in rows:  # a period's rows (one per project or session in it) add up to the period
-        sums = _Sums.of(row)
-        if row["grp"] is None:  # (no split: the one row is the period)
-            whole[row["period"]] = sums
-            continue
-        whole.setdefault(row["period"], _Sums()).add(sums)
-        parts.setdefault(row["period"], []).append((row["grp"], sums))
-        folders.setdefault(row["grp"], (row["slug"], row["path"]))
-    for row in machine_rows:
-        parts.setdefault(row["period"], []).append((row["machine"], _Sums.of(row)))
-    dated = sorted(p for p in whole if p is not None)
-    keys: list[date | None] = []
-    period = dated[0] if dated else None
-    while period is not None and period <= dated[-1]:
-        keys.append(period)
-        period = _next(period, by)
-    if None in whole:
-        keys.append(None)
+    def figure_rows(span: trend_periods.Span, **changes: object) -> list[dict]:
+        if not table:
+            table.append(price_table(conn, member, prices, sessions))
+        with conn.cursor(row_factory=dict_row) as cur:
+            # planned for its arguments each time: a generic plan is far slower
+            return cur.execute(q("trend_figures"), {**args, **span, "rates": table[0], **changes},
+                               prepare=False).fetchall()
 
-    total = _Sums()
-    out, before = [], None
-    nothing = figures(_Sums())  # (most periods by day of a long history: worked out once, read only)
-    for key in keys:
-        found = whole.get(key)
-        if found is not None:
-            total.add(found)
-        entry = figures(found) if found is not None else nothing
-        start, end = _bounds(key, by, tz) if key is not None else (None, None)
-        entry = {"period": key.isoformat() if key else None, "start": start, "end": end, **entry,
-                 "change": change(entry, before) if key is not None else None}
-        if split == "project":
-            entry["projects"] = [{"project": name, "project_slug": folders[name][0], "project_path": folders[name][1],
-                                  **figures(s)} for name, s in parts.get(key, [])]
-        elif split == "machine":
-            entry["machines"] = [{"machine": host, **figures(s)} for host, s in parts.get(key, [])]
-        elif split == "session":
-            entry["per_session"] = [{"session": uuid, **figures(s)} for uuid, s in parts.get(key, [])]
-        out.append(entry)
-        before = entry if key is not None else before
+    def summed(span: trend_periods.Span) -> dict[date | None, _Period]:
+        # By machine, the period is the unsplit answer, not the machines' rows added up.
+        return _periods(figure_rows(span), figure_rows(span, by_machine=True) if split == "machine" else [])
+
+    try:
+        if sessions is None and machine is None and split not in ("machine", "session"):
+            answer = ("trends", by, tz, split == "project", args["projects"] and tuple(args["projects"]),
+                      args["slugs"] and tuple(args["slugs"]), since, args["away_us"], _price_identity(prices))
+            kept = trend_periods.periods(conn, answer, member, by, tz, summed, lambda p: 1 + len(p.parts))
+        else:  # (the brief's few sessions, and machines, read from the stored rows: summed each time)
+            kept = trend_periods.Kept({}, summed(trend_periods.EVERY_SESSION))
+    except psycopg.errors.InvalidParameterValue as exc:  # a zone Python knows and PostgreSQL does not
+        raise TrendsError(f"time zone {tz!r}: {' '.join(str(exc).split())}") from None
+    periods = kept.periods
+    if "keys" not in kept.memo:
+        kept.memo["keys"] = _keys(periods, by)
+    keys: list[date | None] = kept.memo["keys"]
+    if "total" not in kept.memo:
+        whole = _Sums()
+        for key in keys:
+            if key in periods:
+                whole.add(periods[key].whole)
+        total_figures = figures(whole)
+        kept.memo["total"] = (whole, total_figures, _json(total_figures)[1:-1])
+    total, total_figures, total_json = kept.memo["total"]
+
+    label = {"project": "projects", "machine": "machines", "session": "per_session"}.get(split or "")
+    if ("entries", label) not in kept.memo:
+        kept.memo["entries", label] = _entries(periods, keys, split, label)
+    entries: list[_Entry] = kept.memo["entries", label]
     named = _named_patterns(conn, member, project, total) if match and len(match.projects) == 1 else []
-    for entry in out if named else []:  # §2.10's rate of each, per period: a fall after it was named shows
-        entry["pattern_rates"] = {x: _pattern_rate(entry, x) for x in named}
-    return {
+    # §2.10's rate of each, per period: a fall after it was named shows
+    rates = [{x: _pattern_rate(e.figures, x) for x in named} for e in entries] if named else None
+    head = {
         "by": by, "time_zone": tz, "split": split, "member": member,
         "project": project, **({"projects_matched": match.matched} if match and match.matched else {}),
         **({"patterns": named} if named else {}),
         "machine": machine, "since": since.isoformat() if since else None,
         "attribution": "each session wholly in the period its first line falls in",
         "prices": prices.describe(),
-        "periods": out,
-        "total": figures(total),
     }
+    return _Answer(head, label, by, tz, entries, rates, (total_figures, total_json), kept.memo)
+
+
+def _keys(periods: dict[date | None, _Period], by: str) -> list[date | None]:
+    """Every period from the first with a session to the last (the empty ones too, so that each
+    one's change is from the one right before it), then the undated, if any."""
+    dated = sorted(p for p in periods if p is not None)
+    keys: list[date | None] = []
+    period = dated[0] if dated else None
+    while period is not None and period <= dated[-1]:
+        keys.append(period)
+        period = _next(period, by)
+    if None in periods:
+        keys.append(None)
+    return keys
+
+
+def _entries(periods: dict[date | None, _Period], keys: list[date | None], split: str | None,
+             label: str | None) -> list[_Entry]:
+    """The periods as the answer shows them, `keys` in order (the empty ones too), each with its
+    change from the one before and, split, its groups."""
+    folders: dict[str, tuple[str | None, str | None]] = {}  # a project's Claude Code folder and working folder
+    for key in keys:  # (the first period's that has it, for every period)
+        for name, slug, path, _sums in periods[key].parts if key in periods else ():
+            folders.setdefault(name, (slug, path))
+    entries, before = [], None
+    for key in keys:
+        found = periods.get(key)
+        shown, text = (found.figures(), found.json()) if found is not None else _nothing()
+        parts = []
+        if found is not None and label is not None:
+            for (name, *_rest), (part, part_json) in zip(found.parts, found.part_figures(), strict=True):
+                parts.append(({"project": name, "project_slug": folders[name][0], "project_path": folders[name][1]}
+                              if split == "project" else {"machine": name} if split == "machine"
+                              else {"session": name}, part, part_json))
+        entries.append(_Entry(key, shown, text, change(shown, before) if key is not None else None, parts))
+        before = shown if key is not None else before
+    return entries
 
 
 def _pattern_rate(entry: dict, pattern: str) -> float | None:

@@ -4,7 +4,9 @@ file) and compaction keeps the proportions of the real files.
 
 - write_session: one long session, a real transcript repeated (the report benchmark's ~200 MB one);
 - write_tree: a ~/.claude/projects tree of copies of whole fixture project folders;
-- write_many: many small transcripts (the idle benchmark's ~10,000 files).
+- write_many: many small transcripts (the idle benchmark's ~10,000 files);
+- write_year: another heavy user's year, of another shape (25 projects, 3 models, a session most
+  hours), so that the benchmark's first corpus is not the only shape measured.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import itertools
 import random
 import re
 import uuid
-from collections.abc import Iterator
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-projects"
@@ -31,15 +33,18 @@ def _shift(match: re.Match, delta: timedelta) -> str:
 
 
 def _renamed(ident: str, session: str, rep: int) -> str:
-    """A fresh id per repetition (the session's own uuid stays)."""
+    """A fresh id per session and repetition (the session's own uuid stays)."""
     if ident == session:
         return f'"{ident}"'
-    return f'"{ident}{rep}"' if "-" in ident else f'"{ident}x{rep}"'
+    tag = f"{session.replace('-', '')[:8]}r{rep}"
+    return f'"{ident}{tag}"' if "-" in ident else f'"{ident}x{tag}"'
 
 
 def fresh_lines(session: str, source: Path = SOURCE) -> Iterator[str]:
     """The lines of a real transcript, endlessly: each repetition with fresh ids (the session's
-    own uuid stays `session`) and times shifted past the previous one."""
+    own uuid stays `session`) and times shifted past the previous one. The ids are the session's
+    own, the first repetition's included: two sessions written from one source share no line
+    uuid or message id (or DESIGN §2.1 and §2.2 would count one's lines as the other's copies)."""
     lines = source.read_bytes().decode().splitlines(keepends=True)
     original = source.stem
     stamps = [datetime.fromisoformat(m.replace("Z", "+00:00")) for m in _TS.findall("".join(lines))]
@@ -47,9 +52,8 @@ def fresh_lines(session: str, source: Path = SOURCE) -> Iterator[str]:
     for rep in itertools.count():
         delta = span * rep
         for line in lines:
-            line = line.replace(original, session)
+            line = _IDS.sub(lambda m, rep=rep: _renamed(m.group(1), session, rep), line.replace(original, session))
             if rep:
-                line = _IDS.sub(lambda m, rep=rep: _renamed(m.group(1), session, rep), line)
                 line = _TS.sub(lambda m, delta=delta: _shift(m, delta), line)
             yield line
 
@@ -69,10 +73,10 @@ def write_session(dest: Path, session: str, target_bytes: int, source: Path = SO
 
 
 def _copy(src: Path, relative: Path, dest: Path, copy: int, names: dict[str, str],
-          shift: timedelta | None = None) -> int:
+          shift: timedelta | None = None, rewrite: Callable[[str], str] | None = None) -> int:
     """One fixture file as `dest/relative`, its uuids and API ids made fresh for this copy and its
     times shifted by `shift` (default: `copy` days); `names` keeps one new uuid per old one across
-    a folder."""
+    a folder; `rewrite`: what else changes in its text."""
 
     def new_uuid(m: re.Match) -> str:
         old = m.group(0)
@@ -85,6 +89,8 @@ def _copy(src: Path, relative: Path, dest: Path, copy: int, names: dict[str, str
     text = _API_IDS.sub(lambda m: f'"{m.group(1)}c{copy}"', text)
     delta = timedelta(days=copy) if shift is None else shift
     text = _TS.sub(lambda m: _shift(m, delta), text)
+    if rewrite is not None:
+        text = rewrite(text)
     target = dest / _UUID.sub(new_uuid, str(relative))
     target.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8", "surrogateescape")
@@ -121,4 +127,34 @@ def write_many(dest: Path, files: int, per_folder: int = 100, max_bytes: int = 2
         src = small[n % len(small)]
         shift = timedelta(days=n % spread_days, hours=n % 24) if spread_days else None
         written += _copy(src, Path(src.name), dest / f"-many-{n // per_folder}", n, {}, shift)
+    return written
+
+
+YEAR_MODELS = ("claude-opus-4-6", "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001")
+_MODEL = re.compile(r'"model":"claude-[^"]*"')
+_CWD = re.compile(r'"cwd":"[^"]*"')
+
+
+def write_year(dest: Path, files: int, projects: int = 25, models: tuple[str, ...] = YEAR_MODELS,
+               start: datetime = datetime(2025, 1, 1, 0, 7, tzinfo=UTC), days: int = 365,
+               max_bytes: int = 20_000) -> int:
+    """`files` small real transcripts (the fixture sessions under `max_bytes` with a response,
+    cycled, each copy with fresh ids) over `days` days from `start`, one every days ÷ files (10,000
+    a year: one most hours, at every minute of the hour), in `projects` projects (folder
+    `-year-k`, working folder `/year/k`), each copy's responses all of one of `models` in turn.
+    Returns the bytes written."""
+    small = [p for p in sorted(FIXTURES.glob("*/*.jsonl"))
+             if _UUID.fullmatch(p.stem) and p.stat().st_size <= max_bytes and '"usage"' in p.read_text()]
+    firsts = {p: min(datetime.fromisoformat(m.replace("Z", "+00:00")) for m in _TS.findall(p.read_text()))
+              for p in small}
+    step = timedelta(days=days) / files
+    written = 0
+    for n in range(files):
+        src, project, model = small[n % len(small)], n % projects, models[n % len(models)]
+
+        def rewrite(text: str, project: int = project, model: str = model) -> str:
+            return _CWD.sub(f'"cwd":"/year/{project}"', _MODEL.sub(f'"model":"{model}"', text))
+
+        shift = start + n * step - firsts[src]
+        written += _copy(src, Path(src.name), dest / f"-year-{project}", n, {}, shift, rewrite)
     return written

@@ -3,11 +3,15 @@
 On 10,000 small real sessions spread over a year (corpus.write_many, 100 to a project folder),
 caught up on, with three phases logged on every fifth session:
 - trends in-process (the function the command, the MCP tool and the dashboard call), median of N
-  runs after a first: by week, by day, by month per project, by week per model, by week per
-  machine (read from the stored rows: the rollups hold no machine); beside it, the
+  runs after a first (the periods kept, issue 32), and that first alone (every period summed): by
+  week, by day, by month per project, by week per model, by week per machine (read from the
+  stored rows: the rollups hold no machine, and nothing is kept); by day again with a phase
+  logged on the newest session before each ask (its day summed again); beside it, the
   least a plain aggregation over the per-minute rollups costs (each session's tokens and times
   summed from request_minutes and event_minutes, no period, no price), which is what the
   per-session rollups of migration 0018 replace;
+- the same trends on another year of another shape (corpus.write_year: 10,000 sessions, 25
+  projects, 3 models, a session most hours), phases logged alike;
 - `retrod trends --by week --json` as a whole process (no daemon);
 - `retrod trends`, `sessions` and `brief` as whole processes with the daemon running (it answers
   them over its socket, issue 32), beside a bare `python3 -c pass`, median: as a user types them
@@ -29,14 +33,14 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 
-from corpus import write_many
+from corpus import write_many, write_year
 from harness import daemon, database, installed, median_seconds, retrod_env, wait_for_log
 from retrod import skills, tracking, trends
-from retrod.report import cache_rollup
 
 # Three phases on every fifth session, in its first hour: verdicts, lessons and notes to brief on.
 LOG_PHASES = """
@@ -70,10 +74,10 @@ def _served(env: dict, args: tuple[str, ...], command: list[str]) -> None:
 
 
 SYNTHETIC_MISSES = """
-INSERT INTO retrod.cache_miss_rollup (session_uuid, agent, at, cause, model, fast, size, tier_floor, day, rewritten,
-                                 rewritten_1h)
-SELECT r.session_uuid, 'bench', r.ts, c.cause, r.model, r.fast, 100000, 0, (r.ts AT TIME ZONE 'UTC')::date, 50000, 0
-FROM (SELECT DISTINCT ON (session_uuid) session_uuid, ts, model, fast FROM retrod.requests
+INSERT INTO retrod.cache_misses (session_uuid, agent, ts, key, n, cause, model, fast, size, rewritten, rewritten_1h,
+                                 pause_us, prefix_before)
+SELECT r.session_uuid, 'bench', r.ts, r.key, 1, c.cause, r.model, r.fast, 100000, 50000, 0, 0, 100000
+FROM (SELECT DISTINCT ON (session_uuid) session_uuid, ts, key, model, fast FROM retrod.requests
       WHERE ts IS NOT NULL ORDER BY session_uuid, ts) r,
      (VALUES ('expired'), ('invalidated')) c(cause)
 """
@@ -98,6 +102,52 @@ def _hook_times(env: dict, payload: bytes, runs: int) -> list[float]:
     return times
 
 
+SHAPES = (("by_week", {"by": "week"}), ("by_day", {"by": "day"}),
+          ("by_month_per_project", {"by": "month", "split": "project"}),
+          ("by_week_per_model", {"by": "week", "split": "model"}),
+          ("by_week_per_machine", {"by": "week", "split": "machine"}))
+
+
+def _trends_times(conn: psycopg.Connection, runs: int) -> dict:
+    """Each shape's first ask (its periods summed) and the median of `runs` more (kept), in ms;
+    and by day with a phase logged on the newest session before each ask."""
+    out: dict = {}
+    for name, kwargs in SHAPES:
+        started = time.perf_counter()
+        trends.trends(conn, tz="UTC", **kwargs)
+        out[f"{name}_first_ms"] = round(1000 * (time.perf_counter() - started), 1)
+        out[f"{name}_ms"] = round(1000 * median_seconds(lambda kw=kwargs: trends.trends(conn, tz="UTC", **kw), runs), 1)
+    session, first = conn.execute("SELECT session_uuid, first_ts FROM retrod.session_times"
+                                  " ORDER BY first_ts DESC NULLS LAST LIMIT 1").fetchone()
+    times = []
+    for n in range(runs):  # (each phase its own millisecond of the session: phases may not overlap)
+        at = first + timedelta(milliseconds=n)
+        tracking.phase_log(conn, session, "bench", f"phase {n}", at, at + timedelta(microseconds=500),
+                           "moderate_impact", tracking.PhaseNotes())
+        started = time.perf_counter()
+        trends.trends(conn, tz="UTC", by="day")
+        times.append(time.perf_counter() - started)
+    out["by_day_after_a_phase_ms"] = round(1000 * statistics.median(times), 1)
+    return out
+
+
+def _year(scratch: Path, files: int, runs: int) -> dict:
+    """The trends figures on corpus.write_year's sessions, phases logged as on the first corpus."""
+    projects, data = scratch / "trends-year" / "projects", scratch / "trends-year" / "d"
+    write_year(projects, files)
+    with database(scratch, "trends-year") as url:
+        done = subprocess.run([sys.executable, "-m", "retrod", "run", "--once"], env=retrod_env(projects, data, url),
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"retrod run --once failed: {done.stderr[-500:]}")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(LOG_PHASES)
+            conn.execute("VACUUM ANALYZE")
+            trends.trends(conn, by="month", tz="UTC")  # (prices loaded, as on the first corpus)
+            return {"sessions": files, **_trends_times(conn, runs),
+                    "periods_by_day": len(trends.trends(conn, by="day", tz="UTC")["periods"])}
+
+
 def run(scratch: Path, smoke: bool) -> dict:
     files, runs, hook_runs = (200, 3, 5) if smoke else (10_000, 15, 30)
     projects = scratch / "trends" / "projects"
@@ -116,14 +166,9 @@ def run(scratch: Path, smoke: bool) -> dict:
             conn.execute(LOG_PHASES)
             conn.execute("VACUUM ANALYZE")
             results["phases"] = conn.execute("SELECT count(*) FROM cc_session_phases").fetchone()[0]
-            first = trends.trends(conn, by="week", tz="UTC")  # prices loaded, the rates looked up once
-            results["periods_by_week"] = len(first["periods"])
-            for name, kwargs in (("by_week", {"by": "week"}), ("by_day", {"by": "day"}),
-                                 ("by_month_per_project", {"by": "month", "split": "project"}),
-                                 ("by_week_per_model", {"by": "week", "split": "model"}),
-                                 ("by_week_per_machine", {"by": "week", "split": "machine"})):
-                results[f"{name}_ms"] = round(1000 * median_seconds(
-                    lambda kw=kwargs: trends.trends(conn, tz="UTC", **kw), runs), 1)
+            trends.trends(conn, by="month", tz="UTC")  # prices loaded, the rates looked up once
+            results.update(_trends_times(conn, runs))
+            results["periods_by_week"] = len(trends.trends(conn, by="week", tz="UTC")["periods"])
             # the same machine's speed, by a query whose code this round did not change (its history:
             # docs/performance.md, "retrod sessions over 10,000 sessions")
             results["sessions_query_ms"] = round(1000 * median_seconds(
@@ -139,23 +184,19 @@ def run(scratch: Path, smoke: bool) -> dict:
                                                     " (SELECT count(*) FROM retrod.event_minutes),"
                                                     " (SELECT count(*) FROM retrod.session_requests),"
                                                     " (SELECT count(*) FROM retrod.session_times),"
-                                                    " (SELECT count(*) FROM retrod.cache_miss_rollup)").fetchone(),
+                                                    " (SELECT count(*) FROM retrod.cache_misses)").fetchone(),
                                        strict=True))
-            # what storing every session's prompt-cache misses costs (migration 0029: the daemon
-            # walks the changed sessions; here all of them, as after a first backfill)
-            conn.execute("INSERT INTO retrod.cache_stale (session_uuid, db_role)"
-                         " SELECT DISTINCT session_uuid, db_role FROM retrod.requests ON CONFLICT DO NOTHING")
-            started = time.monotonic()
-            results["cache_walk"] = {"sessions": cache_rollup.refresh(conn),
-                                     "s": round(time.monotonic() - started, 2)}
             # These small sessions miss the cache nowhere: trends by week again with two misses a
             # session (an expired one and an invalidated one at each session's first request),
             # what a heavy user's year holds (the fixtures: 28 misses in 45 sessions)
             conn.execute(SYNTHETIC_MISSES)
-            conn.execute("ANALYZE retrod.cache_miss_rollup")
+            conn.execute("ANALYZE retrod.cache_misses")
+            started = time.perf_counter()
+            trends.trends(conn, by="week", tz="UTC")  # (every session's day changed: every week summed again)
+            results["by_week_with_misses_first_ms"] = round(1000 * (time.perf_counter() - started), 1)
             results["by_week_with_misses_ms"] = round(1000 * median_seconds(
                 lambda: trends.trends(conn, by="week", tz="UTC"), runs), 1)
-            conn.execute("DELETE FROM retrod.cache_miss_rollup WHERE agent = 'bench'")
+            conn.execute("DELETE FROM retrod.cache_misses WHERE agent = 'bench'")
         trends_command = [*retrod, "trends", "--by", "week", "--tz", "UTC", "--json"]
         subprocess.run(trends_command, env=env, check=True, capture_output=True)  # (its bytecode written)
         results["command_ms"] = round(1000 * median_seconds(lambda: subprocess.run(
@@ -181,25 +222,37 @@ def run(scratch: Path, smoke: bool) -> dict:
                     1000 * median_seconds(lambda a=args: _served(env, a, retrod), hook_runs), 1)
                 results[f"{name}_daemon_checkout_ms"] = round(1000 * median_seconds(
                     lambda a=args: _served(checkout, a, [sys.executable, "-m", "retrod"]), hook_runs), 1)
+    results["year"] = _year(scratch, files, runs)
     return results
 
 
+def _trends_rows(label: str, r: dict) -> list[str]:
+    return [(f"| {label}, periods kept (median) | " + " | ".join(f"{r[f'{name}_ms']:.1f} ms" for name, _ in SHAPES)
+             + f" | {r['by_day_after_a_phase_ms']:.1f} ms |"),
+            (f"| {label}, first ask (every period summed) | "
+             + " | ".join(f"{r[f'{name}_first_ms']:.1f} ms" for name, _ in SHAPES) + " | |")]
+
+
 def table(r: dict) -> list[str]:
+    year = r.get("year")
     return [
         (f"{r['sessions']:,} sessions, {r['phases']:,} phases logged; rows: "
          + ", ".join(f"{name} {n:,}" for name, n in r["rows"].items())
          + f". The machine's speed: `retrod sessions`' query took {r['sessions_query_ms']:.1f} ms here."
-         + (f" Storing every session's prompt-cache misses (migration 0029) took {r['cache_walk']['s']:.2f} s"
-            f" for {r['cache_walk']['sessions']:,} sessions." if "cache_walk" in r else "")),
+         + (f" The other year (corpus.write_year): {year['sessions']:,} sessions, {year['periods_by_day']} days."
+            if year else "")),
         "",
-        ("| trends in-process: by week | by day | by month, per project | by week, per model "
-         "| plain per-minute sums per session | `retrod trends --by week`, whole command, no daemon |"),
-        "|---:|---:|---:|---:|---:|---:|",
-        (f"| {r['by_week_ms']:.1f} ms ({r['periods_by_week']} weeks) | {r['by_day_ms']:.1f} ms "
-         f"| {r['by_month_per_project_ms']:.1f} ms | {r['by_week_per_model_ms']:.1f} ms "
-         f"| {r['minute_rollups_ms']:.1f} ms | {r['command_ms']:.0f} ms |"),
-        *(["", f"Trends by week with two prompt-cache misses stored a session: {r['by_week_with_misses_ms']:.1f} ms."]
-          if "by_week_with_misses_ms" in r else []),
+        ("| trends in-process | by week | by day | by month, per project | by week, per model | by week, per machine "
+         "| by day, a phase logged before each ask |"),
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *_trends_rows(f"{r['sessions']:,} sessions ({r['periods_by_week']} weeks)", r),
+        *(_trends_rows("the other year", year) if year else []),
+        "",
+        ("| plain per-minute sums per session | `retrod trends --by week`, whole command, no daemon |"
+         " trends by week, two prompt-cache misses stored a session: kept, first |"),
+        "|---:|---:|---:|",
+        (f"| {r['minute_rollups_ms']:.1f} ms | {r['command_ms']:.0f} ms | {r['by_week_with_misses_ms']:.1f} ms,"
+         f" {r['by_week_with_misses_first_ms']:.1f} ms |"),
         "",
         "| `retrod brief --hook`, whole process | median | p95 | max |",
         "|---|---:|---:|---:|",

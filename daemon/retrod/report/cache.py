@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import NamedTuple
@@ -35,9 +35,6 @@ class Miss:
     extra: Decimal  # unrounded dollars
     pause_us: int
     prefix_before: int
-    # what migration 0029's store keeps of it (model, speed, size, 1h writes, machine); None for a
-    # miss read from migration 0031's rows, which hold those themselves
-    element: Element | None = field(default=None, compare=False)  # (a miss is its figures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +61,6 @@ class Element(NamedTuple):
     c5: int
     c1: int
     reason: str | None
-    machine: str | None = None  # its request's (the stored misses' split by machine); not always read
 
     @property
     def prefix(self) -> int:
@@ -145,7 +141,7 @@ def _miss(p: Element, e: Element, ttl_after_p: int, boundaries: Sequence[datetim
         cause = "expired"
     else:
         cause = "invalidated"
-    return Miss(e.ts, e.agent, cause, e.reason, rewritten, _extra(e, rewritten, prices), pause // _US, p.prefix, e)
+    return Miss(e.ts, e.agent, cause, e.reason, rewritten, _extra(e, rewritten, prices), pause // _US, p.prefix)
 
 
 class StoredMiss(NamedTuple):
@@ -203,7 +199,7 @@ def _extra(e: Element, rewritten: int, prices: pricing.Prices) -> Decimal:
 
 def miss_extra(model: str, fast: bool, size: int, at: datetime, rewritten: int, rewritten_1h: int,
                prices: pricing.Prices) -> Decimal:
-    """A miss's extra cost from what is stored of it (migrations 0029 and 0031): its part's model,
+    """A miss's extra cost from what is stored of it (migration 0031): its part's model,
     speed, size and time, the tokens it wrote again and the 1h ones among them."""
     return _extra_at(_rates(model, fast, size, at, prices), rewritten, rewritten_1h)
 

@@ -209,14 +209,12 @@ def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices 
 def cache_misses(conn: Connection, sessions: list[str], member: str,
                  prices: pricing.Prices = pricing.DEFAULT) -> dict[str, dict[str, tuple[int, float]]]:
     """Per session, its report's `summary.cache.misses.<cause>` as (count, extra_usd) (DESIGN
-    §2.10 reads them): one read of each one's elements."""
+    §2.10 reads them): one read of each one's misses."""
     out = {}
     with conn.cursor() as cur:
         for session in sessions:
-            args = {"session": session, "member": member}
-            elements = cur.execute(q("session_cache_elements"), args).fetchall()
-            boundaries = cur.execute(q("session_cache_boundaries"), args).fetchall()
-            misses, _ = cache.walk(elements, boundaries, prices)
+            misses = cache.priced(cur.execute(q("session_cache_misses"), {"session": session, "member": member}),
+                                  prices)
             figures = cache.figures({"input": 0, "cache_read": 0, "cache_create": 0}, misses)["misses"]
             out[session] = {cause: (f["count"], f["extra_usd"]) for cause, f in figures.items()}
     return out

@@ -450,42 +450,6 @@ FROM retrod.cache_misses
 WHERE session_uuid = %(session)s AND db_role = %(member)s
 ORDER BY ts, agent, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
 
--- DESIGN §2.8: the elements of the session's streams, each stream in its order, through the index
--- on (session, agent): a request's parts of its last part's model that read or wrote the cache,
--- with a timestamp. Inline and unnamed threads form no stream. report/cache.py walks them. (Two
--- scans rather than a lateral join per request: most requests are one part.) `machine`: the
--- request's (migration 0023), which the stored misses keep (report/cache_rollup.py).
--- name: session_cache_elements
-SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason, machine FROM (
-    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, 1::bigint AS n, r.model, r.fast,
-           r.input_tokens AS input, r.cache_read_tokens AS cache_read, r.cache_create_tokens AS cache_create,
-           r.cache_create_5m_tokens AS c5, r.cache_create_1h_tokens AS c1, r.cache_miss_reason AS reason, r.machine
-    FROM retrod.requests r
-    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.ts IS NOT NULL AND r.parts IS NULL
-      AND r.agent NOT IN ('<inline>', '<unnamed>') AND r.cache_read_tokens + r.cache_create_tokens > 0
-    UNION ALL
-    SELECT r.agent, r.ts, r.key, r.place_path, r.place_offset, j.n, j.model, r.fast, j.input, j.cache_read,
-           j.cache_create, j.cache_create_5m, j.cache_create_1h, r.cache_miss_reason,
-           r.machine
-    FROM retrod.requests r,
-         ROWS FROM (jsonb_to_recordset(r.parts::jsonb)
-                    AS (model TEXT, input BIGINT, cache_read BIGINT, cache_create BIGINT,
-                        cache_create_5m BIGINT, cache_create_1h BIGINT)) WITH ORDINALITY
-         AS j (model, input, cache_read, cache_create, cache_create_5m, cache_create_1h, n)
-    WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.ts IS NOT NULL AND r.parts IS NOT NULL
-      AND r.agent NOT IN ('<inline>', '<unnamed>') AND j.cache_read + j.cache_create > 0
-      AND j.model = (r.parts::jsonb -> -1 ->> 'model')
-) e
--- time, then key (code-point); a keyless request after the keyed ones of its time, by file and
--- offset; then the part's place among the iterations
-ORDER BY agent, ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
-
--- DESIGN §2.8: the times of the compaction boundaries in each stream's own transcripts.
--- name: session_cache_boundaries
-SELECT agent, ts FROM retrod.cache_boundaries
-WHERE session_uuid = %(session)s AND db_role = %(member)s
-ORDER BY agent, ts;
-
 -- DESIGN §2.8: the main stream's last element and the lifetime in force after it (the live state).
 -- name: session_cache_last
 SELECT last_ts, last_model, last_fast, last_prefix, last_ttl_s FROM retrod.cache_streams

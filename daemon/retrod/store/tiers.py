@@ -27,7 +27,6 @@ def ensure(conn: psycopg.Connection, thresholds: Sequence[int], version: str) ->
             return False
         conn.execute(q("store_price_tiers"), {"thresholds": wanted, "version": version})
         conn.execute(q("rebuild_request_minutes"))
-        conn.execute(q("retier_cache_misses"))  # (migration 0029's rows: priced by the same tiers)
     return True
 
 

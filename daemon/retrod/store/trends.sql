@@ -3,12 +3,67 @@
 -- sum of the per-session figures `retrod report` shows, read from rollups those are read from too.
 -- `member`: whose rows (DESIGN §3), as in report.sql.
 
+-- After a scan that read a backfill's worth (daemon.py): the statistics of the tables trends and
+-- the web UI's list plan their sums by, gathered at once rather than at autovacuum's next round
+-- (a minute or more away, after a backfill that took less). Planned without them, the sum of
+-- every session's figures nests a full read of the calls and price groups in each session's:
+-- ~90 s over 10,000 sessions instead of ~0.2 s. Only the tables this role owns (a team's member
+-- owns none: the owner's autovacuum gathers them).
+-- name: analyze_rollups
+DO $$
+DECLARE
+    t TEXT;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['files', 'session_times', 'session_requests', 'call_agents', 'session_figures',
+                             'cache_misses', 'trend_sessions'] LOOP
+        IF pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = format('retrod.%I', t)::regclass),
+                       'USAGE') THEN
+            EXECUTE format('ANALYZE retrod.%I', t);
+        END IF;
+    END LOOP;
+END $$;
+
 -- What the member's tokens' prices depend on (DESIGN §2.7): trends.py looks each key's prices up
 -- (report/prices.py) and hands them to trend_figures, which prices the groups where they are.
 -- name: price_keys
 SELECT DISTINCT model, day::text AS day, fast, tier_floor  -- (day 'infinity': no timestamp)
 FROM retrod.session_requests
 WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]));
+
+-- What trends' kept periods are checked against (trend_periods.py, migration 0036): the database
+-- and role reading (with the cluster's start: a database made again gets a new oid), the
+-- member's price tiers, whether the user's phase tables tell of their changes, and the member's
+-- count of changes per UTC day of the sessions' starts, as JSON ({"2025-11-03": 4, "infinity": 1}).
+-- name: trend_marks
+SELECT (SELECT oid FROM pg_database WHERE datname = current_database()) AS database,
+       pg_postmaster_start_time() AS started, current_user AS reader,
+       (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s) AS thresholds,
+       (SELECT count(*) = 5 FROM pg_trigger
+        WHERE tgrelid IN ('public.cc_sessions'::regclass, 'public.cc_session_phases'::regclass)
+          AND tgname IN ('cc_session_phases_trend_inserted', 'cc_session_phases_trend_updated',
+                         'cc_session_phases_trend_deleted', 'cc_sessions_trend_updated', 'cc_sessions_trend_deleted')
+          AND tgenabled <> 'D') AS phases_marked,
+       (SELECT coalesce(json_object_agg(day, changes), '{}') FROM retrod.trend_days
+        WHERE db_role = %(member)s)::text AS days;
+
+-- The periods (of `by`, cut in `tz`) that overlap these UTC days (`days`, ISO text; 'infinity':
+-- the undated sessions): the first and the last (every one between is summed again with them),
+-- and the span of starts trend_figures sums for them, a day wider on each side than any period
+-- there is cut at (trend_periods.py keeps only the periods from first to last of what it sums).
+-- name: trend_changed_span
+WITH d AS (
+    SELECT x::date AS day FROM unnest(%(days)s::text[]) x
+), k AS (  -- each day's first and last microsecond's periods
+    SELECT date_trunc(%(by)s, (d.day::timestamp AT TIME ZONE 'UTC') AT TIME ZONE %(tz)s) AS first,
+           date_trunc(%(by)s, ((d.day + 1)::timestamp AT TIME ZONE 'UTC' - interval '1 microsecond')
+                              AT TIME ZONE %(tz)s) AS last
+    FROM d WHERE d.day <> 'infinity'
+)
+SELECT min(k.first)::date AS first_period, max(k.last)::date AS last_period,
+       (min(k.first) AT TIME ZONE 'UTC') - interval '2 days' AS started_from,
+       ((max(k.last) + ('1 ' || %(by)s)::interval) AT TIME ZONE 'UTC') + interval '2 days' AS started_to,
+       EXISTS (SELECT FROM d WHERE d.day = 'infinity') AS undated
+FROM k;
 
 -- One row per period, `grp` and `machine` (trends.py adds a period's rows up): the sums of the
 -- figures of the sessions that started in it. A session belongs wholly to the period its start
@@ -17,7 +72,9 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- else its Claude Code folder name; `slug`, `path`: its folder name and working folder), the
 -- session (`by_session`), else NULL. Filters: `projects` (the projects' names,
 -- resolve.match_project) with `slugs` (their Claude Code folders), `since` (started at or after),
--- `sessions` (these only).
+-- `sessions` (these only), and the span of starts summed (trend_periods.py: the periods whose
+-- sessions changed since it last summed them): started in [`started_from`, `started_to`), and
+-- the undated sessions when `undated`; `started_from` NULL: every session.
 -- machine (DESIGN §4 "Machines"; NULL unless `by_machine`): the host id whose files hold the
 -- figure. Requests go by the machine of their attributed record (requests.machine, migration
 -- 0023; not known: the session's), time, tool-result bytes and calls by the host of the
@@ -30,14 +87,24 @@ WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = A
 -- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none, or one with web
 -- searches no web-search price (its tokens still priced: docs/decisions.md).
 -- cache_misses: per model and cause, the prompt-cache misses (DESIGN §2.8) of the sessions, their
--- rewritten tokens and extra cost (migration 0029's rows; report/cache_rollup.py keeps them), by
--- machine the machine of each miss's request.
+-- rewritten tokens and extra cost (migration 0031's rows, kept at commit), by machine the machine
+-- of each miss's request.
 -- name: trend_figures
 WITH rates AS (
     SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
         AS r(model TEXT, fast BOOLEAN, tier_floor BIGINT, day_from DATE, day_to DATE, input NUMERIC, output NUMERIC,
              cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC,
              web_search NUMERIC)
+), c AS MATERIALIZED (  -- the sessions started in the span asked for (none asked: every session)
+    SELECT t.session_uuid FROM retrod.session_times t
+    WHERE %(started_from)s::timestamptz IS NOT NULL AND t.db_role = %(member)s
+      AND t.first_ts >= %(started_from)s::timestamptz AND t.first_ts < %(started_to)s::timestamptz
+    UNION ALL  -- and the undated ones, when asked
+    SELECT DISTINCT f.session_uuid FROM retrod.files f
+    WHERE %(started_from)s::timestamptz IS NOT NULL AND %(undated)s AND f.db_role = %(member)s
+      AND f.kind IN ('main', 'subagent', 'agent_root') AND f.session_uuid IS NOT NULL
+      AND NOT EXISTS (SELECT FROM retrod.session_times t
+                      WHERE t.session_uuid = f.session_uuid AND t.db_role = %(member)s AND t.first_ts IS NOT NULL)
 ), s AS (  -- the member's sessions with a transcript (as `retrod sessions`), their project and machine
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
            -- (each read only when asked: files_member_sessions, the covering index, holds neither)
@@ -49,6 +116,7 @@ WITH rates AS (
     FROM retrod.files
     WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL
       AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]))
+      AND (%(started_from)s::timestamptz IS NULL OR session_uuid = ANY(ARRAY(SELECT session_uuid FROM c)))
     GROUP BY session_uuid
 ), p AS MATERIALIZED (  -- each session's period and group (k_: NULL as a value a join can match)
     SELECT d.session_uuid, coalesce(date_trunc(%(by)s, d.started_at AT TIME ZONE %(tz)s)::date, 'infinity') AS k_period,
@@ -100,6 +168,7 @@ WITH rates AS (
         SELECT session_uuid, NULL AS machine, productive, sibling_error, error_retry, persisted_output_read,
                post_write_read, duplicate, re_read
         FROM retrod.call_agents WHERE db_role = %(member)s AND NOT %(by_machine)s
+          AND (%(started_from)s::timestamptz IS NULL OR session_uuid = ANY(ARRAY(SELECT session_uuid FROM c)))
         UNION ALL  -- by machine: each counted call where its transcript is (call_agents' sums, by host)
         SELECT u.session_uuid, f.host_id, count(*) FILTER (WHERE u.signal IS NULL),
                count(*) FILTER (WHERE u.signal = 'sibling_error'), count(*) FILTER (WHERE u.signal = 'error_retry'),
@@ -161,6 +230,7 @@ WITH rates AS (
                    input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,
                    cache_create_1h_tokens, web_searches
             FROM retrod.session_requests WHERE db_role = %(member)s AND NOT %(by_machine)s
+              AND (%(started_from)s::timestamptz IS NULL OR session_uuid = ANY(ARRAY(SELECT session_uuid FROM c)))
             UNION ALL  -- by machine: the same price groups (migration 0018's), per attributed record's machine
             SELECT r.session_uuid, r.machine, retrod.bucket_of(r.agent), pt.model,
                    (retrod.minute_of(r.ts) AT TIME ZONE 'UTC')::date, r.fast,
@@ -177,10 +247,11 @@ WITH rates AS (
         GROUP BY 1, 2, 3, 4
     ) m
     GROUP BY 1, 2, 3
-), misses AS (  -- DESIGN §2.8's misses (migration 0029's rows), per model and cause, priced as
-    -- report/cache.py's _extra: the rewritten 1h tokens at (1h write − read), the rest at (5m write −
-    -- read), at the rates of their part's model, speed, tier and day (summed by those first, then
-    -- priced once a group, as the models' tokens are); a miss no price knows costs 0
+), misses AS (  -- DESIGN §2.8's misses (migration 0031's rows), per model and cause, priced as
+    -- report/cache.py's miss_extra: the rewritten 1h tokens at (1h write − read), the rest at (5m
+    -- write − read), at the rates of their part's model, speed, tier (its size, by the member's
+    -- stored thresholds, as the price groups') and UTC day (summed by those first, then priced
+    -- once a group, as the models' tokens are); a miss no price knows costs 0
     SELECT k_period, k_grp, k_machine,
            json_agg(json_build_object('model', model, 'cause', cause, 'count', n, 'rewritten', rewritten,
                                       'extra', extra::text)) AS cache_misses
@@ -189,11 +260,15 @@ WITH rates AS (
                coalesce(sum((g.r5 * (r.cache_create_5m - r.cache_read) + g.r1 * (r.cache_create_1h - r.cache_read))
                             / 1000000), 0) AS extra
         FROM (
-            SELECT p.k_period, p.k_grp, CASE WHEN %(by_machine)s THEN coalesce(c.machine, p.k_machine)
-                                             ELSE p.k_machine END AS k_machine,
-                   c.model, c.cause, c.fast, c.tier_floor, c.day, count(*) AS n, sum(c.rewritten) AS rewritten,
+            SELECT p.k_period, p.k_grp, CASE WHEN %(by_machine)s THEN coalesce(
+                       (SELECT q.machine FROM retrod.requests q WHERE q.key = c.key AND q.db_role = c.db_role),
+                       p.k_machine) ELSE p.k_machine END AS k_machine,
+                   c.model, c.cause, c.fast,
+                   retrod.tier_floor(c.size, (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s))
+                       AS tier_floor,
+                   (c.ts AT TIME ZONE 'UTC')::date AS day, count(*) AS n, sum(c.rewritten) AS rewritten,
                    sum(c.rewritten - c.rewritten_1h) AS r5, sum(c.rewritten_1h) AS r1
-            FROM p JOIN retrod.cache_miss_rollup c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
+            FROM p JOIN retrod.cache_misses c ON c.session_uuid = p.session_uuid AND c.db_role = %(member)s
             GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
         ) g
         LEFT JOIN rates r ON r.model = g.model AND r.fast = g.fast AND r.tier_floor = g.tier_floor
@@ -206,7 +281,10 @@ WITH rates AS (
     FROM (SELECT p.k_period, p.k_grp, p.k_machine, ph.verdict, count(*) AS phases
           FROM p
           JOIN public.cc_sessions u ON u.session_uuid = p.session_uuid
-                                    AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+                                    -- (p named, never null: tested on the joined rows only, not on
+                                    -- every row scanned: a row made JSON is costly)
+                                    AND (coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
+                                         OR p.session_uuid IS NULL)
           JOIN public.cc_session_phases ph ON ph.session_id = u.id
           GROUP BY 1, 2, 3, 4) v
     GROUP BY 1, 2, 3

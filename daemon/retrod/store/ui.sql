@@ -30,8 +30,9 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 -- given (`rates`: report/rates.py's spans of days with one price per model, fast and tier, USD per
 -- million tokens of each kind, per part and per web search; null: no price known),
 -- in doubles: the page's own rows are priced again exactly, as the report prices them (ui/data.py,
--- from report.sql's sessions_price_groups). Sorted by cache waste, the stored misses are priced the
--- same way (their page's rows: exactly, by report/cache_rollup.py). A group with no tokens and no web
+-- from report.sql's sessions_price_groups). Sorted by cache waste, the misses kept at commit
+-- (migration 0031) are priced the same way, each in the tier of its size by its member's stored
+-- thresholds (the page's rows: exactly, as their reports). A group with no tokens and no web
 -- searches costs nothing, priced or not, as in the report; web searches without a web-search price
 -- are unpriced, the group's tokens priced;
 -- a session's cost is null only when something could not be priced and nothing could.
@@ -69,14 +70,17 @@ WITH rates AS MATERIALIZED (  -- read once, typed
     LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
                      AND g.day BETWEEN r.day_from AND r.day_to
     GROUP BY g.session_uuid, g.db_role
-), waste AS (  -- only when sorting by it: DESIGN §2.8's waste, the stored misses (migration 0029) but
+), waste AS (  -- only when sorting by it: DESIGN §2.8's waste, the misses (migration 0031) but
     -- compactions', each at (5m write − read) for its 5m tokens and (1h write − read) for its 1h ones
     SELECT c.session_uuid, c.db_role,
            sum((c.rewritten - c.rewritten_1h) * (r.cache_5m - r.cache_read)
-               + c.rewritten_1h * (r.cache_1h - r.cache_read)) AS usd
-    FROM retrod.cache_miss_rollup c
-    LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (c.model, c.fast, c.tier_floor)
-                     AND c.day BETWEEN r.day_from AND r.day_to
+               + c.rewritten_1h * (r.cache_1h - r.cache_read)) AS usd,
+           bool_or(r.model IS NULL) AS unrated  -- (as cost's: a miss of a group the rates do not cover)
+    FROM retrod.cache_misses c
+    LEFT JOIN rates r ON (r.model, r.fast) = (c.model, c.fast)
+                     AND r.tier_floor = retrod.tier_floor(c.size, (SELECT t.thresholds FROM retrod.price_tiers t
+                                                                  WHERE t.db_role = c.db_role))
+                     AND (c.ts AT TIME ZONE 'UTC')::date BETWEEN r.day_from AND r.day_to
     WHERE %(sort)s = 'cache' AND c.cause <> 'compaction'
       AND (%(sessions)s::text[] IS NULL OR c.session_uuid = ANY(%(sessions)s::text[]))
     GROUP BY c.session_uuid, c.db_role
@@ -93,7 +97,7 @@ WITH rates AS MATERIALIZED (  -- read once, typed
                          WHEN 'wall' THEN coalesce(s.last_us - s.first_us, 0)::float8
                          WHEN 'efficiency' THEN s.productive::float8 / nullif(s.calls, 0)
                          WHEN 'cache' THEN coalesce(w.usd, 0) END AS sort_key,  -- (no misses: 0)
-           coalesce(c.unrated, false) AS unrated
+           coalesce(c.unrated, false) OR coalesce(w.unrated, false) AS unrated
     FROM retrod.session_figures s
     CROSS JOIN LATERAL (SELECT s.first_us) t  -- the session's start (DESIGN §2.3; migration 0022)
     LEFT JOIN (SELECT session_uuid, db_role, unrated,
@@ -217,10 +221,11 @@ GROUP BY minute HAVING sum(sibling_error + error_retry + persisted_output_read +
                            + re_read) > 0
 ORDER BY minute;
 
--- The stored prompt-cache misses (DESIGN §2.8, migration 0029) of these sessions (each with its
--- member), but compactions': the list prices each page's rows' waste as their reports do.
--- name: ui_sessions_waste_misses
-SELECT c.session_uuid, c.db_role, c.model, c.fast, c.size, c.at, c.rewritten, c.rewritten_1h
+-- The prompt-cache misses (DESIGN §2.8, migration 0031) of these sessions (each with its member),
+-- as session_cache_misses reads one session's: the list prices each page's rows' waste as their
+-- reports do.
+-- name: ui_sessions_cache_misses
+SELECT c.session_uuid, c.db_role, c.ts, c.agent, c.cause, c.reason, c.model, c.fast, c.size, c.rewritten,
+       c.rewritten_1h, c.pause_us, c.prefix_before
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
-JOIN retrod.cache_miss_rollup c ON c.session_uuid = k.session_uuid AND c.db_role = k.db_role
-WHERE c.cause <> 'compaction';
+JOIN retrod.cache_misses c ON c.session_uuid = k.session_uuid AND c.db_role = k.db_role;

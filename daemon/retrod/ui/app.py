@@ -135,7 +135,8 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
     def trends_api(request: Request) -> Response:
         query = data.TrendsQuery.parse(request.query_params)
         with connection() as conn:
-            return JSONResponse(trend_figures(conn, query))
+            return Response(data.trends_json(conn, query, prices(), settings.away_after_s),
+                            media_type="application/json")
 
     def lessons_page(request: Request) -> Response:
         with connection() as conn:

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 
 from .. import lesson_data
 from .. import trends as history
-from ..report import cache_rollup, model, rates, timeline
+from ..report import cache, model, rates, timeline
 from ..report import prices as pricing
 from ..resolve import ProjectError, ProjectMatch
 from ..store.members import current_role
@@ -128,6 +128,18 @@ def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricin
         return history.trends(conn, by=query.by, project=query.project, since=since, split=query.split,
                               prices=prices, tz=zone, member=query.member, away_after_s=away_after_s,
                               machine=query.machine)
+    except (history.TrendsError, ProjectError) as exc:
+        raise QueryError(str(exc)) from None
+
+
+def trends_json(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
+                away_after_s: float = model.AWAY_AFTER_S) -> bytes:
+    """`/api/trends`'s body: `trends`, as JSON (its kept periods' made once)."""
+    zone, since = _trends_zone_and_since(query)
+    try:
+        return history.trends_json(conn, by=query.by, project=query.project, since=since, split=query.split,
+                                   prices=prices, tz=zone, member=query.member, away_after_s=away_after_s,
+                                   machine=query.machine)
     except (history.TrendsError, ProjectError) as exc:
         raise QueryError(str(exc)) from None
 
@@ -259,8 +271,6 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
         "offset": (query.page - 1) * query.per_page if uuids is None else 0,
         **(scope or {}),
     }
-    if query.sort == "cache":  # one's own sessions changed since their misses were stored, walked first
-        cache_rollup.ensure(conn, None, uuids)
     with conn.cursor(row_factory=dict_row) as cur:
         for fresh in (False, True):
             found = cur.execute(q("ui_sessions"), {**args, "rates": rates.stored(conn, prices, fresh)}).fetchall()
@@ -268,14 +278,23 @@ def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = Sessio
                 break  # else: groups stored since the rates were read; once more, with theirs
     # The page's own rows, priced exactly as their reports price them (the sort used doubles)
     keys = [(row["uuid"], row["member"]) for row in found]
-    if query.sort != "cache" and keys:  # (the page's rows alone: the live page asks on each commit)
-        cache_rollup.ensure(conn, None, [k[0] for k in keys])
     costs = model.session_costs(conn, keys, prices)
-    wastes = cache_rollup.waste(conn, keys, prices)
+    wastes = _cache_waste(conn, keys, prices)
     shorts = short_names(row[0] for row in conn.execute(q("ui_working_folders"))) if found else {}
     total = int(found[0]["total"]) if found else 0
     return [_row(row, *costs[(row["uuid"], row["member"])], wastes[(row["uuid"], row["member"])], shorts)
             for row in found], total
+
+
+def _cache_waste(conn: Connection, keys: list[tuple[str, str]],
+                 prices: pricing.Prices) -> dict[tuple[str, str], float]:
+    """Each (session, member)'s `cache.waste_usd`, as its report prices it, from its misses."""
+    found: dict[tuple[str, str], list] = {key: [] for key in keys}
+    if keys:
+        for session, member, *miss in conn.execute(q("ui_sessions_cache_misses"), {
+                "sessions": [k[0] for k in keys], "members": [k[1] for k in keys]}):
+            found[(session, member)].append(miss)
+    return {key: cache.waste(cache.priced(misses, prices)) for key, misses in found.items()}
 
 
 def _row(row: dict, by_model: list[dict], cost: dict, waste: float, shorts: Mapping[str, str]) -> dict:
