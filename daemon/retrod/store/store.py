@@ -317,10 +317,11 @@ def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
 def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> tuple[list[str], str]:
     """DESIGN §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
     again; the sessions whose lines became, or stopped being, fork copies, and those lines
-    (a JSON list of {file_id, offset})."""
+    (a JSON list of {session_uuid, file_id, offset})."""
     rows = conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids}).fetchall()
     return (sorted({session for session, _, _ in rows}),
-            _json([{"file_id": file_id, "offset": offset} for _, file_id, offset in rows]))
+            _json([{"session_uuid": session, "file_id": file_id, "offset": offset}
+                   for session, file_id, offset in rows]))
 
 
 def _retime(conn: psycopg.Connection, timed: list[tuple[str, int]], copies: list[str],
