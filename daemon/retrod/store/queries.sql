@@ -392,6 +392,13 @@ SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
 SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
     SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
 
+-- The prompt-cache streams marked so far in this transaction walked now (migration 0031's
+-- deferred trigger, fired early: SET CONSTRAINTS ... IMMEDIATE runs what is pending); streams
+-- marked after it are walked at commit.
+-- name: walk_cache_streams
+SET CONSTRAINTS retrod.cache_stream_marked IMMEDIATE;
+SET CONSTRAINTS retrod.cache_stream_marked DEFERRED;
+
 -- Who wrote a uuid depends on other sessions' holders and spans, which a transaction committing
 -- at the same time (the bulk path's other lane, another host) would not show: from here to its
 -- commit, a transaction that writes main transcripts' lines waits for any other doing the same

@@ -278,6 +278,10 @@ class Store:
         # or a span that moved), and with it which lines are fork copies, in any session
         mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
         if mains:
+            # The prompt-cache streams the batch's requests changed are walked now, not at commit:
+            # the lock below is held to the end, and the other lane waits for it (what re-owning
+            # a request changes after this is walked at commit, as before).
+            conn.execute(q("walk_cache_streams"))
             conn.execute(q("lock_fork_copies"))
         held = [{"file_id": p.file.id, "session_uuid": p.session, "rows": p.result.holders}
                 for p in batch if p.result is not None and p.result.holders]
