@@ -172,16 +172,36 @@ ON CONFLICT (key, db_role) DO UPDATE SET
 -- The per-file tables: one element per file, {file_id, session_uuid, rows}.
 -- A line read again brings what it has anyway; a row stored before migration 0014 gets its uuid
 -- and class (its file is read again under fold.RULES 2).
+-- Lines past the last one a file holds are new (its row is locked: no one else adds any), and go
+-- in by a plain insert; only the others (a file read again from its start) by the upsert: its
+-- conflict check and speculative insertion were a quarter of the rows' index work.
 -- name: insert_events
 -- A subagent timeline's row (sub) counts for nothing until subtime_sessions places it.
+WITH e AS (
+    SELECT f.file_id, e."offset", f.session_uuid, retrod.us_to_ts(e.ts_us) AS ts,
+           retrod.us_to_ts(e.prev_us) AS prev_ts, e.kind, e.gap_us, e.tool_result_bytes, e.line_uuid, e.gap_class,
+           e.compaction, e.sub
+    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+         json_to_recordset(f.rows)
+         AS e("offset" BIGINT, ts_us BIGINT, prev_us BIGINT, kind TEXT, gap_us BIGINT, tool_result_bytes BIGINT,
+              line_uuid TEXT, gap_class TEXT, compaction BOOL, sub BOOL)
+), last AS (
+    SELECT f.file_id, (SELECT max(o."offset") FROM retrod.events o WHERE o.file_id = f.file_id) AS "offset"
+    FROM (SELECT DISTINCT file_id FROM e) f
+), new AS (
+    INSERT INTO retrod.events (file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes,
+                               line_uuid, gap_class, compaction, sub, counted)
+    SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us, e.tool_result_bytes,
+           e.line_uuid, e.gap_class, e.compaction, e.sub, NOT e.sub
+    FROM e JOIN last l USING (file_id)
+    WHERE l."offset" IS NULL OR e."offset" > l."offset"
+)
 INSERT INTO retrod.events AS o (file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes,
                                 line_uuid, gap_class, compaction, sub, counted)
-SELECT f.file_id, e."offset", f.session_uuid, retrod.us_to_ts(e.ts_us), retrod.us_to_ts(e.prev_us),
-       e.kind, e.gap_us, e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction, e.sub, NOT e.sub
-FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-     json_to_recordset(f.rows)
-     AS e("offset" BIGINT, ts_us BIGINT, prev_us BIGINT, kind TEXT, gap_us BIGINT, tool_result_bytes BIGINT,
-          line_uuid TEXT, gap_class TEXT, compaction BOOL, sub BOOL)
+SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us, e.tool_result_bytes,
+       e.line_uuid, e.gap_class, e.compaction, e.sub, NOT e.sub
+FROM e JOIN last l USING (file_id)
+WHERE e."offset" <= l."offset"
 ON CONFLICT (file_id, "offset") DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
 WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
 
@@ -359,12 +379,23 @@ WITH batch AS (
     SELECT uuid FROM others WHERE holder <> session_uuid
     UNION
     SELECT uuid FROM batch GROUP BY uuid HAVING count(DISTINCT session_uuid) > 1
+), last AS (  -- (lines past a file's last holder are new: a plain insert, as insert_events)
+    SELECT f.file_id, (SELECT max(h."offset") FROM retrod.line_holders h WHERE h.file_id = f.file_id) AS "offset"
+    FROM (SELECT DISTINCT file_id FROM batch) f
+), new AS (
+    INSERT INTO retrod.line_holders (file_id, "offset", session_uuid, line_uuid, bg, shared,
+                                     key, agent, sidechain, ts)
+    SELECT b.file_id, b."offset", b.session_uuid, b.uuid, b.bg, b.uuid IN (SELECT uuid FROM found),
+           b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us)
+    FROM batch b JOIN last l USING (file_id)
+    WHERE l."offset" IS NULL OR b."offset" > l."offset"
 ), written AS (
     INSERT INTO retrod.line_holders AS h (file_id, "offset", session_uuid, line_uuid, bg, shared,
                                           key, agent, sidechain, ts)
     SELECT b.file_id, b."offset", b.session_uuid, b.uuid, b.bg, b.uuid IN (SELECT uuid FROM found),
            b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us)
-    FROM batch b
+    FROM batch b JOIN last l USING (file_id)
+    WHERE b."offset" <= l."offset"
     ON CONFLICT (file_id, "offset") DO UPDATE SET
         -- (a row that holds no uuid: its file was read again from its start, store.reset)
         line_uuid = coalesce(h.line_uuid, excluded.line_uuid),
@@ -392,12 +423,12 @@ SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
 SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
     SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
 
--- The prompt-cache streams marked so far in this transaction walked now (migration 0031's
--- deferred trigger, fired early: SET CONSTRAINTS ... IMMEDIATE runs what is pending); streams
--- marked after it are walked at commit.
+-- The prompt-cache streams marked so far in this transaction walked now: migration 0031's
+-- deferred trigger (retrod's only deferrable constraint) made immediate runs what is pending,
+-- and from then on walks a stream at the end of the statement that marks it (a walk is exact
+-- whenever it runs). Not named: a database migrated before 0031 has none.
 -- name: walk_cache_streams
-SET CONSTRAINTS retrod.cache_stream_marked IMMEDIATE;
-SET CONSTRAINTS retrod.cache_stream_marked DEFERRED;
+SET CONSTRAINTS ALL IMMEDIATE;
 
 -- Who wrote a uuid depends on other sessions' holders and spans, which a transaction committing
 -- at the same time (the bulk path's other lane, another host) would not show: from here to its

@@ -280,7 +280,7 @@ class Store:
         if mains:
             # The prompt-cache streams the batch's requests changed are walked now, not at commit:
             # the lock below is held to the end, and the other lane waits for it (what re-owning
-            # a request changes after this is walked at commit, as before).
+            # a request changes after this is walked with the statement that changes it).
             conn.execute(q("walk_cache_streams"))
             conn.execute(q("lock_fork_copies"))
         held = [{"file_id": p.file.id, "session_uuid": p.session, "rows": p.result.holders}
