@@ -308,13 +308,19 @@ class Store:
 
 def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
     """One request per key, merged as the upsert merges them (fold.Request.merge); the ones given
-    stay as they were."""
+    stay as they were. A key met once is the request given (copying each cost a commit more
+    time than the rest of its Python); it is copied only to merge another into it."""
     merged: dict[str, Request] = {}
+    copied: set[str] = set()
     for request in requests:
-        if request.key in merged:
-            merged[request.key].merge(request)
-        else:
-            merged[request.key] = replace(request)
+        held = merged.get(request.key)
+        if held is None:
+            merged[request.key] = request
+            continue
+        if request.key not in copied:
+            held = merged[request.key] = replace(held)
+            copied.add(request.key)
+        held.merge(request)
     return merged
 
 
