@@ -39,6 +39,16 @@ SELECT current_setting('is_superuser') = 'on' AND NOT EXISTS (
 -- name: skip_row_checks
 SET LOCAL session_replication_role = replica;
 
+-- A bulk lane's connection (Store.lane): for its whole session, then back.
+-- name: skip_row_checks_in_session
+SET session_replication_role = replica;
+
+-- name: check_rows_in_session
+RESET session_replication_role;
+
+-- name: check_rows
+SET LOCAL session_replication_role = origin;
+
 -- The files of a session this host has read, transcripts and sidecars (a project-level agent
 -- file belongs to it once its sessionId said so).
 -- name: session_files_of_host

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -102,6 +102,15 @@ def _refused_rows() -> Iterator[None]:
         raise RowsRefused(f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """A committing thread's connection for a bulk round (Store.lane); `replica`: its session
+    skips the foreign keys' row-by-row checks."""
+
+    conn: psycopg.Connection
+    replica: bool
+
+
 class Connections(Protocol):
     """Where the store gets a connection: a pool (the daemon, the commands) or the MCP server's one."""
 
@@ -190,16 +199,44 @@ class Store:
             self._save(conn, [start_over])
         _advance(start_over)
 
-    def commit(self, batch: Sequence[Pending], bulk: bool = False) -> None:
+    @contextmanager
+    def lane(self, bulk: bool) -> Iterator[Lane | None]:
+        """What a committing thread commits its round's batches on (`commit`'s `lane`): on the
+        bulk path, a connection held to the round's end, which skips the foreign keys' row-by-row
+        checks for the whole session where the role may (migration 0011); else none (each commit
+        takes a connection from the pool). Set once, not in each transaction: changing
+        session_replication_role resets the session's plan cache, so every statement, and every
+        statement of every trigger, was planned again in each transaction, with the fork-copies
+        lock held for part of it. The connection goes back to the pool checking them again."""
+        if not bulk:
+            yield None
+            return
+        with self.pool.connection() as conn:
+            with conn.transaction():
+                replica = self._skips_row_checks(conn)
+                if replica:
+                    conn.execute(q("skip_row_checks_in_session"))
+            try:
+                yield Lane(conn, replica)
+            finally:
+                if replica:
+                    try:
+                        with conn.transaction():
+                            conn.execute(q("check_rows_in_session"))
+                    except psycopg.Error:
+                        conn.close()  # (the pool drops it: none goes back skipping the checks)
+
+    def commit(self, batch: Sequence[Pending], bulk: bool = False, lane: Lane | None = None) -> None:
         """Every file's rows and new offset and state, in ONE transaction; a file appears once.
         `bulk` (a large backlog): without the foreign keys' row-by-row checks, where the role may
-        skip them; the rows and rollups are the same.
+        skip them; the rows and rollups are the same. `lane`: the connection to commit on (else
+        one from the pool).
 
         Then the in-memory rows follow. Should it fail, they are as before: the caller may retry
         the files one by one."""
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                self._commit(batch, bulk)
+                self._commit(batch, bulk, lane)
                 break
             except psycopg.errors.DeadlockDetected:
                 # The session locks prevent the deadlocks retrod's own statements could meet; one
@@ -209,13 +246,17 @@ class Store:
         for pending in batch:
             _advance(pending)
 
-    def _commit(self, batch: Sequence[Pending], bulk: bool) -> None:
-        with _refused_rows(), self.pool.connection() as conn, conn.transaction():
+    def _commit(self, batch: Sequence[Pending], bulk: bool, lane: Lane | None) -> None:
+        held = nullcontext(lane.conn) if lane is not None else self.pool.connection()
+        with _refused_rows(), held as conn, conn.transaction():
             skipping = bulk and self._skips_row_checks(conn)
-            if skipping:
+            replica = lane is not None and lane.replica
+            if skipping and not replica:
                 # Each row below names a file locked here, or an event written here: the checks,
                 # a tenth of a backfill's database time, could not fail (migration 0011).
                 conn.execute(q("skip_row_checks"))
+            elif replica and not skipping:  # (a trigger was enabled the usual way since the lane began)
+                conn.execute(q("check_rows"))
             ids = sorted(p.file.id for p in batch)
             stored: dict[int, int] = dict(conn.execute(q("lock_files"), {"ids": ids}).fetchall())
             moved = [p.path for p in batch if stored.get(p.file.id) != p.start]
