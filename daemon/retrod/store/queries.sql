@@ -212,7 +212,7 @@ SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us,
        e.line_uuid, e.gap_class, e.compaction, e.sub, NOT e.sub
 FROM e JOIN last l USING (file_id)
 WHERE e."offset" <= l."offset"
-ON CONFLICT (file_id, "offset") DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
+ON CONFLICT (file_id, "offset", db_role) DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
 WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
 
 -- DESIGN §2.3: the sessions whose timeline is not just each file's own, among those whose events
