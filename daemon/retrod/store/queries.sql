@@ -504,30 +504,27 @@ INSERT INTO retrod.tool_calls SELECT * FROM back
 ON CONFLICT (file_id, tool_use_id) DO NOTHING;
 
 -- DESIGN §2.2 with §2.1: the owner of the requests of the given lines (`changed`: lines that
--- became, or stopped being, fork copies; `batch`: a batch's holders, whose record's request is
--- owned again when the line is a fork copy, which upsert_requests ranked as the session's own)
--- among the records held on lines (line_holders.key), a fork copy's as foreign, and their other
--- records' owner (base_*).
+-- became, or stopped being, fork copies; `batch`: the stretch of each file a batch read, whose
+-- lines' records are owned again where the line is a fork copy, which upsert_requests ranked
+-- as the session's own) among the records held on lines (line_holders.key), a fork copy's as
+-- foreign, and their other records' owner (base_*).
 -- name: reown_requests
 -- Every lookup goes through an index whatever the statistics say (a backfill's are stale, and
 -- the planner takes a JSON document's rows for 100 × 100): the changed lines one by one (LATERAL
--- ... LIMIT 1), the batch's fork copies through the index of copies by the batch's files
--- (migration 0033: a few rows, where a probe per line cost a lookup for every record), the
--- requests by key (= ANY: a join hashed every request of the member).
-WITH batch AS (
-    SELECT f.file_id, b."offset"
-    FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
-    CROSS JOIN json_to_recordset(f.rows) AS b("offset" BIGINT, key TEXT)
-    WHERE b.key IS NOT NULL
-), keys AS (
+-- ... LIMIT 1), the fork copies in a batch's stretches through the index of copies (migration
+-- 0033: a few rows, where a probe per line cost a lookup for every record), the requests by key
+-- (= ANY: a join hashed every request of the member).
+WITH keys AS (
     SELECT d.key
     FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
     CROSS JOIN LATERAL (SELECT d.key FROM retrod.line_holders d
                         WHERE (d.file_id, d."offset") = (c.file_id, c."offset") AND d.key IS NOT NULL LIMIT 1) d
     UNION
     SELECT d.key
-    FROM retrod.line_holders d JOIN batch b ON (d.file_id, d."offset") = (b.file_id, b."offset")
-    WHERE d.copy AND d.file_id = ANY(ARRAY(SELECT DISTINCT file_id FROM batch)) AND d.key IS NOT NULL
+    FROM json_to_recordset(%(batch)s::json) AS b(file_id BIGINT, start BIGINT, "end" BIGINT)
+    CROSS JOIN LATERAL (SELECT d.key FROM retrod.line_holders d
+                        WHERE d.copy AND d.file_id = b.file_id AND d."offset" >= b.start AND d."offset" < b."end"
+                          AND d.key IS NOT NULL) d
 ), owners AS (
     SELECT k.key, o.*
     FROM keys k CROSS JOIN LATERAL (

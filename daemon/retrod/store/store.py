@@ -331,10 +331,11 @@ class Store:
         if holders is not None:  # (under the lock: whether another session holds a uuid too)
             met = [row[0] for row in conn.execute(q("insert_line_holders"), {"files": holders})]
         copies, lines = _decide_fork_copies(conn, mains, []) if mains else ([], "[]")
-        records = [{"file_id": p.file.id, "rows": rows} for p in batch if p.result is not None
-                   and (rows := [h for h in p.result.holders if h.key is not None])]
-        if copies or records:
-            conn.execute(q("reown_requests"), {"changed": lines, "batch": _json(records)})
+        # (the stretch each file read: the records its lines hold that are fork copies are owned again)
+        read = [{"file_id": p.file.id, "start": p.start, "end": p.offset} for p in batch
+                if p.result is not None and any(h.key is not None for h in p.result.holders)]
+        if copies or read:
+            conn.execute(q("reown_requests"), {"changed": lines, "batch": _json(read)})
         called = sorted({p.session for p in batch if p.session and p.result is not None and p.result.tool_calls})
         if copies or called:
             conn.execute(q("park_tool_calls"), {"changed": lines, "sessions": called})
