@@ -120,3 +120,7 @@ END $$;
 -- a third of an event's index work (a 16 MB batch of the 600 MB benchmark tree: 48,327 -> 35,912
 -- buffers touched by its events' statement).
 ALTER TABLE retrod.events DROP CONSTRAINT events_pkey;
+
+-- The subagent timeline's rows that count (placed, or once placed), few: subtime_sessions turns
+-- them off in a session with a main event without reading all its sub rows at each batch.
+CREATE INDEX events_sub_counting ON retrod.events (session_uuid) WHERE sub AND (counted OR prev_ts IS NOT NULL);

@@ -281,10 +281,11 @@ WHERE (e.file_id, e."offset") = (p.file_id, p."offset")
 -- Run after retime_sessions, which decides which main rows count.
 -- Both reads go through an index by the batch's sessions, whatever the statistics say (a
 -- backfill's are stale): a session's main event once per session, in time order up to the first
--- (MATERIALIZED, ORDER BY ... LIMIT 1), and the sub rows by = ANY of the array. As EXISTS and a
--- join, the planner hashed every event of the member for each batch, which grew with the
--- history (14 s of a 1 GB backfill's database time); as a LATERAL join, it looked a session's
--- main event up again for each of its sub rows.
+-- (MATERIALIZED, ORDER BY ... LIMIT 1), then its sub rows (LATERAL). As EXISTS and a join, the
+-- planner hashed every event of the member for each batch, which grew with the history (14 s of
+-- a 1 GB backfill's database time); as a LATERAL join, it looked a session's main event up
+-- again for each of its sub rows. A session with a main event (most) reads only its sub rows
+-- that count, which a partial index holds: every one of them, each batch, before.
 -- name: subtime_sessions
 WITH s AS MATERIALIZED (
     SELECT k.session_uuid, main.found IS NOT NULL AS has_main
@@ -298,11 +299,16 @@ WITH s AS MATERIALIZED (
     SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.line_uuid, s.has_main,
            substr(f.path, strpos(f.path, '/' || f.slug || '/') + 1) AS below_root, f.host_id,
            c.file_id IS NOT NULL AS copy  -- (an agent_progress line that is a fork copy, §2.1)
-    FROM s JOIN retrod.events e ON e.session_uuid = s.session_uuid AND e.db_role = current_user AND e.sub
+    FROM s CROSS JOIN LATERAL (
+        SELECT e.* FROM retrod.events e  -- (no main event: every sub row, to place)
+        WHERE NOT s.has_main AND e.session_uuid = s.session_uuid AND e.sub AND e.db_role = current_user
+        UNION ALL  -- (a main event: the sub rows that count, to turn off; by migration 0033's index, a few)
+        SELECT e.* FROM retrod.events e
+        WHERE s.has_main AND e.session_uuid = s.session_uuid AND e.sub AND (e.counted OR e.prev_ts IS NOT NULL)
+          AND e.db_role = current_user
+    ) e
     JOIN retrod.files f ON f.id = e.file_id
     LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (e.file_id, e."offset") AND c.copy
-    WHERE e.session_uuid = ANY(%(sessions)s::text[])
-      AND (NOT s.has_main OR e.counted OR e.prev_ts IS NOT NULL)  -- (with a main event: those to turn off)
 ), ordered AS (
     SELECT *, NOT has_main AND NOT copy AND (line_uuid IS NULL OR row_number() OVER (
                PARTITION BY session_uuid, line_uuid, copy ORDER BY ts, below_root, host_id, "offset") = 1) AS counts
