@@ -394,7 +394,7 @@ WITH batch AS (
 ), found AS (
     SELECT uuid FROM others WHERE holder <> session_uuid
     UNION
-    SELECT uuid FROM batch GROUP BY uuid HAVING count(DISTINCT session_uuid) > 1
+    SELECT uuid FROM batch GROUP BY uuid HAVING min(session_uuid) <> max(session_uuid)  -- (hashed, not sorted)
 ), last AS (  -- (lines past a file's last holder are new: a plain insert, as insert_events)
     SELECT f.file_id, (SELECT max(h."offset") FROM retrod.line_holders h WHERE h.file_id = f.file_id) AS "offset"
     FROM (SELECT DISTINCT file_id FROM batch) f
