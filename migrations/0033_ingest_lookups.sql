@@ -230,3 +230,13 @@ BEGIN
         last_ttl_s = l_ttl
     WHERE c.session_uuid = s AND c.agent = a AND c.db_role = role;
 END $$;
+
+-- The holders' lookups by uuid and by record key are equalities only (= and = ANY): hash
+-- indexes, whose entries are a 4-byte hash where the btrees held the whole text (the uuid's
+-- with its session's), so that a line's insert touches and dirties fewer pages. 600 MB tree,
+-- in-process bulk scans, three interleaved rounds: PostgreSQL's CPU 12.2 -> 10.7 s (uuid) ->
+-- 10.3 s (key too).
+DROP INDEX retrod.line_holders_uuid;
+CREATE INDEX line_holders_uuid ON retrod.line_holders USING hash (line_uuid);
+DROP INDEX retrod.line_holders_key;
+CREATE INDEX line_holders_key ON retrod.line_holders USING hash (key) WHERE key IS NOT NULL;
