@@ -22,7 +22,7 @@ from helpers import HOST, reports, rollups_match_raw, snapshot
 from retrod import ingest
 from retrod.ingest import Ingester
 from retrod.service.cluster import Cluster
-from retrod.store.store import Pending, Store
+from retrod.store.store import Lane, Pending, Store
 
 sys.path.insert(0, str(Path(__file__).parent / "bench"))
 from corpus import write_tree
@@ -42,8 +42,8 @@ class RecordingStore(Store):
         self.skipped.append(super()._skips_row_checks(conn))
         return self.skipped[-1]
 
-    def commit(self, batch: Sequence[Pending], bulk: bool = False) -> None:
-        super().commit(batch, bulk)
+    def commit(self, batch: Sequence[Pending], bulk: bool = False, lane: Lane | None = None) -> None:
+        super().commit(batch, bulk, lane)
         self.commits.append((bulk, threading.get_ident()))
         for p in batch:
             self.stretches.setdefault(p.path, []).append((p.start, p.offset))
@@ -207,3 +207,41 @@ def test_a_role_that_may_not_skip_the_checks_takes_the_bulk_path_with_them(db_ur
         with psycopg.connect(db_url, autocommit=True) as admin:
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_bulk_lanes_connection_goes_back_to_the_pool_checking_rows(db_url: str, tmp_path: Path) -> None:
+    """A bulk lane skips the checks for its whole session (Store.lane): a connection left so
+    would let another command's deletes skip their cascades."""
+    root = tmp_path / "projects"
+    shutil.copytree(FIXTURES, root)
+    with ConnectionPool(db_url, min_size=3, max_size=3, open=True) as pool:
+        store = RecordingStore(pool, HOST)
+        assert Ingester(store, [root], batch_bytes=64 << 10, bulk_from=0).scan().failed == 0
+        assert store.skipped and all(store.skipped)
+        assert len({thread for _, thread in store.commits}) == 2
+        with pool.connection() as a, pool.connection() as b, pool.connection() as c:  # (every one)
+            assert [conn.execute("SHOW session_replication_role").fetchone()[0] for conn in (a, b, c)] \
+                == ["origin"] * 3
+
+
+def test_a_trigger_enabled_the_usual_way_during_a_bulk_round_brings_the_checks_back(db_url: str,
+                                                                                    tmp_path: Path) -> None:
+    """The lanes' sessions skip the checks from the round's start; a trigger enabled the usual way
+    after that must still fire: each transaction asks again, and keeps the checks from then on."""
+    root = tmp_path / "projects"
+    shutil.copytree(FIXTURES, root)
+
+    class EnablingStore(RecordingStore):
+        def commit(self, batch: Sequence[Pending], bulk: bool = False, lane: Lane | None = None) -> None:
+            super().commit(batch, bulk, lane)
+            if len(self.commits) == 2:  # (the lanes' sessions skip the checks by now)
+                with psycopg.connect(db_url, autocommit=True) as conn:
+                    conn.execute("ALTER TABLE retrod.events ENABLE TRIGGER events_inserted")
+
+    with ConnectionPool(db_url, min_size=1, max_size=4, open=True) as pool:
+        store = EnablingStore(pool, HOST)
+        assert Ingester(store, [root], batch_bytes=64 << 10, bulk_from=0).scan().failed == 0
+    assert store.skipped[0] and not store.skipped[-1]
+    assert len(store.commits) > 4
+    rollups_match_raw(db_url)
+    assert not any(broken_references(db_url).values())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -19,7 +21,11 @@ class FakeStore:
     def __init__(self, bad: set[str] = frozenset(), away: bool = False) -> None:
         self.bad, self.away, self.committed = bad, away, []
 
-    def commit(self, batch: list[Pending], bulk: bool = False) -> None:
+    @contextmanager
+    def lane(self, bulk: bool) -> Iterator[None]:
+        yield None
+
+    def commit(self, batch: list[Pending], bulk: bool = False, lane: object = None) -> None:
         if self.away:
             raise psycopg.OperationalError("connection refused")
         if any(p.path in self.bad for p in batch):
@@ -87,7 +93,7 @@ def test_two_lanes_keep_each_files_chunks_in_order_and_a_sessions_batches_togeth
             super().__init__()
             self.lane_of: dict[str, set[int]] = {}
 
-        def commit(self, batch: list[Pending], bulk: bool = False) -> None:
+        def commit(self, batch: list[Pending], bulk: bool = False, lane: object = None) -> None:
             time.sleep(0.002 * len(batch[0].path))  # lanes finish out of submission order
             for p in batch:
                 self.lane_of.setdefault(p.session or "", set()).add(threading.get_ident())
@@ -120,7 +126,7 @@ def test_files_another_ingester_moved_on_leave_a_batch_and_the_rest_commit_toget
             super().__init__()
             self.calls: list[list[str]] = []
 
-        def commit(self, batch: list[Pending], bulk: bool = False) -> None:
+        def commit(self, batch: list[Pending], bulk: bool = False, lane: object = None) -> None:
             self.calls.append([p.path for p in batch])
             if moved := [p.path for p in batch if p.path in ("b", "d")]:
                 raise ConcurrentUpdate(moved)

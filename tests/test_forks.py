@@ -321,6 +321,28 @@ def test_transcripts_read_under_rules_3_are_read_again_to_hold_their_uuids(db_ur
     assert _stored_writers(db_url) == _shared_writers(root) != {}
 
 
+def test_fork_copies_read_again_under_newer_rules_keep_their_requests_with_who_wrote_them(db_url: str,
+                                                                                          tmp_path: Path) -> None:
+    """A transcript read under older rules (not so old that its rows are forgotten) is read again
+    from its start, its rows and holders kept: the records on its fork copies come back ranked as
+    the fork's own (upsert_requests does not know the line is a copy), and are owned again as
+    foreign (reown_requests, by the stretch each file read)."""
+    from retrod.transcript.fold import FORGET_BELOW_RULES, RULES
+
+    root = tmp_path / "projects"
+    fork_tree(root, marked=False)
+    ingest(db_url, [root])
+    assert {s: _figures(got["summary"]) for s, got in reports(db_url).items() if s in FORKS} == FORKS
+    assert FORGET_BELOW_RULES <= RULES - 1
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM retrod.line_holders WHERE copy AND key IS NOT NULL").fetchone()[0]
+        conn.execute("UPDATE retrod.files SET state = jsonb_set(state, '{rules}', %s::text::jsonb)"
+                      " WHERE kind <> 'meta'", (RULES - 1,))
+    ingest(db_url, [root])
+    assert {s: _figures(got["summary"]) for s, got in reports(db_url).items() if s in FORKS} == FORKS
+    rollups_match_raw(db_url)
+
+
 # Figures of the unmarked tree's sessions that follow the rule (§2.2's, §2.3's and §2.4's
 # per-line ones): requests, tokens, times, start, compactions, tool-result bytes.
 def _timeline(summary: dict) -> tuple:

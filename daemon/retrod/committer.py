@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from .store.store import OUTAGE, ConcurrentUpdate, Pending, Store
+from .store.store import OUTAGE, ConcurrentUpdate, Lane, Pending, Store
 
 log = structlog.get_logger(__name__)
 
@@ -118,25 +118,38 @@ class Committer:
             raise self._error
 
     def _run(self, lane: _Lane) -> None:
+        served = False
+        try:
+            with self.store.lane(self.bulk) as held:
+                self._serve(lane, held)
+                served = True
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            with self._lock:
+                self._error = self._error or exc
+        if not served:  # (no connection to commit on: what is queued is dropped, to the round's end)
+            self._serve(lane, None)
+
+    def _serve(self, lane: _Lane, held: Lane | None) -> None:
+        """Commit the lane's batches on `held` (Store.lane) until the round ends."""
         while True:
             batch = lane.queue.get()
             try:
                 if batch is None:
                     return
                 if self._error is None:  # after a database error, what is queued is dropped
-                    self._commit(batch)
+                    self._commit(batch, held)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 with self._lock:
                     self._error = self._error or exc
             finally:
                 lane.queue.task_done()
 
-    def _commit(self, batch: list[Pending]) -> None:
+    def _commit(self, batch: list[Pending], held: Lane | None) -> None:
         with self._lock:
             batch = [p for p in batch if p.path not in self._failed]
         while len(batch) > 1:
             try:
-                self.store.commit(batch, self.bulk)
+                self.store.commit(batch, self.bulk, held)
             except OUTAGE:
                 raise  # the database is away or refuses writes: nothing was committed; the daemon retries
             except ConcurrentUpdate as exc:  # the others still commit together (a bulk batch is large)
@@ -157,11 +170,11 @@ class Committer:
                 self._told(batch)
                 return
         for pending in batch:
-            self._commit_alone(pending)
+            self._commit_alone(pending, held)
 
-    def _commit_alone(self, pending: Pending) -> None:
+    def _commit_alone(self, pending: Pending, held: Lane | None) -> None:
         try:
-            self.store.commit([pending], self.bulk)
+            self.store.commit([pending], self.bulk, held)
         except OUTAGE:
             raise
         except ConcurrentUpdate:

@@ -11,7 +11,8 @@ Per round, on one generated tree (corpus.write_tree):
   least retrod's parser does;
 - store: PostgreSQL's CPU (every `postgres` process: the write-ahead log's writer and the
   checkpointer too) to `COPY` the rows retrod keeps for the tree (events, requests, tool uses,
-  tool calls, subagents and their links, as its own fold makes them) into the migrated tables,
+  tool calls, subagents and their links, the lines holding a uuid (DESIGN §2.1) and the
+  compaction boundaries (§2.8), as its own fold makes them) into the migrated tables,
   with their indexes, without a trigger, a rollup, a judgement or a foreign-key check: the least
   the database does for them, whatever statements bring them. Approximations, both ways: every
   tool use is stored as counted (retrod counts an id seen in two files once: a few more rows in
@@ -54,7 +55,8 @@ from retrod.transcript.tailer import read_chunk
 CORES = 2
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TABLES = {  # table: its columns as COPY gets them
-    "events": '(file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes)',
+    "events": '(file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes, line_uuid, gap_class,'
+              ' compaction, sub, counted)',
     "requests": "(key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main, input_tokens,"
                 " output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,"
                 " cache_create_1h_tokens, has_tool_use, model)",
@@ -63,6 +65,9 @@ TABLES = {  # table: its columns as COPY gets them
     "tool_calls": "(file_id, tool_use_id, session_uuid, name, ts, description, subagent_type)",
     "subagents": "(file_id, session_uuid, agent_id, first_ts, last_ts)",
     "subagent_links": "(file_id, session_uuid, agent_id, tool_use_id)",
+    # (DESIGN §2.1's unmarked candidate lines with a uuid, and §2.8's compaction boundaries)
+    "line_holders": '(file_id, "offset", session_uuid, line_uuid, bg, key, agent, sidechain, ts)',
+    "cache_boundaries": '(file_id, "offset", session_uuid, agent, ts)',
 }
 
 
@@ -98,7 +103,11 @@ def _add_rows(rows: dict[str, list[tuple]], requests: list[Request], result: Fol
               session: str, path: str) -> None:
     requests += result.requests.values()
     rows["events"] += [(file_id, e.offset, session, _ts(e.ts_us), _ts(e.prev_us), e.kind, e.gap_us,
-                        e.tool_result_bytes) for e in result.events]
+                        e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction, e.sub, not e.sub)
+                       for e in result.events]
+    rows["line_holders"] += [(file_id, h.offset, session, h.uuid, h.bg, h.key, h.agent, h.sidechain, _ts(h.ts_us))
+                             for h in result.holders]
+    rows["cache_boundaries"] += [(file_id, b.offset, session, b.agent, _ts(b.ts_us)) for b in result.boundaries]
     for call in result.calls.values():
         got = result.results.get(call.id)
         rows["tool_uses"].append((
@@ -114,13 +123,15 @@ def _add_rows(rows: dict[str, list[tuple]], requests: list[Request], result: Fol
 
 def _dedup(rows: dict[str, list[tuple]]) -> None:
     """One row per key, as the upserts leave them (a file's later chunk may repeat a subagent)."""
-    keys = {"tool_uses": (2, 1, 0), "tool_calls": (0, 1), "subagents": (0, 2), "subagent_links": (0, 2, 3)}
+    keys = {"tool_uses": (2, 1, 0), "tool_calls": (0, 1), "subagents": (0, 2), "subagent_links": (0, 2, 3),
+            "cache_boundaries": (0, 1)}
     for table, key in keys.items():
         rows[table] = list({tuple(row[i] for i in key): row for row in rows[table]}.values())
 
 
-def store_cpu_s(url: str, tree: Path) -> tuple[float, int]:
-    """(PostgreSQL CPU seconds, rows) to COPY the tree's rows into the indexed tables."""
+def store_cpu_s(url: str, tree: Path, cluster: Path) -> tuple[float, int]:
+    """(PostgreSQL CPU seconds, rows) to COPY the tree's rows into the indexed tables; the CPU of
+    the cluster made in `cluster` only (a shared machine runs others)."""
     with ConnectionPool(url, min_size=1, max_size=1, open=True) as pool:
         refs = [ref for ref in walk(tree) if ref.is_transcript]
         file_ids = {path: row.id for path, row in Store(pool, "floor").files(refs).items()}
@@ -130,13 +141,13 @@ def store_cpu_s(url: str, tree: Path) -> tuple[float, int]:
         for table in TABLES:
             conn.execute(f"ALTER TABLE retrod.{table} DISABLE TRIGGER ALL")  # foreign keys' checks too
         conn.commit()
-        before = postgres_cpu_s()
+        before = postgres_cpu_s(cluster)
         with conn.transaction():
             for table, columns in TABLES.items():
                 with conn.cursor().copy(f"COPY retrod.{table} {columns} FROM STDIN") as copy:
                     for row in rows[table]:
                         copy.write_row(row)
-        return postgres_cpu_s() - before, sum(len(r) for r in rows.values())
+        return postgres_cpu_s(cluster) - before, sum(len(r) for r in rows.values())
 
 
 def main() -> None:
@@ -163,7 +174,7 @@ def main() -> None:
             runs["decode"].append(decode_lines(claude_dir / "projects", msgspec.json.Decoder(_Line).decode,
                                                time.process_time)[0])  # CPU, as the database's
             with database(scratch, "floor") as url:
-                cpu, stored = store_cpu_s(url, claude_dir / "projects")
+                cpu, stored = store_cpu_s(url, claude_dir / "projects", scratch / "floor-pg")
                 runs["store"].append(cpu)
             shutil.rmtree(scratch / "floor-pg")
             if ccusage is not None:

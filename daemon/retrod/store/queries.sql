@@ -39,6 +39,16 @@ SELECT current_setting('is_superuser') = 'on' AND NOT EXISTS (
 -- name: skip_row_checks
 SET LOCAL session_replication_role = replica;
 
+-- A bulk lane's connection (Store.lane): for its whole session, then back.
+-- name: skip_row_checks_in_session
+SET session_replication_role = replica;
+
+-- name: check_rows_in_session
+RESET session_replication_role;
+
+-- name: check_rows
+SET LOCAL session_replication_role = origin;
+
 -- The files of a session this host has read, transcripts and sidecars (a project-level agent
 -- file belongs to it once its sessionId said so).
 -- name: session_files_of_host
@@ -172,17 +182,37 @@ ON CONFLICT (key, db_role) DO UPDATE SET
 -- The per-file tables: one element per file, {file_id, session_uuid, rows}.
 -- A line read again brings what it has anyway; a row stored before migration 0014 gets its uuid
 -- and class (its file is read again under fold.RULES 2).
+-- Lines past the last one a file holds are new (its row is locked: no one else adds any), and go
+-- in by a plain insert; only the others (a file read again from its start) by the upsert: its
+-- conflict check and speculative insertion were a quarter of the rows' index work.
 -- name: insert_events
 -- A subagent timeline's row (sub) counts for nothing until subtime_sessions places it.
+WITH e AS (
+    SELECT f.file_id, e."offset", f.session_uuid, retrod.us_to_ts(e.ts_us) AS ts,
+           retrod.us_to_ts(e.prev_us) AS prev_ts, e.kind, e.gap_us, e.tool_result_bytes, e.line_uuid, e.gap_class,
+           e.compaction, e.sub
+    FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
+         json_to_recordset(f.rows)
+         AS e("offset" BIGINT, ts_us BIGINT, prev_us BIGINT, kind TEXT, gap_us BIGINT, tool_result_bytes BIGINT,
+              line_uuid TEXT, gap_class TEXT, compaction BOOL, sub BOOL)
+), last AS (
+    SELECT f.file_id, (SELECT max(o."offset") FROM retrod.events o WHERE o.file_id = f.file_id) AS "offset"
+    FROM (SELECT DISTINCT file_id FROM e) f
+), new AS (
+    INSERT INTO retrod.events (file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes,
+                               line_uuid, gap_class, compaction, sub, counted)
+    SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us, e.tool_result_bytes,
+           e.line_uuid, e.gap_class, e.compaction, e.sub, NOT e.sub
+    FROM e JOIN last l USING (file_id)
+    WHERE l."offset" IS NULL OR e."offset" > l."offset"
+)
 INSERT INTO retrod.events AS o (file_id, "offset", session_uuid, ts, prev_ts, kind, gap_us, tool_result_bytes,
                                 line_uuid, gap_class, compaction, sub, counted)
-SELECT f.file_id, e."offset", f.session_uuid, retrod.us_to_ts(e.ts_us), retrod.us_to_ts(e.prev_us),
-       e.kind, e.gap_us, e.tool_result_bytes, e.line_uuid, e.gap_class, e.compaction, e.sub, NOT e.sub
-FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
-     json_to_recordset(f.rows)
-     AS e("offset" BIGINT, ts_us BIGINT, prev_us BIGINT, kind TEXT, gap_us BIGINT, tool_result_bytes BIGINT,
-          line_uuid TEXT, gap_class TEXT, compaction BOOL, sub BOOL)
-ON CONFLICT (file_id, "offset") DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
+SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us, e.tool_result_bytes,
+       e.line_uuid, e.gap_class, e.compaction, e.sub, NOT e.sub
+FROM e JOIN last l USING (file_id)
+WHERE e."offset" <= l."offset"
+ON CONFLICT (file_id, "offset", db_role) DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
 WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
 
 -- DESIGN §2.3: the sessions whose timeline is not just each file's own, among those whose events
@@ -249,21 +279,36 @@ WHERE (e.file_id, e."offset") = (p.file_id, p."offset")
 -- the previous counted row). A session with a main event has none: its sub rows that count are
 -- turned off. Only the rows that change are written (the update trigger moves the rollups).
 -- Run after retime_sessions, which decides which main rows count.
+-- Both reads go through an index by the batch's sessions, whatever the statistics say (a
+-- backfill's are stale): a session's main event once per session, in time order up to the first
+-- (MATERIALIZED, ORDER BY ... LIMIT 1), then its sub rows (LATERAL). As EXISTS and a join, the
+-- planner hashed every event of the member for each batch, which grew with the history (14 s of
+-- a 1 GB backfill's database time); as a LATERAL join, it looked a session's main event up
+-- again for each of its sub rows. A session with a main event (most) reads only its sub rows
+-- that count, which a partial index holds: every one of them, each batch, before.
 -- name: subtime_sessions
-WITH s AS (
-    SELECT k.session_uuid, EXISTS (
-        SELECT FROM retrod.events m
-        WHERE m.session_uuid = k.session_uuid AND m.db_role = current_user AND NOT m.sub AND m.counted
-          AND m.ts IS NOT NULL) AS has_main
+WITH s AS MATERIALIZED (
+    SELECT k.session_uuid, main.found IS NOT NULL AS has_main
     FROM (SELECT DISTINCT session_uuid FROM unnest(%(sessions)s::text[]) u(session_uuid)) k
+    LEFT JOIN LATERAL (
+        SELECT true AS found FROM retrod.events m
+        WHERE m.session_uuid = k.session_uuid AND m.db_role = current_user AND NOT m.sub AND m.counted
+          AND m.ts IS NOT NULL
+        ORDER BY m.ts LIMIT 1) main ON true
 ), lines AS (
     SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.line_uuid, s.has_main,
            substr(f.path, strpos(f.path, '/' || f.slug || '/') + 1) AS below_root, f.host_id,
            c.file_id IS NOT NULL AS copy  -- (an agent_progress line that is a fork copy, §2.1)
-    FROM s JOIN retrod.events e ON e.session_uuid = s.session_uuid AND e.db_role = current_user AND e.sub
+    FROM s CROSS JOIN LATERAL (
+        SELECT e.* FROM retrod.events e  -- (no main event: every sub row, to place)
+        WHERE NOT s.has_main AND e.session_uuid = s.session_uuid AND e.sub AND e.db_role = current_user
+        UNION ALL  -- (a main event: the sub rows that count, to turn off; by migration 0033's index, a few)
+        SELECT e.* FROM retrod.events e
+        WHERE s.has_main AND e.session_uuid = s.session_uuid AND e.sub AND (e.counted OR e.prev_ts IS NOT NULL)
+          AND e.db_role = current_user
+    ) e
     JOIN retrod.files f ON f.id = e.file_id
     LEFT JOIN retrod.line_holders c ON (c.file_id, c."offset") = (e.file_id, e."offset") AND c.copy
-    WHERE NOT s.has_main OR e.counted OR e.prev_ts IS NOT NULL  -- (with a main event: those to turn off)
 ), ordered AS (
     SELECT *, NOT has_main AND NOT copy AND (line_uuid IS NULL OR row_number() OVER (
                PARTITION BY session_uuid, line_uuid, copy ORDER BY ts, below_root, host_id, "offset") = 1) AS counts
@@ -332,29 +377,41 @@ ON CONFLICT DO NOTHING;
 --   another type with the uuid; retiming a session is exact whenever it runs).
 -- Run under lock_fork_copies: a holder another transaction adds at the same time is then seen.
 -- (A row is written once per statement: the batch's own rows get `shared` as they are written,
--- the others by `marked`.)
+-- the others by `marked`.) The other holders of the batch's uuids are found in one scan of the
+-- index by every uuid of the batch (= ANY): a lookup per line (LATERAL) cost an executor rescan
+-- each, most of them finding nothing.
 -- name: insert_line_holders
 WITH batch AS (
     SELECT f.file_id, h."offset", f.session_uuid, h.uuid, h.bg, h.key, h.agent, h.sidechain, h.ts_us
     FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
          json_to_recordset(f.rows)
          AS h("offset" BIGINT, uuid TEXT, bg BOOL, key TEXT, agent TEXT, sidechain BOOL, ts_us BIGINT)
-), probed AS (
-    SELECT b.session_uuid, b.uuid, o.other_session, o.own_session
-    FROM batch b CROSS JOIN LATERAL (
-        SELECT coalesce(bool_or(o.session_uuid <> b.session_uuid), false) AS other_session,
-               coalesce(bool_or(o.session_uuid = b.session_uuid), false) AS own_session
-        FROM retrod.line_holders o
-        WHERE o.line_uuid = b.uuid AND o.db_role = current_user
-          AND (o.file_id, o."offset") <> (b.file_id, b."offset")) o
+), others AS (  -- (the holders of a line's uuid at other lines: the session of each)
+    SELECT b.session_uuid, b.uuid, o.session_uuid AS holder
+    FROM retrod.line_holders o JOIN batch b ON b.uuid = o.line_uuid
+    WHERE o.line_uuid = ANY(ARRAY(SELECT uuid FROM batch)) AND o.db_role = current_user
+      AND (o.file_id, o."offset") <> (b.file_id, b."offset")
 ), found AS (
-    SELECT uuid FROM probed GROUP BY uuid HAVING bool_or(other_session) OR count(DISTINCT session_uuid) > 1
+    SELECT uuid FROM others WHERE holder <> session_uuid
+    UNION
+    SELECT uuid FROM batch GROUP BY uuid HAVING min(session_uuid) <> max(session_uuid)  -- (hashed, not sorted)
+), last AS (  -- (lines past a file's last holder are new: a plain insert, as insert_events)
+    SELECT f.file_id, (SELECT max(h."offset") FROM retrod.line_holders h WHERE h.file_id = f.file_id) AS "offset"
+    FROM (SELECT DISTINCT file_id FROM batch) f
+), new AS (
+    INSERT INTO retrod.line_holders (file_id, "offset", session_uuid, line_uuid, bg, shared,
+                                     key, agent, sidechain, ts)
+    SELECT b.file_id, b."offset", b.session_uuid, b.uuid, b.bg, b.uuid IN (SELECT uuid FROM found),
+           b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us)
+    FROM batch b JOIN last l USING (file_id)
+    WHERE l."offset" IS NULL OR b."offset" > l."offset"
 ), written AS (
     INSERT INTO retrod.line_holders AS h (file_id, "offset", session_uuid, line_uuid, bg, shared,
                                           key, agent, sidechain, ts)
     SELECT b.file_id, b."offset", b.session_uuid, b.uuid, b.bg, b.uuid IN (SELECT uuid FROM found),
            b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us)
-    FROM batch b
+    FROM batch b JOIN last l USING (file_id)
+    WHERE b."offset" <= l."offset"
     ON CONFLICT (file_id, "offset") DO UPDATE SET
         -- (a row that holds no uuid: its file was read again from its start, store.reset)
         line_uuid = coalesce(h.line_uuid, excluded.line_uuid),
@@ -373,7 +430,7 @@ WITH batch AS (
     WHERE h.line_uuid = ANY(ARRAY(SELECT uuid FROM found)) AND h.db_role = current_user AND NOT h.shared
       AND NOT EXISTS (SELECT FROM batch b WHERE (b.file_id, b."offset") = (h.file_id, h."offset"))
 )
-SELECT session_uuid FROM probed WHERE own_session
+SELECT session_uuid FROM others WHERE holder = session_uuid
 UNION
 SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
 
@@ -381,6 +438,13 @@ SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
 -- name: uuid_writers
 SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
     SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
+
+-- The prompt-cache streams marked so far in this transaction walked now: migration 0031's
+-- deferred trigger (retrod's only deferrable constraint) made immediate runs what is pending,
+-- and from then on walks a stream at the end of the statement that marks it (a walk is exact
+-- whenever it runs). Not named: a database migrated before 0031 has none.
+-- name: walk_cache_streams
+SET CONSTRAINTS ALL IMMEDIATE;
 
 -- Who wrote a uuid depends on other sessions' holders and spans, which a transaction committing
 -- at the same time (the bulk path's other lane, another host) would not show: from here to its
@@ -401,10 +465,11 @@ WITH uuids AS (
     SELECT unnest(%(uuids)s::text[])
 ), writers AS (
     SELECT * FROM retrod.uuid_writers(ARRAY(SELECT line_uuid FROM uuids))
-), changed AS (
+), changed AS (  -- (= ANY(ARRAY(...)): the holders by index, whatever the planner thinks of `writers`)
     UPDATE retrod.line_holders h SET copy = h.session_uuid <> w.session_uuid
     FROM writers w
-    WHERE h.line_uuid = w.line_uuid AND h.db_role = current_user AND h.copy <> (h.session_uuid <> w.session_uuid)
+    WHERE h.line_uuid = ANY(ARRAY(SELECT line_uuid FROM writers)) AND h.line_uuid = w.line_uuid
+      AND h.db_role = current_user AND h.copy <> (h.session_uuid <> w.session_uuid)
     RETURNING h.session_uuid, h.file_id, h."offset"
 )
 SELECT session_uuid, file_id, "offset" FROM changed;
@@ -414,15 +479,18 @@ SELECT session_uuid, file_id, "offset" FROM changed;
 -- that stopped being one come back (the rollup's triggers count them out and in). A fork copy's
 -- uuid is shared (only shared uuids are ranked): its session's are found by the index of those,
 -- rather than by parsing the batch's tool_calls again (most lines are no fork copy).
+-- The calls are looked up among their sessions' (by index), not joined to the whole table.
 -- name: park_tool_calls
 WITH lines AS (
-    SELECT file_id, "offset" FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
+    SELECT session_uuid, file_id, "offset"
+    FROM json_to_recordset(%(changed)s::json) AS c(session_uuid TEXT, file_id BIGINT, "offset" BIGINT)
     UNION
-    SELECT c.file_id, c."offset" FROM retrod.line_holders c
+    SELECT c.session_uuid, c.file_id, c."offset" FROM retrod.line_holders c
     WHERE c.session_uuid = ANY(%(sessions)s::text[]) AND c.shared AND c.copy AND c.db_role = current_user
 ), moved AS (
     DELETE FROM retrod.tool_calls t USING lines l, retrod.line_holders c
-    WHERE (t.file_id, t."offset") = (l.file_id, l."offset") AND (c.file_id, c."offset") = (l.file_id, l."offset")
+    WHERE t.session_uuid = ANY(ARRAY(SELECT DISTINCT session_uuid FROM lines))
+      AND (t.file_id, t."offset") = (l.file_id, l."offset") AND (c.file_id, c."offset") = (l.file_id, l."offset")
       AND c.copy AND t.db_role = current_user
     RETURNING t.*
 )
@@ -442,22 +510,27 @@ INSERT INTO retrod.tool_calls SELECT * FROM back
 ON CONFLICT (file_id, tool_use_id) DO NOTHING;
 
 -- DESIGN §2.2 with §2.1: the owner of the requests of the given lines (`changed`: lines that
--- became, or stopped being, fork copies; `batch`: a batch's holders, whose record's request is
--- owned again when the line is a fork copy, which upsert_requests ranked as the session's own)
--- among the records held on lines (line_holders.key), a fork copy's as foreign, and their other
--- records' owner (base_*).
+-- became, or stopped being, fork copies; `batch`: the stretch of each file a batch read, whose
+-- lines' records are owned again where the line is a fork copy, which upsert_requests ranked
+-- as the session's own) among the records held on lines (line_holders.key), a fork copy's as
+-- foreign, and their other records' owner (base_*).
 -- name: reown_requests
+-- Every lookup goes through an index whatever the statistics say (a backfill's are stale, and
+-- the planner takes a JSON document's rows for 100 × 100): the changed lines one by one (LATERAL
+-- ... LIMIT 1), the fork copies in a batch's stretches through the index of copies (migration
+-- 0033: a few rows, where a probe per line cost a lookup for every record), the requests by key
+-- (= ANY: a join hashed every request of the member).
 WITH keys AS (
     SELECT d.key
     FROM json_to_recordset(%(changed)s::json) AS c(file_id BIGINT, "offset" BIGINT)
-    JOIN retrod.line_holders d ON (d.file_id, d."offset") = (c.file_id, c."offset")
-    WHERE d.key IS NOT NULL
+    CROSS JOIN LATERAL (SELECT d.key FROM retrod.line_holders d
+                        WHERE (d.file_id, d."offset") = (c.file_id, c."offset") AND d.key IS NOT NULL LIMIT 1) d
     UNION
     SELECT d.key
-    FROM json_to_recordset(%(batch)s::json) AS f(file_id BIGINT, rows JSON)
-    CROSS JOIN json_to_recordset(f.rows) AS b("offset" BIGINT, key TEXT)
-    JOIN retrod.line_holders d ON (d.file_id, d."offset") = (f.file_id, b."offset") AND d.copy
-    WHERE b.key IS NOT NULL AND d.key IS NOT NULL
+    FROM json_to_recordset(%(batch)s::json) AS b(file_id BIGINT, start BIGINT, "end" BIGINT)
+    CROSS JOIN LATERAL (SELECT d.key FROM retrod.line_holders d
+                        WHERE d.copy AND d.file_id = b.file_id AND d."offset" >= b.start AND d."offset" < b."end"
+                          AND d.key IS NOT NULL) d
 ), owners AS (
     SELECT k.key, o.*
     FROM keys k CROSS JOIN LATERAL (
@@ -476,7 +549,7 @@ WITH keys AS (
 UPDATE retrod.requests r SET (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts, machine) =
     (o.s, o.a, o.sc, o.fo, o.t, o.h)
 FROM owners o
-WHERE r.key = o.key AND r.db_role = current_user
+WHERE r.key = ANY(ARRAY(SELECT key FROM owners)) AND r.key = o.key AND r.db_role = current_user
   AND (r.session_uuid, r.agent, r.attr_sidechain, r.attr_foreign, r.attr_ts, r.machine)
       IS DISTINCT FROM (o.s, o.a, o.sc, o.fo, o.t, o.h);
 
@@ -597,11 +670,15 @@ WHERE (t.session_uuid, t.tool_use_id, t.file_id) = (r.session_uuid, r.tool_use_i
 RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block;
 
 -- The calls on lines that became, or stopped being, fork copies (§2.1), to be counted again.
+-- (Among their sessions' calls, by index: no index has a call's line.)
 -- name: calls_at_lines
+WITH lines AS (
+    SELECT * FROM json_to_recordset(%(lines)s::json) AS c(session_uuid TEXT, file_id BIGINT, "offset" BIGINT)
+)
 SELECT t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block
-FROM json_to_recordset(%(lines)s::json) AS c(file_id BIGINT, "offset" BIGINT)
-JOIN retrod.tool_uses t ON (t.file_id, t."offset") = (c.file_id, c."offset")
-WHERE t.agent IS NOT NULL;
+FROM retrod.tool_uses t
+WHERE t.session_uuid = ANY(ARRAY(SELECT DISTINCT session_uuid FROM lines)) AND t.agent IS NOT NULL
+  AND (t.file_id, t."offset") IN (SELECT file_id, "offset" FROM lines);
 
 -- The signals of DESIGN §2.6, the first that applies, judged within the call's agent. Only the
 -- judgements that change are written.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -102,6 +102,15 @@ def _refused_rows() -> Iterator[None]:
         raise RowsRefused(f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """A committing thread's connection for a bulk round (Store.lane); `replica`: its session
+    skips the foreign keys' row-by-row checks."""
+
+    conn: psycopg.Connection
+    replica: bool
+
+
 class Connections(Protocol):
     """Where the store gets a connection: a pool (the daemon, the commands) or the MCP server's one."""
 
@@ -190,16 +199,44 @@ class Store:
             self._save(conn, [start_over])
         _advance(start_over)
 
-    def commit(self, batch: Sequence[Pending], bulk: bool = False) -> None:
+    @contextmanager
+    def lane(self, bulk: bool) -> Iterator[Lane | None]:
+        """What a committing thread commits its round's batches on (`commit`'s `lane`): on the
+        bulk path, a connection held to the round's end, which skips the foreign keys' row-by-row
+        checks for the whole session where the role may (migration 0011); else none (each commit
+        takes a connection from the pool). Set once, not in each transaction: changing
+        session_replication_role resets the session's plan cache, so every statement, and every
+        statement of every trigger, was planned again in each transaction, with the fork-copies
+        lock held for part of it. The connection goes back to the pool checking them again."""
+        if not bulk:
+            yield None
+            return
+        with self.pool.connection() as conn:
+            with conn.transaction():
+                replica = self._skips_row_checks(conn)
+                if replica:
+                    conn.execute(q("skip_row_checks_in_session"))
+            try:
+                yield Lane(conn, replica)
+            finally:
+                if replica:
+                    try:
+                        with conn.transaction():
+                            conn.execute(q("check_rows_in_session"))
+                    except psycopg.Error:
+                        conn.close()  # (the pool drops it: none goes back skipping the checks)
+
+    def commit(self, batch: Sequence[Pending], bulk: bool = False, lane: Lane | None = None) -> None:
         """Every file's rows and new offset and state, in ONE transaction; a file appears once.
         `bulk` (a large backlog): without the foreign keys' row-by-row checks, where the role may
-        skip them; the rows and rollups are the same.
+        skip them; the rows and rollups are the same. `lane`: the connection to commit on (else
+        one from the pool).
 
         Then the in-memory rows follow. Should it fail, they are as before: the caller may retry
         the files one by one."""
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                self._commit(batch, bulk)
+                self._commit(batch, bulk, lane)
                 break
             except psycopg.errors.DeadlockDetected:
                 # The session locks prevent the deadlocks retrod's own statements could meet; one
@@ -209,13 +246,17 @@ class Store:
         for pending in batch:
             _advance(pending)
 
-    def _commit(self, batch: Sequence[Pending], bulk: bool) -> None:
-        with _refused_rows(), self.pool.connection() as conn, conn.transaction():
+    def _commit(self, batch: Sequence[Pending], bulk: bool, lane: Lane | None) -> None:
+        held = nullcontext(lane.conn) if lane is not None else self.pool.connection()
+        with _refused_rows(), held as conn, conn.transaction():
             skipping = bulk and self._skips_row_checks(conn)
-            if skipping:
+            replica = lane is not None and lane.replica
+            if skipping and not replica:
                 # Each row below names a file locked here, or an event written here: the checks,
                 # a tenth of a backfill's database time, could not fail (migration 0011).
                 conn.execute(q("skip_row_checks"))
+            elif replica and not skipping:  # (a trigger was enabled the usual way since the lane began)
+                conn.execute(q("check_rows"))
             ids = sorted(p.file.id for p in batch)
             stored: dict[int, int] = dict(conn.execute(q("lock_files"), {"ids": ids}).fetchall())
             moved = [p.path for p in batch if stored.get(p.file.id) != p.start]
@@ -278,6 +319,10 @@ class Store:
         # or a span that moved), and with it which lines are fork copies, in any session
         mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
         if mains:
+            # The prompt-cache streams the batch's requests changed are walked now, not at commit:
+            # the lock below is held to the end, and the other lane waits for it (what re-owning
+            # a request changes after this is walked with the statement that changes it).
+            conn.execute(q("walk_cache_streams"))
             conn.execute(q("lock_fork_copies"))
         held = [{"file_id": p.file.id, "session_uuid": p.session, "rows": p.result.holders}
                 for p in batch if p.result is not None and p.result.holders]
@@ -286,10 +331,11 @@ class Store:
         if holders is not None:  # (under the lock: whether another session holds a uuid too)
             met = [row[0] for row in conn.execute(q("insert_line_holders"), {"files": holders})]
         copies, lines = _decide_fork_copies(conn, mains, []) if mains else ([], "[]")
-        records = [{"file_id": p.file.id, "rows": rows} for p in batch if p.result is not None
-                   and (rows := [h for h in p.result.holders if h.key is not None])]
-        if copies or records:
-            conn.execute(q("reown_requests"), {"changed": lines, "batch": _json(records)})
+        # (the stretch each file read: the records its lines hold that are fork copies are owned again)
+        read = [{"file_id": p.file.id, "start": p.start, "end": p.offset} for p in batch
+                if p.result is not None and any(h.key is not None for h in p.result.holders)]
+        if copies or read:
+            conn.execute(q("reown_requests"), {"changed": lines, "batch": _json(read)})
         called = sorted({p.session for p in batch if p.session and p.result is not None and p.result.tool_calls})
         if copies or called:
             conn.execute(q("park_tool_calls"), {"changed": lines, "sessions": called})
@@ -304,23 +350,30 @@ class Store:
 
 def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
     """One request per key, merged as the upsert merges them (fold.Request.merge); the ones given
-    stay as they were."""
+    stay as they were. A key met once is the request given (copying each cost a commit more
+    time than the rest of its Python); it is copied only to merge another into it."""
     merged: dict[str, Request] = {}
+    copied: set[str] = set()
     for request in requests:
-        if request.key in merged:
-            merged[request.key].merge(request)
-        else:
-            merged[request.key] = replace(request)
+        held = merged.get(request.key)
+        if held is None:
+            merged[request.key] = request
+            continue
+        if request.key not in copied:
+            held = merged[request.key] = replace(held)
+            copied.add(request.key)
+        held.merge(request)
     return merged
 
 
 def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> tuple[list[str], str]:
     """DESIGN §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
     again; the sessions whose lines became, or stopped being, fork copies, and those lines
-    (a JSON list of {file_id, offset})."""
+    (a JSON list of {session_uuid, file_id, offset})."""
     rows = conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids}).fetchall()
     return (sorted({session for session, _, _ in rows}),
-            _json([{"file_id": file_id, "offset": offset} for _, file_id, offset in rows]))
+            _json([{"session_uuid": session, "file_id": file_id, "offset": offset}
+                   for session, file_id, offset in rows]))
 
 
 def _retime(conn: psycopg.Connection, timed: list[tuple[str, int]], copies: list[str],
