@@ -220,7 +220,7 @@ def rollups_match_raw(db_url: str) -> None:
 
 
 def trend_days_match_the_starts(conn: psycopg.Connection) -> None:
-    """Migration 0036: every session trends can count has its row, settled (none left marked
+    """Migration 0034: every session trends can count has its row, settled (none left marked
     after a commit) on the UTC day of its start ('infinity': none), and that day has a count."""
     sessions = ("SELECT session_uuid, db_role FROM retrod.files WHERE session_uuid IS NOT NULL"
                 " UNION SELECT session_uuid, db_role FROM retrod.session_times"

@@ -259,7 +259,7 @@ def test_a_member_squatting_anothers_session_and_request_keys_changes_nothing_of
 
 
 def test_a_readers_kept_trends_follow_a_members_phase_and_ingest(team: dict, members: dict) -> None:
-    """Trends kept for the reader (migration 0036: the role reading is in each kept answer's key,
+    """Trends kept for the reader (migration 0034: the role reading is in each kept answer's key,
     the member's days tell what changed) are summed again when the member logs a phase (its
     trigger writes retrod's rows as their owner) and reads a new transcript."""
     from retrod import trends

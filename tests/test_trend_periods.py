@@ -1,4 +1,4 @@
-"""Trends from kept periods (issue 32, migration 0036): an answer kept between asks equals one
+"""Trends from kept periods (issue 32, migration 0034): an answer kept between asks equals one
 summed from scratch after every change any path makes — ingest in random chunks and orders, a
 session's start moving to another day or out of the undated ones, a phase logged, changed or
 deleted by retrod or by another tool, a tracked session re-keyed, new price tiers —, in time

@@ -1,7 +1,7 @@
 """Trends' periods kept between asks (issue 32): each period's figures are summed once and kept
 in this process, and an ask sums again only the periods whose sessions changed since.
 
-What changed is the store's to tell (migration 0036): per member and UTC day, a count that goes
+What changed is the store's to tell (migration 0034): per member and UTC day, a count that goes
 up at every commit that changes a session starting that day (or moves a session's start into or
 out of it), whatever wrote it. A kept answer remembers the counts it was summed at; an ask reads
 them (one small read), and sums again, in one statement, the sessions started in the span of

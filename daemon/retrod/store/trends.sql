@@ -30,7 +30,7 @@ SELECT DISTINCT model, day::text AS day, fast, tier_floor  -- (day 'infinity': n
 FROM retrod.session_requests
 WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]));
 
--- What trends' kept periods are checked against (trend_periods.py, migration 0036): the database
+-- What trends' kept periods are checked against (trend_periods.py, migration 0034): the database
 -- and role reading (with the cluster's start: a database made again gets a new oid), the
 -- member's price tiers, whether the user's phase tables tell of their changes, and the member's
 -- count of changes per UTC day of the sessions' starts, as JSON ({"2025-11-03": 4, "infinity": 1}).
