@@ -316,31 +316,6 @@ LEFT JOIN misses x USING (k_period, k_grp, k_machine)
 WHERE %(machine)s::text IS NULL OR k.k_machine = %(machine)s::text
 ORDER BY k.k_period, k.k_grp, k.k_machine;
 
--- `retrod brief`: the member's sessions of these project folders (`slugs`; of these projects,
--- `projects`, when given: as trend_figures), newest first by the report's started_at, leaving out
--- `exclude` (the session asking) and sessions that never did anything (no timestamp at all).
--- name: brief_sessions
-SELECT s.session_uuid, s.project_slug, coalesce(s.project_path, s.project_slug) AS project,
-       t.first_ts AS started_at, u.description
-FROM (
-    SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-           (array_agg(state ->> 'cwd' ORDER BY slug, path)
-                FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] AS project_path
-    FROM retrod.files
-    WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
-      AND session_uuid IN (SELECT session_uuid FROM retrod.files
-                           WHERE db_role = %(member)s AND kind IN ('main', 'subagent', 'agent_root')
-                             AND slug = ANY(%(slugs)s::text[]))
-    GROUP BY session_uuid
-) s
-LEFT JOIN retrod.session_times t ON t.session_uuid = s.session_uuid AND t.db_role = %(member)s
-LEFT JOIN public.cc_sessions u ON u.session_uuid = s.session_uuid
-                              AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
-WHERE s.project_slug = ANY(%(slugs)s::text[])
-  AND (%(projects)s::text[] IS NULL OR coalesce(s.project_path, s.project_slug) = ANY(%(projects)s::text[]))
-  AND s.session_uuid IS DISTINCT FROM %(exclude)s::text
-ORDER BY started_at DESC NULLS LAST, s.session_uuid;
-
 -- The phases of these sessions, newest first, with what was written about them.
 -- name: brief_phases
 SELECT u.session_uuid, p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at, p.actions_summary,
