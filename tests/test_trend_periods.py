@@ -186,6 +186,27 @@ def test_only_the_changed_periods_are_summed_again(db_url: str, tmp_path: Path) 
     kept_equals_fresh(db_url)
 
 
+def test_walking_the_cache_streams_early_leaves_the_days_counted_at_commit(db_url: str, tmp_path: Path) -> None:
+    """A batch walks its prompt-cache streams before it takes the fork-copies lock; that must not
+    count trends' days then too: a day's row written before the lock, by two committers, is what
+    each would wait on while the other waited for the lock (a deadlock the full suite met)."""
+    from retrod.store.queries import q
+
+    root = tmp_path / "projects"
+    session = "77777779-0000-4000-8000-000000000009"
+    _session(root, session, datetime(2026, 3, 10, 12, 0, tzinfo=UTC), 3, 100)
+    ingest(db_url, [root])
+    days = "SELECT coalesce(sum(changes), 0) FROM retrod.trend_days"
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        before = conn.execute(days).fetchone()[0]
+        with conn.transaction():
+            conn.execute(q("walk_cache_streams"))
+            marked = conn.execute("UPDATE retrod.trend_sessions SET changed = true WHERE session_uuid = %s", (session,))
+            assert marked.rowcount == 1
+            assert conn.execute(days).fetchone()[0] == before  # not yet: at commit
+        assert conn.execute(days).fetchone()[0] == before + 1
+
+
 def test_a_tracked_session_re_keyed_and_new_price_tiers_change_the_kept_answers(db_url: str, projects: Path) -> None:
     ingest(db_url, [projects])
     sessions = sorted({p.stem for p in projects.glob("*/*.jsonl") if len(p.stem) == 36})

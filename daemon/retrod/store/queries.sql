@@ -440,11 +440,12 @@ SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
     SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
 
 -- The prompt-cache streams marked so far in this transaction walked now: migration 0031's
--- deferred trigger (retrod's only deferrable constraint) made immediate runs what is pending,
--- and from then on walks a stream at the end of the statement that marks it (a walk is exact
--- whenever it runs). Not named: a database migrated before 0031 has none.
+-- deferred trigger made immediate runs what is pending, and from then on walks a stream at the
+-- end of the statement that marks it (a walk is exact whenever it runs). Named, not ALL: trends'
+-- days (migration 0034) must still be counted at commit, after the fork-copies lock below is
+-- taken, or two committers would each hold what the other waits for (a day's row, the lock).
 -- name: walk_cache_streams
-SET CONSTRAINTS ALL IMMEDIATE;
+SET CONSTRAINTS retrod.cache_stream_marked IMMEDIATE;
 
 -- Who wrote a uuid depends on other sessions' holders and spans, which a transaction committing
 -- at the same time (the bulk path's other lane, another host) would not show: from here to its
