@@ -56,9 +56,9 @@ def _shuffled_times(projects: Path, seed: int = 13) -> list[Path]:
 def _recording(store: Store, order: list[str]) -> Store:
     commit = store.commit
 
-    def recorded(batch, bulk=False):
+    def recorded(batch, bulk=False, lane=None):
         order.extend(p.path for p in batch)
-        return commit(batch, bulk)
+        return commit(batch, bulk, lane)
 
     store.commit = recorded  # type: ignore[method-assign]
     return store
@@ -115,8 +115,8 @@ def test_a_long_scan_logs_its_progress_and_retrod_status_shows_it(db_url: str, p
         store = Store(pool, HOST)
         commit = store.commit
 
-        def commit_then_ask_status(batch, bulk=False):
-            commit(batch, bulk)
+        def commit_then_ask_status(batch, bulk=False, lane=None):
+            commit(batch, bulk, lane)
             seen.append(health.status(settings))
 
         store.commit = commit_then_ask_status  # type: ignore[method-assign]
