@@ -26,12 +26,14 @@ import pytest
 import reference_tools
 from conftest import FIXTURES
 from helpers import HOST, ingest, reports
-from retrod import brief, hooks, tracking
-from retrod.hooks import MATCHER
-from retrod.report.client import SOCKET_NAME
+from retrod import tracking
+from retrod.basics.verdicts import shown
+from retrod.claude_code import hooks
+from retrod.claude_code.hooks import MATCHER
+from retrod.fastpath.client import SOCKET_NAME
+from retrod.history import brief
 from retrod.report.model import SIGNALS
 from retrod.resolve import ProjectError, project_slugs
-from retrod.verdicts import shown
 
 PAYLOAD = json.loads((Path(__file__).parent / "payloads" / "sessionstart.json").read_text())
 # Real sessions of four fixture projects, gathered as one project's history.
@@ -330,7 +332,7 @@ def test_with_the_daemon_the_hook_is_answered_without_loading_the_database_drive
         session = str(uuid.uuid4())
         # psycopg made unimportable: only the daemon can have answered
         no_driver = [sys.executable, "-c", ("import sys; sys.modules['psycopg'] = None;"
-                                            " from retrod.entry import main; sys.exit(main())")]
+                                            " from retrod.cli.entry import main; sys.exit(main())")]
         done = _run(env, "brief", "--hook", cwd=history["work"], stdin=_payload(history, "startup", session),
                     python=no_driver)
         with psycopg.connect(history["url"]) as conn:
@@ -469,7 +471,7 @@ def test_only_retrods_own_entry_is_retrods(command: str, ours: bool) -> None:
     (["--hook", "--hook"], None), (["--hook", "--sessions", "0"], None), (["--hook", "--format", "json"], None)])
 def test_the_hooks_fast_path_takes_only_what_the_hook_runs(argv: list[str], parsed: dict | None) -> None:
     """Anything else is left to argparse (the full command line), which says what is wrong."""
-    from retrod.report import client
+    from retrod.fastpath import client
 
     assert client.parse_brief(argv) == parsed
 

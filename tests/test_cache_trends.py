@@ -12,7 +12,7 @@ import pytest
 
 import reference
 from helpers import ingest, reports
-from retrod import trends
+from retrod.history import trends
 from retrod.report import markdown, model
 from retrod.ui import data
 from test_cache import SESSION, request, user, write

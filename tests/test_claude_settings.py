@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from retrod import claude_settings, hooks
+from retrod.claude_code import hooks
+from retrod.claude_code import settings as claude_settings
 
 
 def test_the_folder_is_claude_config_dir_or_home(tmp_path: Path) -> None:

@@ -97,15 +97,17 @@ def test_bad_configuration_is_one_line(embedded_env: dict) -> None:
 
 # The command as entry.py runs it, printing on stderr which modules it loaded (after its output)
 LOADED = ("import atexit, sys; atexit.register(lambda: sys.stderr.write('\\nloaded: ' + ' '.join(sys.modules)));"
-          " from retrod.entry import main; sys.exit(main())")
+          " from retrod.cli.entry import main; sys.exit(main())")
 
 
 @pytest.mark.parametrize(("argv", "unused"), [
-    (["phases", SPOTTER], {"genai_prices", "retrod.brief", "retrod.trends", "retrod.lessons", "retrod.catchup",
-                           "retrod.transcript.fold", "retrod.served"}),
-    (["track", "start", "--session", SPOTTER], {"genai_prices", "retrod.brief", "retrod.trends", "retrod.catchup"}),
-    (["sessions"], {"retrod.brief", "retrod.trends", "retrod.lessons", "retrod.hooks", "retrod.served"}),
-    (["lessons"], {"retrod.brief", "retrod.trends", "retrod.report.markdown", "retrod.served"}),
+    (["phases", SPOTTER], {"genai_prices", "retrod.history.brief", "retrod.history.trends", "retrod.lessons",
+                           "retrod.ingest.catchup", "retrod.transcript.fold", "retrod.cli.served"}),
+    (["track", "start", "--session", SPOTTER], {"genai_prices", "retrod.history.brief", "retrod.history.trends",
+                                                "retrod.ingest.catchup"}),
+    (["sessions"], {"retrod.history.brief", "retrod.history.trends", "retrod.lessons", "retrod.claude_code.hooks",
+                    "retrod.cli.served"}),
+    (["lessons"], {"retrod.history.brief", "retrod.history.trends", "retrod.report.markdown", "retrod.cli.served"}),
 ])
 def test_a_command_working_alone_loads_only_what_it_uses(embedded_env: dict, argv: list[str], unused: set) -> None:
     """Issue 32: without a daemon, loading the libraries is most of a short command's time."""
@@ -124,9 +126,10 @@ def test_a_command_working_alone_loads_only_what_it_uses(embedded_env: dict, arg
     ["--session", "258c7280"], ["--session=258c7280", "--format", "json"], ["--close", "--session", ""],
 ])
 def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[str]) -> None:
-    """`retrod report` is first parsed without argparse (report/client.py), to ask the daemon."""
-    from retrod.arguments import parser
-    from retrod.report import client
+    """`retrod report` is first parsed without argparse (fastpath/client.py), to ask the daemon."""
+    from retrod.cli.commands.arguments import parser
+
+    from retrod.fastpath import client
 
     full = vars(parser().parse_args(["report", *argv]))
     fast = client.parse(argv)
@@ -139,7 +142,7 @@ def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[st
     ["258c7280", "--session", "258c7280"], ["--session", "--close"], ["--output", "--close"], ["--session"],
 ])
 def test_the_report_fast_path_leaves_anything_else_to_argparse(argv: list[str]) -> None:
-    from retrod.report import client
+    from retrod.fastpath import client
 
     assert client.parse(argv) is None
 
@@ -151,7 +154,7 @@ def test_the_report_fast_path_leaves_anything_else_to_argparse(argv: list[str]) 
 ])
 def test_every_command_that_takes_a_session_takes_session(command: list[str]) -> None:
     """Issue 20: `report` said "pass --session UUID", then refused --session."""
-    from retrod.arguments import parser
+    from retrod.cli.commands.arguments import parser
 
     assert parser().parse_args([*command, "--session", "258c7280"]).session == "258c7280"
     assert parser().parse_args([*command, "--session=258c7280"]).session == "258c7280"
@@ -159,7 +162,7 @@ def test_every_command_that_takes_a_session_takes_session(command: list[str]) ->
 
 @pytest.mark.parametrize("command", [["report"], ["phases"]])
 def test_the_session_given_both_ways_must_agree(command: list[str], capsys) -> None:
-    from retrod.arguments import parser
+    from retrod.cli.commands.arguments import parser
 
     assert parser().parse_args([*command, "258c7280", "--session", "258c7280"]).session == "258c7280"
     assert parser().parse_args([*command, "--session", "258c7280", ""]).session == "258c7280"  # blank: not given
@@ -175,7 +178,7 @@ def test_the_report_fast_path_falls_back_when_the_daemon_closes_without_answerin
     import socket
     import threading
 
-    from retrod.report import client
+    from retrod.fastpath import client
 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(tmp_path / client.SOCKET_NAME))

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from helpers import output_tokens
-from retrod.report import client
+from retrod.fastpath import client
 
 NEW = "dddddddd-0000-4000-8000-000000000000"
 
@@ -55,7 +55,7 @@ def test_live_appends_and_new_sessions_are_ingested(db_url: str, projects: Path,
 
 _FAST_REPORT = """
 import sys
-from retrod.entry import main
+from retrod.cli.entry import main
 code = main(sys.argv[1:])
 sys.stderr.write("loaded psycopg\\n" if "psycopg" in sys.modules else "")
 sys.exit(code)
@@ -70,7 +70,7 @@ def test_report_is_answered_by_the_running_daemon(db_url: str, projects: Path, t
     session = "258c7280-ae70-4798-800f-63464d01a85d"
 
     def report(*args: str, fast: bool = True) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-c", _FAST_REPORT] if fast else [sys.executable, "-m", "retrod.cli"]
+        command = [sys.executable, "-c", _FAST_REPORT] if fast else [sys.executable, "-m", "retrod.cli.commands"]
         return subprocess.run([*command, "report", *args], env=env, capture_output=True, text=True,
                               timeout=60, cwd=tmp_path)
 

@@ -21,7 +21,8 @@ import reference
 import reference_tools
 from helpers import HOST, ingest
 from plan_transcripts import BASE, Transcript, session_id
-from retrod import brief, lesson_data, lessons, tracking
+from retrod import lessons, tracking
+from retrod.history import brief, lesson_data
 from retrod.resolve import project_slugs
 from test_ui_browser import browser  # noqa: F401 - the fixture
 
@@ -382,7 +383,7 @@ def test_the_lessons_page_draws_each_row_and_its_api_twin_answers_the_same(histo
 
 
 def test_trends_gives_each_named_patterns_rate_per_period(history: dict) -> None:
-    from retrod import trends
+    from retrod.history import trends
 
     with psycopg.connect(history["url"]) as conn:
         data = trends.trends(conn, by="day", project=project_slugs(ALPHA)[0], tz="UTC")

@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from conftest import FIXTURES, fresh_database
 from helpers import ingest
-from retrod import trends
+from retrod.history import trends
 from retrod.report.model import SIGNALS, TOKEN_FIELDS
 from retrod.settings import Settings
 from retrod.ui import data, secret

@@ -26,8 +26,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from conftest import throwaway_cluster
 from helpers import HOST, ingest
+from retrod.basics.verdicts import VERDICTS
 from retrod.report import model
-from retrod.verdicts import VERDICTS
 
 SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
 GHOST = "99999999-9999-4999-8999-999999999999"
@@ -421,7 +421,7 @@ def test_skills_install_prints_the_registration_and_runs_it_with_mcp(env: dict[s
 
 def test_the_skills_name_the_servers_tools() -> None:
     """The skills use the MCP tools when the server is registered: every tool they name exists."""
-    from retrod import skills
+    from retrod.claude_code import skills
 
     text = "\n".join(skills.shipped("retrod").values())
     named = {word for word in TOOLS if f"`{word}`" in text or f"mcp__retrod__{word}" in text}

@@ -28,9 +28,10 @@ from psycopg_pool import ConnectionPool
 
 import reference
 from helpers import HOST, ingest, reports, rollups_match_raw, snapshot
-from retrod.report import client, model
+from retrod.fastpath import client
+from retrod.fastpath.server import ReportServer
+from retrod.report import model
 from retrod.report import prices as pricing
-from retrod.report.server import ReportServer
 from retrod.settings import Settings
 from retrod.store import tiers
 

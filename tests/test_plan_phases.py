@@ -114,7 +114,7 @@ def test_a_task_still_current_is_logged_up_to_end(env: dict, db_url: str) -> Non
 
 
 def test_the_skill_tells_claude_to_log_a_completed_task() -> None:
-    from retrod import skills
+    from retrod.claude_code import skills
 
     track = skills.shipped("retrod")["retrod-track"]
     assert 'retrod phase log --session "${CLAUDE_SESSION_ID}" --from-task <N>' in track

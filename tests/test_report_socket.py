@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from retrod.report.client import MAX_REQUEST, SOCKET_NAME
-from retrod.report.server import CONNECTIONS_MAX
+from retrod.fastpath.client import MAX_REQUEST, SOCKET_NAME
+from retrod.fastpath.server import CONNECTIONS_MAX
 
 SERVE = """
 import pathlib, sys

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from retrod import served
-from retrod.report.client import SOCKET_NAME, served_argv
+from retrod.cli.commands import served
+from retrod.fastpath.client import SOCKET_NAME, served_argv
 from test_cli_output import A, B, C, lines, slug
 
 # psycopg made unimportable: what answers can only be the daemon
-NO_DRIVER = [sys.executable, "-c", ("import sys; sys.modules['psycopg'] = None; from retrod.entry import main;"
+NO_DRIVER = [sys.executable, "-c", ("import sys; sys.modules['psycopg'] = None; from retrod.cli.entry import main;"
                                     " sys.exit(main())")]
 
 
@@ -131,7 +131,7 @@ def _served(pool: object, argv: list[str], cwd: str, execute, env: dict | None =
 def test_commands_served_at_once_each_print_to_their_own_client_and_read_its_folder() -> None:
     """Two threads at once: each command's prints, working folder and terminal are its own, and
     the daemon's own stdout is untouched."""
-    from retrod import invocation
+    from retrod.basics import invocation
 
     both = threading.Barrier(2)
 

@@ -70,7 +70,7 @@ def test_plist_has_the_launchd_keys(tmp_path: Path) -> None:
         assert plist["ProgramArguments"][1:] == ["run"]
         assert all(Path(plist[k]).is_absolute() for k in ("StandardOutPath", "StandardErrorPath"))
     assert rendered["ProgramArguments"][0] == "/opt/retrod/bin/retrod"
-    assert rendered["StandardErrorPath"] == "/Users/ada/Library/Logs/retrod/retrod.log"
+    assert rendered["StandardErrorPath"] == "/Users/ada/Library/Logs/retrod/retrod.basics.log"
     assert rendered["EnvironmentVariables"]["RETROD_LOG_LEVEL"] == "DEBUG"
 
 

@@ -25,12 +25,15 @@ from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 
 from helpers import HOST, ingest
-from retrod import claude_settings, tracking
+from retrod import tracking
+from retrod.claude_code import settings as claude_settings
+from retrod.claude_code import statusline as install
+from retrod.fastpath.client import SOCKET_NAME, STATUSLINE
+from retrod.fastpath.server import ReportServer
 from retrod.report import markdown, model
-from retrod.report.client import SOCKET_NAME
-from retrod.report.server import ReportServer
 from retrod.settings import Settings
-from retrod.statusline import client, install, render
+from retrod.statusline import client, render
+from retrod.statusline.served import StatuslineAnswer
 from retrod.store.db import configure
 
 PAYLOADS = Path(__file__).parent / "fixtures" / "claude-code"
@@ -102,7 +105,7 @@ def served(db_url: str, projects: Path, short_tmp: Path) -> Iterator[dict]:
     data.mkdir()
     daemon_settings = Settings(database_url=db_url, projects_dir=str(projects), data_dir=data, host_id=HOST)
     with ConnectionPool(db_url, min_size=1, max_size=4, configure=configure, open=True) as pool, \
-            ReportServer(pool, daemon_settings) as server:
+            ReportServer(pool, daemon_settings, {STATUSLINE: StatuslineAnswer(pool, daemon_settings)}) as server:
         assert (data / SOCKET_NAME).exists()
         yield {"env": environment(data, RETROD_DATABASE_URL=db_url), "db_url": db_url, "projects": projects,
                "data": data, "server": server}
@@ -295,7 +298,7 @@ def test_what_only_the_status_line_sees_is_kept_and_reported(served: dict) -> No
 def test_it_imports_nothing_heavy(served: dict) -> None:
     """No psycopg, pydantic, genai-prices, json or socket module: only what a bare start has,
     retrod's own light modules and two C modules."""
-    script = ("import sys; before = set(sys.modules); from retrod.entry import main; code = main(['statusline']);"
+    script = ("import sys; before = set(sys.modules); from retrod.cli.entry import main; code = main(['statusline']);"
               " sys.stderr.write(repr(sorted(set(sys.modules) - before))); sys.exit(code)")
     done = subprocess.run([sys.executable, "-c", script], input=json.dumps(payload(projects=served["projects"])),
                           env=served["env"], capture_output=True, text=True, timeout=60)
@@ -303,7 +306,7 @@ def test_it_imports_nothing_heavy(served: dict) -> None:
     assert " ≈ $" in done.stdout  # the cache's cold cell drawn, and its symbol measured, without unicodedata
     loaded = eval(done.stderr)  # our own repr of a list of names
     assert {m for m in loaded if not m.startswith("retrod.") and m != "retrod"} <= {"_socket", "_json", "__future__"}
-    assert "retrod.report.model" not in loaded and "retrod.cli" not in loaded
+    assert "retrod.report.model" not in loaded and "retrod.cli.commands" not in loaded
 
 
 # ---- the prompt cache (issue 29) -----------------------------------------------------------------
@@ -332,7 +335,7 @@ def cached_session(root: Path, session: str, requests: list[tuple[str, int, int,
 
 def answer_at(db_url: str, session: str, now: datetime) -> dict:
     """The daemon's answer to a status line at `now`."""
-    from retrod.report import statusline as figures
+    from retrod.statusline import figures
 
     with psycopg.connect(db_url) as conn:
         return figures.figures(conn, session, None, now=now)
@@ -648,7 +651,8 @@ def test_wide_characters_take_two_cells() -> None:
 def test_refresh_near_the_transcript_finds_new_files_there_and_nothing_outside_the_roots(db_url: str,
                                                                                          projects: Path,
                                                                                          tmp_path: Path) -> None:
-    from retrod.ingest import Ingester
+    from retrod.ingest.ingester.ingester import Ingester
+
     from retrod.store.store import Store
 
     ingest(db_url, [projects])

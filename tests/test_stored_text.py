@@ -28,13 +28,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import HOST, ingest
-from retrod import brief, resolve, tracking, verdicts
+from retrod import resolve, tracking
+from retrod.basics import verdicts
+from retrod.basics.stored_text import one_line, quoted
+from retrod.basics.verdicts import VERDICTS
+from retrod.history import brief
 from retrod.mcp.tools import OneConnection, Tools
 from retrod.report import markdown, model
 from retrod.settings import Settings
 from retrod.statusline import render
-from retrod.stored_text import one_line, quoted
-from retrod.verdicts import VERDICTS
 
 FORBIDDEN = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 

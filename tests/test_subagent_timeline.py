@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference
 from conftest import fresh_database
 from helpers import ingest, reports, rollups_match_raw, snapshot
-from retrod import brief, tracking, trends
+from retrod import tracking
+from retrod.history import brief, trends
 from retrod.report import model
 from retrod.ui import data
 

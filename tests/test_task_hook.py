@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from plan_transcripts import Transcript, session_id
-from retrod import hooks
+from retrod.claude_code import hooks
 from retrod.report import model
 
 SESSION = session_id(3030)

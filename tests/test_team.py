@@ -262,7 +262,7 @@ def test_a_readers_kept_trends_follow_a_members_phase_and_ingest(team: dict, mem
     """Trends kept for the reader (migration 0034: the role reading is in each kept answer's key,
     the member's days tell what changed) are summed again when the member logs a phase (its
     trigger writes retrod's rows as their owner) and reads a new transcript."""
-    from retrod import trends
+    from retrod.history import trends
 
     session = sorted(_sessions_of(ALICE_PROJECT))[1]
     with psycopg.connect(team["url"]["carol"], autocommit=True) as carol:

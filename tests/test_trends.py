@@ -17,7 +17,8 @@ import psycopg
 import pytest
 
 from helpers import HOST, ingest, reports
-from retrod import tracking, trends
+from retrod import tracking
+from retrod.history import trends
 from retrod.report.model import SIGNALS, TOKEN_FIELDS
 
 BUCKETS = ("main", "subagents", "compaction", "total")

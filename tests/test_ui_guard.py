@@ -27,8 +27,8 @@ from psycopg_pool import ConnectionPool
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from helpers import output_tokens
-from retrod import log as logging_setup
-from retrod.report.client import SOCKET_NAME
+from retrod.basics import log as logging_setup
+from retrod.fastpath.client import SOCKET_NAME
 from retrod.settings import Settings
 from retrod.statusline import client as statusline
 from retrod.ui import client, connections, secret

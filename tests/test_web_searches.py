@@ -20,9 +20,10 @@ import pytest
 import reference
 import web_search_transcripts as ws
 from helpers import HOST, ingest, reports, rollups_match_raw, snapshot
-from retrod import trends
-from retrod.report import model, statusline, timeline
+from retrod.history import trends
+from retrod.report import model, timeline
 from retrod.report import prices as pricing
+from retrod.statusline import figures as statusline
 from retrod.transcript.parser import parse_line
 from retrod.ui import data, pages
 

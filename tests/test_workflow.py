@@ -21,7 +21,7 @@ import pytest
 
 import reference
 from helpers import HOST, ingest
-from retrod.report import client
+from retrod.fastpath import client
 from retrod.service.cluster import Cluster
 
 A = "aaaaaaaa-1111-4000-8000-000000000001"
@@ -357,7 +357,7 @@ def test_with_a_daemon_sessions_leaves_the_reading_to_it_and_says_when_it_is_beh
                                                                                     db_url: str) -> None:
     from psycopg_pool import ConnectionPool
 
-    from retrod import catchup, progress
+    from retrod.ingest.ingester import catchup, progress
     from retrod.service.daemon_lock import daemon_lock
 
     settings = _settings(project, db_url)
@@ -383,9 +383,9 @@ def tracked_files(db_url: str) -> int:
 
 def test_sessions_says_when_a_transcript_could_not_be_read(project: dict, db_url: str, monkeypatch) -> None:
     from psycopg_pool import ConnectionPool
+    from retrod.ingest.ingester.ingester import Ingester
 
-    from retrod import catchup
-    from retrod.ingest import Ingester
+    from retrod.ingest.ingester import catchup
 
     ingest_one = Ingester._ingest
 
@@ -404,9 +404,9 @@ def test_sessions_says_when_a_transcript_could_not_be_read(project: dict, db_url
 def test_sessions_lists_what_was_read_before_when_the_database_refuses_writes(project: dict, db_url: str,
                                                                               monkeypatch) -> None:
     from psycopg_pool import ConnectionPool
+    from retrod.ingest.ingester.ingester import Ingester
 
-    from retrod import catchup
-    from retrod.ingest import Ingester
+    from retrod.ingest.ingester import catchup
 
     def refused(_self) -> None:
         raise psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction")
@@ -455,7 +455,7 @@ def test_a_reports_folder_that_cannot_be_written_still_prints_the_report(project
 def test_the_daemons_report_server_words_output_mistakes_as_the_command_does(project: dict, db_url: str) -> None:
     from psycopg_pool import ConnectionPool
 
-    from retrod.report.server import ReportServer
+    from retrod.fastpath.server import ReportServer
 
     blocker = project["tmp"] / "a-file"
     blocker.write_text("")
@@ -526,7 +526,7 @@ def test_skills_call_this_retrod_by_path_and_name_the_session(project: dict) -> 
 def test_the_skills_present_the_cost_and_say_how_to_get_iso_times() -> None:
     """Issue 20: the retro skill never asked Claude to present the cost, and nothing told Claude
     how to get the ISO 8601 times `phase log` needs."""
-    from retrod import skills
+    from retrod.claude_code import skills
 
     shipped = skills.shipped("retrod")
     presenting = shipped["retrod-retro"].split("Present it to the user")[1]
@@ -624,8 +624,8 @@ def test_a_file_another_ingester_committed_first_is_read_again_in_the_same_round
     """The daemon's scan meets a file a report brought up to date meanwhile: it must not wait
     for the next change or scan for the lines written after that."""
     from psycopg_pool import ConnectionPool
+    from retrod.ingest.ingester.ingester import Ingester
 
-    from retrod.ingest import Ingester
     from retrod.store.store import Store
 
     path = project["folder"] / f"{A}.jsonl"

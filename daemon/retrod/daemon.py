@@ -19,15 +19,17 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from psycopg_pool import ConnectionPool
 
 from . import ui
-from .brief import answer as brief_answer
-from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester, ScanStats
-from .progress import Progress
+from .fastpath.client import STATUSLINE
+from .fastpath.server import Answer, ReportServer
+from .history.brief import answer as brief_answer
+from .ingest.ingester import BULK_FROM_BYTES, BULK_LANES, Ingester, ScanStats
+from .ingest.progress import Progress
 from .report import prices
 from .report.retrospective import close_idle_sessions
-from .report.server import Answer, ReportServer
 from .service.daemon_lock import daemon_lock
 from .service.notify import notify, watchdog_interval_s
 from .settings import Settings
+from .statusline.served import StatuslineAnswer
 from .store.db import open_pool
 from .store.queries import q
 from .store.store import OUTAGE, Store
@@ -130,7 +132,9 @@ def run(settings: Settings, once: bool, stop: threading.Event | None = None,
                 if once:
                     _scan(ingester, "caught up")
                 else:
-                    others = {"brief": lambda request: brief_answer(pool, settings, request)}
+                    others: dict[str, Callable[[dict[str, str]], Answer]] = {
+                        "brief": lambda request: brief_answer(pool, settings, request),
+                        STATUSLINE: StatuslineAnswer(pool, settings)}
                     if serve is not None:
                         others["cli"] = lambda request: serve(pool, request)
                     with _web_ui(pool, settings) as publish, ReportServer(pool, settings, others, on_commit=publish):

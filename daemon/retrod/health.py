@@ -12,15 +12,15 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import dict_row
 
-from . import progress
-from .redact import mask_password
+from .basics.redact import mask_password
+from .basics.stored_text import quoted
+from .ingest import progress
 from .service import install
 from .service.cluster import ClusterError
 from .service.daemon_lock import running_daemon
 from .settings import Settings
 from .store.db import cluster_for, open_pool
 from .store.queries import one, q
-from .stored_text import quoted
 from .transcript.discovery import walk
 
 WORST_FILES = 5

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from .stored_text import one_line
+from .basics.stored_text import one_line
 
 SIGNAL_PATTERNS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
 CACHE_PATTERNS = ("expired", "invalidated", "model")

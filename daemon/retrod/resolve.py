@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import invocation
-from .stored_text import one_line, quoted
+from .basics import invocation
+from .basics.stored_text import one_line, quoted
 from .transcript.discovery import UUID_RE, project_folders, session_paths
 
 ENV_VAR = "CLAUDE_CODE_SESSION_ID"

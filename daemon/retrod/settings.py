@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .paths import default_data_dir, default_reports_dir
+from .basics.paths import default_data_dir, default_reports_dir
 
 # DESIGN §2.3's default. report/model.py has the same number as its own functions' default; it is
 # written here too, not imported from there, so that settings sits below the report (which reads

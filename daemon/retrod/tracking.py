@@ -12,11 +12,11 @@ from typing import TypeVar
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from .basics.stored_text import quoted
+from .basics.verdicts import PENDING, VERDICTS
 from .resolve import Project, ProjectMatch, match_project, projects_of
 from .store.members import member_of
 from .store.queries import one, q
-from .stored_text import quoted
-from .verdicts import PENDING, VERDICTS
 
 
 class TrackingError(ValueError):

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import write_many
 from harness import daemon, database, installed, postgres_cpu_s, retrod_env, wait_for_log
-from retrod import skills
+from retrod.claude_code import skills
 from trends_brief import LOG_PHASES
 
 PHASED = "SELECT u.session_uuid FROM cc_sessions u JOIN cc_session_phases p ON p.session_id = u.id LIMIT 1"

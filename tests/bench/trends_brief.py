@@ -40,7 +40,9 @@ import psycopg
 
 from corpus import write_many, write_year
 from harness import daemon, database, installed, median_seconds, retrod_env, wait_for_log
-from retrod import skills, tracking, trends
+from retrod import tracking
+from retrod.claude_code import skills
+from retrod.history import trends
 
 # Three phases on every fifth session, in its first hour: verdicts, lessons and notes to brief on.
 LOG_PHASES = """

@@ -17,9 +17,9 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import BaseModel, Field, ValidationError
 
 from .. import tracking
+from ..basics.verdicts import VERDICTS
 from ..settings import Settings
 from ..store.db import cluster_for
-from ..verdicts import VERDICTS
 from .tools import OneConnection, Result, Tools, invalid_input, one_sentence
 
 log = structlog.get_logger(__name__)

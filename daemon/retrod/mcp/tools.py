@@ -19,8 +19,11 @@ import psycopg
 import structlog
 from psycopg.pq import TransactionStatus
 
-from .. import brief, lesson_data, resolve, tracking, trends
-from ..ingest import Ingester
+from .. import resolve, tracking
+from ..basics.stored_text import one_line, quoted
+from ..basics.verdicts import VERDICTS, shown
+from ..history import brief, lesson_data, trends
+from ..ingest.ingester import Ingester
 from ..report import model, plan, retrospective
 from ..report.prices import PricesError
 from ..report.prices import load as load_prices
@@ -30,8 +33,6 @@ from ..store.db import configure
 from ..store.members import MemberError
 from ..store.migrate import migrate
 from ..store.store import Store
-from ..stored_text import one_line, quoted
-from ..verdicts import VERDICTS, shown
 
 log = structlog.get_logger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from ..stored_text import one_line, quoted
-from ..verdicts import shown
+from ..basics.stored_text import one_line, quoted
+from ..basics.verdicts import shown
 from .model import BUCKETS, SIGNALS
 
 # Token columns in the order the report shows them, with their row titles.

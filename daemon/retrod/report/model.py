@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from ..basics.verdicts import VERDICTS
 from ..store.members import member_of
 from ..store.queries import generic_plans, one, q
-from ..verdicts import VERDICTS
 from . import cache
 from . import prices as pricing
 from .plan import Plan, PlanCall, Task, derive

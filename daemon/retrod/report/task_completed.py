@@ -17,8 +17,8 @@ import re
 
 from psycopg import Connection
 
-from ..stored_text import quoted
-from ..verdicts import VERDICTS
+from ..basics.stored_text import quoted
+from ..basics.verdicts import VERDICTS
 from . import model
 from . import prices as pricing
 from .markdown import task_cells, usd

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from ..redact import mask_password
+from ..basics.redact import mask_password
 
 UNIT = "retrod.service"
 AGENT = "dev.retrod.daemon"
@@ -87,7 +87,7 @@ def _quote(text: str) -> str:
 def render_plist(exe: Path, env: dict[str, str], home: Path) -> bytes:
     plist = plistlib.loads((units_dir() / f"{AGENT}.plist").read_bytes())
     plist["ProgramArguments"][0] = str(exe)
-    log = str(home / "Library" / "Logs" / "retrod" / "retrod.log")
+    log = str(home / "Library" / "Logs" / "retrod" / "retrod.basics.log")
     plist["StandardOutPath"] = plist["StandardErrorPath"] = log
     plist["EnvironmentVariables"].update(env)
     return plistlib.dumps(plist)

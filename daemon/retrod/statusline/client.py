@@ -4,7 +4,7 @@ Claude Code runs the status line command after each assistant message (debounced
 a JSON object on stdin, and shows what it prints; an update that arrives while the command still
 runs cancels it, so a slow command shows nothing. This one therefore starts Python and little
 else: the standard library's lightest parts (no json, socket or re module: the C parts beneath
-them), asks the running daemon for the figures over its report socket (report/client.py's wire
+them), asks the running daemon for the figures over its report socket (fastpath/client.py's wire
 format, a request whose command is `statusline`), and lays them out (render.py). The daemon brings the
 session's files up to date, works the figures out from its precomputed rows and prices them.
 
@@ -23,8 +23,8 @@ import os
 import sys
 import time
 
-from ..paths import default_data_dir
-from ..report.client import SOCKET_NAME, STATUSLINE, encode_request
+from ..basics.paths import default_data_dir
+from ..fastpath.client import SOCKET_NAME, STATUSLINE, encode_request
 from . import render
 
 TYPE_CHECKING = False  # typing itself is not imported: it costs this command milliseconds

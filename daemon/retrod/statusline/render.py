@@ -14,7 +14,7 @@ each line sets (the steps below); what must stay is cut only when it alone does 
 
 from __future__ import annotations
 
-from ..stored_text import one_line
+from ..basics.stored_text import one_line
 
 SEPARATOR = " | "
 ELLIPSIS = "…"

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .. import lesson_data
-from .. import trends as history
+from ..history import lesson_data
+from ..history import trends as history
 from ..report import cache, model, rates, timeline
 from ..report import prices as pricing
 from ..resolve import ProjectError, ProjectMatch

@@ -14,6 +14,9 @@ from html import escape
 from importlib.resources import files
 from urllib.parse import quote, urlencode
 
+from ..basics.stored_text import flat
+from ..basics.verdicts import VERDICTS
+from ..history.trends import has_figures, period_name, shown_periods
 from ..report import markdown
 from ..report.markdown import (
     CAUSE_TITLES,
@@ -25,9 +28,6 @@ from ..report.markdown import (
     task_status,
     usd,
 )
-from ..stored_text import flat
-from ..trends import has_figures, period_name, shown_periods
-from ..verdicts import VERDICTS
 from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
 
 STATIC = files(__package__) / "static"

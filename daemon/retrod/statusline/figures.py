@@ -30,10 +30,10 @@ import structlog
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from ..report import cache, model
+from ..report import prices as pricing
+from ..report.plan import Task
 from ..store.queries import generic_plans, one, q
-from . import cache, model
-from . import prices as pricing
-from .plan import Task
 
 log = structlog.get_logger(__name__)
 

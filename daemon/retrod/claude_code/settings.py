@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .redact import mask_password
+from ..basics.redact import mask_password
 
 BACKUP_SUFFIX = ".retrod-backup"  # settings.json.retrod-backup-<time>: one per change
 # Beside the settings file: the entries retrod's installs replaced, by key, for their uninstall

@@ -28,16 +28,17 @@ import psycopg
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from . import invocation, lesson_data, trend_periods
-from .lessons import PATTERNS
-from .report import cache, markdown, rates
-from .report import prices as pricing
-from .report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
-from .store.members import current_role
-from .store.queries import q
-from .stored_text import one_line, quoted
-from .tracking import project_args, project_match
-from .verdicts import shown
+from ..basics import invocation
+from ..basics.stored_text import one_line, quoted
+from ..basics.verdicts import shown
+from ..lessons import PATTERNS
+from ..report import cache, markdown, rates
+from ..report import prices as pricing
+from ..report.model import AWAY_AFTER_S, BUCKETS, PRODUCTIVE, SIGNALS, TOKEN_FIELDS, tool_use_figures
+from ..store.members import current_role
+from ..store.queries import q
+from ..tracking import project_args, project_match
+from . import lesson_data, trend_periods
 
 PERIODS = ("day", "week", "month")
 SPLITS = ("project", "model", "machine", "session")  # session: for the brief, not offered on the command line

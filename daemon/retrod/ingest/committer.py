@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from .store.store import OUTAGE, ConcurrentUpdate, Lane, Pending, Store
+from ..store.store import OUTAGE, ConcurrentUpdate, Lane, Pending, Store
 
 log = structlog.get_logger(__name__)
 

@@ -7,8 +7,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from .report.client import FORMATS
-from .verdicts import VERDICTS
+from ..basics.verdicts import VERDICTS
+from ..fastpath.client import FORMATS
 
 
 def parser() -> argparse.ArgumentParser:

@@ -10,8 +10,8 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
-from .mcp import EXTRA, INSTALL_HINT, sdk_installed
-from .redact import mask_password
+from ..basics.redact import mask_password
+from ..mcp import EXTRA, INSTALL_HINT, sdk_installed
 
 COMMAND = "{retrod}"  # in the shipped text: replaced by the command of the retrod that installs them
 
@@ -32,7 +32,7 @@ def command() -> str:
 
 
 def command_argv() -> list[str]:
-    from .service.install import ServiceError, retrod_executable
+    from ..service.install import ServiceError, retrod_executable
 
     try:
         return [str(retrod_executable())]
@@ -43,7 +43,7 @@ def command_argv() -> list[str]:
 def settings_env() -> dict[str, str]:
     """This shell's RETROD_* settings, folders made absolute: what a retrod that Claude Code
     starts (the MCP server, a hook) needs, since Claude Code's environment may lack them."""
-    from .service.install import service_environment
+    from ..service.install import service_environment
 
     return {k: _absolute(k, v) for k, v in service_environment().items() if k.startswith("RETROD_")}
 

@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from .store.queries import one, q
+from ..store.queries import one, q
 
 KEPT_ANSWERS = 8  # answers (periods by day, week, month; per project or not; zones) kept, least recent out
 # Figures (a period's, or a project's in it) kept in all, ~10 kB each with their JSON: by day over

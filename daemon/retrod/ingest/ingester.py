@@ -15,13 +15,13 @@ from pathlib import Path
 
 import structlog
 
+from ..store.store import OUTAGE, FileRow, Meta, Pending, Stat, Store
+from ..transcript.discovery import FileRef, classify, session_paths, walk
+from ..transcript.fold import FORGET_BELOW_RULES, RULES, first_session_id, fold
+from ..transcript.parser import parse_line, storable_text
+from ..transcript.tailer import read_chunk
 from .committer import Committer, log_not_ingested
 from .progress import Progress
-from .store.store import OUTAGE, FileRow, Meta, Pending, Stat, Store
-from .transcript.discovery import FileRef, classify, session_paths, walk
-from .transcript.fold import FORGET_BELOW_RULES, RULES, first_session_id, fold
-from .transcript.parser import parse_line, storable_text
-from .transcript.tailer import read_chunk
 
 log = structlog.get_logger(__name__)
 

@@ -5,7 +5,7 @@ and with `--task-completed` (opt-in) one `TaskCompleted` entry running `retrod h
 task-completed`, the finished task's figures and a request for its verdict (issue 30). Each runs
 this retrod by its absolute path, with this shell's RETROD_* settings (Claude Code runs hook
 commands with its own environment) but one holding a password (claude_settings.carried).
-claude_settings.py keeps every other key and hook, and backs the file up before each change;
+claude_code/settings.py keeps every other key and hook, and backs the file up before each change;
 `uninstall` removes retrod's entries and nothing else.
 """
 
@@ -15,7 +15,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from . import claude_settings, skills
+from . import settings as claude_settings
+from . import skills
 
 EVENT = "SessionStart"
 MATCHER = "startup|resume|clear|compact"  # every way a session starts; Claude Code's documented set

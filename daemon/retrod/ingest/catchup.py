@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from psycopg_pool import ConnectionPool
 
-from . import progress, tracking
-from .ingest import BULK_FROM_BYTES, BULK_LANES, Ingester
-from .service.daemon_lock import running_daemon
-from .settings import Settings
-from .store.store import OUTAGE, Store
+from .. import tracking
+from ..service.daemon_lock import running_daemon
+from ..settings import Settings
+from ..store.store import OUTAGE, Store
+from . import progress
+from .ingester import BULK_FROM_BYTES, BULK_LANES, Ingester
 
 # The connections a catch-up may use: the bulk path's lanes (a long history never read), and the
 # scan's own statements.

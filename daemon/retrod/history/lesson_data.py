@@ -16,14 +16,14 @@ from pathlib import Path
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from . import lessons as rules
-from .report import model
-from .report import prices as pricing
-from .report.model import AWAY_AFTER_S
-from .resolve import match_project, project_slugs, projects_of
-from .store.members import current_role
-from .store.queries import q
-from .stored_text import quoted
+from .. import lessons as rules
+from ..basics.stored_text import quoted
+from ..report import model
+from ..report import prices as pricing
+from ..report.model import AWAY_AFTER_S
+from ..resolve import match_project, project_slugs, projects_of
+from ..store.members import current_role
+from ..store.queries import q
 
 
 def member_sessions(conn: Connection, member: str, projects: bool = True) -> list[dict]:

@@ -15,27 +15,28 @@ from typing import TYPE_CHECKING
 import pydantic  # (Settings' own: loaded with it)
 import structlog  # (log.py's own: loaded with it)
 
-from . import arguments, invocation
-from . import log as logging_setup
-from .settings import Settings
+from ..basics import invocation
+from ..basics import log as logging_setup
+from ..settings import Settings
+from . import arguments
 
 if TYPE_CHECKING:
     import argparse
 
-    from . import tracking
+    from .. import tracking
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 def _notes(args: argparse.Namespace) -> tracking.PhaseNotes:
-    from .tracking import PhaseNotes
+    from ..tracking import PhaseNotes
 
     return PhaseNotes(args.actions, args.subagents, args.useful_info, args.lessons, args.notes)
 
 
 def _cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    from ..daemon import Stop, install_signal_handlers, run
     from . import served
-    from .daemon import Stop, install_signal_handlers, run
 
     stop = Stop()
     install_signal_handlers(stop)
@@ -44,7 +45,7 @@ def _cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
-    from .store.db import open_pool
+    from ..store.db import open_pool
 
     with open_pool(settings, max_size=1):
         pass  # opening the pool migrates
@@ -53,12 +54,12 @@ def _cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def _cmd_report(settings: Settings, args: argparse.Namespace) -> int:
-    from . import tracking
-    from .ingest import Ingester  # the parser and fold: only a report reads transcripts
-    from .report import retrospective
-    from .report.prices import load as load_prices
-    from .store.db import open_pool
-    from .store.store import Store
+    from .. import tracking
+    from ..ingest.ingester import Ingester  # the parser and fold: only a report reads transcripts
+    from ..report import retrospective
+    from ..report.prices import load as load_prices
+    from ..store.db import open_pool
+    from ..store.store import Store
 
     to_stdout = args.output == STDOUT  # `--output -`: the report on stdout, and no file
     output = args.output.absolute() if args.output and not to_stdout else None  # absolute: "saved" names it
@@ -96,7 +97,7 @@ STDOUT = Path("-")
 
 def _report_verdict(args: argparse.Namespace) -> tuple[str | None, tracking.PhaseNotes | None]:
     """`report --close --verdict V [--lessons …]`: what the open phase ends with."""
-    from . import tracking
+    from .. import tracking
 
     notes = _notes(args)
     if args.verdict is None:
@@ -109,8 +110,8 @@ def _report_verdict(args: argparse.Namespace) -> tuple[str | None, tracking.Phas
 
 def _html_page(prices):
     """`report --format html`: the web UI's session page, its assets inline, as one file."""
-    from .report import timeline
-    from .ui import pages
+    from ..report import timeline
+    from ..ui import pages
 
     def render(conn, report: dict) -> str:
         series = timeline.series(conn, report["session"]["uuid"], prices, report["session"]["member"])
@@ -120,8 +121,8 @@ def _html_page(prices):
 
 def _session(settings: Settings, conn, given: str | None, allow_unknown: bool = False) -> str:
     """The session the command means (resolve.py decides); says which rule found it."""
-    from . import resolve
-    from .report import model
+    from .. import resolve
+    from ..report import model
 
     found = resolve.resolve(given, roots=settings.projects_roots(), known=lambda p: model.known_sessions(conn, p),
                             allow_unknown=allow_unknown)
@@ -139,9 +140,9 @@ def _warn(warnings: list[str]) -> None:
 
 
 def _cmd_track(settings: Settings, args: argparse.Namespace) -> int:
-    from . import tracking
-    from .store.db import open_pool
-    from .stored_text import quoted
+    from .. import tracking
+    from ..basics.stored_text import quoted
+    from ..store.db import open_pool
 
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _tracked_session(settings, conn, args)
@@ -151,9 +152,9 @@ def _cmd_track(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
-    from . import tracking
-    from .store.db import open_pool
-    from .stored_text import quoted
+    from .. import tracking
+    from ..basics.stored_text import quoted
+    from ..store.db import open_pool
 
     if args.action == "log" and args.from_task is not None:
         return _log_task(settings, args)
@@ -184,12 +185,12 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
 def _log_task(settings: Settings, args: argparse.Namespace) -> int:
     """`phase log --from-task N`: the task's windows as phases (DESIGN §2.9), from the plan as the
     report reads it: the session's transcripts read up to now first."""
-    from . import tracking
-    from .ingest import Ingester
-    from .report import model, plan
-    from .store.db import open_pool
-    from .store.store import Store
-    from .stored_text import quoted
+    from .. import tracking
+    from ..basics.stored_text import quoted
+    from ..ingest.ingester import Ingester
+    from ..report import model, plan
+    from ..store.db import open_pool
+    from ..store.store import Store
 
     if args.start is not None:
         raise tracking.TrackingError("--start cannot be given with --from-task: the task's windows give the times")
@@ -212,10 +213,10 @@ def _log_task(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
-    from . import tracking
-    from .store.db import open_pool
-    from .stored_text import quoted
-    from .verdicts import shown
+    from .. import tracking
+    from ..basics.stored_text import quoted
+    from ..basics.verdicts import shown
+    from ..store.db import open_pool
 
     with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
         session = _session(settings, conn, args.session)
@@ -233,10 +234,11 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     # (catchup: the parser and fold, the transcripts read first when no daemon runs)
-    from . import catchup, resolve, tracking
-    from .report import model
-    from .report.prices import load as load_prices
-    from .store.db import open_pool
+    from .. import resolve, tracking
+    from ..ingest import catchup
+    from ..report import model
+    from ..report.prices import load as load_prices
+    from ..store.db import open_pool
 
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     since = tracking.parse_time(args.since) if args.since else None
@@ -269,9 +271,9 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
 def _sessions_table(rows: list[dict]) -> list[str]:
     """`retrod sessions`' rows under a header, each column as wide as its widest cell (numbers to
     the right), the member's column only when several members' sessions are listed."""
-    from . import tracking
-    from .report import markdown
-    from .stored_text import one_line, quoted
+    from .. import tracking
+    from ..basics.stored_text import one_line, quoted
+    from ..report import markdown
 
     members = len({row["member"] for row in rows}) > 1  # a team's reader: whose session each is
     header = ["SESSION", *(["MEMBER"] if members else []), "STARTED", "WALL", "COST", "TOKENS", "REQUESTS",
@@ -291,9 +293,11 @@ def _sessions_table(rows: list[dict]) -> list[str]:
 
 def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
     # (catchup: the parser and fold, the transcripts read first when no daemon runs)
-    from . import catchup, resolve, trends
-    from .report.prices import load as load_prices
-    from .store.db import open_pool
+    from .. import resolve
+    from ..history import trends
+    from ..ingest import catchup
+    from ..report.prices import load as load_prices
+    from ..store.db import open_pool
 
     zone = trends.zone_of(args.tz)
     since = trends.parse_since(args.since, zone) if args.since else None
@@ -312,10 +316,11 @@ def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
 
 def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
     # (catchup: the parser and fold, the transcripts read first when no daemon runs)
-    from . import brief, catchup
-    from .report.prices import load as load_prices
-    from .store.db import open_pool
-    from .stored_text import quoted
+    from ..basics.stored_text import quoted
+    from ..history import brief
+    from ..ingest import catchup
+    from ..report.prices import load as load_prices
+    from ..store.db import open_pool
 
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     folder = None if args.project else _cwd()
@@ -336,9 +341,10 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_lessons(settings: Settings, args: argparse.Namespace) -> int:
-    from . import catchup, lesson_data  # (catchup: the transcripts read first when no daemon runs)
-    from .report.prices import load as load_prices
-    from .store.db import open_pool
+    from ..history import lesson_data  # (catchup: the transcripts read first when no daemon runs)
+    from ..ingest import catchup
+    from ..report.prices import load as load_prices
+    from ..store.db import open_pool
 
     prices = load_prices(settings.prices)  # a bad price file is refused before any work
     folder = None if args.project else _cwd()
@@ -356,7 +362,7 @@ def _cwd() -> Path:
     try:
         return invocation.cwd()
     except OSError:  # the working folder was deleted
-        from .resolve import SessionError
+        from ..resolve import SessionError
 
         raise SessionError("the working directory is gone; pass --project") from None
 
@@ -365,10 +371,10 @@ def _hook(args: argparse.Namespace) -> int:
     """`retrod brief --hook`, Claude Code's SessionStart hook, when no daemon answered it: it never
     fails the session it starts. Any problem (no database, bad settings, garbage on stdin) is
     one line on stderr, nothing on stdout, exit 0."""
-    from . import brief
-    from .report import client
-    from .report.prices import load as load_prices
-    from .store.db import open_pool
+    from ..fastpath import client
+    from ..history import brief
+    from ..report.prices import load as load_prices
+    from ..store.db import open_pool
 
     try:
         settings = Settings()
@@ -394,7 +400,7 @@ def _hook(args: argparse.Namespace) -> int:
 
 
 def _cmd_hooks(_settings: Settings, args: argparse.Namespace) -> int:
-    from . import hooks
+    from ..claude_code import hooks
 
     for line in (hooks.install(task_completed=args.task_completed) if args.action == "install"
                  else hooks.uninstall()):
@@ -406,12 +412,13 @@ def _task_completed_hook(args: argparse.Namespace) -> int:
     """`retrod hooks task-completed`, Claude Code's TaskCompleted hook (opt-in): the session's
     transcripts read up to now, then the finished task's figures on stdout. It never fails the
     session it runs in: any problem is one line on stderr, nothing on stdout, exit 0."""
-    from . import tracking
-    from .ingest import Ingester
-    from .report import client, task_completed
-    from .report.prices import load as load_prices
-    from .store.db import open_pool
-    from .store.store import Store
+    from .. import tracking
+    from ..fastpath import client
+    from ..ingest.ingester import Ingester
+    from ..report import task_completed
+    from ..report.prices import load as load_prices
+    from ..store.db import open_pool
+    from ..store.store import Store
 
     try:
         settings = Settings()
@@ -444,7 +451,7 @@ def _json(rows: list[dict] | dict) -> str:
 
 
 def _cmd_status(settings: Settings, args: argparse.Namespace) -> int:
-    from . import health
+    from .. import health
 
     report = health.status(settings)
     print(json.dumps(report, indent=2) if args.json else health.render_status(report), end="\n" if args.json else "")
@@ -452,7 +459,7 @@ def _cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
-    from . import health
+    from .. import health
 
     checks = health.doctor(settings)
     print(health.render_doctor(checks), end="")
@@ -461,8 +468,8 @@ def _cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_team(settings: Settings, args: argparse.Namespace) -> int:
-    from . import team
-    from .store.db import open_pool
+    from ..store import team
+    from ..store.db import open_pool
 
     if not args.apply:
         print(team.script(args.member, args.reader), end="")
@@ -476,7 +483,7 @@ def _cmd_team(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
-    from .service import install
+    from ..service import install
 
     if args.action == "status":
         print(install.status())
@@ -487,7 +494,7 @@ def _cmd_service(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
-    from . import skills
+    from ..claude_code import skills
 
     for line in skills.install(args.dir or skills.default_dir(), force=args.force, mcp=args.mcp):
         print(line)
@@ -496,7 +503,7 @@ def _cmd_skills(_settings: Settings, args: argparse.Namespace) -> int:
 
 def _cmd_statusline(_settings: Settings, args: argparse.Namespace) -> int:
     """install and uninstall (entry.py runs the status line itself, with any options)."""
-    from .statusline import install as statusline_install
+    from ..claude_code import statusline as statusline_install
 
     done = statusline_install.install(args.force) if args.action == "install" else statusline_install.uninstall()
     for line in done:
@@ -505,20 +512,20 @@ def _cmd_statusline(_settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(settings: Settings, _args: argparse.Namespace) -> int:
-    from . import mcp  # stdout is the protocol's from here on: nothing else may print to it
+    from .. import mcp  # stdout is the protocol's from here on: nothing else may print to it
 
     if not mcp.sdk_installed():
         print(f"retrod: error: {mcp.INSTALL_HINT}", file=sys.stderr)
         return EXIT_USAGE
-    from .mcp.server import serve  # the SDK: only now
+    from ..mcp.server import serve  # the SDK: only now
 
     return serve(settings)
 
 
 def _cmd_ui(settings: Settings, args: argparse.Namespace) -> int:
-    from . import ui
-    from .service.daemon_lock import running_daemon
-    from .ui import client, secret
+    from .. import ui
+    from ..service.daemon_lock import running_daemon
+    from ..ui import client, secret
 
     if not ui.installed():
         raise UiError(ui.INSTALL_HINT)
@@ -558,7 +565,7 @@ def _open_browser(data_dir: Path, address: str) -> bool:
     import os
     import webbrowser
 
-    from .ui import opener
+    from ..ui import opener
 
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return False
@@ -615,11 +622,11 @@ def execute(args: argparse.Namespace, settings: Settings | None = None) -> int:
 # The errors that are the user's to fix (exit 2), and those of what the command uses (exit 1), by
 # the module that raises them: a module the command never imported raised none of them, so none is
 # imported only to ask.
-USAGE_ERRORS = {"retrod.tracking": ("TrackingError",), "retrod.skills": ("SkillsError",),
+USAGE_ERRORS = {"retrod.tracking": ("TrackingError",), "retrod.claude_code.skills": ("SkillsError",),
                 "retrod.resolve": ("SessionError",), "retrod.report.retrospective": ("OutputError",),
-                "retrod.team": ("TeamError",), "retrod.store.members": ("MemberError",),
-                "retrod.trends": ("TrendsError",), "retrod.claude_settings": ("SettingsError",),
-                "retrod.statusline.install": ("StatuslineError",)}
+                "retrod.store.team": ("TeamError",), "retrod.store.members": ("MemberError",),
+                "retrod.history.trends": ("TrendsError",), "retrod.claude_code.settings": ("SettingsError",),
+                "retrod.claude_code.statusline": ("StatuslineError",)}
 FAILURES = {"retrod.service.cluster": ("ClusterError",), "psycopg": ("Error",)}
 
 

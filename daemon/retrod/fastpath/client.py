@@ -22,7 +22,7 @@ import _socket as socket
 import os
 import sys
 
-from ..paths import default_data_dir, default_reports_dir
+from ..basics.paths import default_data_dir, default_reports_dir
 
 TYPE_CHECKING = False  # typing itself is not imported: it costs this command milliseconds
 if TYPE_CHECKING:

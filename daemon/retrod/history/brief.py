@@ -27,18 +27,20 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from . import invocation, lesson_data, tracking, trends
-from . import lessons as lessons_rules
-from .report import markdown, model
-from .report import prices as pricing
-from .report.client import HOOK_TIMEOUT_S
-from .report.model import AWAY_AFTER_S, SIGNALS
-from .resolve import ENV_VAR, UUID_RE, project_slugs
-from .settings import Settings
-from .store.members import current_role
-from .store.queries import q
-from .stored_text import quoted
-from .verdicts import shown
+from .. import lessons as lessons_rules
+from .. import tracking
+from ..basics import invocation
+from ..basics.stored_text import quoted
+from ..basics.verdicts import shown
+from ..fastpath.client import HOOK_TIMEOUT_S
+from ..report import markdown, model
+from ..report import prices as pricing
+from ..report.model import AWAY_AFTER_S, SIGNALS
+from ..resolve import ENV_VAR, UUID_RE, project_slugs
+from ..settings import Settings
+from ..store.members import current_role
+from ..store.queries import q
+from . import lesson_data, trends
 
 DEFAULT_SESSIONS = 5
 # The whole text's size (DESIGN §2.10): it goes into Claude's context at every session start.
@@ -435,7 +437,7 @@ def excluded_session(env: dict[str, str] | None = None) -> str | None:
 
 
 def answer(pool: ConnectionPool, settings: Settings, request: dict[str, str]) -> tuple[str, str, str]:
-    """The daemon's side of `retrod brief --hook` (report/client.py asks, report/server.py hands
+    """The daemon's side of `retrod brief --hook` (fastpath/client.py asks, fastpath/server.py hands
     the request here): what the command would print, with the command's own RETROD_PRICES and
     RETROD_AWAY_AFTER_S; like the command, never an error (exit 0, a note on stderr)."""
     deadline = time.monotonic() + HOOK_TIMEOUT_S - 0.5  # (the answer must still reach the command)

@@ -7,7 +7,7 @@ import re
 
 import psycopg
 
-from .store.queries import one, q
+from .queries import one, q
 
 # Plain role names only: they are written into SQL text, and a name needing quotes inside a
 # DO block's literal is not worth the risk.

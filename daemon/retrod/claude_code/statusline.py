@@ -1,5 +1,5 @@
 """`retrod statusline install` and `uninstall`: the `statusLine` entry of Claude Code's settings
-file, through claude_settings.py (every other key kept, a backup of the file first).
+file, through claude_code/settings.py (every other key kept, a backup of the file first).
 
 The entry runs this `retrod` by its absolute path (Claude Code's shell need not have a
 virtualenv on PATH), as the skills do. A status line that is not retrod's is replaced only with
@@ -14,7 +14,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from .. import claude_settings, skills
+from . import settings as claude_settings
+from . import skills
 
 KEY = "statusLine"
 # Claude Code runs the command after each of its messages. A timed run as well keeps what moves

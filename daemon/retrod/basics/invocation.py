@@ -1,6 +1,6 @@
 """Who asked for the command being run: its working folder, its environment, its process and
 whether its output is a terminal. A command in its own process reads its own; a command the
-daemon serves over its socket (report/client.py) reads its client's, set for the thread that
+daemon serves over its socket (fastpath/client.py) reads its client's, set for the thread that
 serves it. Every place that needs one of these asks here, so that both ways give one answer.
 
 The daemon runs each served command's `print`s into buffers of its own: `Routed` stands for

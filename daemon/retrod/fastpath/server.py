@@ -1,11 +1,10 @@
 """The daemon's side of the fast path (see client.py): one request per connection. It answers
-`retrod report` and `retrod statusline` (the status line's figures) itself; another command's
-requests go to the function the daemon registered for it (`retrod brief --hook`: brief.answer,
-which this room may not import)."""
+`retrod report` itself; another command's requests go to the function the daemon registered for
+it (`retrod statusline`: statusline/served.py; `retrod brief --hook`: brief.answer; the commands
+cli/served.py answers), which this room may not import."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
@@ -20,18 +19,17 @@ import structlog
 from psycopg_pool import ConnectionPool
 
 from .. import resolve
-from ..ingest import Ingester
+from ..ingest.ingester import Ingester
+from ..report import model, retrospective
+from ..report.prices import PricesError
+from ..report.prices import load as load_prices
 from ..settings import Settings
 from ..store.members import MemberError
 from ..store.store import Store
-from . import model, retrospective, statusline
-from .client import MAX_REQUEST, SOCKET_NAME, STATUSLINE, decode_request
-from .prices import PricesError
-from .prices import load as load_prices
+from .client import MAX_REQUEST, SOCKET_NAME, decode_request
 
 log = structlog.get_logger(__name__)
 
-KEPT_STATUS_MAX = 1000  # sessions whose last status is remembered: a few bytes each
 # What one connection may hold (a client sends its request at once and reads the reply as it
 # comes; anything else is not a retrod client): the time to send the whole request, the time to
 # take the whole reply (sendall's timeout is its total), and the connections served at once, each
@@ -58,9 +56,6 @@ class ReportServer:
         self.on_commit = on_commit  # the lines a report reads first reach the live page too
         self.path = settings.data_dir / SOCKET_NAME
         self._server: socketserver.ThreadingUnixStreamServer | None = None
-        # What each session's status line last reported, as kept: most renders bring nothing new
-        # (a timed refresh, the same message's figures), and then cost no statement.
-        self._kept_status: dict[str, dict] = {}
 
     def __enter__(self) -> ReportServer:
         try:
@@ -90,15 +85,13 @@ class ReportServer:
         if request.get("database_url") != self.settings.database_url:
             return "declined", "", ""  # this daemon serves another database
         command = request.get("command", "report")
-        if command == STATUSLINE:
-            return self.statusline(request, _away_after_s(request))
         if command != "report":
             other = self.others.get(command)
             return other(request) if other is not None else ("declined", "", "")
         return self._report(request)
 
     def _report(self, request: dict[str, str]) -> Answer:
-        away_after_s = _away_after_s(request)
+        away_after_s = away_after_s_of(request)
         if away_after_s is None:
             return "declined", "", ""  # the command's own settings check words the mistake
         try:
@@ -122,53 +115,20 @@ class ReportServer:
                     as_json=request.get("format") == "json", away_after_s=away_after_s, prices=prices,
                     member=request.get("member"))
         except (resolve.SessionError, retrospective.OutputError, MemberError) as exc:
-            return "2", f"retrod: error: {_one_line(exc)}\n", ""
+            return "2", f"retrod: error: {one_line(exc)}\n", ""
         except PricesError as exc:  # worded as the command words a bad setting
-            return "2", f"retrod: error: configuration: {_one_line(exc)}\n", ""
+            return "2", f"retrod: error: configuration: {one_line(exc)}\n", ""
         except Exception as exc:  # noqa: BLE001 - the command's own one-line error, the daemon goes on
             log.warning("report request failed", error=f"{type(exc).__name__}: {exc}")
             known = isinstance(exc, (psycopg.Error, OSError, RuntimeError))  # as cli.main words them
             prefix = "" if known else f"internal error ({type(exc).__name__}): "
-            return "1", f"retrod: error: {prefix}{_one_line(exc)}\n", ""
+            return "1", f"retrod: error: {prefix}{one_line(exc)}\n", ""
         if "not_saved" in report:  # as the command says it: the report answered, the setting wrong
             return "2", f"{found.said}retrod: error: {report['not_saved']}\n", text
         saved = f"retrod: saved {report['saved_to']}\n" if "saved_to" in report else ""
         return "0", found.said + saved, text
 
-    def statusline(self, request: dict[str, str], away_after_s: float | None) -> Answer:
-        """`retrod statusline`'s figures as JSON (report/statusline.py), after the session's files
-        are brought up to date; what the status line reported is kept. Errors are one line, as
-        the report's: the command shows what its input alone gives, with a mark."""
-        if away_after_s is None:
-            return "2", "retrod: error: configuration: RETROD_AWAY_AFTER_S is not a positive number\n", ""
-        session = statusline.session_id(request.get("session"))
-        try:
-            prices = load_prices(request.get("RETROD_PRICES"))
-            if session is not None:
-                # Its files: those stored, and new ones beside its transcript (Claude Code says where)
-                near = [Path(request["transcript_path"]).parent] if request.get("transcript_path") else []
-                roots = self.settings.projects_roots()
-                Ingester(Store(self.pool, self.settings.host_id), roots, self.settings.batch_bytes).refresh(
-                    session, near)
-            with self.pool.connection() as conn:
-                status = statusline.status_fields(request)
-                if (session is not None and self._kept_status.get(session) != status
-                        and statusline.save_status(conn, session, status)):
-                    if len(self._kept_status) >= KEPT_STATUS_MAX:
-                        self._kept_status.clear()
-                    self._kept_status[session] = status
-                figures = statusline.figures(conn, session, statusline.day_bounds(request), away_after_s, prices)
-        except MemberError as exc:
-            return "2", f"retrod: error: {_one_line(exc)}\n", ""
-        except PricesError as exc:
-            return "2", f"retrod: error: configuration: {_one_line(exc)}\n", ""
-        except Exception as exc:  # noqa: BLE001 - one line for the command; the daemon goes on
-            log.warning("status line request failed", error=f"{type(exc).__name__}: {exc}")
-            return "1", f"retrod: error: {_one_line(exc)}\n", ""
-        return "0", "", json.dumps(figures)
-
-
-def _away_after_s(request: dict[str, str]) -> float | None:
+def away_after_s_of(request: dict[str, str]) -> float | None:
     """The command's setting, whoever answers: unset is the default, never the daemon's own;
     None: not a positive number."""
     try:
@@ -178,7 +138,7 @@ def _away_after_s(request: dict[str, str]) -> float | None:
     return away_after_s if math.isfinite(away_after_s) and away_after_s > 0 else None
 
 
-def _one_line(exc: Exception) -> str:
+def one_line(exc: Exception) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 

@@ -1,5 +1,5 @@
 """The commands the daemon answers over its socket besides `report`: `sessions`, `trends`,
-`brief`, `lessons` and `phases` (report/client.py asks, report/server.py hands the request here).
+`brief`, `lessons` and `phases` (fastpath/client.py asks, fastpath/server.py hands the request here).
 
 Each is the command line's own code (cli.execute), run on the daemon's thread with the client's
 working folder, environment, process and terminal (invocation.py) and the daemon's connections,
@@ -17,11 +17,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from . import arguments, invocation
-from .paths import default_reports_dir
-from .report.client import served_argv
-from .settings import Settings
-from .store.db import lend
+from ..basics import invocation
+from ..basics.paths import default_reports_dir
+from ..fastpath.client import served_argv
+from ..settings import Settings
+from ..store.db import lend
+from . import arguments
 
 Answer = tuple[str, str, str]
 DECLINED: Answer = ("declined", "", "")
@@ -35,7 +36,7 @@ IGNORED = frozenset({"RETROD_LOG_LEVEL"})  # a short command logs at WARNING wha
 def answer(pool, request: Mapping[str, str], execute: Callable[..., int],
            daemon_env: Mapping[str, str] = os.environ) -> Answer:
     """What the command would answer, as (exit code, stderr, stdout); DECLINED when it must run
-    itself. `execute`: the command line's (cli.py hands it over, as nothing may import cli)."""
+    itself. `execute`: the command line's (cli/commands.py hands it over, as nothing may import cli)."""
     argv = served_argv(request)
     env = {key[4:]: value for key, value in request.items() if key.startswith("env.")}
     if argv is None or not _same_settings(env, daemon_env):
