@@ -341,17 +341,17 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
         modelled(assistant(S, ts(2), "m1", None, usage(10, 50, 100, 5)), "claude-y"),
         assistant(S, ts(3), "m2", None, usage(3, 7)),  # no model: None
         modelled(assistant(S, ts(4), "m3", None, usage()), "<synthetic>"),  # zero tokens, still a request
-        # m4: three records with the same usage: the one naming a model, the smallest in
-        # code-point order ("C" is 67, "c" is 99): Claude-a.
+        # m4: three records with the same usage: the first line (DESIGN 2.2: path, then line),
+        # whatever the others name: claude-b, not the smaller Claude-a ("C" is 67, "c" is 99).
         modelled(assistant(S, ts(5), "m4", None, usage(1, 4)), "claude-b"),
         assistant(S, ts(5), "m4", None, usage(1, 4)),
         modelled(assistant(S, ts(5), "m4", None, usage(1, 4)), "Claude-a"),
         # m5: a copy without a model ties with the subagent file's record (both sidechain):
-        # the subagent's claude-h.
+        # "proj/<S>.jsonl" sorts before "proj/<S>/subagents/..." ("." < "/"): the copy's, None.
         progress(ts(6), "a1", {"type": "assistant", "timestamp": ts(6),
                                "message": {"id": "m5", "usage": usage(2, 6)}}),
-        # m6: the same DESIGN tuple (output 3, cache create 10); the larger 5-minute split wins
-        # before the model is looked at: claude-p, not the smaller claude-a.
+        # m6: the same DESIGN tuple (output 3, cache create 10): the first line, claude-p (its
+        # 5-minute split), not the smaller claude-a.
         modelled(assistant(S, ts(7), "m6", None, split(3, 10, 10, 0)), "claude-p"),
         modelled(assistant(S, ts(7), "m6", None, split(3, 10, 0, 10)), "claude-a"),
         # m7: claude-y again, with a split (5m 1 + 1h 3 = flat 4).
@@ -371,10 +371,9 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
     result = compute(tmp_path)[S]
     assert result["tokens_by_model"] == {
         "claude-y": figures(2, 10 + 1, 50 + 2, 100 + 3, 5 + 4, 1, 3),
-        None: figures(1, 3, 7),
+        None: figures(2, 3 + 2, 7 + 6),
         "<synthetic>": figures(1, cost=0.0),
-        "Claude-a": figures(1, 1, 4),
-        "claude-h": figures(1, 2, 6),
+        "claude-b": figures(1, 1, 4),
         "claude-p": figures(1, 0, 3, 0, 10, 10, 0),
     }
     # The split by model adds up to the session's totals.
@@ -386,7 +385,7 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
                (datetime(2024, 1, 1, 0, 0, 4, tzinfo=UTC), datetime(2024, 1, 1, 0, 0, 9, tzinfo=UTC))]
     first, second = compute_phase_models(tmp_path, S, windows)
     assert first == {"claude-y": figures(1, 10, 50, 100, 5), None: figures(1, 3, 7)}
-    assert second == {"<synthetic>": figures(1, cost=0.0), "Claude-a": figures(1, 1, 4), "claude-h": figures(1, 2, 6),
+    assert second == {"<synthetic>": figures(1, cost=0.0), "claude-b": figures(1, 1, 4), None: figures(1, 2, 6),
                       "claude-p": figures(1, 0, 3, 0, 10, 10, 0), "claude-y": figures(1, 1, 2, 3, 4, 1, 3)}
 
 
