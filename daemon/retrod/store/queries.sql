@@ -648,9 +648,10 @@ WITH filled AS (
 SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted AND failed;
 
 -- An id seen in several files of a session counts once, where it is seen first: in a main
--- transcript if it is there, then on the machine with the smaller host id (DESIGN §4: the same
--- call on two machines, as a request's record; not whichever copy was read first), then in the
--- file whose path sorts first, then in file order.
+-- transcript if it is there (with several, the first in §2.3's order: its project folder's name,
+-- code-point, then host and path as retime_sessions), else on the machine with the smaller host
+-- id (DESIGN §4: the same call on two machines, as a request's record; not whichever copy was
+-- read first), then in the file whose path sorts first; then in file order.
 -- name: recount_tool_uses
 WITH ids AS (
     SELECT DISTINCT session_uuid, tool_use_id
@@ -658,7 +659,8 @@ WITH ids AS (
 ), ranked AS (
     SELECT t.session_uuid, t.tool_use_id, t.file_id,
            c.file_id IS NULL AND row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id, c.file_id IS NULL
-                              ORDER BY t.agent <> '', f.host_id, t.file_path, t."offset", t.block, t.file_id) = 1
+                              ORDER BY t.agent <> '', CASE WHEN t.agent = '' THEN f.slug END, f.host_id,
+                                       t.file_path, t."offset", t.block, t.file_id) = 1
                AS counts
     FROM ids JOIN retrod.tool_uses t
          ON t.session_uuid = ids.session_uuid AND t.tool_use_id = ids.tool_use_id AND t.agent IS NOT NULL
