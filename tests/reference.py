@@ -39,7 +39,8 @@ or the reference's own; a daemon that differs must say why):
     looks at every own line of every main file (distinct ids count a copy once anyway).
   - Cost: per part, calc_price(Usage(input_tokens = input + cache read + cache create,
     output_tokens, cache_read_tokens, cache_write_tokens = cache create,
-    cache_write_1h_tokens = min(1h split, cache create)), model, provider_id="anthropic",
+    cache_write_1h_tokens = the 1h split, or 0 when the part's 5m and 1h do not add up to
+    its cache create (DESIGN 2.7: then all its writes count as 5m)), model, provider_id="anthropic",
     genai_request_timestamp = the request's timestamp (None, i.e. now, when it has none),
     price_context).  Long-context tiers thus apply to one part of one request.  A part
     with no tokens costs 0 and is not unpriced (e.g. <synthetic>); one with tokens whose
@@ -50,8 +51,8 @@ or the reference's own; a daemon that differs must say why):
     models sorted, None first, "complete": no part unpriced}.  A model row's cost_usd is
     None when any of its parts is unpriced.  prices_override {model: {input, output,
     cache_read, cache_create_5m, cache_create_1h}} (USD per million, as RETROD_PRICES)
-    prices every part of the exact model names it holds, flat: the 1h part of the writes
-    at cache_create_1h, the rest at cache_create_5m, no tier.
+    prices every part of the exact model names it holds, flat: the 1h writes (as above) at
+    cache_create_1h, the rest at cache_create_5m, no tier.
   - Web searches (DESIGN 2.2, 2.7): a part's server_tool_use.web_search_requests, priced apart
     as calc_price(Usage(web_searches=n)) at the request's timestamp and price context, also
     for a model RETROD_PRICES names.  A part whose web searches cannot be priced (unknown or
@@ -1051,7 +1052,7 @@ def package_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Deci
         output_tokens=part["output"],
         cache_read_tokens=part["cache_read"],
         cache_write_tokens=part["cache_create"],
-        cache_write_1h_tokens=min(part["cache_create_1h"], part["cache_create"]),
+        cache_write_1h_tokens=writes_of(part)[1],
     )
     try:
         calculation = calc_price(
@@ -1069,14 +1070,14 @@ def package_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Deci
 def override_price(part: dict, rates: dict) -> decimal.Decimal:
     """DESIGN 2.7: "RETROD_PRICES (flat per-million prices by exact model name) overrides the
     package for the models it names."  rates: {input, output, cache_read, cache_create_5m,
-    cache_create_1h} in USD per million tokens.  The 1h part of the cache writes is
-    min(1h split, cache_create) at cache_create_1h; the rest of cache_create at cache_create_5m.
+    cache_create_1h} in USD per million tokens.  The 1h writes (writes_of: "When a part's 5m
+    and 1h writes do not add up to its cache writes, all of its cache writes count as 5m") at
+    cache_create_1h; the rest of cache_create at cache_create_5m.
     """
     def rate(name: str) -> decimal.Decimal:
         return decimal.Decimal(str(rates[name]))  # str(): 0.3 is "0.3", not a binary fraction
 
-    one_hour = min(part["cache_create_1h"], part["cache_create"])
-    five_minutes = part["cache_create"] - one_hour
+    five_minutes, one_hour = writes_of(part)
     total = (
         part["input"] * rate("input")
         + part["output"] * rate("output")
