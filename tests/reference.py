@@ -1,11 +1,11 @@
 """Independent reference implementation of retrod's accounting rules (test oracle).
 
 Written from docs DESIGN.md section 2 ("Accounting rules (normative)") and FORMATS.md
-only, without looking at the daemon's code.  It covers 2.1-2.5, 2.7 and 2.9; 2.6 (tool calls
-and waste signals) is in tests/reference_tools.py.  Tokens by model (issue 11) were first
-written from the issue's text and the README's decisions; they now follow DESIGN 2.2
-"Iterations": a request is made of parts, each with its own model, and tokens by model sum
-parts.  It is deliberately naive:
+only, without looking at the daemon's code.  It covers 2.1-2.5 and 2.7-2.9, and 2.10's
+`retrod lessons` figures; 2.6 (tool calls and waste signals) is in tests/reference_tools.py.
+Tokens by model (issue 11) were first written from the issue's text and the README's
+decisions; they now follow DESIGN 2.2 "Iterations": a request is made of parts, each with its
+own model, and tokens by model sum parts.  It is deliberately naive:
 it reads every file whole, parses every line with json.loads, collects everything
 in plain lists and dicts, and then computes each figure with plain loops.  There
 is no incremental state and no performance trick; readability beats speed.
@@ -30,20 +30,17 @@ What it covers, in short:
 
 Decisions the oracle takes where DESIGN leaves a choice (they are the project's decisions
 or the reference's own; a daemon that differs must say why):
-  - Chosen record: DESIGN's usage tuple, then the larger 5m, then 1h split (docs/decisions.md), then a
-    record naming a model before one naming none, the smallest model first (decisions), then
-    the smaller canonical JSON of (iterations, fast) -- never the order files are read in.
   - Iterations: elements of usage.iterations that are not objects are skipped; each object
     is sanitised like a top-level usage (cache create = its flat field when an integer,
     else its own 5m + 1h).
-  - Timeline: the uuid dedupe runs over the main transcripts' own lines (project decision:
-    the figures it serves are the own lines'; a copied-history or sidechain line does not
-    stand for an own one), also within one file; lines without a non-empty string uuid always count; two main
-    files in one folder name (impossible on one machine) go by full path.  tool_calls
+  - Timeline: the uuid dedupe runs over the main transcripts' own lines (DESIGN 2.3), also
+    within one file; lines without a non-empty string uuid always count; two main files in
+    one folder name (impossible on one machine) go by full path.  tool_calls
     looks at every own line of every main file (distinct ids count a copy once anyway).
   - Cost: per part, calc_price(Usage(input_tokens = input + cache read + cache create,
     output_tokens, cache_read_tokens, cache_write_tokens = cache create,
-    cache_write_1h_tokens = min(1h split, cache create)), model, provider_id="anthropic",
+    cache_write_1h_tokens = the 1h split, or 0 when the part's 5m and 1h do not add up to
+    its cache create (DESIGN 2.7: then all its writes count as 5m)), model, provider_id="anthropic",
     genai_request_timestamp = the request's timestamp (None, i.e. now, when it has none),
     price_context).  Long-context tiers thus apply to one part of one request.  A part
     with no tokens costs 0 and is not unpriced (e.g. <synthetic>); one with tokens whose
@@ -54,14 +51,13 @@ or the reference's own; a daemon that differs must say why):
     models sorted, None first, "complete": no part unpriced}.  A model row's cost_usd is
     None when any of its parts is unpriced.  prices_override {model: {input, output,
     cache_read, cache_create_5m, cache_create_1h}} (USD per million, as RETROD_PRICES)
-    prices every part of the exact model names it holds, flat: the 1h part of the writes
-    at cache_create_1h, the rest at cache_create_5m, no tier.
+    prices every part of the exact model names it holds, flat: the 1h writes (as above) at
+    cache_create_1h, the rest at cache_create_5m, no tier.
   - Web searches (DESIGN 2.2, 2.7): a part's server_tool_use.web_search_requests, priced apart
     as calc_price(Usage(web_searches=n)) at the request's timestamp and price context, also
     for a model RETROD_PRICES names.  A part whose web searches cannot be priced (unknown or
     null model, or a model whose price has no web-search unit) is unpriced; its tokens are
-    still priced when they can be (project decision).  Records tying on everything else: the
-    most top-level web searches (project decision).
+    still priced when they can be (project decision).
 
 Public API:  compute(projects_dir, away_after_s=1800, prices_override=None)
                  -> {session_uuid: figures}
@@ -141,8 +137,10 @@ DEFAULT_AWAY_AFTER_S = 1800
 def parse_timestamp(value) -> int | None:
     """RFC 3339 string -> integer microseconds since the epoch; anything else -> None.
 
-    DESIGN 2.1: "Timestamps are RFC 3339 strings (Z/z or an offset; no offset = UTC);
-    anything else is absent."  Fraction digits beyond 6 are truncated.
+    DESIGN 2.1: "Timestamps are RFC 3339 strings: YYYY-MM-DD, T, t or a space, hh:mm:ss, an
+    optional . and digits (past the sixth, dropped), then Z, z, +-hh:mm or nothing (UTC); a
+    value that is not a real instant (month 13, hour 24, second 60) or of any other form is
+    absent."
     """
     if not isinstance(value, str):
         return None
@@ -532,6 +530,15 @@ def has_tool_use(message_holder: dict) -> bool:
     return any(block.get("type") == "tool_use" for block in content_blocks(message_holder))
 
 
+def place_rank(line: dict, file: dict) -> tuple[str, int]:
+    """(the file's path below the projects root, the line's index): DESIGN 2.2's tie-break of
+    records whose usage tuples tie (the index orders lines as their numbers do)."""
+    numbers = file.get("line_numbers")
+    if numbers is None:
+        numbers = file["line_numbers"] = {id(object_): n for n, object_ in enumerate(file["lines"])}
+    return (file["below_root"], numbers[id(line)])
+
+
 def records_of_line(line: dict, file: dict) -> list[dict]:
     """The usage records (0 or 1) that one line contributes."""
     records = []
@@ -566,6 +573,7 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     "iterations": iteration_figures(usage),
                     "fast": is_fast(usage),
                     "reason": cache_miss_reason(message),
+                    "place_rank": place_rank(line, file),
                 }
             )
 
@@ -614,6 +622,7 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                             "iterations": iteration_figures(usage),
                             "fast": is_fast(usage),
                             "reason": cache_miss_reason(inner_message),
+                            "place_rank": place_rank(line, file),
                         }
                     )
     return records
@@ -726,33 +735,12 @@ def parts_of(record: dict) -> list[dict]:
 def usage_winner(records: list[dict]) -> dict:
     """The record whose usage counts ("the chosen record"); its model is the message's model.
 
-    Issue 11: the model of a request is the message.model of its usage-winning record.
-    Decisions (docs/decisions.md): records that tie on DESIGN's usage tuple are told apart by the larger
-    5-minute, then 1-hour cache-write split; records that still tie but name different models
-    give the request the model of one that names a model, the smallest in code-point order.
-    Reference decision (DESIGN says nothing of it): records that still tie on all that but
-    differ in usage.iterations or usage.speed are told apart by the smaller canonical JSON of
-    (iterations, fast), so the choice never depends on the order files are read in.
+    DESIGN 2.2: the record with the largest usage tuple; "Records whose tuples tie: the first by
+    the path of its file below the projects root (code-point), then line number." Nothing a
+    record holds (its split, model, iterations, speed, reason) breaks a tie.
     """
     best = max(usage_rank(r) for r in records)
-    tied = [r for r in records if usage_rank(r) == best]
-    best_split = max(split_rank(r) for r in tied)
-    tied = [r for r in tied if split_rank(r) == best_split]
-
-    def tie_break(record: dict) -> tuple:
-        rest = json.dumps({"iterations": record["iterations"], "fast": record["fast"]}, sort_keys=True)
-        # A record naming a model comes before one naming none; then the smallest model.
-        # Then (DESIGN 2.8's reason) a record giving a reason before one giving none, the
-        # smallest reason first; then (project decision) the record with the most top-level
-        # web searches: never the order files are read in.
-        return (record["model"] is None, record["model"] or "", rest, record["reason"] is None,
-                record["reason"] or "", -record["usage"]["web_searches"])
-
-    return min(tied, key=tie_break)
-
-
-def split_rank(record: dict) -> tuple:
-    return (record["usage"]["cache_create_5m"], record["usage"]["cache_create_1h"])
+    return min((r for r in records if usage_rank(r) == best), key=lambda r: r["place_rank"])
 
 
 def bucket_of(agent: str) -> str:
@@ -779,12 +767,10 @@ def main_timeline(main_files: list[dict]) -> list[tuple[dict, dict]]:
 
     DESIGN 2.3: "A session whose main transcript exists (or existed) at more than one path --
     a project folder copied or moved -- has one timeline: its main transcripts in the order
-    of their project folders' names (code-point), each in file order, and a line whose uuid
-    is a non-empty string counts once, where it is first met in that order."
-    Lines without such a uuid always count.  The dedupe also applies within one file (a
-    uuid repeated later in the same file does not count again), and it runs over the own
-    lines (project decision: every figure it serves counts own lines only, and a copied or
-    sidechain line does not stand for an own one).  Reference decision: two main files in
+    of their project folders' names (code-point), each in file order. Over that order (one
+    path or several), an own line whose uuid is a non-empty string is dropped when an earlier
+    own line, of any type and with or without a timestamp, had the same uuid."
+    Lines without such a uuid always count.  Reference decision: two main files in
     the same folder name (impossible on one machine) are ordered by their full path.
     """
     ordered = sorted(main_files, key=lambda file: (file["slug"], str(file["path"])))
@@ -1066,7 +1052,7 @@ def package_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Deci
         output_tokens=part["output"],
         cache_read_tokens=part["cache_read"],
         cache_write_tokens=part["cache_create"],
-        cache_write_1h_tokens=min(part["cache_create_1h"], part["cache_create"]),
+        cache_write_1h_tokens=writes_of(part)[1],
     )
     try:
         calculation = calc_price(
@@ -1084,14 +1070,14 @@ def package_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Deci
 def override_price(part: dict, rates: dict) -> decimal.Decimal:
     """DESIGN 2.7: "RETROD_PRICES (flat per-million prices by exact model name) overrides the
     package for the models it names."  rates: {input, output, cache_read, cache_create_5m,
-    cache_create_1h} in USD per million tokens.  The 1h part of the cache writes is
-    min(1h split, cache_create) at cache_create_1h; the rest of cache_create at cache_create_5m.
+    cache_create_1h} in USD per million tokens.  The 1h writes (writes_of: "When a part's 5m
+    and 1h writes do not add up to its cache writes, all of its cache writes count as 5m") at
+    cache_create_1h; the rest of cache_create at cache_create_5m.
     """
     def rate(name: str) -> decimal.Decimal:
         return decimal.Decimal(str(rates[name]))  # str(): 0.3 is "0.3", not a binary fraction
 
-    one_hour = min(part["cache_create_1h"], part["cache_create"])
-    five_minutes = part["cache_create"] - one_hour
+    five_minutes, one_hour = writes_of(part)
     total = (
         part["input"] * rate("input")
         + part["output"] * rate("output")

@@ -39,7 +39,9 @@ C1  Scope of "an id seen more than once counts once": the session (2.6 speaks of
 C2  "The file whose path sorts first": the full path as a string, compared by code points (like the
     project slug in 2.1), not pathlib's part-by-part order ("a-b/x" < "a/x" as strings because
     "-" < "/").  All files are below one projects root, so absolute and relative paths sort alike.
-    With several main transcripts (one uuid in two project folders) the same path order picks one.
+    With several main transcripts (one uuid in two project folders) 2.6 says "the first in 2.3's
+    order": by project folder name (`-app` before `-app-v2`, though `-app-v2/S.jsonl` sorts first
+    as a path), then by path.
 C3  Order within an agent that has several files (agent-<id>.jsonl in both layouts, or at two depths
     below subagents/): files by path (C2), then file order, then block order.
 C4  The result may come before its call in the file: 2.6 says "the first tool_result block with that
@@ -262,9 +264,13 @@ def first_results(file: dict) -> dict[str, tuple[dict, dict]]:
 def session_calls(session_files: list[dict]) -> list[dict]:
     """The session's calls, deduplicated by id, each with its result; in agent order (C3)."""
     # "an id seen more than once counts once, where it is seen first: in the main transcript if
-    # it is there, else in the file whose path sorts first, then in file order".
+    # it is there (with several, the first in 2.3's order), else in the file whose path sorts
+    # first, then in file order".  2.3's order: the project folders' names (code-point); two
+    # main files in one folder name (impossible on one machine) by path.
     def where(occurrence):
-        return (occurrence["file"]["kind"] != "main", path_key(occurrence["file"]),
+        file = occurrence["file"]
+        main = file["kind"] == "main"
+        return (not main, file["slug"] if main else "", path_key(file),
                 occurrence["line_index"], occurrence["block_index"])
 
     first_seen: dict[str, dict] = {}

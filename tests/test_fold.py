@@ -193,23 +193,23 @@ def test_tool_results_count_only_on_user_lines() -> None:
 def test_a_requests_model_is_its_usage_winning_records_in_any_order() -> None:
     import itertools
 
-    def record(output: int, model: str | None) -> tuple[Source, bytes]:
+    def record(output: int, model: str | None, below: str) -> tuple[Source, bytes]:
         data = json.loads(assistant("k", 1, output))
         if model is not None:
             data["message"]["model"] = model
-        return main(), json.dumps(data).encode()
+        return Source("main", "-p", A, "", f"h:{below}", below), json.dumps(data).encode()
 
-    # The largest output wins whatever it names; among the tied final snapshots, one naming a
-    # model beats one naming none, then the smallest in code-point order ("Z" 90 < "a" 97).
-    records = [record(5, "claude-small"), record(9, "claude-b"), record(9, None), record(9, "Zeta"),
-               record(9, "alpha")]
+    # The largest output wins whatever it names; among the tied final snapshots, the first by its
+    # file's path below the root (§2.2), whatever model it names: alpha's, in `-p/b.jsonl`.
+    records = [record(5, "claude-small", "-p/a.jsonl"), record(9, "claude-b", "-p/c.jsonl"),
+               record(9, None, "-p/d.jsonl"), record(9, "Zeta", "-p/e.jsonl"), record(9, "alpha", "-p/b.jsonl")]
     for order in itertools.permutations(records):
         store = FakeStore()
         for source, raw in order:
             store.feed(source, [raw])
-        assert (store.requests["k"].model, store.requests["k"].usage.output) == ("Zeta", 9), order
+        assert (store.requests["k"].model, store.requests["k"].usage.output) == ("alpha", 9), order
     # A record naming no model beats a smaller snapshot that names one: the model is unknown.
     store = FakeStore()
-    for source, raw in (record(5, "claude-b"), record(9, None)):
+    for source, raw in (record(5, "claude-b", "-p/a.jsonl"), record(9, None, "-p/b.jsonl")):
         store.feed(source, [raw])
     assert store.requests["k"].model == ""

@@ -202,19 +202,23 @@ def test_the_usage_winning_record_names_the_model_in_any_order_and_chunking(db_u
         record("m1", 2, usage(10, 50), "claude-opus-4-6"),  # the final one: its model counts
         record("m2", 3, usage(1, 4), "claude-sonnet-5"),  # m2: three records with one usage
         record("m2", 3, usage(1, 4)),
-        record("m2", 3, usage(1, 4), "claude-opus-4-7"),  # "...-opus-..." < "...-sonnet-...": this one
+        record("m2", 3, usage(1, 4), "claude-opus-4-7"),
         record("m3", 4, usage(2, 3)),  # names no model: unknown
         record("m4", 5, usage(), "<synthetic>"),  # Claude Code's own entry, zero tokens
     ]
-    want = {
-        "claude-opus-4-6": {"requests": 1, "input": 10, "output": 50},
-        "claude-opus-4-7": {"requests": 1, "input": 1, "output": 4},
-        None: {"requests": 1, "input": 2, "output": 3},
-        "<synthetic>": {"requests": 1, "input": 0, "output": 0},
-    }
     root = tmp_path / "projects"
-    orders = [snapshots, snapshots[::-1], snapshots[2::2] + snapshots[1::2] + snapshots[:1]]
-    for n, lines in enumerate(orders):
+    # DESIGN §2.2: m2's records tie on the usage tuple, so the first line of the file counts
+    # (one file: the path ties), whatever it holds: sonnet-5 written first, opus-4-7 first in
+    # the reversed file, sonnet-5 first in the third order (lines 2, 4, 6, 1, 3, 5, 0).
+    orders = [(snapshots, "claude-sonnet-5"), (snapshots[::-1], "claude-opus-4-7"),
+              (snapshots[2::2] + snapshots[1::2] + snapshots[:1], "claude-sonnet-5")]
+    for n, (lines, first_m2) in enumerate(orders):
+        want = {
+            "claude-opus-4-6": {"requests": 1, "input": 10, "output": 50},
+            first_m2: {"requests": 1, "input": 1, "output": 4},
+            None: {"requests": 1, "input": 2, "output": 3},
+            "<synthetic>": {"requests": 1, "input": 0, "output": 0},
+        }
         path = root / "-p" / f"{A}.jsonl"
         with psycopg.connect(db_url) as conn:  # start over: the same records in another order
             conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
@@ -226,26 +230,75 @@ def test_the_usage_winning_record_names_the_model_in_any_order_and_chunking(db_u
         got = {row["model"]: {k: row[k] for k in ("requests", "input", "output")}
                for row in session_report(db_url)["summary"]["tokens_by_model"]}
         assert got == want, n
-        assert list(got) == ["claude-opus-4-6", "claude-opus-4-7", None, "<synthetic>"]  # by output
+        assert list(got) == ["claude-opus-4-6", first_m2, None, "<synthetic>"]  # by output
         rollups_match_raw(db_url)
-    assert reference.compute(root)[A]["tokens_by_model"].keys() == want.keys()
+        assert reference.compute(root)[A]["tokens_by_model"].keys() == want.keys()
 
 
 def test_a_copy_in_another_file_ties_with_the_subagents_own_record(db_url: str, tmp_path: Path) -> None:
     root = tmp_path / "projects"
     # An agent_progress copy names no model; the subagent file's record of the same request (both
-    # sidechain records, the same usage) does: the request is that model's.
-    write(root / "-p" / f"{A}.jsonl", [
-        {"type": "progress", "sessionId": A, "timestamp": at(1), "data": {
-            "type": "agent_progress", "agentId": "s1",
-            "message": {"type": "assistant", "timestamp": at(1), "message": {"id": "k", "usage": usage(7, 8)}}}}])
-    ingest(db_url, [root])
-    assert by_model(session_report(db_url)["summary"]["tokens_by_model"])[None]["output"] == 8
-    write(root / "-p" / A / "subagents" / "agent-s1.jsonl",
-          [record("k", 1, usage(7, 8), "claude-haiku-4-5-20251001", isSidechain=True)])
-    ingest(db_url, [root])
-    (row,) = session_report(db_url)["summary"]["tokens_by_model"]
-    assert (row["model"], row["requests"], row["output"]) == ("claude-haiku-4-5-20251001", 1, 8)
+    # sidechain records, the same usage) names one. They tie on the usage tuple: the first by
+    # path below the root counts, `-p/<A>.jsonl` before `-p/<A>/subagents/…` ("." < "/"), in
+    # either order of arrival: the request names no model.
+    progress = {"type": "progress", "sessionId": A, "timestamp": at(1), "data": {
+        "type": "agent_progress", "agentId": "s1",
+        "message": {"type": "assistant", "timestamp": at(1), "message": {"id": "k", "usage": usage(7, 8)}}}}
+    copy = record("k", 1, usage(7, 8), "claude-haiku-4-5-20251001", isSidechain=True)
+    for first, second in (((f"{A}.jsonl",), progress), ((A, "subagents", "agent-s1.jsonl"), copy)), \
+                         (((A, "subagents", "agent-s1.jsonl"), copy), ((f"{A}.jsonl",), progress)):
+        with psycopg.connect(db_url) as conn:
+            conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
+        root = tmp_path / f"projects-{len(first[0])}"
+        write(root.joinpath("-p", *first[0]), [first[1]])
+        ingest(db_url, [root])
+        write(root.joinpath("-p", *second[0]), [second[1]])
+        ingest(db_url, [root])
+        (row,) = session_report(db_url)["summary"]["tokens_by_model"]
+        assert (row["model"], row["requests"], row["output"]) == (None, 1, 8)
+        assert reference.compute(root)[A]["tokens_by_model"].keys() == {None}
+        rollups_match_raw(db_url)
+
+
+def test_records_tying_on_the_usage_tuple_go_by_path_then_line_not_by_speed(db_url: str, tmp_path: Path) -> None:
+    """DESIGN §2.2: records whose usage tuples tie — one fast, one standard, with other models —
+    are told apart by their file's path below the projects root, then line; never by what
+    they hold. f1: `-a/<A>.jsonl` line 1 (standard, sonnet-4-5) before `-b/<B>.jsonl` line 0
+    (fast, opus-4-6). f2: in `-b/<B>.jsonl`, line 1 (fast, opus-4-6) before line 2 (standard,
+    haiku). Both main-transcript records (the copy in B is copied history: still no sidechain)."""
+    tie = usage(1000, 200)
+    a_lines = [record("a0", 1, usage(1, 1), "claude-sonnet-4-5-20250929"),
+               record("f1", 2, tie, "claude-sonnet-4-5-20250929")]
+    fast_use = {**tie, "speed": "fast"}
+    b_lines = [record("f1", 2, fast_use, "claude-opus-4-6", session=A),
+               record("f2", 3, fast_use, "claude-opus-4-6", session=B),
+               record("f2", 3, tie, "claude-haiku-4-5-20251001", session=B)]
+    whole = tmp_path / "whole"
+    write(whole / "-a" / f"{A}.jsonl", a_lines)
+    write(whole / "-b" / f"{B}.jsonl", b_lines)
+    want = reference.compute(whole)
+    # f1 is A's (its owner: the own record), standard sonnet-4-5; f2 is B's, fast opus-4-6
+    assert set(want[A]["tokens_by_model"]) == {"claude-sonnet-4-5-20250929"}
+    assert set(want[B]["tokens_by_model"]) == {"claude-opus-4-6"}
+    expected = {s: {m: {f: v for f, v in row.items() if f in FIGURES} for m, row in want[s]["tokens_by_model"].items()}
+                for s in (A, B)}
+    rng = random.Random(35)
+    for n, order in enumerate((("-b", "-a"), ("-a", "-b"), ("-b", "-a"))):
+        with psycopg.connect(db_url) as conn:
+            conn.execute("TRUNCATE retrod.files, retrod.requests CASCADE")
+        root = tmp_path / f"steps-{n}"
+        for folder in order:  # each file in random chunks, one ingest each
+            name = f"{A if folder == '-a' else B}.jsonl"
+            data = (whole / folder / name).read_bytes()
+            cuts = sorted(rng.sample(range(1, len(data)), 2)) + [len(data)]
+            for cut in cuts:
+                write((root / folder / name), [])
+                (root / folder / name).write_bytes(data[:cut])
+                ingest(db_url, [root], batch_bytes=64 if n == 2 else 4 << 20)
+        got = reports(db_url)
+        assert {s: by_model(got[s]["summary"]["tokens_by_model"]) for s in (A, B)} == expected, order
+        assert {s: got[s]["summary"]["cost"] for s in (A, B)} == {s: want[s]["cost"] for s in (A, B)}, order
+        rollups_match_raw(db_url)
 
 
 # Hand-priced session, on 2026-03-01, at genai-prices' rates (USD per million), written out here:

@@ -341,17 +341,17 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
         modelled(assistant(S, ts(2), "m1", None, usage(10, 50, 100, 5)), "claude-y"),
         assistant(S, ts(3), "m2", None, usage(3, 7)),  # no model: None
         modelled(assistant(S, ts(4), "m3", None, usage()), "<synthetic>"),  # zero tokens, still a request
-        # m4: three records with the same usage: the one naming a model, the smallest in
-        # code-point order ("C" is 67, "c" is 99): Claude-a.
+        # m4: three records with the same usage: the first line (DESIGN 2.2: path, then line),
+        # whatever the others name: claude-b, not the smaller Claude-a ("C" is 67, "c" is 99).
         modelled(assistant(S, ts(5), "m4", None, usage(1, 4)), "claude-b"),
         assistant(S, ts(5), "m4", None, usage(1, 4)),
         modelled(assistant(S, ts(5), "m4", None, usage(1, 4)), "Claude-a"),
         # m5: a copy without a model ties with the subagent file's record (both sidechain):
-        # the subagent's claude-h.
+        # "proj/<S>.jsonl" sorts before "proj/<S>/subagents/..." ("." < "/"): the copy's, None.
         progress(ts(6), "a1", {"type": "assistant", "timestamp": ts(6),
                                "message": {"id": "m5", "usage": usage(2, 6)}}),
-        # m6: the same DESIGN tuple (output 3, cache create 10); the larger 5-minute split wins
-        # before the model is looked at: claude-p, not the smaller claude-a.
+        # m6: the same DESIGN tuple (output 3, cache create 10): the first line, claude-p (its
+        # 5-minute split), not the smaller claude-a.
         modelled(assistant(S, ts(7), "m6", None, split(3, 10, 10, 0)), "claude-p"),
         modelled(assistant(S, ts(7), "m6", None, split(3, 10, 0, 10)), "claude-a"),
         # m7: claude-y again, with a split (5m 1 + 1h 3 = flat 4).
@@ -371,10 +371,9 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
     result = compute(tmp_path)[S]
     assert result["tokens_by_model"] == {
         "claude-y": figures(2, 10 + 1, 50 + 2, 100 + 3, 5 + 4, 1, 3),
-        None: figures(1, 3, 7),
+        None: figures(2, 3 + 2, 7 + 6),
         "<synthetic>": figures(1, cost=0.0),
-        "Claude-a": figures(1, 1, 4),
-        "claude-h": figures(1, 2, 6),
+        "claude-b": figures(1, 1, 4),
         "claude-p": figures(1, 0, 3, 0, 10, 10, 0),
     }
     # The split by model adds up to the session's totals.
@@ -386,7 +385,7 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
                (datetime(2024, 1, 1, 0, 0, 4, tzinfo=UTC), datetime(2024, 1, 1, 0, 0, 9, tzinfo=UTC))]
     first, second = compute_phase_models(tmp_path, S, windows)
     assert first == {"claude-y": figures(1, 10, 50, 100, 5), None: figures(1, 3, 7)}
-    assert second == {"<synthetic>": figures(1, cost=0.0), "Claude-a": figures(1, 1, 4), "claude-h": figures(1, 2, 6),
+    assert second == {"<synthetic>": figures(1, cost=0.0), "claude-b": figures(1, 1, 4), None: figures(1, 2, 6),
                       "claude-p": figures(1, 0, 3, 0, 10, 10, 0), "claude-y": figures(1, 1, 2, 3, 4, 1, 3)}
 
 
@@ -581,7 +580,8 @@ def test_cost_of_parts_at_their_request_time(tmp_path):
     write(tmp_path / "p" / f"{V_}.jsonl", [line(V_, "2026-05-01T00:00:00Z", "v1", usage(5, 5))])
     write(tmp_path / "p" / f"{W_}.jsonl", [
         line(W_, "2026-05-01T00:00:00Z", "w1", split(1_000, 2_000, 10_000, 1_000, 2_000), "my-model"),
-        # w2: the 1h split (300) exceeds the flat cache_create (100): 1h part = min = 100.
+        # w2: 5m 0 + 1h 300 do not add up to the flat cache_create (100): DESIGN 2.7, all of
+        # its cache writes count as 5m.
         line(W_, "2026-05-01T00:00:01Z", "w2", {**usage(0, 0, 0, 100), "cache_creation": {
             "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 300}}, "my-model"),
     ])
@@ -620,8 +620,8 @@ def test_cost_of_parts_at_their_request_time(tmp_path):
     priced = compute(tmp_path, prices_override=override)
     # W: w1 = 1,000 x 2 + 2,000 x 10 + 10,000 x 0.2 + 1,000 (5m) x 2.5 + 2,000 (1h) x 4
     #       = 2,000 + 20,000 + 2,000 + 2,500 + 8,000 = 34,500 per million = $0.0345;
-    #    w2 = 100 (1h part) x 4 + 0 (rest) x 2.5 = 400 per million = $0.0004 -> $0.0349
-    assert priced[W_]["cost"] == {"usd": 0.0349, "unknown_models": [], "complete": True}
+    #    w2 = 100 (all 5m) x 2.5 = 250 per million = $0.00025 -> $0.03475
+    assert priced[W_]["cost"] == {"usd": 0.03475, "unknown_models": [], "complete": True}
     # P, flat $1 for every token, no tier: p1 1,000 + 2,000 + 180,000 + 20,000 = 203,000 ->
     # $0.203; p2 151,000 -> $0.151; -> $0.354
     assert priced[P_]["cost"]["usd"] == 0.354

@@ -410,6 +410,21 @@ def test_a_tool_use_id_seen_more_than_once_counts_once_where_first_seen(tmp_path
     assert result["summary"] == fig(3, 3)
 
 
+def test_an_id_in_two_main_transcripts_counts_in_the_first_project_folder_by_name(tmp_path, tool_use):
+    """DESIGN 2.6: an id in several main transcripts counts "with several, the first in 2.3's
+    order": by project folder name. `-home-me-app` sorts before `-home-me-app-v2`, though
+    `-home-me-app-v2/<A>.jsonl` sorts first as a path ("-" < "/"). The copy in `-app` failed,
+    the one in `-app-v2` did not: the call is `-app`'s, failed, its result 3 bytes."""
+    for slug, (content, error) in (("-home-me-app", ("err", True)), ("-home-me-app-v2", ("fine!", None))):
+        write(tmp_path / slug / f"{A}.jsonl", [asst(10, tu("t1", "Bash", {"command": "a"})),
+                                                usr(11, tr("t1", content, error))])
+    assert str(tmp_path / "-home-me-app-v2" / f"{A}.jsonl") < str(tmp_path / "-home-me-app" / f"{A}.jsonl")
+    result = tool_use(tmp_path, A)
+    (call,) = result["calls"]
+    assert (call["id"], call["agent"], call["failed"], call["result_bytes"]) == ("t1", "", True, 3)
+    assert result["summary"] == fig(1, 1)
+
+
 def test_a_call_line_repeated_before_its_result_keeps_that_result(tmp_path, tool_use):
     # Found in review: the same call line twice in one file, its result after the second. The
     # call is the first line's; its result is the first tool_result for x1 in the file.

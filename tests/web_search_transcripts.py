@@ -62,9 +62,10 @@ def lines() -> list[dict]:
         assistant("w7", 7, OPUS, usage(1, 1, 2.0)),
         # w6: an unknown model's searches: unknown 1, 1, 4 (unpriced)
         assistant("w6", 8, UNKNOWN, usage(1, 1, 4)),
-        # w8: two records tying on everything but their searches: the most count, opus 1, 2, 1
-        assistant("w8", 9, OPUS, usage(1, 2, 0)),
+        # w8: two records tying on the usage tuple: the first line counts (DESIGN §2.2: path,
+        # then line), whatever their searches: opus 1, 2, 1
         assistant("w8", 9, OPUS, usage(1, 2, 1)),
+        assistant("w8", 9, OPUS, usage(1, 2, 0)),
         # w9: a model with token prices and no web-search price: old haiku 1,000, 100, 1
         assistant("w9", 10, OLD_HAIKU, usage(1000, 100, 1)),
     ]

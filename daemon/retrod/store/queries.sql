@@ -117,9 +117,10 @@ SELECT DISTINCT line_uuid FROM held WHERE shared;
 -- one array per column cost more client time than the server spent on the rows.
 -- The usage of a request is that of its record with the largest (main, output, input,
 -- cache_create, cache_read) tuple, and its model, parts, speed and cache-miss reason that record's
--- (in a tie on the tuple and the 5m/1h split: a model before none, then the smallest; parts before
--- none, then the smallest; fast before standard; a reason before none, then the smallest; the most
--- top-level web searches: fold.Request.tie_rank); its owner is the record with the
+-- (in a tie on the tuple: the first by its file's path below the projects root, code-point, then
+-- line — fold.Request.usage_beaten_by; a row stored before migration 0035 knows no place and
+-- comes last; the same place is the same record, read again: the new reading, under the current
+-- fold rules, counts); its owner is the record with the
 -- smallest (sidechain, foreign, timestamp, session, agent) tuple, the unnamed and inline threads
 -- (fold.THREADS) after every named agent; its time is the earliest (DESIGN §2.2). The key is the
 -- member's (§3). `machine`: the host whose file holds the owning record (§4 "Machines"; every
@@ -130,7 +131,8 @@ INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
     cache_create_5m_tokens, cache_create_1h_tokens, has_tool_use, model, parts, fast, machine, cache_miss_reason,
-    web_searches, place_path, place_offset, base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine)
+    web_searches, place_path, place_offset, base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine,
+    usage_path, usage_offset)
 SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_foreign,
        retrod.us_to_ts(attr_ts_us), usage_main, (usage->>'input')::BIGINT, (usage->>'output')::BIGINT,
        (usage->>'cache_read')::BIGINT, (usage->>'cache_create')::BIGINT,
@@ -139,12 +141,12 @@ SELECT key, session_uuid, agent, retrod.us_to_ts(ts_us), attr_sidechain, attr_fo
        base_session, CASE WHEN base_session IS NOT NULL THEN base_agent END,
        CASE WHEN base_session IS NOT NULL THEN base_sidechain END,
        CASE WHEN base_session IS NOT NULL THEN base_foreign END, retrod.us_to_ts(base_ts_us),
-       CASE WHEN base_session IS NOT NULL THEN %(host_id)s::text END
+       CASE WHEN base_session IS NOT NULL THEN %(host_id)s::text END, usage_path, usage_offset
 FROM json_to_recordset(%(requests)s::json)
      AS x(key TEXT, session_uuid TEXT, agent TEXT, ts_us BIGINT, attr_sidechain BOOL, attr_foreign BOOL,
           attr_ts_us BIGINT, usage_main BOOL, usage JSON, has_tool_use BOOL, model TEXT, parts TEXT, fast BOOL,
           reason TEXT, place_path TEXT, place_offset BIGINT, base_session TEXT, base_agent TEXT,
-          base_sidechain BOOL, base_foreign BOOL, base_ts_us BIGINT)
+          base_sidechain BOOL, base_foreign BOOL, base_ts_us BIGINT, usage_path TEXT, usage_offset BIGINT)
 ON CONFLICT (key, db_role) DO UPDATE SET
     -- (the owner among the records not held: the same order, none last)
     (base_session, base_agent, base_sidechain, base_foreign, base_ts, base_machine) = (
@@ -155,18 +157,19 @@ ON CONFLICT (key, db_role) DO UPDATE SET
         ) AS b (s, a, sc, fo, t, h)
         ORDER BY s IS NULL, sc, fo, coalesce(t, 'infinity'), s, a IN ('<inline>', '<unnamed>'), a, h LIMIT 1),
     (usage_main, input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
-     cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast, cache_miss_reason, web_searches) = (
-        SELECT * FROM (VALUES
+     cache_create_5m_tokens, cache_create_1h_tokens, model, parts, fast, cache_miss_reason, web_searches,
+     usage_path, usage_offset) = (
+        SELECT m, i, o, cr, cc, c5, c1, md, pt, fa, rs, ws, up, uo FROM (VALUES
             (excluded.usage_main, excluded.input_tokens, excluded.output_tokens,
              excluded.cache_read_tokens, excluded.cache_create_tokens,
              excluded.cache_create_5m_tokens, excluded.cache_create_1h_tokens, excluded.model,
-             excluded.parts, excluded.fast, excluded.cache_miss_reason, excluded.web_searches),
+             excluded.parts, excluded.fast, excluded.cache_miss_reason, excluded.web_searches,
+             excluded.usage_path, excluded.usage_offset, 0),
             (r.usage_main, r.input_tokens, r.output_tokens, r.cache_read_tokens,
              r.cache_create_tokens, r.cache_create_5m_tokens, r.cache_create_1h_tokens, r.model,
-             r.parts, r.fast, r.cache_miss_reason, r.web_searches)
-        ) AS u (m, i, o, cr, cc, c5, c1, md, pt, fa, rs, ws)
-        ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, c5 DESC, c1 DESC, md = '', md,
-                 pt IS NULL, pt COLLATE "C", NOT fa, rs IS NULL, rs, ws DESC LIMIT 1),
+             r.parts, r.fast, r.cache_miss_reason, r.web_searches, r.usage_path, r.usage_offset, 1)
+        ) AS u (m, i, o, cr, cc, c5, c1, md, pt, fa, rs, ws, up, uo, stored)
+        ORDER BY m DESC, o DESC, i DESC, cc DESC, cr DESC, up IS NULL, up COLLATE "C", uo, stored LIMIT 1),
     -- (a keyless request's place is its key's: the same whenever its record is read again)
     (place_path, place_offset) = (excluded.place_path, excluded.place_offset),
     (session_uuid, agent, attr_sidechain, attr_foreign, attr_ts, machine) = (
@@ -646,9 +649,10 @@ WITH filled AS (
 SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted AND failed;
 
 -- An id seen in several files of a session counts once, where it is seen first: in a main
--- transcript if it is there, then on the machine with the smaller host id (DESIGN §4: the same
--- call on two machines, as a request's record; not whichever copy was read first), then in the
--- file whose path sorts first, then in file order.
+-- transcript if it is there (with several, the first in §2.3's order: its project folder's name,
+-- code-point, then host and path as retime_sessions), else on the machine with the smaller host
+-- id (DESIGN §4: the same call on two machines, as a request's record; not whichever copy was
+-- read first), then in the file whose path sorts first; then in file order.
 -- name: recount_tool_uses
 WITH ids AS (
     SELECT DISTINCT session_uuid, tool_use_id
@@ -656,7 +660,8 @@ WITH ids AS (
 ), ranked AS (
     SELECT t.session_uuid, t.tool_use_id, t.file_id,
            c.file_id IS NULL AND row_number() OVER (PARTITION BY t.session_uuid, t.tool_use_id, c.file_id IS NULL
-                              ORDER BY t.agent <> '', f.host_id, t.file_path, t."offset", t.block, t.file_id) = 1
+                              ORDER BY t.agent <> '', CASE WHEN t.agent = '' THEN f.slug END, f.host_id,
+                                       t.file_path, t."offset", t.block, t.file_id) = 1
                AS counts
     FROM ids JOIN retrod.tool_uses t
          ON t.session_uuid = ids.session_uuid AND t.tool_use_id = ids.tool_use_id AND t.agent IS NOT NULL

@@ -30,6 +30,7 @@ class FileRef:
     slug: str
     session_uuid: str | None
     agent_id: str = ""
+    below: str = ""  # the path below the projects root, as text
 
     @property
     def is_transcript(self) -> bool:
@@ -40,7 +41,7 @@ class FileRef:
 
         if self.kind == "meta" or self.kind == "tool_result":
             raise ValueError(f"not a transcript: {self.path}")
-        return Source(self.kind, self.slug, session_uuid, self.agent_id, f"{host_id}:{self.path}")
+        return Source(self.kind, self.slug, session_uuid, self.agent_id, f"{host_id}:{self.path}", self.below)
 
 
 def classify(root: Path, path: Path) -> FileRef | None:
@@ -53,12 +54,13 @@ def classify(root: Path, path: Path) -> FileRef | None:
     if len(parts) < 2:
         return None
     slug, name = parts[0], parts[-1]
+    below = "/".join(parts)
     if len(parts) == 2:
         stem = name.removesuffix(".jsonl")
         if stem != name and UUID_RE.fullmatch(stem):
-            return FileRef(path, "main", slug, stem)
+            return FileRef(path, "main", slug, stem, below=below)
         m = _AGENT_RE.fullmatch(name)
-        return FileRef(path, "agent_root", slug, None, indexable(m.group(1))) if m else None
+        return FileRef(path, "agent_root", slug, None, indexable(m.group(1)), below) if m else None
     session = parts[1]
     if not UUID_RE.fullmatch(session) or len(parts) < 4:
         return None
@@ -67,7 +69,7 @@ def classify(root: Path, path: Path) -> FileRef | None:
         # (agent ids as every id: whole up to 200 bytes, as the same id read from a line is)
         m = _AGENT_RE.fullmatch(name)
         if m:
-            return FileRef(path, "subagent", slug, session, indexable(m.group(1)))
+            return FileRef(path, "subagent", slug, session, indexable(m.group(1)), below)
         m = _META_RE.fullmatch(name)
         if m:
             return FileRef(path, "meta", slug, session, indexable(m.group(1)))

@@ -35,6 +35,7 @@ class Source:
     session_uuid: str  # for a project-level agent file: its first sessionId (see first_session_id)
     agent_id: str = ""  # "" for a main transcript
     name: str = ""  # host-qualified path; keys the requests of records that carry no id
+    below: str = ""  # the path below the projects root: breaks ties between records (§2.2)
 
 
 # The fold's rules for what lines already read are stored as. A file whose state was saved
@@ -53,7 +54,9 @@ class Source:
 #    (§2.1 unmarked fork copies; 0026).
 # 5: requests and their parts carry their web searches (§2.2, §2.7; 0027).
 # 6: a call without a path keeps its example text (§2.10; 0028).
-RULES = 6
+# 7: requests carry the place (path below the root, line) of the record whose usage counts,
+#    which breaks ties on the usage tuple (§2.2; 0035).
+RULES = 7
 # A file read under rules below this is read again forgetting its per-file rows (events, calls,
 # subagents, links; requests stay counted), not keeping them: lines the file once counted as its
 # own may be fork copies under rules 3.
@@ -108,6 +111,10 @@ class Request:
     # the keyless requests of its timestamp (§2.8); None for a keyed request.
     place_path: str | None = None
     place_offset: int | None = None
+    # The place of the record whose usage counts: its file's path below the projects root and
+    # its line's offset (line order), which break ties on the usage tuple (§2.2).
+    usage_path: str = ""
+    usage_offset: int = 0
     # The owner among the records that are not on an unmarked candidate line with a uuid (§2.1:
     # such a line may turn out a fork copy, which ranks as foreign; the store re-ranks those
     # records, Holder.key, against this one). base_session None: no such record.
@@ -129,31 +136,24 @@ class Request:
 
     def usage_rank(self) -> tuple:
         u = self.usage
-        return (self.usage_main, u.output, u.input, u.cache_create, u.cache_read,
-                u.cache_create_5m, u.cache_create_1h)
-
-    def tie_rank(self) -> tuple:
-        """Among records that tie on the usage rank, the smallest counts: a model before none, then
-        the smallest model in code-point order; then parts before none (a record read again under
-        newer rules brings them), the smallest parts; then fast mode before standard; then a
-        cache-miss reason before none, the smallest; then the most top-level web searches (a
-        record read again under newer rules brings them). So any order
-        of arrival picks the same record (upsert_requests sorts the same way)."""
-        return (self.model == "", self.model, self.parts is None, self.parts or "", not self.fast,
-                self.reason is None, self.reason or "", -self.usage.web_searches)
+        return (self.usage_main, u.output, u.input, u.cache_create, u.cache_read)
 
     def usage_beaten_by(self, other: Request) -> bool:
-        """Whether `other`'s record is the one whose usage (and model, parts, speed) counts."""
+        """Whether `other`'s record is the one whose usage (and model, parts, speed) counts: the
+        largest usage tuple, then the first by its file's path below the projects root
+        (code-point), then line (§2.2) — so any order of arrival picks the same record
+        (upsert_requests orders the same way)."""
         mine, theirs = self.usage_rank(), other.usage_rank()
         if theirs != mine:
             return theirs > mine
-        return other.tie_rank() < self.tie_rank()
+        return (other.usage_path, other.usage_offset) < (self.usage_path, self.usage_offset)
 
     def merge(self, other: Request) -> None:
         """Fold another record of the same request in (DESIGN §2.2)."""
         if self.usage_beaten_by(other):
             self.usage_main, self.usage, self.model = other.usage_main, other.usage, other.model
             self.parts, self.fast, self.reason = other.parts, other.fast, other.reason
+            self.usage_path, self.usage_offset = other.usage_path, other.usage_offset
         if other.attribution_rank() < self.attribution_rank():
             self.session_uuid, self.agent = other.session_uuid, other.agent
             self.attr_sidechain, self.attr_foreign = other.attr_sidechain, other.attr_foreign
@@ -417,6 +417,8 @@ def _add_record(out: FoldResult, source: Source, offset: int, msg: Message, usag
         reason=msg.cache_miss_reason,
         place_path=indexable(source.name, PLACE_KEY_BYTES) if keyless else None,
         place_offset=offset if keyless else None,
+        usage_path=source.below,
+        usage_offset=offset,
     )
     if held is not None:
         held.hold(key, sidechain, ts, agent)
@@ -512,17 +514,14 @@ _encode = msgspec.json.Encoder().encode
 
 
 def parts_json(parts: tuple[Part, ...] | None) -> str | None:
-    """A request's parts as the store keeps them: one JSON text, the same for the same parts, so
-    that records tying on everything else are ordered by it the same way here and in SQL."""
+    """A request's parts as the store keeps them: one JSON text (jsonb in request_parts)."""
     if parts is None:
         return None
     return _encode([_part_json(p) for p in parts]).decode()
 
 
 def _part_json(p: Part) -> dict:
-    """A part's object; `web_searches` (last) only when it has some: a part without any reads
-    the same as under rules 4, and one with some sorts before that older text (`,` < `}`), so a
-    record read again under rules 5 wins its tie (Request.tie_rank)."""
+    """A part's object; `web_searches` only when it has some (absent reads 0)."""
     out = {"model": p.model or "", "input": p.usage.input, "output": p.usage.output,
            "cache_read": p.usage.cache_read, "cache_create": p.usage.cache_create,
            "cache_create_5m": p.usage.cache_create_5m, "cache_create_1h": p.usage.cache_create_1h}
