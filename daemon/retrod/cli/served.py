@@ -36,7 +36,7 @@ IGNORED = frozenset({"RETROD_LOG_LEVEL"})  # a short command logs at WARNING wha
 def answer(pool, request: Mapping[str, str], execute: Callable[..., int],
            daemon_env: Mapping[str, str] = os.environ) -> Answer:
     """What the command would answer, as (exit code, stderr, stdout); DECLINED when it must run
-    itself. `execute`: the command line's (cli/commands.py hands it over, as nothing may import cli)."""
+    itself. `execute`: the command line's own (commands.py hands it over: it imports this module)."""
     argv = served_argv(request)
     env = {key[4:]: value for key, value in request.items() if key.startswith("env.")}
     if argv is None or not _same_settings(env, daemon_env):
