@@ -127,8 +127,7 @@ def test_a_command_working_alone_loads_only_what_it_uses(embedded_env: dict, arg
 ])
 def test_the_report_fast_path_reads_its_arguments_as_argparse_does(argv: list[str]) -> None:
     """`retrod report` is first parsed without argparse (fastpath/client.py), to ask the daemon."""
-    from retrod.cli.commands.arguments import parser
-
+    from retrod.cli.arguments import parser
     from retrod.fastpath import client
 
     full = vars(parser().parse_args(["report", *argv]))
@@ -154,7 +153,7 @@ def test_the_report_fast_path_leaves_anything_else_to_argparse(argv: list[str]) 
 ])
 def test_every_command_that_takes_a_session_takes_session(command: list[str]) -> None:
     """Issue 20: `report` said "pass --session UUID", then refused --session."""
-    from retrod.cli.commands.arguments import parser
+    from retrod.cli.arguments import parser
 
     assert parser().parse_args([*command, "--session", "258c7280"]).session == "258c7280"
     assert parser().parse_args([*command, "--session=258c7280"]).session == "258c7280"
@@ -162,7 +161,7 @@ def test_every_command_that_takes_a_session_takes_session(command: list[str]) ->
 
 @pytest.mark.parametrize("command", [["report"], ["phases"]])
 def test_the_session_given_both_ways_must_agree(command: list[str], capsys) -> None:
-    from retrod.cli.commands.arguments import parser
+    from retrod.cli.arguments import parser
 
     assert parser().parse_args([*command, "258c7280", "--session", "258c7280"]).session == "258c7280"
     assert parser().parse_args([*command, "--session", "258c7280", ""]).session == "258c7280"  # blank: not given
