@@ -69,7 +69,7 @@ CREATE TABLE retrod.files (
 );
 CREATE INDEX files_session ON retrod.files (session_uuid);
 
--- One row per deduplicated API request (DESIGN §2.2); `key` is global across files and sessions.
+-- One row per deduplicated API request (accounting.md §2.2); `key` is global across files and sessions.
 CREATE TABLE retrod.requests (
     key TEXT COLLATE "C" PRIMARY KEY,
     session_uuid TEXT COLLATE "C" NOT NULL,
@@ -89,7 +89,7 @@ CREATE TABLE retrod.requests (
 );
 CREATE INDEX requests_session_ts ON retrod.requests (session_uuid, ts);
 
--- The main transcripts' own user/assistant lines, each with the gap it closes (DESIGN §2.3).
+-- The main transcripts' own user/assistant lines, each with the gap it closes (accounting.md §2.3).
 CREATE TABLE retrod.events (
     file_id BIGINT NOT NULL REFERENCES retrod.files ON DELETE CASCADE,
     "offset" BIGINT NOT NULL,
@@ -116,7 +116,7 @@ CREATE TABLE retrod.tool_calls (
 );
 CREATE INDEX tool_calls_session_ts ON retrod.tool_calls (session_uuid, ts);
 
--- Subagents listed for a session (DESIGN §2.4), with the span of their timestamps, as each file
+-- Subagents listed for a session (accounting.md §2.4), with the span of their timestamps, as each file
 -- shows them (its own subagent file, agent_progress copies elsewhere): per file, so that a file
 -- read again from its start contributes only its new content.
 CREATE TABLE retrod.subagents (

@@ -1,4 +1,4 @@
--- DESIGN §2.3 as changed: a gap runs from the high-water mark of the earlier events (the latest
+-- accounting.md §2.3 as changed: a gap runs from the high-water mark of the earlier events (the latest
 -- timestamp so far), not from the previous line's. Claude Code sometimes stamps a line earlier
 -- than the one before it; measuring the next gap from that earlier stamp counted the same time
 -- twice (claude + tool + human came out longer than the wall clock).

@@ -2,7 +2,7 @@
 -- database role that wrote it. No statement of retrod's names the column: its default fills it
 -- in (the rollup triggers' rows too, as they run as the role writing), and row-level security,
 -- turned on by `retrod team` (store/team.sql), compares it with the role asking. Keys stay as
--- DESIGN §2.2 has them: a request is stored once, by the first member to store it.
+-- accounting.md §2.2 has them: a request is stored once, by the first member to store it.
 -- Rows written before this migration belong to the role that runs it. The user's own tables
 -- keep their designed columns: `retrod team` adds db_role to them, for a team only.
 ALTER TABLE retrod.files ADD COLUMN db_role TEXT COLLATE "C" NOT NULL DEFAULT current_user;

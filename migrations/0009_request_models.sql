@@ -1,5 +1,5 @@
 -- Tokens by model (issue 11): a request's model is the `message.model` of the record whose usage
--- counts (DESIGN §2.2); '' when that record names none, so that it can be part of a rollup key.
+-- counts (accounting.md §2.2); '' when that record names none, so that it can be part of a rollup key.
 -- Cost is never stored: it is computed when a report is read, from these tokens and a price
 -- table (prices change; token counts do not).
 ALTER TABLE retrod.requests ADD COLUMN model TEXT COLLATE "C" NOT NULL DEFAULT '';

@@ -1,4 +1,4 @@
--- DESIGN §2.6: the tool calls of every session and the first result of each, with the waste
+-- accounting.md §2.6: the tool calls of every session and the first result of each, with the waste
 -- signal each call gets, kept as the files are read (store/queries.sql, "Tool uses").
 --
 -- One row per (file, tool_use id): the call, when the file holds a block that counts (an own
@@ -43,7 +43,7 @@ CREATE TABLE retrod.tool_uses (
     FOREIGN KEY (file_id, db_role) REFERENCES retrod.files (id, db_role) ON DELETE CASCADE
 );
 
--- Writes (DESIGN §2.6): successful calls of the four editing tools.
+-- Writes (accounting.md §2.6): successful calls of the four editing tools.
 CREATE FUNCTION retrod.is_write(name TEXT, failed BOOLEAN) RETURNS BOOLEAN
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT name IN ('Write', 'Edit', 'MultiEdit', 'NotebookEdit') AND NOT failed

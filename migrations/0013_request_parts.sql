@@ -1,4 +1,4 @@
--- A request's parts and fast mode (DESIGN §2.2, §2.7; issue 19), and a team member's requests as
+-- A request's parts and fast mode (accounting.md §2.2, §2.7; issue 19), and a team member's requests as
 -- its own (§3).
 --
 -- Claude Code 2.1.2xx writes `usage.iterations`: a refused attempt and the fallback that answered,

@@ -1,4 +1,4 @@
--- One timeline over the copies of a main transcript (DESIGN §2.3, §2.4; issue 19).
+-- One timeline over the copies of a main transcript (accounting.md §2.3, §2.4; issue 19).
 --
 -- Claude Code names a project folder after the working folder, so a project folder copied or
 -- moved leaves a session's main transcript at two paths, mostly the same lines. Its timeline is

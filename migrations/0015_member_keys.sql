@@ -1,4 +1,4 @@
--- Every key names the member (DESIGN §3; issue 19), and no index refuses a long string (§2.1).
+-- Every key names the member (accounting.md §3; issue 19), and no index refuses a long string (§2.1).
 --
 -- On a team's database, a member who named a transcript of their own after a colleague's
 -- session id (or copied request ids) took the colleague's keys: the colleague's upserts then met

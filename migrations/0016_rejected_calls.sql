@@ -1,6 +1,6 @@
 -- A call the person declined at its permission prompt is a refusal, not a tool error (issue 20):
 -- Claude Code answers it with a failed tool_result saying "The user doesn't want to proceed with
--- this tool use" (parser.REJECTED_TEXT). It stays failed in DESIGN §2.6's sense (it wrote
+-- this tool use" (parser.REJECTED_TEXT). It stays failed in accounting.md §2.6's sense (it wrote
 -- nothing: no write, and no earlier call "that did not fail" for duplicate and re_read), but it
 -- is never an error_retry (queries.sql, judge_tool_uses), and the per-tool figures count it
 -- apart: call_tools.failed is the tool errors, call_tools.rejected the refusals.

@@ -5,10 +5,10 @@
 -- the per-minute ones, in the same statements, so that they always equal them.
 -- (tests/helpers.py ROLLUPS_FROM_RAW holds both to the raw rows after every kind of ingest.)
 --
--- Keyed by the member (DESIGN §3), db_role defaulting to the role writing, as every rollup.
+-- Keyed by the member (accounting.md §3), db_role defaulting to the role writing, as every rollup.
 -- No new trigger: the functions the existing ones call (ENABLE ALWAYS, 0011) write these too.
 
--- A session's requests by what their price depends on (DESIGN §2.7: each part's model, its day,
+-- A session's requests by what their price depends on (accounting.md §2.7: each part's model, its day,
 -- fast mode and price tier) and by bucket (§2.2): its cost is the price of these groups, as a
 -- report prices the same groups summed from request_minutes. day: the UTC day of the request
 -- ('infinity': it had no timestamp, as request_minutes' minute 'infinity').
@@ -33,7 +33,7 @@ CREATE TABLE retrod.session_requests (
     PRIMARY KEY (session_uuid, bucket, model, day, fast, tier_floor, db_role)
 );
 
--- A session's classified time and tool output (DESIGN §2.3, §2.4), and its span: first_ts and
+-- A session's classified time and tool output (accounting.md §2.3, §2.4), and its span: first_ts and
 -- last_ts are the earliest and latest counted events, the report's session_times. `events`
 -- counts the session's rows in retrod.events: the row goes with the last of them, as one pass
 -- over the final files would not have it.

@@ -1,7 +1,7 @@
 -- A session's tokens by price group (issue 23): what `retrod ui`'s session list sorts and filters
 -- by cost over every session, in one indexed scan of a small table.
 --
--- A price depends on a part's model, its day, fast mode and its price tier (DESIGN §2.7; report/
+-- A price depends on a part's model, its day, fast mode and its price tier (accounting.md §2.7; report/
 -- prices.py), and within such a group it is linear: a group's summed tokens cost exactly what its
 -- parts cost one by one. request_minutes (0013) is kept by those and by minute and agent; the list
 -- needs no minute and no agent, and summing request_minutes for 10,000 sessions on every page

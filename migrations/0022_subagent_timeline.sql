@@ -1,4 +1,4 @@
--- A session's subagent timeline, and one stored start and end for every surface (DESIGN §2.3,
+-- A session's subagent timeline, and one stored start and end for every surface (accounting.md §2.3,
 -- §4; issue 28).
 --
 -- More than a quarter of real sessions have no main-transcript event (its main transcript gone

@@ -1,4 +1,4 @@
--- Each request's machine (DESIGN §4 "Machines"; issue 28): `retrod trends --by-machine` and the
+-- Each request's machine (accounting.md §4 "Machines"; issue 28): `retrod trends --by-machine` and the
 -- web UI's `machine=` give a request to the machine (host id, RETROD_HOST_ID) of the file that
 -- holds its attributed record (§2.2). A request row is global across files, so it keeps that
 -- host id beside the rest of its owner: store/queries.sql upsert_requests writes the ingesting

@@ -1,4 +1,4 @@
--- Prompt-cache misses (DESIGN §2.8, issue 29). A miss is worked out when a report is read, from
+-- Prompt-cache misses (accounting.md §2.8, issue 29). A miss is worked out when a report is read, from
 -- each stream's elements in order: the request parts stored already (tokens, the 5m/1h split,
 -- model, fast mode, timestamp, key) give most of it, read through the index on (session, ts).
 -- What they did not keep is kept here:

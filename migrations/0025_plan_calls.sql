@@ -1,4 +1,4 @@
--- DESIGN §2.9: tasks come from Claude's own plan, its TodoWrite / TaskCreate / TaskUpdate calls of
+-- accounting.md §2.9: tasks come from Claude's own plan, its TodoWrite / TaskCreate / TaskUpdate calls of
 -- the main thread. They are the session's calls of §2.6, which retrod.tool_uses already keeps
 -- one per (file, tool_use id), with the first result of the file and the id that counts: each
 -- plan call keeps here, as it is read, what the tasks are derived from when a report is asked

@@ -1,4 +1,4 @@
--- DESIGN §2.1 unmarked fork copies (issue 28): a main-transcript line that is neither copied
+-- accounting.md §2.1 unmarked fork copies (issue 28): a main-transcript line that is neither copied
 -- history, nor sidechain, nor marked (forkedFrom) is a fork copy when its uuid is also on such a
 -- line of another session's main transcript and that session wrote it: the one with the
 -- smallest (stamped_bg, first_ts, last_ts, session_id) among the sessions holding the uuid.

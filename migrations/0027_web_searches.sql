@@ -1,4 +1,4 @@
--- Web searches (DESIGN §2.2, §2.7; issue 29). A request part's web searches are
+-- Web searches (accounting.md §2.2, §2.7; issue 29). A request part's web searches are
 -- `server_tool_use.web_search_requests` of its own usage object, priced by genai-prices' own
 -- web-search unit ($10 per 1,000 on Anthropic's list), per part like its tokens.
 --

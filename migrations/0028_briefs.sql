@@ -1,4 +1,4 @@
--- DESIGN §2.10 (issue 31): whether what retrod tells the next session works.
+-- accounting.md §2.10 (issue 31): whether what retrod tells the next session works.
 --
 -- retrod.briefs: every answer `retrod brief --hook` printed to a SessionStart hook whose
 -- session_id is a uuid — the session, the member, when it answered, the hook's `source`, the
@@ -6,7 +6,7 @@
 -- (`[{"pattern": …, "mode": …}, …]`). It is a record, not derived state: no transcript holds it,
 -- so dropping and re-reading the derived tables must keep it, as they keep cc_session_phases.
 -- Hence no foreign key to any derived table (a TRUNCATE … CASCADE of retrod.files must not reach
--- it), and nothing in retrod empties it. Keyed by member like every table of retrod's (DESIGN §3;
+-- it), and nothing in retrod empties it. Keyed by member like every table of retrod's (accounting.md §3;
 -- `retrod team` gives it row-level security as it does every table with a db_role).
 CREATE TABLE retrod.briefs (
     id BIGINT GENERATED ALWAYS AS IDENTITY,

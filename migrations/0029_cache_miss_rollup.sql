@@ -1,4 +1,4 @@
--- Prompt-cache misses kept per session (DESIGN §2.8, issue 29), so that `retrod trends` and the
+-- Prompt-cache misses kept per session (accounting.md §2.8, issue 29), so that `retrod trends` and the
 -- web UI's session list sum a year of sessions' cache waste from stored rows, as they sum tokens
 -- and cost, instead of walking every session's streams on each ask.
 --

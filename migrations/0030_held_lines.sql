@@ -1,4 +1,4 @@
--- Issue 32 (ingest): a held record lives in its line's holder row (DESIGN §2.1, §2.2).
+-- Issue 32 (ingest): a held record lives in its line's holder row (accounting.md §2.1, §2.2).
 --
 -- 0026 kept a main transcript's unmarked candidate lines with a uuid (line_holders) and, in a
 -- table of its own, the records on those lines (held_records): every held record is on a holder's
@@ -7,7 +7,7 @@
 -- (NULL: no record on the line), `agent`, `sidechain` and `ts` are the record's.
 --
 -- A file read again from its start (store.reset) forgets its holders but keeps its records, as
--- requests already counted stay counted (DESIGN §2.1): its rows with a record stay, no longer
+-- requests already counted stay counted (accounting.md §2.1): its rows with a record stay, no longer
 -- holding a uuid (line_uuid NULL, neither shared nor a copy), as its held records stayed.
 ALTER TABLE retrod.line_holders
     ALTER COLUMN line_uuid DROP NOT NULL,

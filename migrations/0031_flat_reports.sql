@@ -2,7 +2,7 @@
 -- Two parts: prompt-cache misses stored at commit (below), and hour rollups beside the
 -- per-minute ones for the windows of phases and tasks (after them).
 --
--- Prompt-cache misses stored as they are found (DESIGN §2.8). A report
+-- Prompt-cache misses stored as they are found (accounting.md §2.8). A report
 -- used to read every element of the session's streams and walk them in Python: its cost grew
 -- with the session (60 of 125 ms on the ~200 MB benchmark session). Misses are few, so each
 -- stream's are kept here with what pricing them needs (model, fast mode, the part's size, the
@@ -59,7 +59,7 @@ CREATE INDEX cache_misses_stream ON retrod.cache_misses (session_uuid, agent, db
 DROP INDEX retrod.requests_session_agent;
 CREATE INDEX requests_session_agent ON retrod.requests (session_uuid, agent, ts);
 
--- The elements of a stream (DESIGN §2.8) whose request's time is in [since, until): its parts of
+-- The elements of a stream (accounting.md §2.8) whose request's time is in [since, until): its parts of
 -- its last part's model that read or wrote the cache. Unordered; `ord` orders.
 CREATE FUNCTION retrod.cache_elements(s TEXT, a TEXT, role TEXT, since TIMESTAMPTZ, until TIMESTAMPTZ)
     RETURNS TABLE (ts TIMESTAMPTZ, key TEXT, place_path TEXT, place_offset BIGINT, n BIGINT, model TEXT,

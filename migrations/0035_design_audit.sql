@@ -1,4 +1,4 @@
--- DESIGN §2.2: records of one request whose usage tuples tie are told apart by the path of
+-- accounting.md §2.2: records of one request whose usage tuples tie are told apart by the path of
 -- their file below the projects root (code-point), then line number — not by what they hold.
 -- A request keeps the place of the record whose usage counts, so that a record read later
 -- (another file, another chunk, after a restart) is compared with it exactly

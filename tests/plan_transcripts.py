@@ -1,4 +1,4 @@
-"""Hand-made transcripts for DESIGN §2.9 (tasks from Claude's plan): calls and their results,
+"""Hand-made transcripts for accounting.md §2.9 (tasks from Claude's plan): calls and their results,
 seconds after BASE."""
 
 from __future__ import annotations

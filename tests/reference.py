@@ -1,10 +1,10 @@
 """Independent reference implementation of retrod's accounting rules (test oracle).
 
-Written from docs DESIGN.md section 2 ("Accounting rules (normative)") and FORMATS.md
-only, without looking at the daemon's code.  It covers 2.1-2.5 and 2.7-2.9, and 2.10's
+Written from docs/accounting.md §2 (the accounting rules) and notes on Claude Code's transcript
+formats only, without looking at the daemon's code.  It covers 2.1-2.5 and 2.7-2.9, and 2.10's
 `retrod lessons` figures; 2.6 (tool calls and waste signals) is in tests/reference_tools.py.
 Tokens by model (issue 11) were first written from the issue's text and the README's
-decisions; they now follow DESIGN 2.2 "Iterations": a request is made of parts, each with its
+decisions; they now follow accounting.md §2.2 "Iterations": a request is made of parts, each with its
 own model, and tokens by model sum parts.  It is deliberately naive:
 it reads every file whole, parses every line with json.loads, collects everything
 in plain lists and dicts, and then computes each figure with plain loops.  There
@@ -28,19 +28,19 @@ What it covers, in short:
   2.7  cost of each part with genai-prices (provider anthropic, the request's timestamp,
        {"speed": "fast"} when the chosen record's usage.speed is "fast").
 
-Decisions the oracle takes where DESIGN leaves a choice (they are the project's decisions
+Decisions the oracle takes where the accounting rules leave a choice (they are the project's decisions
 or the reference's own; a daemon that differs must say why):
   - Iterations: elements of usage.iterations that are not objects are skipped; each object
     is sanitised like a top-level usage (cache create = its flat field when an integer,
     else its own 5m + 1h).
-  - Timeline: the uuid dedupe runs over the main transcripts' own lines (DESIGN 2.3), also
+  - Timeline: the uuid dedupe runs over the main transcripts' own lines (accounting.md §2.3), also
     within one file; lines without a non-empty string uuid always count; two main files in
     one folder name (impossible on one machine) go by full path.  tool_calls
     looks at every own line of every main file (distinct ids count a copy once anyway).
   - Cost: per part, calc_price(Usage(input_tokens = input + cache read + cache create,
     output_tokens, cache_read_tokens, cache_write_tokens = cache create,
     cache_write_1h_tokens = the 1h split, or 0 when the part's 5m and 1h do not add up to
-    its cache create (DESIGN 2.7: then all its writes count as 5m)), model, provider_id="anthropic",
+    its cache create (accounting.md §2.7: then all its writes count as 5m)), model, provider_id="anthropic",
     genai_request_timestamp = the request's timestamp (None, i.e. now, when it has none),
     price_context).  Long-context tiers thus apply to one part of one request.  A part
     with no tokens costs 0 and is not unpriced (e.g. <synthetic>); one with tokens whose
@@ -53,7 +53,7 @@ or the reference's own; a daemon that differs must say why):
     cache_read, cache_create_5m, cache_create_1h}} (USD per million, as RETROD_PRICES)
     prices every part of the exact model names it holds, flat: the 1h writes (as above) at
     cache_create_1h, the rest at cache_create_5m, no tier.
-  - Web searches (DESIGN 2.2, 2.7): a part's server_tool_use.web_search_requests, priced apart
+  - Web searches (accounting.md §2.2, §2.7): a part's server_tool_use.web_search_requests, priced apart
     as calc_price(Usage(web_searches=n)) at the request's timestamp and price context, also
     for a model RETROD_PRICES names.  A part whose web searches cannot be priced (unknown or
     null model, or a model whose price has no web-search unit) is unpriced; its tokens are
@@ -91,10 +91,10 @@ from pathlib import Path
 # Constants
 # ---------------------------------------------------------------------------
 
-# DESIGN 2.1: "<uuid>" is a lower-case 8-4-4-4-12 hex UUID; other names are ignored.
+# accounting.md §2.1: "<uuid>" is a lower-case 8-4-4-4-12 hex UUID; other names are ignored.
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
-# DESIGN 2.1: timestamps are RFC 3339 strings ("Z"/"z" or an offset; no offset = UTC).
+# accounting.md §2.1: timestamps are RFC 3339 strings ("Z"/"z" or an offset; no offset = UTC).
 # [0-9] rather than \d so that non-ASCII digits are not accepted.
 TIMESTAMP_RE = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})"  # date
@@ -108,10 +108,10 @@ EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 
 UTC_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
-# A timestamp that is missing sorts last (DESIGN 2.2 "a missing one sorts last").
+# A timestamp that is missing sorts last (accounting.md §2.2 "a missing one sorts last").
 MISSING_TIMESTAMP = float("inf")
 
-# Labels for agents that have no id of their own (DESIGN 2.2 "Agent of a record").
+# Labels for agents that have no id of their own (accounting.md §2.2 "Agent of a record").
 # Any label works as long as it is not "" (the main thread) and does not start with
 # "acompact" (the compaction bucket).
 UNNAMED_AGENT = "<unnamed>"  # agent_progress copy without a data.agentId
@@ -119,13 +119,13 @@ INLINE_AGENT = "<inline>"  # isSidechain: true line inside a main transcript
 
 BUCKETS = ("main", "subagents", "compaction", "total")
 
-# The token figures of a usage and of a part (DESIGN 2.2 "Usage": the four fields, and
-# "Keep the 5m/1h split too"), and its web searches (DESIGN 2.2 "Web searches": "shown per
+# The token figures of a usage and of a part (accounting.md §2.2 "Usage": the four fields, and
+# the 5m/1h split of the cache writes), and its web searches (accounting.md §2.2 "Web searches": "shown per
 # model (summing parts, like tokens)").
 MODEL_FIELDS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h",
                 "web_searches")
 
-# DESIGN 2.3: the away threshold (RETROD_AWAY_AFTER_S), default 1800 s.
+# accounting.md §2.3: the away threshold (RETROD_AWAY_AFTER_S), default 1800 s.
 DEFAULT_AWAY_AFTER_S = 1800
 
 
@@ -137,10 +137,10 @@ DEFAULT_AWAY_AFTER_S = 1800
 def parse_timestamp(value) -> int | None:
     """RFC 3339 string -> integer microseconds since the epoch; anything else -> None.
 
-    DESIGN 2.1: "Timestamps are RFC 3339 strings: YYYY-MM-DD, T, t or a space, hh:mm:ss, an
-    optional . and digits (past the sixth, dropped), then Z, z, +-hh:mm or nothing (UTC); a
-    value that is not a real instant (month 13, hour 24, second 60) or of any other form is
-    absent."
+    accounting.md §2.1: "Timestamps are RFC 3339 strings: YYYY-MM-DD; T, t or a space; hh:mm:ss;
+    an optional . and digits (those past the sixth are dropped); then Z, z, ±hh:mm or nothing
+    (UTC). A value that is not a real instant (month 13, hour 24, second 60), or of any other
+    form, is absent."
     """
     if not isinstance(value, str):
         return None
@@ -172,7 +172,7 @@ def parse_timestamp(value) -> int | None:
 
 
 def seconds(total_microseconds: int) -> float:
-    # DESIGN 2.3: "Seconds are reported with millisecond precision."
+    # accounting.md §2.3: "Seconds are reported with millisecond precision."
     return round(total_microseconds / 1_000_000, 3)
 
 
@@ -181,7 +181,7 @@ def non_empty_string(value) -> bool:
 
 
 def token_count(value) -> int:
-    # DESIGN 2.2: "A value that is not a non-negative integer (bool and float
+    # accounting.md §2.2: "A value that is not a non-negative integer (bool and float
     # included) counts as 0."  type(...) is int excludes bool.
     if type(value) is int and value >= 0:
         return value
@@ -189,7 +189,7 @@ def token_count(value) -> int:
 
 
 def utf8_length(text: str) -> int:
-    # DESIGN 2.4: UTF-8 length; "A lone surrogate counts 3 bytes."
+    # accounting.md §2.4: UTF-8 length; "A lone surrogate counts 3 bytes."
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -222,8 +222,8 @@ def _reject_constant(name):
 def read_objects(path: Path) -> list[dict]:
     """Every complete line of the file that is a JSON object, in file order.
 
-    DESIGN 2.1: "Only complete lines (ending in \\n; a \\r before it is ignored) are
-    read" and "A line that is not a JSON object is skipped".
+    accounting.md §2.1: "retrod reads only complete lines: a line ends in \\n (a \\r before it
+    is ignored)" and a line that is "not a JSON object is skipped".
     """
     data = path.read_bytes()
     # "a UTF-8 byte order mark at the start of a file is ignored"
@@ -248,7 +248,7 @@ def read_objects(path: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------
-# Step 1: find the transcript files (DESIGN 2.1 "Files")
+# Step 1: find the transcript files (accounting.md §2.1 "Files")
 # ---------------------------------------------------------------------------
 
 
@@ -305,7 +305,7 @@ def find_files(projects_dir: Path) -> list[dict]:
                          "agent_id": agent_id, "lines": read_objects(path),
                          "below_root": str(path.relative_to(projects_dir))}
                     )
-    # DESIGN 2.1 unmarked fork copies are decided over every session's main transcripts: each
+    # accounting.md §2.1 unmarked fork copies are decided over every session's main transcripts: each
     # file carries the one map of which session wrote each uuid.
     writers = uuid_writers(files)
     for file in files:
@@ -314,12 +314,12 @@ def find_files(projects_dir: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------
-# Step 2: classify lines (DESIGN 2.1, last paragraph)
+# Step 2: classify lines (accounting.md §2.1, last paragraph)
 # ---------------------------------------------------------------------------
 
 
 def named_session(session_id) -> str | None:
-    """DESIGN 2.1: "The session a sessionId names is the part of the string before its first
+    """accounting.md §2.1: "The session a sessionId names is the part of the string before its first
     # ... A sessionId that is not a string, or whose part before # is empty, names no
     session."  (S#agent-x names S.)"""
     if not isinstance(session_id, str):
@@ -329,19 +329,19 @@ def named_session(session_id) -> str | None:
 
 
 def is_copied_history(line: dict, file: dict) -> bool:
-    # DESIGN 2.1: "copied history when its sessionId names another session than the file's".
+    # accounting.md §2.1: "copied history when its sessionId names another session than the file's".
     named = named_session(line.get("sessionId"))
     return named is not None and named != file["session"]
 
 
 def is_sidechain_line(line: dict, file: dict) -> bool:
-    # DESIGN 2.1: "sidechain when it comes from a subagent file (either layout) or
+    # accounting.md §2.1: "sidechain when it comes from a subagent file (either layout) or
     # has isSidechain: true".
     return file["kind"] == "subagent" or line.get("isSidechain") is True
 
 
 def is_marked_fork_copy(line: dict, file: dict) -> bool:
-    """DESIGN 2.1 fork copy, 1. marked: a main-transcript line that is neither copied history
+    """accounting.md §2.1 fork copy, 1. marked: a main-transcript line that is neither copied history
     nor sidechain, whose forkedFrom is an object whose sessionId names another session than
     the file's."""
     if file["kind"] != "main" or is_copied_history(line, file) or is_sidechain_line(line, file):
@@ -354,7 +354,7 @@ def is_marked_fork_copy(line: dict, file: dict) -> bool:
 
 
 def is_unmarked_candidate(line: dict, file: dict) -> bool:
-    """DESIGN 2.1: "a main-transcript line that is neither copied history, nor sidechain, nor
+    """accounting.md §2.1: "a main-transcript line that is neither copied history, nor sidechain, nor
     marked"."""
     return (file["kind"] == "main" and not is_copied_history(line, file)
             and not is_sidechain_line(line, file) and not is_marked_fork_copy(line, file))
@@ -362,7 +362,7 @@ def is_unmarked_candidate(line: dict, file: dict) -> bool:
 
 def uuid_writers(files: list[dict]) -> dict[str, str]:
     """uuid -> the session that wrote it, for every non-empty string uuid of an unmarked
-    candidate line of a main transcript (DESIGN 2.1 fork copy, 2. unmarked): among the
+    candidate line of a main transcript (accounting.md §2.1 fork copy, 2. unmarked): among the
     sessions whose main transcripts hold it on such lines, the smallest
     (stamped_bg, first_ts, last_ts, session_id)."""
     kinds: dict[tuple[str, str], list] = {}  # (uuid, session) -> sessionKind of each candidate line
@@ -391,13 +391,13 @@ def uuid_writers(files: list[dict]) -> dict[str, str]:
     return {uuid: min(tuples)[3] for uuid, tuples in holders.items()}
 
 
-# DESIGN 2.1's unmarked fork copies (issue 28 item 12, part d): on, as retrod applies them; a
+# accounting.md §2.1's unmarked fork copies (issue 28 item 12, part d): on, as retrod applies them; a
 # test may switch them off to see what they change.
 UNMARKED_FORK_COPIES = True
 
 
 def is_fork_copy(line: dict, file: dict) -> bool:
-    """DESIGN 2.1 fork copy: marked, or unmarked (its uuid also on an unmarked candidate line of
+    """accounting.md §2.1 fork copy: marked, or unmarked (its uuid also on an unmarked candidate line of
     another session's main transcript, and that other session wrote it)."""
     if is_marked_fork_copy(line, file):
         return True
@@ -410,7 +410,7 @@ def is_fork_copy(line: dict, file: dict) -> bool:
 
 
 def is_own_line(line: dict, file: dict) -> bool:
-    # DESIGN 2.1: "The main transcript's own lines are its lines that are neither copied history,
+    # accounting.md §2.1: "The main transcript's own lines are its lines that are neither copied history,
     # nor fork copies, nor sidechain."
     return (
         file["kind"] == "main"
@@ -421,12 +421,12 @@ def is_own_line(line: dict, file: dict) -> bool:
 
 
 # ---------------------------------------------------------------------------
-# Step 3: usage records (DESIGN 2.2 "Records")
+# Step 3: usage records (accounting.md §2.2 "Records")
 # ---------------------------------------------------------------------------
 
 
 def usage_figures(usage: dict) -> dict:
-    """The token fields of one usage object, sanitised (DESIGN 2.2 "Usage"), and the
+    """The token fields of one usage object, sanitised (accounting.md §2.2 "Usage"), and the
     5-minute / 1-hour cache-write split ("Keep the 5m/1h split too")."""
     flat = usage.get("cache_creation_input_tokens")
     if type(flat) is int:
@@ -453,7 +453,7 @@ def usage_figures(usage: dict) -> dict:
 
 
 def web_search_count(usage: dict) -> int:
-    """DESIGN 2.2 "Web searches": "server_tool_use.web_search_requests of the part's own usage
+    """accounting.md §2.2 "Web searches": "server_tool_use.web_search_requests of the part's own usage
     object ... when it is a non-negative integer (bool excluded), else 0"."""
     server_tool_use = get_dict(usage, "server_tool_use")
     if server_tool_use is None:
@@ -468,7 +468,7 @@ FOUR_FIELDS = ("input", "output", "cache_read", "cache_create")
 
 
 def iteration_figures(usage: dict) -> list[dict]:
-    """The objects of usage.iterations, each sanitised like a usage (DESIGN 2.2 "Iterations").
+    """The objects of usage.iterations, each sanitised like a usage (accounting.md §2.2 "Iterations").
 
     Each entry: usage_figures(object) plus "model": the object's model when it is a
     non-empty string, else None (the part then takes the message's model, later).
@@ -490,7 +490,7 @@ def iteration_figures(usage: dict) -> list[dict]:
 
 
 def is_fast(usage: dict) -> bool:
-    # DESIGN 2.7: "{"speed": "fast"} as price context when the chosen record's usage.speed
+    # accounting.md §2.7: "{"speed": "fast"} as price context when the chosen record's usage.speed
     # is "fast"" -- exactly the string "fast".
     return usage.get("speed") == "fast"
 
@@ -502,7 +502,7 @@ def model_of(message: dict | None) -> str | None:
 
 
 def cache_miss_reason(message: dict | None) -> str | None:
-    """DESIGN 2.8 "Claude Code's own reason": message.diagnostics.cache_miss_reason, a
+    """accounting.md §2.8 "Claude Code's own reason": message.diagnostics.cache_miss_reason, a
     string, or an object whose "type" is a string.  Reference decision: an empty string is
     no reason (no other string field of a transcript counts when empty)."""
     diagnostics = get_dict(message, "diagnostics")
@@ -515,7 +515,7 @@ def cache_miss_reason(message: dict | None) -> str | None:
 
 
 def first_key(*candidates) -> str | None:
-    # DESIGN 2.2 "Key": the first of message.id, requestId, uuid that is a non-empty string.
+    # accounting.md §2.2 "Key": the first of message.id, requestId, uuid that is a non-empty string.
     for candidate in candidates:
         if non_empty_string(candidate):
             return candidate
@@ -531,7 +531,7 @@ def has_tool_use(message_holder: dict) -> bool:
 
 
 def place_rank(line: dict, file: dict) -> tuple[str, int]:
-    """(the file's path below the projects root, the line's index): DESIGN 2.2's tie-break of
+    """(the file's path below the projects root, the line's index): accounting.md §2.2's tie-break of
     records whose usage tuples tie (the index orders lines as their numbers do)."""
     numbers = file.get("line_numbers")
     if numbers is None:
@@ -549,7 +549,7 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
         usage = get_dict(message, "usage")
         if usage is not None:
             sidechain = is_sidechain_line(line, file)
-            # DESIGN 2.2 "Agent": "" for the main transcript's non-sidechain lines; the
+            # accounting.md §2.2 "Agent": "" for the main transcript's non-sidechain lines; the
             # file's subagent id for subagent files; inline isSidechain threads never "".
             if file["kind"] == "subagent":
                 agent = file["agent_id"]
@@ -567,7 +567,7 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
                     "session": file["session"],
                     "agent": agent,
                     "from_agent_progress": False,
-                    # DESIGN 2.5 turns: a tool_use block in message.content.
+                    # accounting.md §2.5 turns: a tool_use block in message.content.
                     "has_tool_use": has_tool_use(line),
                     "model": model_of(message),
                     "iterations": iteration_figures(usage),
@@ -629,19 +629,19 @@ def records_of_line(line: dict, file: dict) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------
-# Step 4: requests (DESIGN 2.2 "Key", "Usage", "Attribution")
+# Step 4: requests (accounting.md §2.2 "Key", "Usage", "Attribution")
 # ---------------------------------------------------------------------------
 
 
 def usage_rank(record: dict) -> tuple:
-    # DESIGN 2.2: the record with the LARGEST
+    # accounting.md §2.2: the record with the LARGEST
     # (not is_sidechain, output_tokens, input_tokens, cache_creation, cache_read).
     u = record["usage"]
     return (not record["is_sidechain"], u["output"], u["input"], u["cache_create"], u["cache_read"])
 
 
 def attribution_rank(record: dict) -> tuple:
-    # DESIGN 2.2: the record with the SMALLEST
+    # accounting.md §2.2: the record with the SMALLEST
     # (is_sidechain, is_foreign, timestamp, session_uuid, agent); missing timestamp last.
     timestamp = record["timestamp"] if record["timestamp"] is not None else MISSING_TIMESTAMP
     # "In the agent position the unnamed and the inline threads sort after every named agent
@@ -654,9 +654,9 @@ def build_requests(all_records: list[dict]) -> list[dict]:
     """Group records into requests.
 
     Each request: {"usage", "parts", "model", "fast", "session", "agent", "timestamp",
-    "has_tool_use"}.  "usage" = the sums of its parts' figures (DESIGN 2.2 "Iterations");
+    "has_tool_use"}.  "usage" = the sums of its parts' figures (accounting.md §2.2 "Iterations");
     "model" is the message's model of the usage-winning record (kept for readers; tokens
-    by model go by part); "fast" whether that record's usage.speed is "fast" (DESIGN 2.7).
+    by model go by part); "fast" whether that record's usage.speed is "fast" (accounting.md §2.7).
     """
     groups: dict[str, list[dict]] = {}
     keyless: list[list[dict]] = []
@@ -670,7 +670,7 @@ def build_requests(all_records: list[dict]) -> list[dict]:
     for records in list(groups.values()) + keyless:
         usage_record = usage_winner(records)
         owner_record = min(records, key=attribution_rank)
-        # DESIGN 2.2: "Timestamp of a request = the earliest timestamp of its records";
+        # accounting.md §2.2: "Timestamp of a request = the earliest timestamp of its records";
         # None when no record has one.
         timestamps = [r["timestamp"] for r in records if r["timestamp"] is not None]
         parts = parts_of(usage_record)
@@ -690,7 +690,7 @@ def build_requests(all_records: list[dict]) -> list[dict]:
                 "has_tool_use": any(r["has_tool_use"] for r in records),
                 "model": usage_record["model"],
                 "fast": usage_record["fast"],
-                # DESIGN 2.8: the key orders elements of one timestamp; a request without one
+                # accounting.md §2.8: the key orders elements of one timestamp; a request without one
                 # sorts after the keyed ones, by its file's path, then line number.
                 "key": records[0]["key"],
                 "place": (str(records[0].get("path", "")), records[0].get("line", 0)),
@@ -701,7 +701,7 @@ def build_requests(all_records: list[dict]) -> list[dict]:
 
 
 def parts_of(record: dict) -> list[dict]:
-    """The parts of the request whose usage-winning record this is (DESIGN 2.2 "Iterations").
+    """The parts of the request whose usage-winning record this is (accounting.md §2.2 "Iterations").
 
     "when the chosen record's usage.iterations is an array holding at least one object, and
     for each of the four fields the sum over those objects is at least the top-level value,
@@ -735,7 +735,7 @@ def parts_of(record: dict) -> list[dict]:
 def usage_winner(records: list[dict]) -> dict:
     """The record whose usage counts ("the chosen record"); its model is the message's model.
 
-    DESIGN 2.2: the record with the largest usage tuple; "Records whose tuples tie: the first by
+    accounting.md §2.2: the record with the largest usage tuple; "Records whose tuples tie: the first by
     the path of its file below the projects root (code-point), then line number." Nothing a
     record holds (its split, model, iterations, speed, reason) breaks a tie.
     """
@@ -744,7 +744,7 @@ def usage_winner(records: list[dict]) -> dict:
 
 
 def bucket_of(agent: str) -> str:
-    # DESIGN 2.2 "Buckets": main (agent ""), compaction (id starts with acompact),
+    # accounting.md §2.2 "Buckets": main (agent ""), compaction (id starts with acompact),
     # subagents (every other agent).
     if agent == "":
         return "main"
@@ -754,7 +754,7 @@ def bucket_of(agent: str) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Step 5: per-session figures from the main transcript (DESIGN 2.3 and 2.4)
+# Step 5: per-session figures from the main transcript (accounting.md §2.3 and §2.4)
 # ---------------------------------------------------------------------------
 
 
@@ -765,7 +765,7 @@ def has_tool_result(line: dict) -> bool:
 def main_timeline(main_files: list[dict]) -> list[tuple[dict, dict]]:
     """(line, file) for every COUNTED line of a session's main transcripts, in timeline order.
 
-    DESIGN 2.3: "A session whose main transcript exists (or existed) at more than one path --
+    accounting.md §2.3: "A session whose main transcript exists (or existed) at more than one path --
     a project folder copied or moved -- has one timeline: its main transcripts in the order
     of their project folders' names (code-point), each in file order. Over that order (one
     path or several), an own line whose uuid is a non-empty string is dropped when an earlier
@@ -788,7 +788,7 @@ def main_timeline(main_files: list[dict]) -> list[tuple[dict, dict]]:
 
 
 def own_events(main_files: list[dict]) -> list[tuple[int, dict]]:
-    """DESIGN 2.3: events = the counted own user and assistant lines that have a timestamp,
+    """accounting.md §2.3: events = the counted own user and assistant lines that have a timestamp,
     in timeline order."""
     events = []
     for line, file in main_timeline(main_files):
@@ -804,7 +804,7 @@ def own_events(main_files: list[dict]) -> list[tuple[int, dict]]:
 
 
 def gap_class(line: dict, gap_us: int, away_after_s=DEFAULT_AWAY_AFTER_S) -> str:
-    """DESIGN 2.3: the class of the gap of gap_us microseconds that ends at this event."""
+    """accounting.md §2.3: the class of the gap of gap_us microseconds that ends at this event."""
     if line["type"] == "assistant":
         return "claude"
     if has_tool_result(line):
@@ -822,7 +822,7 @@ def gap_class(line: dict, gap_us: int, away_after_s=DEFAULT_AWAY_AFTER_S) -> str
 def classified_gaps(
     session_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S
 ) -> list[tuple[int, int, str]]:
-    """DESIGN 2.3 gaps as (H, t_i, class), only those with t_i > H.
+    """accounting.md §2.3 gaps as (H, t_i, class), only those with t_i > H.
 
     H = the latest timestamp among the events before event i (the high-water mark), over
     the session's one timeline: it runs across its main files, never restarting per file
@@ -850,7 +850,7 @@ def embedded_message(line: dict) -> dict | None:
 
 
 def subagent_timeline(session_files: list[dict]) -> list[tuple[int, dict]]:
-    """DESIGN 2.3 "Sessions without a main event": (timestamp, line or embedded message) of the
+    """accounting.md §2.3 "Sessions without a main event": (timestamp, line or embedded message) of the
     session's subagent timeline, in its order, a uuid counted once at its first place.
 
     Its lines: the user and assistant lines that have a timestamp in its subagent files (both
@@ -897,20 +897,20 @@ def subagent_timeline(session_files: list[dict]) -> list[tuple[int, dict]]:
 
 
 def session_events(session_files: list[dict]) -> list[tuple[int, dict]]:
-    """DESIGN 2.3: the main events when there is one, else the subagent timeline."""
+    """accounting.md §2.3: the main events when there is one, else the subagent timeline."""
     main_files = [f for f in session_files if f["kind"] == "main"]
     return own_events(main_files) or subagent_timeline(session_files)
 
 
 def session_span(session_files: list[dict]) -> tuple[int | None, int | None]:
-    """DESIGN 2.3 "The session's start and end": the earliest and the latest timestamp of its
+    """accounting.md §2.3 "The session's start and end": the earliest and the latest timestamp of its
     events (main events when it has any, else its subagent timeline); (None, None): undated."""
     times = [time for time, _ in session_events(session_files)]
     return (min(times), max(times)) if times else (None, None)
 
 
 def time_figures(session_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S) -> dict:
-    """DESIGN 2.3: classify the gaps of the session's events (main, else subagent timeline)."""
+    """accounting.md §2.3: classify the gaps of the session's events (main, else subagent timeline)."""
     totals = {"claude": 0, "tool": 0, "human": 0, "away": 0}
     for gap_start, gap_end, kind in classified_gaps(session_files, away_after_s):
         totals[kind] += gap_end - gap_start
@@ -927,7 +927,7 @@ def time_figures(session_files: list[dict], away_after_s=DEFAULT_AWAY_AFTER_S) -
 
 
 def tool_result_size(block: dict) -> int:
-    # DESIGN 2.4 tool_result_bytes: content string -> its UTF-8 length; content list ->
+    # accounting.md §2.4 tool_result_bytes: content string -> its UTF-8 length; content list ->
     # the string "text" of its elements with type == "text"; anything else -> 0.
     content = block.get("content")
     if isinstance(content, str):
@@ -944,7 +944,7 @@ def tool_result_size(block: dict) -> int:
 
 
 def tool_result_bytes_of(line: dict) -> int:
-    # DESIGN 2.4 tool_result_bytes: over the tool_result blocks of one user line.
+    # accounting.md §2.4 tool_result_bytes: over the tool_result blocks of one user line.
     size = 0
     for block in content_blocks(line):
         if block.get("type") == "tool_result":
@@ -956,7 +956,7 @@ def main_transcript_figures(main_files: list[dict]) -> dict:
     compactions = 0
     tool_call_ids = set()
     tool_result_bytes = 0
-    # DESIGN 2.3: "the same holds for the 2.4 per-line figures: compactions,
+    # accounting.md §2.3: "The same holds for the per-line figures of §2.4, compactions and
     # tool_result_bytes" -- they count the counted lines of the one timeline only.
     for line, file in main_timeline(main_files):
         if not is_own_line(line, file):
@@ -970,8 +970,8 @@ def main_transcript_figures(main_files: list[dict]) -> dict:
             tool_result_bytes += tool_result_bytes_of(line)
     # tool_calls: distinct non-empty string ids of tool_use blocks of own assistant lines
     # (timestamp not required).  Distinct ids already count a copied line once; reference
-    # decision: every own line of every main file is looked at, as DESIGN 2.4 says, since
-    # DESIGN 2.3 names only compactions and tool_result_bytes as per-line figures.
+    # decision: every own line of every main file is looked at, as accounting.md §2.4 says, since
+    # accounting.md §2.3 names only compactions and tool_result_bytes as per-line figures.
     for file in main_files:
         for line in file["lines"]:
             if not is_own_line(line, file) or line.get("type") != "assistant":
@@ -987,7 +987,7 @@ def main_transcript_figures(main_files: list[dict]) -> dict:
 
 
 def listed_subagents(session_files: list[dict]) -> list[str]:
-    # DESIGN 2.4 "Subagents listed": ids of its subagent files (both layouts, any
+    # accounting.md §2.4 "Subagents listed": ids of its subagent files (both layouts, any
     # content, not acompact*) and the named agents of its agent_progress copies that
     # are not copied history.  Inline threads and unnamed agents are not listed.
     listed = set()
@@ -1001,7 +1001,7 @@ def listed_subagents(session_files: list[dict]) -> list[str]:
                 if record["agent"] == UNNAMED_AGENT or record["is_foreign"]:
                     continue
                 if record["agent"].startswith("acompact"):
-                    continue  # compaction agents are never listed (DESIGN 2.1 table)
+                    continue  # compaction agents are never listed (accounting.md §2.1 table)
                 listed.add(record["agent"])
     return sorted(listed)
 
@@ -1012,7 +1012,7 @@ def listed_subagents(session_files: list[dict]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# Step 6: estimated cost (DESIGN 2.7)
+# Step 6: estimated cost (accounting.md §2.7)
 # ---------------------------------------------------------------------------
 
 
@@ -1031,7 +1031,7 @@ def as_datetime(timestamp: int | None) -> datetime.datetime | None:
 def package_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Decimal | None:
     """What genai-prices prices one part at; None when it cannot (unknown model).
 
-    DESIGN 2.7: "provider anthropic, the part's model, at its request's timestamp (prices
+    accounting.md §2.7: "provider anthropic, the part's model, at its request's timestamp (prices
     change over time), with {"speed": "fast"} as price context when the chosen record's
     usage.speed is "fast"; input tokens = input + cache read + cache create, cache writes
     split 5m/1h."  The package prices the 5-minute writes as cache_write_tokens minus
@@ -1068,8 +1068,8 @@ def package_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Deci
 
 
 def override_price(part: dict, rates: dict) -> decimal.Decimal:
-    """DESIGN 2.7: "RETROD_PRICES (flat per-million prices by exact model name) overrides the
-    package for the models it names."  rates: {input, output, cache_read, cache_create_5m,
+    """accounting.md §2.7: "RETROD_PRICES (flat per-million prices by exact model name)
+    overrides the package's token prices for the models it names."  rates: {input, output, cache_read, cache_create_5m,
     cache_create_1h} in USD per million tokens.  The 1h writes (writes_of: "When a part's 5m
     and 1h writes do not add up to its cache writes, all of its cache writes count as 5m") at
     cache_create_1h; the rest of cache_create at cache_create_5m.
@@ -1089,7 +1089,7 @@ def override_price(part: dict, rates: dict) -> decimal.Decimal:
 
 
 def web_search_price(part: dict, timestamp: int | None, fast: bool) -> decimal.Decimal | None:
-    """DESIGN 2.7: a part's web searches "as the package's own web-search unit
+    """accounting.md §2.7: a part's web searches "as the package's own web-search unit
     (Usage(web_searches=n), priced per 1,000: $10 on Anthropic's list)", at the request's
     timestamp and price context, whatever RETROD_PRICES says ("keeps the package's web-search
     price").  0 without web searches; None when the package cannot price them: an unknown or
@@ -1118,7 +1118,8 @@ def web_search_price(part: dict, timestamp: int | None, fast: bool) -> decimal.D
 
 def part_costs(part: dict, request: dict, prices_override: dict | None) -> tuple:
     """(its tokens' cost, its web searches' cost) in USD, each None when it cannot be priced
-    (DESIGN 2.7: "A part with tokens or web searches that it cannot price ... is unpriced").
+    (accounting.md §2.7: "A part with tokens or web searches that the package cannot price ...
+    is unpriced").
 
     Reference decisions (project decisions): a part with no tokens at all costs 0 for its
     tokens, whatever its model (e.g. <synthetic> entries); a part whose model is None
@@ -1138,7 +1139,7 @@ def part_costs(part: dict, request: dict, prices_override: dict | None) -> tuple
 
 def part_cost(part: dict, request: dict, prices_override: dict | None) -> tuple[decimal.Decimal, bool]:
     """The cost of one part in USD, what of it could be priced, and whether the part is
-    unpriced (some of its tokens or web searches could not be priced: DESIGN 2.7).  Project
+    unpriced (some of its tokens or web searches could not be priced: accounting.md §2.7).  Project
     decision (docs/decisions.md): a known model's tokens are priced even when its web
     searches are not."""
     tokens, searches = part_costs(part, request, prices_override)
@@ -1159,7 +1160,7 @@ def usd(amount: decimal.Decimal) -> float:
 
 
 def cost_of(requests: list[dict], prices_override: dict | None = None) -> dict:
-    """DESIGN 2.7: "a session's cost sums what could be priced and says whether it is
+    """accounting.md §2.7: "a session's cost sums what could be priced and says whether it is
     complete."  {"usd": the priced parts' sum (None when some part is unpriced and none is
     priced), "unknown_models": the unpriced parts' models, sorted (None first),
     "complete": no part unpriced}.  With no part at all: usd 0.0, complete."""
@@ -1188,10 +1189,10 @@ def cost_of(requests: list[dict], prices_override: dict | None = None) -> dict:
 def tokens_by_model(requests: list[dict], prices_override: dict | None = None) -> dict:
     """{model (None: named none): {requests, each token figure summed, cost_usd}} of these requests.
 
-    DESIGN 2.2: "Tokens by model sum parts": each part adds its tokens to its own model's
+    accounting.md §2.2: "Tokens by model sum parts": each part adds its tokens to its own model's
     row, and a row's "requests" counts the parts of that model (a request refused by one
     model and answered by another counts once under each).
-    cost_usd: the sum of its parts' costs (DESIGN 2.7); reference decision: None when any
+    cost_usd: the sum of its parts' costs (accounting.md §2.7); reference decision: None when any
     of its parts is unpriced (a part sum would pass for the model's cost).
     """
     by_model: dict = {}
@@ -1226,21 +1227,21 @@ def empty_tokens() -> dict:
 def compute(
     projects_dir: pathlib.Path, away_after_s=DEFAULT_AWAY_AFTER_S, prices_override: dict | None = None
 ) -> dict[str, dict]:
-    """Map session uuid -> figures for every session that exists per DESIGN 2.1.
+    """Map session uuid -> figures for every session that exists per accounting.md §2.1.
 
-    away_after_s: the away threshold of DESIGN 2.3 (RETROD_AWAY_AFTER_S).
+    away_after_s: the away threshold of accounting.md §2.3 (RETROD_AWAY_AFTER_S).
     prices_override: {model: {input, output, cache_read, cache_create_5m, cache_create_1h}}
-    in USD per million tokens, as RETROD_PRICES (DESIGN 2.7).
+    in USD per million tokens, as RETROD_PRICES (accounting.md §2.7).
     """
     projects_dir = Path(projects_dir)
     files = find_files(projects_dir)
 
-    # DESIGN 2.1: "A session exists as soon as one of its transcripts (.jsonl) exists."
+    # accounting.md §2.1: "A session exists as soon as one of its transcripts (.jsonl) exists."
     files_by_session: dict[str, list[dict]] = {}
     for file in files:
         files_by_session.setdefault(file["session"], []).append(file)
 
-    # DESIGN 2.2: records from every file of every session; the key is global.
+    # accounting.md §2.2: records from every file of every session; the key is global.
     all_records = []
     for file in files:
         for line in file["lines"]:
@@ -1251,8 +1252,8 @@ def compute(
     for session, session_files in sorted(files_by_session.items()):
         main_files = [f for f in session_files if f["kind"] == "main"]
 
-        # DESIGN 2.1: "Its project is the <slug> of its main transcript, else the
-        # smallest <slug> (code-point order) holding its files."
+        # accounting.md §2.1: "A session's project folder is the <slug> of its main transcript,
+        # else the smallest <slug> (code-point order) holding its files."
         if main_files:
             project_slug = min(f["slug"] for f in main_files)
         else:
@@ -1271,7 +1272,7 @@ def compute(
         summary = {}
         summary.update(time_figures(session_files, away_after_s))
         summary["requests"] = request_count
-        # DESIGN 2.2: "A request's web searches are the sum over its parts; they are shown ...
+        # accounting.md §2.2: "A request's web searches are the sum over its parts; they are shown ...
         # per session."
         summary["web_searches"] = sum(part["web_searches"] for request in requests
                                       if request["session"] == session for part in request["parts"])
@@ -1282,7 +1283,7 @@ def compute(
         start, end = session_span(session_files)
         result[session] = {
             "project_slug": project_slug,
-            "start_us": start,  # DESIGN 2.3: None when undated
+            "start_us": start,  # accounting.md §2.3: None when undated
             "end_us": end,
             "summary": summary,
             "subagents": listed_subagents(session_files),
@@ -1293,7 +1294,7 @@ def compute(
 
 
 # ---------------------------------------------------------------------------
-# Phases (DESIGN 2.5)
+# Phases (accounting.md §2.5)
 # ---------------------------------------------------------------------------
 #
 # A phase window is [start, end): start <= t < end, on integer microseconds.
@@ -1345,7 +1346,7 @@ def compute_phases(
     windows: list[tuple[datetime.datetime, datetime.datetime]],
     away_after_s=DEFAULT_AWAY_AFTER_S,
 ) -> list[dict]:
-    """Per phase window [start, end) (DESIGN 2.5), the figures of that session, in the order given."""
+    """Per phase window [start, end) (accounting.md §2.5), the figures of that session, in the order given."""
     session_files, requests = load(projects_dir, session)
     main_files = [f for f in session_files if f["kind"] == "main"]
     session_requests = [r for r in requests if r["session"] == session]
@@ -1406,7 +1407,7 @@ def compute_phase_models(
     with_cost: bool = False,
 ) -> list[dict]:
     """Per phase window [start, end), the tokens by model (with cost_usd) of the session's
-    requests (all buckets) whose timestamp falls in it (DESIGN 2.5, split by model; 2.7).
+    requests (all buckets) whose timestamp falls in it (accounting.md §2.5, split by model; 2.7).
 
     with_cost=False: [{model or None: figures} per window], as before.
     with_cost=True: [{"tokens_by_model": {...}, "cost": cost object of the window} per window].
@@ -1426,10 +1427,10 @@ def compute_phase_models(
 
 
 def subagent_earliest_timestamps(session_files: list[dict]) -> dict[str, int | None]:
-    """Listed subagent id -> earliest timestamp of its records and lines (DESIGN 2.4).
+    """Listed subagent id -> earliest timestamp of its records and lines (accounting.md §2.4).
 
     Its lines: every line (any type) of its subagent file(s) of this session.
-    Its records: the usage records (DESIGN 2.2) of this session's files whose agent is
+    Its records: the usage records (accounting.md §2.2) of this session's files whose agent is
     the id and that are not copied history -- in practice the agent_progress copies
     with data.agentId == id (their timestamp: the embedded message's, else the
     progress line's).  None when nothing has a timestamp.
@@ -1458,7 +1459,7 @@ def subagent_phase(
 ) -> dict[str, int | None]:
     """Listed subagent id -> index of the window holding its earliest timestamp, else None.
 
-    DESIGN 2.5: "A subagent belongs to the phase that contains its earliest timestamp."
+    accounting.md §2.5: "A subagent belongs to the phase that contains its earliest timestamp."
     When windows overlap, the first window (in the order given) that contains it wins.
     """
     session_files, _ = load(projects_dir, session)
@@ -1474,7 +1475,7 @@ def subagent_phase(
 
 
 # ---------------------------------------------------------------------------
-# DESIGN 2.9: tasks from Claude's own plan
+# accounting.md §2.9: tasks from Claude's own plan
 # ---------------------------------------------------------------------------
 #
 # Written from 2.9's text alone.  Reference decisions where it leaves a choice:
@@ -1651,11 +1652,11 @@ def compute_plan(projects_dir: Path, session: str) -> dict:
 
 
 # ---------------------------------------------------------------------------
-# Prompt-cache misses and their cost (DESIGN 2.8)
+# Prompt-cache misses and their cost (accounting.md §2.8)
 # ---------------------------------------------------------------------------
 #
-# Written from DESIGN 2.8's text alone.  Reference decisions where the text leaves a choice:
-#   - a keyless request (DESIGN 2.2 "a request of its own") is placed by its file's path
+# Written from accounting.md §2.8's text alone.  Reference decisions where the text leaves a choice:
+#   - a keyless request (accounting.md §2.2 "a request of its own") is placed by its file's path
 #     (here: the absolute path, the same root for all, so the order below the root) and the
 #     index of its line among the file's JSON-object lines (the same order as line numbers);
 #   - "no model" is None, a value of its own: None vs a model is a model change;
@@ -1829,7 +1830,7 @@ def cache_figures(requests: list[dict], misses: list[dict]) -> dict:
 
 
 def live_state(elements: list[dict], now_us: int, prices_override: dict | None) -> dict:
-    """DESIGN 2.8 "Live state" of a session, from its main stream's elements."""
+    """accounting.md §2.8 "Live state" of a session, from its main stream's elements."""
     if not elements:
         return {"state": "none"}
     last = elements[-1]
@@ -1903,7 +1904,7 @@ if __name__ == "__main__":
 
 
 # ---------------------------------------------------------------------------------------------
-# Lessons and whether they work (DESIGN 2.10), from per-session reports the reference produced
+# Lessons and whether they work (accounting.md §2.10), from per-session reports the reference produced
 # ---------------------------------------------------------------------------------------------
 
 LESSON_PATTERNS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate",
@@ -1994,7 +1995,7 @@ def _l_iso(us: int) -> str:
 
 
 def _l_shown(text) -> str:
-    """DESIGN 2.10 "Stored text is data", rules 1 and 2."""
+    """accounting.md §2.10 "Stored text is data", rules 1 and 2."""
     import unicodedata
 
     text = "".join(" " if c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") else c

@@ -1,7 +1,9 @@
-"""Independent reference implementation of DESIGN.md 2.6 (tool calls and waste signals): a test oracle.
+"""Independent reference implementation of accounting.md §2.6 (tool calls and waste signals): a
+test oracle.
 
-Written from DESIGN.md 2.1, 2.2, 2.4, 2.5 and 2.6, FORMATS.md and the real fixture transcripts only,
-without looking at the daemon's code.  File discovery and line reading come from tests/reference.py
+Written from accounting.md §2.1, §2.2, §2.4, §2.5 and §2.6, notes on Claude Code's transcript
+formats and the real fixture transcripts only, without looking at the daemon's code.  File
+discovery and line reading come from tests/reference.py
 (the oracle of 2.1-2.5), so that both oracles agree on which files and lines exist.  Deliberately
 naive: every file is read whole, every call is kept in a plain dict, and every signal is found by
 scanning the agent's earlier calls with plain loops.  Readability beats speed.
@@ -458,7 +460,7 @@ def _tool_use(session_files: list[dict], windows=None) -> dict:
 
 
 def tool_use(projects_dir: Path, session: str, windows=None) -> dict:
-    """DESIGN 2.6 for one session; see the module docstring for the shape and the choices."""
+    """accounting.md §2.6 for one session; see the module docstring for the shape and the choices."""
     files = find_files(Path(projects_dir))
     return _tool_use([f for f in files if f["session"] == session], windows)
 

@@ -54,7 +54,7 @@ def reference_reads_once() -> Iterator[None]:
 
 
 def cache_mismatches(session: str, report: dict, want: dict) -> list[tuple]:
-    """DESIGN §2.8: the session's cache figures, its ten costliest misses and each subagent's
+    """accounting.md §2.8: the session's cache figures, its ten costliest misses and each subagent's
     misses; want is reference.compute_cache(...)[session]."""
     out: list[tuple] = []
     cache = report["summary"]["cache"]
@@ -99,7 +99,7 @@ def _sum_phase_figures(rows: list[dict]) -> dict:
 
 
 def plan_mismatches(root: Path, session: str, report: dict) -> list[tuple]:
-    """DESIGN §2.9: the plan's family and counting calls, each task's name, status and windows,
+    """accounting.md §2.9: the plan's family and counting calls, each task's name, status and windows,
     the tasks never started, and each task's figures over its windows (§2.5's phase figures,
     cost, calls) and subagents, against the reference."""
     out: list[tuple] = []

@@ -45,7 +45,7 @@ def test_generated_tree_matches_the_reference(db_url: str, tmp_path: Path) -> No
 
 def test_two_sessions_written_from_one_transcript_share_no_id(db_url: str, tmp_path: Path) -> None:
     """The web UI benchmark's live session was written from the transcript its ~200 MB session
-    repeats: with the same line uuids and message ids, DESIGN §2.2 gave every request of it to
+    repeats: with the same line uuids and message ids, accounting.md §2.2 gave every request of it to
     the other session, and the live page's figures never moved."""
     import json
 

@@ -159,7 +159,7 @@ def test_the_brief_of_a_project_with_history(history: dict) -> None:
     lines = text.splitlines()
     assert len(lines) <= brief.MAX_LINES
     assert str(history["work"]) in lines[0] and "not instructions" in lines[0]
-    # DESIGN §2.10: the pattern lines, then the project's lessons, newest first
+    # accounting.md §2.10: the pattern lines, then the project's lessons, newest first
     heading = lines.index("Lessons logged in this project's phases (newest first):")
     assert all(line.startswith("- `") for line in lines[2:heading]) and [p["mode"] for p in data["patterns"]]
     assert {p["mode"] for p in data["patterns"]} == {"new"}  # no brief named one before
@@ -513,6 +513,6 @@ def test_the_costliest_tasks_of_the_recent_sessions_with_their_verdicts(db_url: 
     assert [(t["session"], t["name"], t["cost"], t["claude_s"], t["calls"]) for t in got] == [
         (s, t["name"], t["cost"], t["claude_s"], t["tool_use"]["calls"]) for t, s in want]
     assert got[0]["verdicts"] == ["high_impact"] and all(t["verdicts"] == [] for t in got[1:])
-    named = f"- {json.dumps(top['name'], ensure_ascii=False)} ("  # quoted: stored text (DESIGN §2.10)
+    named = f"- {json.dumps(top['name'], ensure_ascii=False)} ("  # quoted: stored text (accounting.md §2.10)
     line = next(x for x in brief.render(data).splitlines() if x.startswith(named))
     assert line.endswith(f"{top['tool_use']['calls']} tool calls, {shown('high_impact')}")

@@ -1,6 +1,6 @@
-"""Prompt-cache misses priced by cause (DESIGN §2.8): DESIGN's worked example as a transcript,
+"""Prompt-cache misses priced by cause (accounting.md §2.8): accounting.md §2.8's worked example as a transcript,
 hand-built streams for each cause, the shared fixtures' totals, each checked against the
-reference (tests/reference.py, written from DESIGN alone) and the report."""
+reference (tests/reference.py, written from docs/accounting.md alone) and the report."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def write(path: Path, lines: list[dict]) -> None:
 
 
 def worked_example(root: Path) -> None:
-    """DESIGN §2.8's table: one main stream, Sonnet 4.5, 5-minute cache. Request e is written
+    """accounting.md §2.8's table: one main stream, Sonnet 4.5, 5-minute cache. Request e is written
     before d: at the same time, the key decides (d, then e), never the file's order."""
     write(root / "-p" / f"{SESSION}.jsonl", [
         user("10:00:00"),
@@ -79,7 +79,7 @@ def report_of(db_url: str, root: Path, session: str = SESSION) -> dict:
 
 def test_the_worked_example(db_url: str, tmp_path: Path) -> None:
     worked_example(tmp_path)
-    # By hand, from DESIGN's table: c re-writes a's and b's 21,000 after 350 s > 300 s; f reads
+    # By hand, from accounting.md §2.8's table: c re-writes a's and b's 21,000 after 350 s > 300 s; f reads
     # 3,000 of e's 26,800 and writes 19,800 (lost 23,800). c: 21,000 × ($3.75 − $0.30) / 1e6;
     # f: 19,800 × $3.45 / 1e6.
     expected = {"compaction": {"count": 0, "rewritten": 0, "extra_usd": 0.0},
@@ -192,7 +192,7 @@ def test_a_session_without_elements_has_no_live_cache(db_url: str, tmp_path: Pat
 
 
 def test_the_fixtures_totals(db_url: str, projects: Path) -> None:
-    """DESIGN §2.8: 3 compaction misses (60,258 tokens, $0.47), 1 model (9,489, $0.03), 7
+    """accounting.md §2.8: 3 compaction misses (60,258 tokens, $0.47), 1 model (9,489, $0.03), 7
     expired (276,489, $1.28), 17 invalidated (307,272, $2.40): waste $3.71 over 10 sessions."""
     ingest(db_url, [projects])
     got = reports(db_url)
@@ -285,7 +285,7 @@ def test_the_lifetime_in_force_follows_the_latest_write() -> None:
 
 
 def test_phases_count_the_misses_whose_request_falls_in_them(db_url: str, tmp_path: Path) -> None:
-    """DESIGN §2.8: a phase's figures are its window's requests and the misses whose element's
+    """accounting.md §2.8: a phase's figures are its window's requests and the misses whose element's
     request falls in it (§2.5's windows), against the reference."""
     from retrod import tracking
 
@@ -317,7 +317,7 @@ def test_phases_count_the_misses_whose_request_falls_in_them(db_url: str, tmp_pa
     ("not an object", None),
 ])
 def test_claude_codes_reason_is_a_string_or_an_objects_type(diagnostics: object, reason: str | None) -> None:
-    """DESIGN §2.8: message.diagnostics.cache_miss_reason, a string or an object whose `type` is
+    """accounting.md §2.8: message.diagnostics.cache_miss_reason, a string or an object whose `type` is
     one; anything else is no reason, and never costs the line its usage."""
     from retrod.transcript.parser import parse_line
 

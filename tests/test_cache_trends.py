@@ -34,7 +34,7 @@ def test_trends_cache_figures_are_the_references_sums(db_url: str, projects: Pat
 
 
 def test_a_session_changed_counts_its_new_misses_at_once(db_url: str, tmp_path: Path) -> None:
-    """DESIGN §2.8's worked example without request f, then with it: f's invalidated miss
+    """accounting.md §2.8's worked example without request f, then with it: f's invalidated miss
     counts in the next answer, with no walk in between (migration 0031 keeps them at commit)."""
     lines = [user("10:00:00"), request("msg_a", "10:00:01", 0, 20_000), request("msg_b", "10:00:10", 20_000, 1_000),
              user("10:05:59"), request("msg_c", "10:06:00", 0, 21_500),

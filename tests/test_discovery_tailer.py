@@ -1,4 +1,4 @@
-"""Which paths are read (DESIGN §2.1), and reading only complete lines."""
+"""Which paths are read (accounting.md §2.1), and reading only complete lines."""
 
 from __future__ import annotations
 

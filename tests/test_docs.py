@@ -3,11 +3,16 @@ exists, and every `#anchor` names a heading of the page it points into, by GitHu
 heading's anchor. So a page renamed, or a heading reworded, cannot leave a link dead. The README,
 the front door, stays small: at most 20,000 bytes (its own test, below). And a rule cited by its
 number (`accounting.md §2.6`, issue 35) anywhere in the code, the tests, the migrations or the
-docs names a numbered heading of docs/accounting.md."""
+docs names a numbered heading of docs/accounting.md, and nothing cites a file the repository does
+not hold (issue 35): a link leads to a file inside it, and no text names the design notes, the
+helper scripts or the folders its first authors kept beside it."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -15,11 +20,22 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
-PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+PAGES = [README, CONTRIBUTING, *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_BYTES = 20_000
 ACCOUNTING = ROOT / "docs" / "accounting.md"
-CITING = [ROOT / "daemon", ROOT / "tests", ROOT / "migrations", ROOT / "docs", README]
+CITING = [ROOT / "daemon", ROOT / "tests", ROOT / "migrations", ROOT / "docs", README, CONTRIBUTING]
 CITING_SUFFIXES = {".py", ".sql", ".md", ".js", ".css", ".html", ".toml"}
+# The repository's whole text, for citations of what lies outside it (issue 35).
+EVERYWHERE = [*CITING, ROOT / "pyproject.toml", ROOT / ".ci", ROOT / "systemd"]
+EVERYWHERE_SUFFIXES = CITING_SUFFIXES | {"", ".service", ".plist", ".sh", ".txt", ".cfg", ".ini"}
+# What the repository does not hold: the design notes its rules were first written in (their
+# rules are docs/accounting.md's now), notes on transcript formats and on style, a `../shared`
+# folder beside a checkout, and the paths of the machine it was built on (`/work/prof/…`). A word
+# in quotes is data, not a citation: `"DESIGN"` (a report must not print it), `f"/work/{name}"`
+# (a test's made-up working folder); so is a path below another (`/home/runner/work/…`).
+OUTSIDE = re.compile(
+    r"""(?<!["'])\bDESIGN\b|\bDESIGN\b(?!["'])|\b(?:FORMATS|STYLE)\.md\b|\.\./shared\b|(?<![\w"'{}/.~…-])/work/""")
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
@@ -95,7 +111,9 @@ def broken(page: Path, root: Path = ROOT) -> list[str]:
         path, _, anchor = target.partition("#")
         where = f"{page.relative_to(root)}:{number}: {target}"
         dest = (page.parent / unquote(path)).resolve() if path else page
-        if not dest.exists():
+        if not dest.is_relative_to(root.resolve()):
+            problems.append(f"{where}: outside the repository")
+        elif not dest.exists():
             problems.append(f"{where}: no such file")
         elif anchor and dest.suffix == ".md" and unquote(anchor) not in anchors(dest):
             problems.append(f"{where}: no heading with that anchor in {dest.relative_to(root)}")
@@ -112,6 +130,12 @@ def test_every_docs_page_is_linked_from_the_index() -> None:
     linked = {(index.parent / target.partition("#")[0]).resolve() for _, target in links(index)}
     unlinked = [p.name for p in PAGES if p.parent == index.parent and p != index and p.resolve() not in linked]
     assert unlinked == []
+
+
+def test_the_readme_and_the_index_link_contributing_md() -> None:
+    """CONTRIBUTING.md's recipes are found from the front door and from docs/ (issue 35)."""
+    for page in (README, ROOT / "docs" / "README.md"):
+        assert CONTRIBUTING.resolve() in {(page.parent / t.partition("#")[0]).resolve() for _, t in links(page)}, page
 
 
 def test_the_readme_is_at_most_20_kb() -> None:
@@ -142,15 +166,23 @@ def cited_sections(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def citing_files(roots: list[Path]) -> list[Path]:
+def citing_files(roots: list[Path], suffixes: set[str] = CITING_SUFFIXES) -> list[Path]:
     """The text files under `roots` (a file root stands for itself), the virtualenv aside, and
     not this file, whose citations are the checker's examples."""
     files: list[Path] = []
     for root in roots:
         found = [root] if root.is_file() else sorted(root.rglob("*"))
-        files.extend(f for f in found if f.is_file() and f.suffix in CITING_SUFFIXES
+        files.extend(f for f in found if f.is_file() and f.suffix in suffixes
                      and not {".venv", "__pycache__"} & set(f.parts) and f.resolve() != Path(__file__).resolve())
     return files
+
+
+def outside_citations(roots: list[Path], root: Path = ROOT) -> list[str]:
+    """Every line under `roots` that cites something the repository does not hold (OUTSIDE)."""
+    return [f"{path.relative_to(root)}:{number}: {line.strip()[:100]}"
+            for path in citing_files(roots, EVERYWHERE_SUFFIXES)
+            for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if OUTSIDE.search(line)]
 
 
 def unresolved(roots: list[Path], page: Path, root: Path = ROOT) -> list[str]:
@@ -175,6 +207,25 @@ def test_every_accounting_md_citation_names_a_numbered_heading() -> None:
     """A comment, test, migration or page that cites `accounting.md §2.6` cites a heading that
     exists: a section renumbered or removed cannot leave a citation pointing nowhere."""
     assert unresolved(CITING, ACCOUNTING) == []
+
+
+def test_nothing_cites_a_file_the_repository_does_not_hold() -> None:
+    """The code, tests, migrations, docs, CI script and units cite docs/accounting.md, a migration
+    or docs/decisions.md, never the design notes or a path of the machine retrod was built on."""
+    assert outside_citations(EVERYWHERE) == []
+
+
+def test_the_outside_checker_finds_each_form(tmp_path: Path) -> None:
+    """Each form of a citation outside is found; data in quotes and paths below others are not."""
+    cites = ["# DESIGN §2.8: misses", "(DESIGN 2.7)", "see DESIGN.md", "from DESIGN's text", "-- (DESIGN",
+             "FORMATS.md §3", "../shared/STYLE.md", "scripts in `/work/prof/report/`", "cd /work/wt/x"]
+    data = ['assert "DESIGN" not in text', 'cwd = f"/work/{name}"', "`/home/runner/work/erk/erk`",
+            "two of them `…/work/app`", "alice/work/app", "accounting.md §2.8", "DESIGNER", "../shared_x"]
+    (tmp_path / "a.py").write_text("\n".join(cites + data) + "\n", encoding="utf-8")
+    (tmp_path / "run").write_text("cd /work/main\n", encoding="utf-8")
+    (tmp_path / "x.jsonl").write_text('{"text": "DESIGN §2.8"}\n', encoding="utf-8")
+    found = [p.split(": ", 1)[0] for p in outside_citations([tmp_path], tmp_path)]
+    assert found == [f"a.py:{n}" for n in range(1, len(cites) + 1)] + ["run:1"]
 
 
 def test_the_citation_checker_reads_every_form(tmp_path: Path) -> None:
@@ -211,4 +262,81 @@ def test_the_checker_sees_what_github_renders(tmp_path: Path) -> None:
     assert anchors(page) == {"top", "same", "same-1"}
     problems = [p.split(": ", 1)[1] for p in broken(page, tmp_path)]
     assert problems == ["#nowhere: no heading with that anchor in page.md", "missing.md: no such file"]
+    (tmp_path / "docs").mkdir()
+    inner = tmp_path / "docs" / "inner.md"
+    inner.write_text("[up](../page.md) [out](../../elsewhere.md)\n", encoding="utf-8")
+    assert [p.split(": ", 1)[1] for p in broken(inner, tmp_path)] == ["../../elsewhere.md: outside the repository"]
 
+
+
+# Commit subjects of at most 72 characters from issue 35 on (CONTRIBUTING.md's house rules): the
+# commits after the one issue 35's branches started from, committed after it (so that an older
+# branch merged later is not held to a rule it predates). History is not rewritten: a commit that
+# landed with a longer subject is listed below with the reason, and the check goes on for the rest.
+SUBJECTS_FROM = "61d0f5687aeea7791cf494830093cd22950e4b91"
+SUBJECT_MAX = 72
+LONG_SUBJECTS_KEPT: dict[str, str] = {}  # full hash: why it stays
+
+
+def long_subjects(root: Path = ROOT, base: str = SUBJECTS_FROM) -> list[str] | None:
+    """The commits after `base` (and not older than it) whose subject is longer than SUBJECT_MAX,
+    as `hash subject`; None where the history cannot be read (no git, an exported tree, a shallow
+    clone). A whole history without `base` is an error: the hash above would be wrong."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+
+    def run(*args: str) -> str | None:
+        done = subprocess.run([git, "-C", str(root), *args], capture_output=True, text=True, check=False)
+        return done.stdout if done.returncode == 0 else None
+
+    if run("rev-parse", "--show-toplevel") is None or run("rev-parse", "--is-shallow-repository") != "false\n":
+        return None
+    since, log = run("log", "-1", "--format=%ct", base), run("log", "--format=%H%x00%ct%x00%s", f"{base}..HEAD")
+    if since is None or log is None:
+        raise LookupError(f"{base} is not a commit of this history")
+    out = []
+    for line in log.splitlines():
+        commit, when, subject = line.split("\0", 2)
+        if int(when) >= int(since) and len(subject) > SUBJECT_MAX and commit not in LONG_SUBJECTS_KEPT:
+            out.append(f"{commit[:12]} {subject}")
+    return out
+
+
+def test_commit_subjects_since_issue_35_are_at_most_72_characters() -> None:
+    found = long_subjects()
+    if found is None:
+        pytest.skip("no git history here (an exported tree, or a shallow clone)")
+    assert found == [], f"subjects longer than {SUBJECT_MAX} characters (CONTRIBUTING.md)"
+
+
+def test_the_subject_check_reads_history(tmp_path: Path) -> None:
+    """On a history made for it: a long subject after the base is found, one before it and a short
+    one are not; without the base commit there is nothing to check."""
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",  # no signing hooks
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+
+    def commit(subject: str) -> str:
+        subprocess.run([git, "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", subject],
+                       check=True, env=env)
+        return subprocess.run([git, "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    subprocess.run([git, "init", "-q", str(tmp_path)], check=True, env=env)
+    commit("x" * 80 + " before the rule")
+    base = commit("the rule starts here")
+    commit("short and fine")
+    long = "y" * (SUBJECT_MAX + 1)
+    after = commit(long)
+    assert long_subjects(tmp_path, base) == [f"{after[:12]} {long}"]
+    with pytest.raises(LookupError):
+        long_subjects(tmp_path, "0" * 40)
+    shallow = tmp_path / "shallow"
+    subprocess.run([git, "clone", "-q", "--depth", "1", f"file://{tmp_path}", str(shallow)], check=True, env=env)
+    assert long_subjects(shallow, base) is None

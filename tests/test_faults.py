@@ -99,7 +99,7 @@ def _caught_up(db: str | psycopg.Connection, projects: Path) -> bool:
 
 
 def _same_as_a_batch_ingest(db_url: str, projects: Path, pg_cluster: Cluster) -> None:
-    """DESIGN §2.2: however it got there, the daemon ends with one batch pass's numbers."""
+    """accounting.md §2.2: however it got there, the daemon ends with one batch pass's numbers."""
     rollups_match_raw(db_url)
     with fresh_database(pg_cluster) as clean_url:
         ingest(clean_url, [projects])
@@ -330,7 +330,7 @@ def test_a_wall_clock_jump_holds_back_no_scan_and_closes_no_live_session(
     """The wall clock set back an hour, or on five hours (NTP, a user, a restored VM), under the
     running daemon: the reconciliation scan keeps its pace — APScheduler's interval trigger, on
     the wall clock, held it back an hour — a tracked session whose last line is a minute old
-    stays open, and the lines stamped by the jumped clock count as DESIGN §2.3 says (the
+    stays open, and the lines stamped by the jumped clock count as accounting.md §2.3 says (the
     reference, and a batch ingest, agree)."""
     import time_machine
 

@@ -1,4 +1,4 @@
-"""The pure fold on hand-made lines, with figures worked out by hand (DESIGN §2.2–2.4).
+"""The pure fold on hand-made lines, with figures worked out by hand (accounting.md §2.2–2.4).
 
 An in-memory fake stands in for the store: it merges fold results the way the SQL upserts do.
 """
@@ -39,7 +39,7 @@ def user(second: int, session: str = A, tool_result: bool = False, **extra) -> b
 
 
 def bucket_of(agent: str) -> str:
-    """DESIGN §2.2 buckets, as the report's SQL applies them."""
+    """accounting.md §2.2 buckets, as the report's SQL applies them."""
     if agent == "":
         return "main"
     return "compaction" if agent.startswith("acompact") else "subagents"

@@ -1,6 +1,6 @@
-"""Which session a line belongs to (DESIGN §2.1): a `sessionId` of the form `<session>#…`
+"""Which session a line belongs to (accounting.md §2.1): a `sessionId` of the form `<session>#…`
 names the part before `#`; a background fork's copies of the chain it continues (fork copies)
-stay with the session that wrote them. Figures worked out by hand from DESIGN's text."""
+stay with the session that wrote them. Figures worked out by hand from docs/accounting.md's text."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def fork_tree(root: Path, marked: bool) -> None:
           + g_own)
 
 
-# Worked out from DESIGN §2.1–2.4: each session keeps what it wrote; a fork starts with its own line.
+# Worked out from accounting.md §2.1–2.4: each session keeps what it wrote; a fork starts with its own line.
 FORKS = {  # session: (requests, output tokens, wall, claude, tool, compactions, tool calls, tool-result bytes)
     ORIG: (2, 30, 70.0, 15.0, 55.0, 1, 1, 4),
     F: (1, 30, 10.0, 10.0, 0.0, 0, 0, 0),

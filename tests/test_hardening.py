@@ -156,7 +156,7 @@ def test_a_byte_order_mark_is_ignored_and_bytes_that_are_not_utf8_make_a_bad_lin
 
 
 def test_request_keys_compare_exactly_whatever_they_hold(db_url: str, tmp_path: Path) -> None:
-    """DESIGN §2.2: escaped for storage, never replaced — these are five requests, not two."""
+    """accounting.md §2.2: escaped for storage, never replaced — these are five requests, not two."""
     import reference
     from helpers import reports
 
@@ -203,7 +203,7 @@ def test_a_tool_input_the_database_cannot_hold_or_python_cannot_walk_stops_nothi
 
 @pytest.mark.parametrize("batch_bytes", [4 << 20, 1])  # one statement for both files, or one each (the SQL's rule)
 def test_in_a_tie_a_named_agent_wins_over_an_unnamed_copy(db_url: str, tmp_path: Path, batch_bytes: int) -> None:
-    """DESIGN §2.2: the unnamed and inline threads sort after every named agent, compaction
+    """accounting.md §2.2: the unnamed and inline threads sort after every named agent, compaction
     agents included — the request is the compaction agent's, not the unnamed thread's."""
     import reference
     from helpers import reports

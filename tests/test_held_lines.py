@@ -1,4 +1,4 @@
-"""Migration 0030: the records held on unmarked candidate lines (DESIGN §2.1, §2.2) move into their
+"""Migration 0030: the records held on unmarked candidate lines (accounting.md §2.1, §2.2) move into their
 lines' holder rows; a record whose line holds no uuid any more (its file read again from its
 start) stays, as a row that holds none."""
 

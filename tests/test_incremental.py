@@ -1,4 +1,4 @@
-"""Incremental = batch (DESIGN §2.2, last rule): feeding the same files in random chunks —
+"""Incremental = batch (accounting.md §2.2, last rule): feeding the same files in random chunks —
 lines split mid-way, files interleaved, small batches, the ingester restarted between chunks,
 files deleted and written again at the same path (where the file system hands the new file the
 old inode number, and at times a stranger's content first) — ends in exactly the database that
@@ -87,7 +87,7 @@ def _corpus(dest: Path) -> None:
         + record("msg_w", 5, 1, "claude-z", session=two))
 
 
-    # Prompt-cache misses (DESIGN §2.8): each cause, reasons, keyless records, an agent's own
+    # Prompt-cache misses (accounting.md §2.8): each cause, reasons, keyless records, an agent's own
     # compaction boundary.
     causes(dest)
     # Web searches (§2.2): in the top level and in iterations, odd values, records that tie on
@@ -136,7 +136,7 @@ _STRANGER = b'{"type":"user","timestamp":"2026-02-02T00:00:00Z","message":{"cont
 
 def _replace(path: Path, read: int, data: st.DataObject, scan: Callable[[], None]) -> None:
     """Delete a file its reader has `read` bytes of; maybe let it be seen gone; maybe put a
-    stranger there first, at least as long, so only the fingerprint tells it apart (DESIGN §2.1)."""
+    stranger there first, at least as long, so only the fingerprint tells it apart (accounting.md §2.1)."""
     path.unlink()
     if data.draw(st.booleans(), label="ingest while gone"):
         scan()

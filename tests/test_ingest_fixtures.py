@@ -1,5 +1,5 @@
 """Ingesting the real fixture tree gives, for every session, the figures of the independent
-reference computation (tests/reference.py, written from DESIGN §2 alone)."""
+reference computation (tests/reference.py, written from accounting.md §2 alone)."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def test_sessions_sort_by_tokens_and_by_efficiency(db_url: str, projects: Path) 
 
 
 def test_a_session_copied_into_another_project_folder_counts_each_call_once(db_url: str, projects: Path) -> None:
-    # One uuid in two project folders: two main transcripts, every call id in both (DESIGN §2.6:
+    # One uuid in two project folders: two main transcripts, every call id in both (accounting.md §2.6:
     # counted once, in the main transcript whose path sorts first).
     folder = next(projects.glob(f"*/{SPOTTER}.jsonl")).parent
     shutil.copytree(folder, folder.with_name(folder.name + "-copy"))

@@ -1,4 +1,4 @@
-"""DESIGN §2.10 (issue 31): whether what retrod tells the next session works. Histories built for
+"""accounting.md §2.10 (issue 31): whether what retrod tells the next session works. Histories built for
 it — hand-made sessions of three projects whose waste is known by construction, with the briefs
 that named patterns to some of them stored as the hook stores them — and `retrod lessons`
 compared with tests/reference.py's §2.10, computed from the reference's own per-session reports;
@@ -32,7 +32,7 @@ DAY = 86_400
 
 def _session(n: int, day: int, *, productive: int = 30, re_read: int = 0, duplicate: int = 0,
              post_write_read: int = 0, error_retry: int = 0) -> Transcript:
-    """A session on `day` (after BASE) whose calls carry exactly these signals (DESIGN §2.6):
+    """A session on `day` (after BASE) whose calls carry exactly these signals (accounting.md §2.6):
     Reads of distinct files, Reads of the first file again with another input (re_read), a Grep
     repeated (duplicate), a Write read back (post_write_read), a failed Bash followed by a Bash."""
     t = Transcript(session_id(n))
@@ -321,7 +321,7 @@ def test_the_command_and_the_mcp_tool_answer_the_same(history: dict) -> None:
 
 
 def test_stored_briefs_outlive_rebuilding_the_derived_tables(db_url: str, tmp_path: Path) -> None:
-    """DESIGN §3: the briefs are records, not derived: a rebuild of retrod's derived tables (files
+    """accounting.md §3: the briefs are records, not derived: a rebuild of retrod's derived tables (files
     and requests, cascading to every table hung on them) keeps them, as it keeps the phases."""
     _session(1, 1).write(tmp_path / "projects", project_slugs(ALPHA)[0])
     ingest(db_url, [tmp_path / "projects"])

@@ -1,4 +1,4 @@
-"""Strings of any length never stop ingest (DESIGN §2.1; issue 19).
+"""Strings of any length never stop ingest (accounting.md §2.1; issue 19).
 
 A btree index row holds ~2,700 bytes: a 4,000-character message id, request id, tool id, model
 name, agent id, session id or path once made PostgreSQL refuse a batch (ProgramLimitExceeded),

@@ -1,4 +1,4 @@
-"""One history across a person's machines (issue 28, DESIGN §4 "Machines"): two hosts
+"""One history across a person's machines (issue 28, accounting.md §4 "Machines"): two hosts
 (RETROD_HOST_ID a and b) ingesting into one database. A project folder synced to both counts once;
 `trends --by-machine` gives every figure to the machine whose files hold it — each request to the
 machine of the file holding its attributed record, the same record on both to the smaller host id,
@@ -113,7 +113,7 @@ def assert_machines_add_up(period: dict) -> None:
     for s in SIGNALS:
         assert sum(r["tool_use"]["signals"][s] for r in rows) == period["tool_use"]["signals"][s]
     assert sum(r["tool_result_bytes"] for r in rows) == period["tool_result_bytes"]
-    for cause, misses in period["cache"]["misses"].items():  # each miss where its request is (DESIGN §2.8)
+    for cause, misses in period["cache"]["misses"].items():  # each miss where its request is (accounting.md §2.8)
         assert sum(r["cache"]["misses"][cause]["count"] for r in rows) == misses["count"], cause
         assert abs(sum(r["cache"]["misses"][cause]["extra_usd"] for r in rows) - misses["extra_usd"]) \
             <= 0.0000005 * n + 1e-9

@@ -167,7 +167,7 @@ def test_a_whole_session_over_mcp_has_the_figures_of_retrod_report(env: dict[str
     for key in ("wall_s", "claude_s", "tool_s", "human_s", "away_s", "requests", "tool_calls", "tool_use", "cost",
                 "tokens", "phases"):
         assert after[key] == summary[key], key
-    # DESIGN §2.8's figures, as the report's (the live state's seconds move on between the two)
+    # accounting.md §2.8's figures, as the report's (the live state's seconds move on between the two)
     assert {k: v for k, v in after["cache"].items() if k != "live"} == {
         k: v for k, v in summary["cache"].items() if k != "live"}
     assert after["cache"]["misses"]["invalidated"]["count"] > 0  # the spotter session has some
@@ -286,7 +286,7 @@ def test_sessions_lists_what_the_report_counts(env: dict[str, str], tmp_path: Pa
     report = json.loads(cli(env, "report", SESSION, "--format", "json", "--no-save").stdout)
     assert listed[SESSION]["requests"] == report["summary"]["requests"]
     assert listed[SESSION]["total_tokens"] == sum(report["summary"]["tokens"]["total"].values())
-    # DESIGN §2.8's waste, as the report's, from the command and the tool alike
+    # accounting.md §2.8's waste, as the report's, from the command and the tool alike
     assert listed[SESSION]["cache_waste_usd"] == report["summary"]["cache"]["waste_usd"] > 0
     assert [row["cache_waste_usd"] for row in expected] == [row["cache_waste_usd"] for row in listed.values()]
 

@@ -1,5 +1,5 @@
 """Tokens by model and their estimated cost (issues 11 and 19). A request's parts (its
-iterations, DESIGN §2.2) count under their own models; each part is priced by the genai-prices
+iterations, accounting.md §2.2) count under their own models; each part is priced by the genai-prices
 package at its request's day, its own size (long-context tiers) and speed (fast mode), when a
 report is read (§2.7), a RETROD_PRICES file overriding it by model, and never guessed.
 
@@ -69,7 +69,7 @@ def test_a_group_of_parts_costs_what_its_parts_cost_one_by_one() -> None:
     """The report prices sums of parts that share a model, day, speed and price tier: the same
     dollars, to the last digit, as calc_price on each part (random parts of every Anthropic
     model, unknown ones too, over two years, fast or not, around the tier thresholds, with web
-    searches: DESIGN §2.7's web-search unit; a model without a web-search price leaves them
+    searches: accounting.md §2.7's web-search unit; a model without a web-search price leaves them
     unpriced, its tokens priced — docs/decisions.md)."""
     rnd = random.Random(19)
     names = [m.id for m in ANTHROPIC.models] + ["claude-opus-4-6-20260205", "claude-imaginary-9"]
@@ -207,7 +207,7 @@ def test_the_usage_winning_record_names_the_model_in_any_order_and_chunking(db_u
         record("m4", 5, usage(), "<synthetic>"),  # Claude Code's own entry, zero tokens
     ]
     root = tmp_path / "projects"
-    # DESIGN §2.2: m2's records tie on the usage tuple, so the first line of the file counts
+    # accounting.md §2.2: m2's records tie on the usage tuple, so the first line of the file counts
     # (one file: the path ties), whatever it holds: sonnet-5 written first, opus-4-7 first in
     # the reversed file, sonnet-5 first in the third order (lines 2, 4, 6, 1, 3, 5, 0).
     orders = [(snapshots, "claude-sonnet-5"), (snapshots[::-1], "claude-opus-4-7"),
@@ -261,7 +261,7 @@ def test_a_copy_in_another_file_ties_with_the_subagents_own_record(db_url: str, 
 
 
 def test_records_tying_on_the_usage_tuple_go_by_path_then_line_not_by_speed(db_url: str, tmp_path: Path) -> None:
-    """DESIGN §2.2: records whose usage tuples tie — one fast, one standard, with other models —
+    """accounting.md §2.2: records whose usage tuples tie — one fast, one standard, with other models —
     are told apart by their file's path below the projects root, then line; never by what
     they hold. f1: `-a/<A>.jsonl` line 1 (standard, sonnet-4-5) before `-b/<B>.jsonl` line 0
     (fast, opus-4-6). f2: in `-b/<B>.jsonl`, line 1 (fast, opus-4-6) before line 2 (standard,

@@ -1,4 +1,4 @@
-"""The parser never raises, and reads odd real-world shapes as DESIGN §2.1–2.2 say."""
+"""The parser never raises, and reads odd real-world shapes as accounting.md §2.1–2.2 say."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Tasks from Claude's own plan (DESIGN §2.9, issue 30): the plan calls stored as they are read,
+"""Tasks from Claude's own plan (accounting.md §2.9, issue 30): the plan calls stored as they are read,
 the tasks derived when a report is asked for, each with a phase's figures over its windows.
 
-Hand-made transcripts pin each rule, with the expected tasks worked out by hand from DESIGN's
+Hand-made transcripts pin each rule, with the expected tasks worked out by hand from docs/accounting.md's
 text (seconds after 2026-03-01T10:00:00Z); the fixtures are checked against tests/reference.py
-(§2.9 written from DESIGN alone); random chunks with restarts end where one pass does."""
+(§2.9 written from docs/accounting.md alone); random chunks with restarts end where one pass does."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from report_checks import chunked, plan_mismatches
 from retrod.report import markdown, model
 
 
-# Each case: the transcript, and what DESIGN §2.9 makes of it, worked out by hand:
+# Each case: the transcript, and what accounting.md §2.9 makes of it, worked out by hand:
 # (family, counting calls, [(name, status, [(start, end or None)])] in task order, [(name, status)] never started)
 def _cases() -> dict[str, tuple[Transcript, tuple]]:
     cases: dict[str, tuple[Transcript, tuple]] = {}
@@ -161,7 +161,7 @@ def test_a_task_counts_what_its_windows_hold(hand_made) -> None:
 
 
 def test_fixtures_equal_the_reference(db_url) -> None:
-    """DESIGN §2.9: "In the shared fixtures, 18 of 45 sessions hold a plan: 83 tasks were worked on,
+    """accounting.md §2.9: "In the committed fixtures, 18 of 45 sessions hold a plan: 83 tasks were worked on,
     34 were never started" — and every session's tasks, windows and figures are the reference's."""
     ingest(db_url, [FIXTURES])
     with psycopg.connect(db_url) as conn:

@@ -1,4 +1,4 @@
-"""`retrod phase log --from-task N` (DESIGN §2.9): a task of the report's plan logged as phases, one
+"""`retrod phase log --from-task N` (accounting.md §2.9): a task of the report's plan logged as phases, one
 per window, in one transaction — refused whole when one would overlap a phase, usage errors exit
 2 with one line — and the phases' figures add up to the task's."""
 
@@ -75,7 +75,7 @@ def test_one_phase_per_window_whose_figures_are_the_tasks(env: dict, db_url: str
         assert sum(p["tokens"][field] for p in logged) == task["tokens"][field]
     assert sum(p["tool_use"]["calls"] for p in logged) == task["tool_use"]["calls"] == 2
     assert sum(p["cost"]["usd"] for p in logged) == pytest.approx(task["cost"]["usd"], abs=1e-6)
-    for key in ("read", "create"):  # the prompt cache's figures (DESIGN §2.8) over the same windows
+    for key in ("read", "create"):  # the prompt cache's figures (accounting.md §2.8) over the same windows
         assert sum(p["cache"][key] for p in logged) == task["cache"][key]
     for cause, figures in task["cache"]["misses"].items():
         assert sum(p["cache"]["misses"][cause]["count"] for p in logged) == figures["count"]

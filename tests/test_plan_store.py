@@ -1,4 +1,4 @@
-"""DESIGN §2.9's plan calls, stored as they are read (migration 0025): each call's input, and
+"""accounting.md §2.9's plan calls, stored as they are read (migration 0025): each call's input, and
 what its result tells — failed by is_error or by toolUseResult.success false, a TaskCreate's id —
 whichever chunk brings the result, and learned by rows stored before when their files are read
 again."""

@@ -1,4 +1,4 @@
-"""One `--project` rule on every surface (issue 28, DESIGN §4): the command line, the MCP tools
+"""One `--project` rule on every surface (issue 28, accounting.md §4): the command line, the MCP tools
 and the web UI's filters take the same value to the same sessions; a part that matches several
 projects says which; a value that matches nothing is refused; short names in the UI are distinct."""
 

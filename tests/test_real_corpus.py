@@ -1,6 +1,6 @@
 """Real transcripts of current Claude Code versions against the reference (issue 19), on every
 ingest path: `pytest -m corpus` with RETROD_REAL_CORPUS naming a projects folder. Besides the
-summary and tokens by model, each session's prompt-cache misses by cause (DESIGN §2.8, per
+summary and tokens by model, each session's prompt-cache misses by cause (accounting.md §2.8, per
 subagent too) and the tasks of Claude's plan (§2.9: names, statuses, windows, each task's
 figures) are the reference's (issues 29 and 30), read at once, in batches, and written in random
 chunks with restarts.

@@ -1,7 +1,7 @@
 """Self-tests of tests/reference.py on tiny hand-built transcripts.
 
-Every expected number below is worked out by hand in the comments, from DESIGN.md
-section 2, not by running the reference.
+Every expected number below is worked out by hand in the comments, from docs/accounting.md
+§2, not by running the reference.
 """
 
 import json
@@ -232,7 +232,7 @@ def test_agent_progress_copy_duplicating_a_subagent_file_record(tmp_path):
             # S (only record), subagents bucket.  out 3.
             progress(ts(5), "a222", embedded(ts(5), "msg_222", "req_222", usage(0, 3, 0, 0)), session=X),
             # agent_progress embedding a user message: not a record.  Reference choice
-            # (DESIGN 2.4 is ambiguous here): only agent_progress *records* list their
+            # (accounting.md §2.4 is ambiguous here): only agent_progress *records* list their
             # agent, so "a333" is not listed.
             progress(ts(6), "a333", {"type": "user", "message": {"role": "user", "content": "go"}}),
         ],
@@ -341,7 +341,7 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
         modelled(assistant(S, ts(2), "m1", None, usage(10, 50, 100, 5)), "claude-y"),
         assistant(S, ts(3), "m2", None, usage(3, 7)),  # no model: None
         modelled(assistant(S, ts(4), "m3", None, usage()), "<synthetic>"),  # zero tokens, still a request
-        # m4: three records with the same usage: the first line (DESIGN 2.2: path, then line),
+        # m4: three records with the same usage: the first line (accounting.md §2.2: path, then line),
         # whatever the others name: claude-b, not the smaller Claude-a ("C" is 67, "c" is 99).
         modelled(assistant(S, ts(5), "m4", None, usage(1, 4)), "claude-b"),
         assistant(S, ts(5), "m4", None, usage(1, 4)),
@@ -350,7 +350,7 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
         # "proj/<S>.jsonl" sorts before "proj/<S>/subagents/..." ("." < "/"): the copy's, None.
         progress(ts(6), "a1", {"type": "assistant", "timestamp": ts(6),
                                "message": {"id": "m5", "usage": usage(2, 6)}}),
-        # m6: the same DESIGN tuple (output 3, cache create 10): the first line, claude-p (its
+        # m6: the same usage tuple (output 3, cache create 10): the first line, claude-p (its
         # 5-minute split), not the smaller claude-a.
         modelled(assistant(S, ts(7), "m6", None, split(3, 10, 10, 0)), "claude-p"),
         modelled(assistant(S, ts(7), "m6", None, split(3, 10, 0, 10)), "claude-a"),
@@ -362,7 +362,7 @@ def test_tokens_by_model_follow_the_usage_winning_record(tmp_path):
         modelled(assistant(S, ts(6), "m5", None, usage(2, 6), isSidechain=True), "claude-h"),
     ])
 
-    # cost_usd (DESIGN 2.7): none of these made-up models is in genai-prices' table, so each
+    # cost_usd (accounting.md §2.7): none of these made-up models is in genai-prices' table, so each
     # row with tokens is unpriced (None); <synthetic> has no tokens: it costs 0.
     def figures(requests, inp=0, out=0, cr=0, cc=0, five=0, hour=0, cost=None):
         return {"requests": requests, "input": inp, "output": out, "cache_read": cr, "cache_create": cc,
@@ -512,7 +512,7 @@ def test_a_copied_project_folder_is_one_timeline(tmp_path):
 
 
 def test_cost_of_parts_at_their_request_time(tmp_path):
-    """DESIGN 2.7.  Rates per million tokens as genai-prices 0.2.3 holds them (printed from
+    """accounting.md §2.7.  Rates per million tokens as genai-prices 0.2.3 holds them (printed from
     genai_prices.data when this test was written):
       claude-opus-4-6, before 2026-03-13 (tiered: above 200,000 input tokens, every token at
         the tier rate): input $5 / $10, output $25 / $37.5, cache read $0.5 / $1,
@@ -580,7 +580,7 @@ def test_cost_of_parts_at_their_request_time(tmp_path):
     write(tmp_path / "p" / f"{V_}.jsonl", [line(V_, "2026-05-01T00:00:00Z", "v1", usage(5, 5))])
     write(tmp_path / "p" / f"{W_}.jsonl", [
         line(W_, "2026-05-01T00:00:00Z", "w1", split(1_000, 2_000, 10_000, 1_000, 2_000), "my-model"),
-        # w2: 5m 0 + 1h 300 do not add up to the flat cache_create (100): DESIGN 2.7, all of
+        # w2: 5m 0 + 1h 300 do not add up to the flat cache_create (100): accounting.md §2.7, all of
         # its cache writes count as 5m.
         line(W_, "2026-05-01T00:00:01Z", "w2", {**usage(0, 0, 0, 100), "cache_creation": {
             "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 300}}, "my-model"),

@@ -1,7 +1,7 @@
-"""Self-tests of the phase figures of tests/reference.py (DESIGN.md 2.5).
+"""Self-tests of the phase figures of tests/reference.py (accounting.md §2.5).
 
 Tiny hand-built transcripts; every expected number is worked out by hand in the
-comments from DESIGN.md section 2, not by running the reference.  Times are seconds
+comments from accounting.md §2, not by running the reference.  Times are seconds
 after 2024-01-01T00:00:00Z.
 """
 

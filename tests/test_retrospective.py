@@ -102,7 +102,7 @@ def test_phases_from_cli_and_sql_match_the_reference(env: dict, db_url: str, pro
     assert positions == sorted(positions)
     assert markdown.startswith('# Session Retrospective: 2026-02-11 — "Hooks research"\n')
     assert '1. "docs first"\n2. "test earlier"' in markdown
-    # Tool use (DESIGN §2.6), as the oracle counts it: the busiest tool's row and each signal's count.
+    # Tool use (accounting.md §2.6), as the oracle counts it: the busiest tool's row and each signal's count.
     tools = reference_tools.tool_use(projects, SPOTTER)
     busiest = max(tools["tools"], key=lambda t: t["calls"])
     assert f"| {busiest['name']} | {busiest['calls']:,} | {busiest['failed']:,} |" in markdown
@@ -238,7 +238,7 @@ def test_phase_edges_inside_minutes_match_the_reference(env: dict, db_url: str, 
     want = reference.compute_phases(projects, SPOTTER, windows)
     for got, expected in zip(report["phases"], want, strict=True):
         assert {k: got[k] for k in expected} == expected, got["phase"]
-    # DESIGN §2.6: each window's calls, whole minutes from the rollup and edge minutes from the rows.
+    # accounting.md §2.6: each window's calls, whole minutes from the rollup and edge minutes from the rows.
     want_calls = reference_tools.tool_use(projects, SPOTTER, windows)["phases"]
     assert [p["tool_use"] for p in report["phases"]] == want_calls
     assert sum(p["calls"] for p in want_calls) > 0

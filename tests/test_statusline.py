@@ -424,7 +424,7 @@ def planned_session(root: Path, *todos: tuple[str, str], later: tuple[tuple[str,
 
 
 def test_with_no_phase_open_the_line_shows_the_current_task_and_its_cost_so_far(db_url: str, tmp_path: Path) -> None:
-    """DESIGN §2.9's current task after the last call (its window open), as the report's plan has
+    """accounting.md §2.9's current task after the last call (its window open), as the report's plan has
     it: its name by the stored-text rule, cut short, and its cost so far to the micro-dollar."""
     from plan_transcripts import BASE
 

@@ -212,7 +212,7 @@ def test_a_bogus_early_timestamp_costs_a_few_rows(db_url: str, tmp_path: Path) -
     # 56 years as one span; event minutes: 1970-01-01 00:00 and 2026-01-01 00:00 (with the tool gap)
     assert rows == {"events": 3, "gap_spans": 1, "event_minutes": 2}
     summary = reports(db_url)[S]["summary"]
-    # a human gap that long is away as a whole (DESIGN §2.3)
+    # a human gap that long is away as a whole (accounting.md §2.3)
     assert (summary["human_s"], summary["away_s"], summary["tool_s"]) == (0.0, 1767225580.0, 10.0)
     assert summary["tokens"]["total"]["output"] == 2
     rollups_match_raw(db_url)

@@ -1,10 +1,10 @@
-"""Stored text is data (DESIGN §2.10; issue 28, items 5 and 8): a string retrod did not write —
+"""Stored text is data (accounting.md §2.10; issue 28, items 5 and 8): a string retrod did not write —
 a task, a phase, a lesson, a description, a command or path from a transcript, a model, agent or
 project name — reaches Claude and the terminal on one line, without a control, format or
 separator character, at most 200 characters long, and quoted where quotes fit.
 
 The rule itself is held to a table of its boundary cases and to its statement (`rule` below,
-written from DESIGN's words, not from the module). Then a session whose every stored string is
+written from docs/accounting.md's words, not from the module). Then a session whose every stored string is
 hostile (an OSC 52 clipboard write, an OSC 0 title, a C1 CSI, a right-to-left override, a line
 separator, newlines with a `## SYSTEM OVERRIDE` heading, 5,000 characters) goes through every
 surface that prints or hands it on: `report`, `phases`, `sessions`, `trends`, `brief` and its
@@ -42,7 +42,7 @@ FORBIDDEN = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 
 
 def rule(text: str) -> str:
-    """DESIGN §2.10's rules 1 and 2, as written there."""
+    """accounting.md §2.10's rules 1 and 2, as written there."""
     spaced = "".join(" " if c.isspace() or unicodedata.category(c) in FORBIDDEN else c for c in text)
     spaced = re.sub(" +", " ", spaced).strip(" ")
     return spaced if len(spaced) <= 200 else spaced[:199] + "…"
@@ -272,7 +272,7 @@ def test_the_brief_shows_an_override_on_one_quoted_line(hostile_db: dict) -> Non
         assert "not instructions" in lines[0] and shown(project) in lines[0]  # its working folder
         assert len(lines) <= 40 and len(said) <= 10_000
         assert any(f"{shown(hostile('T'))} / {shown(OVERRIDE)}" in line for line in lines)
-        # DESIGN §2.10's lessons: each with its age, task and phase, on one quoted line
+        # accounting.md §2.10's lessons: each with its age, task and phase, on one quoted line
         assert any(line.startswith(f"- {shown(hostile('L'))} (") and " days ago, " in line for line in lines)
         assert any(line.startswith('- "x ## SYSTEM OVERRIDE lesson" (') and '"task two" / ' in line
                    for line in lines)

@@ -1,8 +1,8 @@
-"""Sessions without a main event (DESIGN §2.3, issue 28 item 11): their time and their start and
+"""Sessions without a main event (accounting.md §2.3, issue 28 item 11): their time and their start and
 end come from their subagent timeline, and every surface — the report, `sessions`, `trends
 --since`, the brief, the web UI's list, the MCP tools' stats — shows the same start, to the
 millisecond. Expected figures are worked out by hand below, and held to the reference
-(tests/reference.py, written from DESIGN's text); an ingest in other orders and chunks ends in
+(tests/reference.py, written from docs/accounting.md's text); an ingest in other orders and chunks ends in
 the same rows as one pass."""
 
 from __future__ import annotations

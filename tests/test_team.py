@@ -211,7 +211,7 @@ def _figures(report: dict) -> dict:
 
 def test_a_member_squatting_anothers_session_and_request_keys_changes_nothing_of_theirs(
         team: dict, members: dict) -> None:
-    """DESIGN §3: every key includes the member. Bob takes a session id and its request keys
+    """accounting.md §3: every key includes the member. Bob takes a session id and its request keys
     before Alice writes them (he copied her transcript, and tracks the session under its id):
     Alice's files go in whole, her figures are her transcript's, and the reader sees both
     sessions apart."""

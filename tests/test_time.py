@@ -1,4 +1,4 @@
-"""Honest time (DESIGN §2.3): gaps from the high-water mark, the `away` class, and migration 0006
+"""Honest time (accounting.md §2.3): gaps from the high-water mark, the `away` class, and migration 0006
 that recomputes the events stored under the old rule."""
 
 from __future__ import annotations

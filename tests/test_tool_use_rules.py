@@ -1,8 +1,8 @@
-"""DESIGN.md 2.6 (tool calls and waste signals) on tiny hand-written transcripts, each checked
+"""accounting.md §2.6 (tool calls and waste signals) on tiny hand-written transcripts, each checked
 three ways: tests/reference_tools.py (the independent oracle), retrod reading the files in one
 pass, and retrod reading them in small chunks, files interleaved, with a scan after each.
 
-Every expected number is worked out by hand in the comments from DESIGN.md 2.6 (and the choices
+Every expected number is worked out by hand in the comments from accounting.md §2.6 (and the choices
 C1-C18 in the oracle's docstring), not by running either implementation.
 Times are seconds after 2024-01-01T00:00:00Z.  Signal names are abbreviated in the comments:
 SIB sibling_error, ERR error_retry, POR persisted_output_read, PWR post_write_read, DUP duplicate,
@@ -411,8 +411,9 @@ def test_a_tool_use_id_seen_more_than_once_counts_once_where_first_seen(tmp_path
 
 
 def test_an_id_in_two_main_transcripts_counts_in_the_first_project_folder_by_name(tmp_path, tool_use):
-    """DESIGN 2.6: an id in several main transcripts counts "with several, the first in 2.3's
-    order": by project folder name. `-home-me-app` sorts before `-home-me-app-v2`, though
+    """accounting.md §2.6: an id in several main transcripts counts "with several
+    main transcripts, the first in §2.3's order": by project folder name. `-home-me-app`
+    sorts before `-home-me-app-v2`, though
     `-home-me-app-v2/<A>.jsonl` sorts first as a path ("-" < "/"). The copy in `-app` failed,
     the one in `-app-v2` did not: the call is `-app`'s, failed, its result 3 bytes."""
     for slug, (content, error) in (("-home-me-app", ("err", True)), ("-home-me-app-v2", ("fine!", None))):

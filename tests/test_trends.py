@@ -112,7 +112,7 @@ def assert_adds_up(figures: dict, group: list[dict]) -> None:
     assert figures["tool_use"]["signals"] == want["signals"]
     assert figures["tool_result_bytes"] == want["tool_result_bytes"]
     assert figures["verdicts"] == want["verdicts"]
-    # DESIGN §2.8: the prompt cache's figures are the reports' summed too (issue 29)
+    # accounting.md §2.8: the prompt cache's figures are the reports' summed too (issue 29)
     got = figures["cache"]
     total = want["tokens"]["total"]
     assert (got["read"], got["create"]) == (total["cache_read"], total["cache_create"])
@@ -142,7 +142,7 @@ def test_every_period_is_the_sum_of_its_sessions_reports(corpus, by: str, zone: 
         assert_adds_up(listed[period], group)
     assert sum(p["sessions"] for p in data["periods"]) == len(by_session) > 40
     assert sum(sum(p["verdicts"].values()) for p in data["periods"]) > 12  # phases were counted
-    # DESIGN §2.8's own count of the shared fixtures' misses: the stored ones are all there
+    # accounting.md §2.8's own count of the shared fixtures' misses: the stored ones are all there
     assert {c: m["count"] for c, m in data["total"]["cache"]["misses"].items()} == {
         "compaction": 3, "model": 1, "expired": 7, "invalidated": 17}
     assert round(data["total"]["cache"]["waste_usd"], 2) == 3.71
@@ -156,7 +156,7 @@ def test_by_project_each_project_is_the_sum_of_its_sessions(corpus) -> None:
     for period in data["periods"]:
         rows = period["projects"]
         assert sum(r["sessions"] for r in rows) == period["sessions"]
-        for row in rows:  # a project: its sessions' working folder, else their Claude Code folder (DESIGN §4)
+        for row in rows:  # a project: its sessions' working folder, else their Claude Code folder (accounting.md §4)
             group = [r for r in by_session.values()
                      if (r["session"]["project_path"] or r["session"]["project_slug"]) == row["project"]
                      and period_of(r["session"]["started_at"], "month", "UTC") == period["period"]]
@@ -353,7 +353,7 @@ def test_a_run_of_periods_without_sessions_is_shown_as_one_and_no_change_is_from
 
 
 def test_a_named_cache_cause_gets_its_rate_per_100_requests_each_period(corpus) -> None:
-    """DESIGN §2.10 in trends: a cache cause a stored brief named to a project's session is one of
+    """accounting.md §2.10 in trends: a cache cause a stored brief named to a project's session is one of
     its patterns, its rate per period 100 × the period's misses of that cause ÷ its requests."""
     url, by_session = corpus
     projects: dict[str, list[dict]] = {}

@@ -98,7 +98,7 @@ def test_every_listed_session_shows_the_reports_figures(fixture_db: str, reports
         assert row["wall_s"] == summary["wall_s"], row["uuid"]
         assert row["description"] == report["session"]["description"]
         assert row["phases"] == summary["phases"]
-        assert row["cache_waste_usd"] == summary["cache"]["waste_usd"], row["uuid"]  # DESIGN §2.8
+        assert row["cache_waste_usd"] == summary["cache"]["waste_usd"], row["uuid"]  # accounting.md §2.8
         priced += bool(summary["cost"]["usd"])
     assert priced > 30  # the comparison is about real money, not zeros
     assert reports[SPOTTER]["summary"]["cost"]["usd"] > 10
@@ -133,7 +133,7 @@ def test_sorting_by_cost_finds_the_costliest_first_and_pages_split_the_same_orde
 
 
 def test_sorting_by_cache_waste_puts_the_costliest_misses_first(fixture_db: str, reports: dict[str, dict]) -> None:
-    """DESIGN §2.8's waste, each session's report's `summary.cache.waste_usd`: the list sorted by
+    """accounting.md §2.8's waste, each session's report's `summary.cache.waste_usd`: the list sorted by
     it, most first, and back; a session without misses wastes nothing and sorts as 0."""
     waste = {uuid: r["summary"]["cache"]["waste_usd"] for uuid, r in reports.items()}
     most = listing(fixture_db, sort="cache", per_page=data.PER_PAGE_MAX)
@@ -141,7 +141,7 @@ def test_sorting_by_cache_waste_puts_the_costliest_misses_first(fixture_db: str,
     shown = [row["cache_waste_usd"] for row in most["sessions"]]
     assert shown == sorted(waste.values(), reverse=True)
     assert [waste[row["uuid"]] for row in most["sessions"]] == shown
-    assert len([w for w in shown if w]) == 10  # DESIGN §2.8: the fixtures' waste is in 10 sessions
+    assert len([w for w in shown if w]) == 10  # accounting.md §2.8: the fixtures' waste is in 10 sessions
     least = listing(fixture_db, sort="cache", order="asc", per_page=data.PER_PAGE_MAX)["sessions"]
     assert [row["cache_waste_usd"] for row in least] == sorted(waste.values())
     top = listing(fixture_db, sort="cache", per_page=3)
@@ -411,7 +411,7 @@ def test_the_trends_twin_answers_what_retrod_trends_json_prints(served: tuple[Ui
         assert status == 200
         assert json.loads(body) == printed
         assert printed["periods"] and printed["total"]["sessions"] > 0  # (not two empty answers)
-        # the prompt cache's waste (DESIGN §2.8) of the sessions its periods add up: their reports'
+        # the prompt cache's waste (accounting.md §2.8) of the sessions its periods add up: their reports'
         counted = [r for r in reports.values() if "since" not in query  # (Berlin's midnight of 2026-02-09)
                    or (r["session"]["started_at"] or "") >= "2026-02-08T23:00:00"]
         assert len(counted) == printed["total"]["sessions"]

@@ -126,7 +126,7 @@ def test_the_sessions_page_lists_the_reports_figures_and_finds_the_costliest(
 
 
 def test_the_sessions_page_sorts_by_cache_waste(page, served, reports) -> None:  # noqa: F811
-    """The cache waste column (DESIGN §2.8, each report's `summary.cache.waste_usd`, shown as the
+    """The cache waste column (accounting.md §2.8, each report's `summary.cache.waste_usd`, shown as the
     report shows it): a click sorts the most first, another the least first."""
     server, token = served
     base = f"http://127.0.0.1:{server.port}"

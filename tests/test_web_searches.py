@@ -1,4 +1,4 @@
-"""Web searches are counted and priced (DESIGN §2.2 "Web searches", §2.7; issue 29): a part's
+"""Web searches are counted and priced (accounting.md §2.2 "Web searches", §2.7; issue 29): a part's
 `server_tool_use.web_search_requests` — the iteration's when the iterations are the parts —,
 counted when a non-negative integer, priced by genai-prices' own web-search unit at the
 request's day ($10 per 1,000 on Anthropic's list), shown per model and per session, on every

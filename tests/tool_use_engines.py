@@ -1,4 +1,4 @@
-"""DESIGN §2.6 figures in the shape of tests/reference_tools.py's `tool_use`, from the oracle or
+"""accounting.md §2.6 figures in the shape of tests/reference_tools.py's `tool_use`, from the oracle or
 from retrod (its database, read through the report), so that one hand-worked test checks both.
 
 - "reference": the oracle itself.

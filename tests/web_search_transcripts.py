@@ -1,8 +1,8 @@
-"""Hand-made transcripts with web searches (DESIGN §2.2 "Web searches", §2.7; issue 29).
+"""Hand-made transcripts with web searches (accounting.md §2.2 "Web searches", §2.7; issue 29).
 
 No public transcript in the fixture corpus made a web search (every `server_tool_use` there says
 `{"web_search_requests":0,"web_fetch_requests":0}`), so these are written in the shape real
-usage objects have (Claude Code 2.1.38+, /work/shared/FORMATS.md §3): `server_tool_use` beside
+usage objects have (Claude Code 2.1.38+; accounting.md §2.2 "Web searches"): `server_tool_use` beside
 the token fields, in the top-level usage and in each of `usage.iterations[]`.
 
 Prices by hand (genai-prices on 2026-04-01; USD per million tokens, and $10 per 1,000 web
@@ -62,7 +62,7 @@ def lines() -> list[dict]:
         assistant("w7", 7, OPUS, usage(1, 1, 2.0)),
         # w6: an unknown model's searches: unknown 1, 1, 4 (unpriced)
         assistant("w6", 8, UNKNOWN, usage(1, 1, 4)),
-        # w8: two records tying on the usage tuple: the first line counts (DESIGN §2.2: path,
+        # w8: two records tying on the usage tuple: the first line counts (accounting.md §2.2: path,
         # then line), whatever their searches: opus 1, 2, 1
         assistant("w8", 9, OPUS, usage(1, 2, 1)),
         assistant("w8", 9, OPUS, usage(1, 2, 0)),

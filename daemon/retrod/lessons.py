@@ -1,4 +1,4 @@
-"""DESIGN §2.10, whether what retrod tells the next session works: each pattern's and each
+"""accounting.md §2.10, whether what retrod tells the next session works: each pattern's and each
 lesson's waste before retrod first named it against since, its status, whether it came back, and
 what the brief says of it (its mode). Pure: the per-session figures come in (history's
 lesson_data.py reads them from the store), JSON-able rows go out; no SQL, no I/O.
@@ -200,7 +200,7 @@ def shown(value: object) -> str:
 
 
 def _iso(ts: datetime) -> str:
-    """RFC 3339 UTC, milliseconds (DESIGN §4), whatever zone the connection gave the time in."""
+    """RFC 3339 UTC, milliseconds (accounting.md §4), whatever zone the connection gave the time in."""
     return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -337,7 +337,7 @@ def lesson_sessions(history: History, logged: Mapping[str, tuple[Phase, Phase]])
 
 
 def answer(rows: Sequence[dict]) -> str:
-    """The one-line answer over the pattern rows (DESIGN §2.10 Interface, exactly)."""
+    """The one-line answer over the pattern rows (accounting.md §2.10 Interface, exactly)."""
     if not rows:
         return "retrod has named no pattern in this project's briefs yet"
 

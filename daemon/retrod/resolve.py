@@ -101,7 +101,8 @@ def claude_config_dirs(roots: list[Path], env: Mapping[str, str] | None = None) 
 
 def project_slugs(folder: Path) -> list[str]:
     """Claude Code's folder name for a working directory: every character but [A-Za-z0-9]
-    becomes `-` (its sanitizePath); older versions replaced only `/` and `.` (FORMATS §1)."""
+    becomes `-` (its sanitizePath); older versions replaced only `/` and `.` (as in the
+    fixtures' `-Users-schrockn--erk-…` folders)."""
     text = str(folder)
     return list(dict.fromkeys([re.sub(r"[^A-Za-z0-9]", "-", text), re.sub(r"[/.]", "-", text)]))
 
@@ -239,7 +240,7 @@ class ProjectError(SessionError):
 
 @dataclass(frozen=True)
 class Project:
-    """A project as the store knows it (DESIGN §4): its working folder (`path`, the first `cwd`
+    """A project as the store knows it (accounting.md §4): its working folder (`path`, the first `cwd`
     of its sessions' main transcripts; None when they name none: then the project is its Claude
     Code folder alone) and the Claude Code folder names (`<slug>`s) its sessions are in."""
 
@@ -300,7 +301,7 @@ def matched_line(value: str | None, matched: list[str] | None) -> str:
 
 def match_project(value: str, projects: Iterable[Project], *, one: bool = False) -> ProjectMatch:
     """A `--project` (the MCP tools' `project`, the web UI's filter) as every surface reads it
-    (DESIGN §4), the first rule that matches:
+    (accounting.md §4), the first rule that matches:
     1. a project's working folder, or an existing path (`~` expanded, made absolute) inside one:
        that project (the deepest folder when several hold it);
     2. a Claude Code folder name (`<slug>`): the projects of that folder;

@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .basics.paths import default_data_dir, default_reports_dir
 
-# DESIGN §2.3's default. report/model.py has the same number as its own functions' default; it is
+# accounting.md §2.3's default. report/model.py has the same number as its own functions' default; it is
 # written here too, not imported from there, so that settings sits below the report (which reads
 # settings) and the rooms stay a layering (docs/architecture.md); tests/test_layers.py holds the
 # two equal.
@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     idle_close_s: float = Field(4 * 3600, gt=0, allow_inf_nan=False,
                                 description="a tracked session quiet this long is closed")
     away_after_s: float = Field(AWAY_AFTER_S, gt=0, allow_inf_nan=False,
-                                description="a human pause longer than this is `away` (DESIGN §2.3)")
+                                description="a human pause longer than this is `away` (accounting.md §2.3)")
     prices: Path | None = Field(None, description="a JSON price table whose models replace genai-prices'"
                                                   " prices of them (flat USD per million tokens)")
     watch_polling: bool = Field(False, description="poll instead of inotify/FSEvents (network file systems)")
@@ -62,7 +62,7 @@ class Settings(BaseSettings):
         return value.upper()
 
     def projects_roots(self) -> list[Path]:
-        """DESIGN §2.1: RETROD_PROJECTS_DIR, else CLAUDE_CONFIG_DIR's, else ~/.claude (and ~/.config/claude)."""
+        """accounting.md §2.1: RETROD_PROJECTS_DIR, else CLAUDE_CONFIG_DIR's, else ~/.claude (and ~/.config/claude)."""
         if self.projects_dir:
             return _unique(_absolute(p) for p in self.projects_dir.split(",") if p.strip())
         config_dirs = os.environ.get("CLAUDE_CONFIG_DIR", "")

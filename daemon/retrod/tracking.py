@@ -173,7 +173,7 @@ def phase_log(conn: Connection, session: str, task: str, phase: str, start: date
 def phase_log_windows(conn: Connection, session: str, task: str, phase: str,
                       windows: list[tuple[datetime, datetime]], verdict: str, notes: PhaseNotes) -> dict:
     """Several phases of one task, phase and verdict, one per window (`phase log --from-task`:
-    a task's windows, DESIGN §2.9), in one transaction: if any would overlap a phase, none is
+    a task's windows, accounting.md §2.9), in one transaction: if any would overlap a phase, none is
     logged. Their rows (`phases`), with `warnings`."""
     task, phase = _clean(task, "--task"), _clean(phase, "--phase")
     check_verdict(verdict)
@@ -194,7 +194,7 @@ def phase_log_windows(conn: Connection, session: str, task: str, phase: str,
 
 
 def _refuse_overlap(cur, session_id: int, start: datetime, end: datetime | None) -> None:
-    """DESIGN §2.5: phases logged through retrod never overlap (an open phase runs on)."""
+    """accounting.md §2.5: phases logged through retrod never overlap (an open phase runs on)."""
     clash = cur.execute(q("overlapping_phase"), {"session_id": session_id, "started_at": start,
                                                  "ended_at": end}).fetchone()
     if clash:

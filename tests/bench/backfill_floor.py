@@ -11,7 +11,7 @@ Per round, on one generated tree (corpus.write_tree):
   least retrod's parser does;
 - store: PostgreSQL's CPU (every `postgres` process: the write-ahead log's writer and the
   checkpointer too) to `COPY` the rows retrod keeps for the tree (events, requests, tool uses,
-  tool calls, subagents and their links, the lines holding a uuid (DESIGN §2.1) and the
+  tool calls, subagents and their links, the lines holding a uuid (accounting.md §2.1) and the
   compaction boundaries (§2.8), as its own fold makes them) into the migrated tables,
   with their indexes, without a trigger, a rollup, a judgement or a foreign-key check: the least
   the database does for them, whatever statements bring them. Approximations, both ways: every
@@ -65,7 +65,7 @@ TABLES = {  # table: its columns as COPY gets them
     "tool_calls": "(file_id, tool_use_id, session_uuid, name, ts, description, subagent_type)",
     "subagents": "(file_id, session_uuid, agent_id, first_ts, last_ts)",
     "subagent_links": "(file_id, session_uuid, agent_id, tool_use_id)",
-    # (DESIGN §2.1's unmarked candidate lines with a uuid, and §2.8's compaction boundaries)
+    # (accounting.md §2.1's unmarked candidate lines with a uuid, and §2.8's compaction boundaries)
     "line_holders": '(file_id, "offset", session_uuid, line_uuid, bg, key, agent, sidechain, ts)',
     "cache_boundaries": '(file_id, "offset", session_uuid, agent, ts)',
 }

@@ -44,7 +44,7 @@ def fresh_lines(session: str, source: Path = SOURCE) -> Iterator[str]:
     """The lines of a real transcript, endlessly: each repetition with fresh ids (the session's
     own uuid stays `session`) and times shifted past the previous one. The ids are the session's
     own, the first repetition's included: two sessions written from one source share no line
-    uuid or message id (or DESIGN §2.1 and §2.2 would count one's lines as the other's copies)."""
+    uuid or message id (or accounting.md §2.1 and §2.2 would count one's lines as the other's copies)."""
     lines = source.read_bytes().decode().splitlines(keepends=True)
     original = source.stem
     stamps = [datetime.fromisoformat(m.replace("Z", "+00:00")) for m in _TS.findall("".join(lines))]

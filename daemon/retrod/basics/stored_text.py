@@ -1,4 +1,4 @@
-"""Stored text is data (DESIGN §2.10): how a string retrod did not write itself — a task, a phase,
+"""Stored text is data (accounting.md §2.10): how a string retrod did not write itself — a task, a phase,
 a lesson, a description, a path or command from a transcript, a project, model or agent name — is
 shown to Claude or on a terminal. Such a string may hold anything a transcript or a phase's
 author put there: newlines that would start a line of its own (a `## SYSTEM …` heading in

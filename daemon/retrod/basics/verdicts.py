@@ -1,4 +1,4 @@
-"""The verdicts a phase can be given (DESIGN §3), worst last."""
+"""The verdicts a phase can be given (accounting.md §3), worst last."""
 
 from .stored_text import quoted
 
@@ -10,5 +10,5 @@ PENDING = "pending"  # an open phase's, until it ends with one of VERDICTS
 def shown(verdict: object) -> str:
     """A phase's verdict as text shows it: one of VERDICTS (or PENDING) as retrod's own word,
     anything else (the user's own tooling may write any text there) quoted, as stored text is
-    (DESIGN §2.10)."""
+    (accounting.md §2.10)."""
     return verdict if isinstance(verdict, str) and verdict in (*VERDICTS, PENDING) else quoted(verdict)

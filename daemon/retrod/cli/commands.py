@@ -183,7 +183,7 @@ def _cmd_phase(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _log_task(settings: Settings, args: argparse.Namespace) -> int:
-    """`phase log --from-task N`: the task's windows as phases (DESIGN §2.9), from the plan as the
+    """`phase log --from-task N`: the task's windows as phases (accounting.md §2.9), from the plan as the
     report reads it: the session's transcripts read up to now first."""
     from .. import tracking
     from ..basics.stored_text import quoted

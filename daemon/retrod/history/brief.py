@@ -3,7 +3,7 @@ Claude Code's SessionStart hook that puts it into Claude's context (`retrod brie
 
 The brief holds, newest first: the lessons and notes written on the phases of the project's last
 sessions (each once, with the phase that wrote it); the phases judged `avoidable_waste` or
-`exploratory_waste` and what they cost; the waste signals (DESIGN §2.6) that keep coming back
+`exploratory_waste` and what they cost; the waste signals (accounting.md §2.6) that keep coming back
 there, each with the file or call it hit most; and each session's cost and tool-use efficiency,
 with their direction. Every figure is the report's own: the sessions' figures come from
 trends.trends (sums of the per-session rollups), a phase's from report/model.phase.
@@ -43,11 +43,11 @@ from ..store.queries import q
 from . import lesson_data, trends
 
 DEFAULT_SESSIONS = 5
-# The whole text's size (DESIGN §2.10): it goes into Claude's context at every session start.
+# The whole text's size (accounting.md §2.10): it goes into Claude's context at every session start.
 MAX_LINES = 40
 MAX_CHARS = 10_000  # code points, line ends included
 WASTE_VERDICTS = ("avoidable_waste", "exploratory_waste")
-LESSONS = 10  # DESIGN §2.10: the project's newest distinct lessons
+LESSONS = 10  # accounting.md §2.10: the project's newest distinct lessons
 SHOWN = {"lessons": 12, "waste_phases": 5, "recurring_waste": 3, "sessions": 8}  # in the text
 WASTE_PHASES = 5  # in the data too: each is a phase window of the report's queries, at every session start
 # A signal as a person says it, and the habit that avoids it.
@@ -69,7 +69,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
           prices: pricing.Prices = pricing.DEFAULT, away_after_s: float = AWAY_AFTER_S,
           member: str | None = None, now: datetime | None = None) -> dict:
     """The brief as data (JSON-able): `sessions` is empty when the project has no history.
-    `patterns`: what DESIGN §2.10's policy names, `{pattern, mode, status, back}` in its order
+    `patterns`: what accounting.md §2.10's policy names, `{pattern, mode, status, back}` in its order
     (`pattern_rows`: their figures, for the text); `project_lessons`: the project's newest lessons."""
     member = member or current_role(conn)
     every = lesson_data.member_sessions(conn, member, projects=bool(project))  # (read once: the project's and §2.10's)
@@ -114,7 +114,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
 
 def _measure(conn: Connection, out: dict, member: str, every: list[dict], mine: list[dict], recent: list[dict],
              where: str | None, prices: pricing.Prices, away_after_s: float, now: datetime) -> None:
-    """DESIGN §2.10's policy: each pattern's mode from its status (as `retrod lessons` answers it
+    """accounting.md §2.10's policy: each pattern's mode from its status (as `retrod lessons` answers it
     now), whether it recurs in the recent sessions and its last mention in a stored brief.
     `every`: the member's sessions; `mine`: the project's."""
     found = lesson_data.measure(conn, member, every, {r["session_uuid"] for r in mine},
@@ -154,7 +154,7 @@ def _lessons(phases: list[dict]) -> list[dict]:
 
 def _costliest_tasks(conn: Connection, sessions: list[str], phases: list[dict], member: str,
                      prices: pricing.Prices, away_after_s: float) -> list[dict]:
-    """Issue 30: the recent sessions' costliest tasks of Claude's plan (DESIGN §2.9, the report's
+    """Issue 30: the recent sessions' costliest tasks of Claude's plan (accounting.md §2.9, the report's
     figures), costliest first, each with the verdicts of its session's phases named after it (as
     `phase log --from-task` names them: docs/decisions.md)."""
     found = []
@@ -246,7 +246,7 @@ def _more(shown: int, total: int, where: str = ": retrod brief --format json lis
 
 
 def render(data: dict) -> str:
-    """The brief as Claude reads it at a session start ('' without history): DESIGN §2.10's
+    """The brief as Claude reads it at a session start ('' without history): accounting.md §2.10's
     patterns and lessons first, then issue 22's sections; every stored string in it quoted
     (stored_text.quoted), and within §2.10's limits (`fit`)."""
     sessions = data["sessions"]
@@ -315,7 +315,7 @@ def render(data: dict) -> str:
 
 
 def fit(lines: list[tuple[str, str]]) -> list[str]:
-    """DESIGN §2.10's limits on the whole text: at most MAX_LINES lines and MAX_CHARS code
+    """accounting.md §2.10's limits on the whole text: at most MAX_LINES lines and MAX_CHARS code
     points, line ends included. Over, whole lines go from the end, and a heading with the last
     item under it; the first line and the pattern lines (KEEP) never go."""
     kept = list(lines)
@@ -409,7 +409,7 @@ def hook(conn: Connection, payload: dict, *, sessions: int = DEFAULT_SESSIONS,
     if not text:
         return "", notes
     # `deadline` (time.monotonic()): the asking command gives up then and prints nothing, so an
-    # answer later than that was not given and is not stored (DESIGN §2.10 "Given").
+    # answer later than that was not given and is not stored (accounting.md §2.10 "Given").
     if session is not None and (deadline is None or time.monotonic() < deadline):
         try:
             given(conn, session, payload.get("source"), result, text)
@@ -419,7 +419,7 @@ def hook(conn: Connection, payload: dict, *, sessions: int = DEFAULT_SESSIONS,
 
 
 def given(conn: Connection, session: str, source: object, data: dict, text: str) -> None:
-    """Remember a brief answered to a SessionStart hook (DESIGN §2.10 "Given"): the patterns stored
+    """Remember a brief answered to a SessionStart hook (accounting.md §2.10 "Given"): the patterns stored
     are exactly those whose lines are in its text, in order, each with its mode."""
     if not tracking.may_write(conn):  # (a team's reader writes nothing)
         return

@@ -1,4 +1,4 @@
-"""`retrod lessons` (DESIGN §2.10): the per-session figures lessons.py measures, read from the
+"""`retrod lessons` (accounting.md §2.10): the per-session figures lessons.py measures, read from the
 store — the member's sessions with their requests and calls by signal (per-session rollups, read
 once for the project and the member), the patterns their stored briefs named, the phases'
 lessons, and only for the sessions a side holds: cache misses, the calls' example texts and the

@@ -156,7 +156,7 @@ class _Sums:
     calls: list[int] = field(default_factory=lambda: [0] * (1 + len(SIGNALS)))  # productive, then SIGNALS
     models: dict[str, _Model] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
-    misses: dict[tuple[str, str], _Misses] = field(default_factory=dict)  # DESIGN §2.8, by (model, cause)
+    misses: dict[tuple[str, str], _Misses] = field(default_factory=dict)  # accounting.md §2.8, by (model, cause)
 
     @classmethod
     def of(cls, row: dict) -> _Sums:
@@ -234,7 +234,7 @@ def figures(sums: _Sums) -> dict:
 
 
 def _cache(sums: _Sums, total: dict, cost_usd: float | None) -> dict:
-    """The report's `cache` figures summed over the sessions (DESIGN §2.8: read, create, hit
+    """The report's `cache` figures summed over the sessions (accounting.md §2.8: read, create, hit
     ratio, misses by cause, waste), and `waste_share`: the waste's part of the estimated cost
     (None when nothing was priced)."""
     by_cause = {c: _Misses() for c in cache.CAUSES}
@@ -295,7 +295,7 @@ def trends(conn: Connection, *, by: str = "week", project: str | None = None, si
     per project, per model or per machine too. `project`: as every surface reads it
     (resolve.match_project); `since`: sessions that started at or after it; `member`: whose rows
     (default: one's own); `sessions`: only these (the brief's); `machine`: only the figures that
-    host id's files hold (as its `machines` row in the split: DESIGN §4). Sessions without any
+    host id's files hold (as its `machines` row in the split: accounting.md §4). Sessions without any
     timestamp come last, undated. The periods' figures are kept between asks (trend_periods.py):
     read them, never change them."""
     return _answer(conn, by=by, project=project, since=since, split=split, prices=prices, tz=tz, member=member,
@@ -550,7 +550,7 @@ def _entries(periods: dict[date | None, _Period], keys: list[date | None], split
 
 
 def _pattern_rate(entry: dict, pattern: str) -> float | None:
-    """DESIGN §2.10's rate of a period's sessions: a signal per 100 calls, a cache cause per 100
+    """accounting.md §2.10's rate of a period's sessions: a signal per 100 calls, a cache cause per 100
     requests; None when there is no call (request) to count by."""
     if pattern in SIGNALS:
         count, base = entry["tool_use"]["signals"][pattern], entry["tool_use"]["calls"]
@@ -560,7 +560,7 @@ def _pattern_rate(entry: dict, pattern: str) -> float | None:
 
 
 def _named_patterns(conn: Connection, member: str, project: str | None, total: _Sums) -> list[str]:
-    """The project's top patterns (DESIGN §2.10): the waste signals and cache causes its stored
+    """The project's top patterns (accounting.md §2.10): the waste signals and cache causes its stored
     briefs named to its sessions, the most occurrences over the whole history first (ties: the
     pattern order), at most TOP_WASTE."""
     _, rows, _ = lesson_data.find_sessions(conn, member, folder=None, project=project, exclude=None)
@@ -629,7 +629,7 @@ def period_name(period: dict, by: str) -> str:
 
 
 def has_figures(period: dict) -> bool:
-    """Whether a period holds anything: a session, or (one machine's figures, DESIGN §4) tokens,
+    """Whether a period holds anything: a session, or (one machine's figures, accounting.md §4) tokens,
     time or calls of sessions that count on another machine."""
     return bool(period["sessions"] or period["requests"] or period["tool_use"]["calls"]
                 or period["tool_result_bytes"] or any(period[f"{t}_s"] for t in TIMES))

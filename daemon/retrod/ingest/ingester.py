@@ -391,7 +391,7 @@ class Ingester:
             return True
         # The same inode number and size can be another file: deleted and written again at once
         # (the inode comes back, and the size may match), or rewritten in place (a .meta.json).
-        # Its fingerprint tells (DESIGN §2.1); the modification time would not, at the file
+        # Its fingerprint tells (accounting.md §2.1); the modification time would not, at the file
         # system clock's coarse granularity. It costs one 4 KiB read per file per scan.
         try:
             fd = os.open(ref.path, os.O_RDONLY | os.O_NONBLOCK)

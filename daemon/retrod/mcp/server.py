@@ -196,7 +196,7 @@ class SessionRow(BaseModel):
     project: str = Field(description="Its project: the working folder, else its Claude Code folder name")
     project_slug: str | None
     project_path: str | None
-    started_at: str | None = Field(description="null: undated (no event at all, DESIGN §2.3)")
+    started_at: str | None = Field(description="null: undated (no event at all, accounting.md §2.3)")
     wall_s: float
     total_tokens: int
     requests: int
@@ -227,7 +227,7 @@ class Brief(BaseModel):
         "Newest first: session, started_at, description, cost, tool_use, output_tokens, wall_s, claude_s, verdicts;"
         " empty when the project has no history"))
     patterns: list[dict[str, Any]] = Field(description=(
-        "The waste patterns the brief names (DESIGN §2.10), in its order: pattern, mode, status, back"))
+        "The waste patterns the brief names (accounting.md §2.10), in its order: pattern, mode, status, back"))
     pattern_rows: list[dict[str, Any]] = Field(description="Their figures: the lessons row, the recent sessions' side")
     project_lessons: list[dict[str, Any]] = Field(description=(
         "The project's 10 newest distinct lessons: lesson, task, phase, session, at, age_days"))
@@ -275,7 +275,7 @@ class Trends(BaseModel):
         " `patterns`"))
     patterns: list[str] | None = Field(default=None, description=(
         "For one project: the waste signals its briefs named, most occurrences first (at most 3); each period's"
-        " pattern_rates gives their rate (DESIGN §2.10)"))
+        " pattern_rates gives their rate (accounting.md §2.10)"))
     total: dict[str, Any] = Field(description="The same figures over every period")
 
 

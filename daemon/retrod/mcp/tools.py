@@ -178,7 +178,7 @@ class Tools:
     def log_phase(self, task: str | None, phase: str, started_at: str | None, ended_at: str | None, verdict: str,
                   notes: tracking.PhaseNotes, session: str | None, from_task: int | None = None) -> Result:
         """A whole phase with its times; or, with `from_task`, task N of the report's plan as phases,
-        one per window (`phase log --from-task`, DESIGN §2.9): `ended_at` then ends a task still
+        one per window (`phase log --from-task`, accounting.md §2.9): `ended_at` then ends a task still
         current, and `task` names the phases (default: the task's name)."""
         if from_task is not None:
             return self._log_task(from_task, task, phase, started_at, ended_at, verdict, notes, session)

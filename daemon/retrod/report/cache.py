@@ -1,4 +1,4 @@
-"""Prompt-cache misses priced by cause (DESIGN §2.8): the misses the store found at commit
+"""Prompt-cache misses priced by cause (accounting.md §2.8): the misses the store found at commit
 (migration 0031 walks each stream in SQL; `session_cache_misses` reads them) priced, or each
 stream's elements walked here in order (the status line's tail of the main stream), and the
 figures of a session, a phase and a subagent, the costliest misses and the live state. Pure: no

@@ -1,6 +1,6 @@
 """The retrospective as Markdown (GitHub-flavoured, with a Mermaid timeline).
 
-Every stored string (DESIGN §2.10: descriptions, paths, commands, tool, task, phase, model and agent
+Every stored string (accounting.md §2.10: descriptions, paths, commands, tool, task, phase, model and agent
 names, lessons) is shown by stored_text's rule: quoted in the prose, on one line without quotes in
 a table's cell (`cell`) and in the timeline's labels, where quotes would only be noise."""
 
@@ -46,7 +46,7 @@ def _n(value: int) -> str:
 
 
 def efficiency(tool_use: dict) -> str:
-    """Productive calls as a share of all calls (DESIGN §2.6); a dash without calls."""
+    """Productive calls as a share of all calls (accounting.md §2.6); a dash without calls."""
     return "—" if tool_use["efficiency"] is None else f"{tool_use['efficiency'] * 100:.0f}%"
 
 
@@ -120,7 +120,7 @@ def _summary(summary: dict) -> list[str]:
 
 def _cost_line(cost: dict, cache: dict) -> str:
     """The estimated cost, and the share of it paid to write again a prompt cache that was lost
-    (DESIGN §2.8's waste: compactions' re-writes are expected, not counted)."""
+    (accounting.md §2.8's waste: compactions' re-writes are expected, not counted)."""
     line = f"Estimated cost: {cost_cell(cost)}"
     waste = cache["waste_usd"]
     if not waste:
@@ -191,7 +191,7 @@ def _pct(ratio: float | None) -> str:
 
 
 def _cache(cache: dict) -> list[str]:
-    """DESIGN §2.8: the hit ratio, the misses by cause with the tokens written again and what
+    """accounting.md §2.8: the hit ratio, the misses by cause with the tokens written again and what
     that cost beyond a cache read, and the costliest misses with their time, the pause before
     them and the context they re-wrote."""
     misses = cache["misses"]
@@ -388,7 +388,7 @@ def outside_tasks_s(tasks: list[dict], summary: dict) -> float:
 
 
 def _plan(plan: dict, summary: dict) -> list[str]:
-    """DESIGN §2.9's tasks, beside the phases: what each cost and how its calls went, the
+    """accounting.md §2.9's tasks, beside the phases: what each cost and how its calls went, the
     costliest marked, the time no task holds, and the tasks never started in one line."""
     if plan["family"] is None:
         return []

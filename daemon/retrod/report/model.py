@@ -49,7 +49,7 @@ def session_costs(conn: Connection, sessions: list[tuple[str, str]],
     return {pair: pricing.by_model(found, prices) for pair, found in groups.items()}
 
 
-AWAY_AFTER_S = 1800.0  # DESIGN §2.3's default; RETROD_AWAY_AFTER_S
+AWAY_AFTER_S = 1800.0  # accounting.md §2.3's default; RETROD_AWAY_AFTER_S
 
 
 def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
@@ -110,7 +110,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "split_requests": summary["split_requests"],
             "compactions": int(compactions),
             "tool_calls": summary["tool_calls"],
-            "web_searches": sum(m["web_searches"] for m in summary["tokens_by_model"]),  # (DESIGN §2.2)
+            "web_searches": sum(m["web_searches"] for m in summary["tokens_by_model"]),  # (accounting.md §2.2)
             "tool_result_bytes": int(times["tool_result_bytes"]),
             "tool_result_tokens_est": int(times["tool_result_bytes"]) // 4,
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
@@ -142,7 +142,7 @@ def _task_window_figures(cur, args: dict, plan: Plan) -> dict[str, dict]:
 
 def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
            subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime) -> list[dict]:
-    """`plan.tasks[]` (DESIGN §2.9): `subagents` the listed ones as (agent id, task number)."""
+    """`plan.tasks[]` (accounting.md §2.9): `subagents` the listed ones as (agent id, task number)."""
     return [_task(n, task, task_figures[str(n)], prices, [agent for agent, number in subagents if number == n],
                   cache.in_windows(misses, task.windows, now))
             for n, task in enumerate(plan.tasks, 1)]
@@ -186,7 +186,7 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
 
 
 def _cache(cur, args: dict, tokens: dict, prices: pricing.Prices, now: datetime) -> tuple[list[cache.Miss], dict]:
-    """DESIGN §2.8: the session's misses, and its `summary.cache` (`tokens`: its total tokens)."""
+    """accounting.md §2.8: the session's misses, and its `summary.cache` (`tokens`: its total tokens)."""
     with cur.connection.cursor() as rows:  # tuples, as cache.priced reads them
         misses = cache.priced(rows.execute(q("session_cache_misses"), args), prices)
         last = cache.last_of(rows.execute(q("session_cache_last"), args).fetchone())
@@ -196,7 +196,7 @@ def _cache(cur, args: dict, tokens: dict, prices: pricing.Prices, now: datetime)
 
 def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices = pricing.DEFAULT) -> list[dict]:
     """Listed sessions (`retrod sessions`' rows: uuid, member), each with its prompt-cache waste
-    (DESIGN §2.8, as its report's `summary.cache.waste_usd`): one read of each one's misses."""
+    (accounting.md §2.8, as its report's `summary.cache.waste_usd`): one read of each one's misses."""
     out = []
     with conn.cursor() as cur:
         for row in rows:
@@ -208,7 +208,7 @@ def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices 
 
 def cache_misses(conn: Connection, sessions: list[str], member: str,
                  prices: pricing.Prices = pricing.DEFAULT) -> dict[str, dict[str, tuple[int, float]]]:
-    """Per session, its report's `summary.cache.misses.<cause>` as (count, extra_usd) (DESIGN
+    """Per session, its report's `summary.cache.misses.<cause>` as (count, extra_usd) (accounting.md
     §2.10 reads them): one read of each one's misses."""
     out = {}
     with conn.cursor() as cur:
@@ -222,7 +222,7 @@ def cache_misses(conn: Connection, sessions: list[str], member: str,
 
 def phase_seconds(conn: Connection, session: str, phase_rows: list[dict], member: str,
                   away_after_s: float = AWAY_AFTER_S) -> dict[int, float]:
-    """Per phase (its id), its report's claude_s + tool_s + human_s (DESIGN §2.10's waste share)."""
+    """Per phase (its id), its report's claude_s + tool_s + human_s (accounting.md §2.10's waste share)."""
     args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
     with conn.cursor(row_factory=dict_row) as cur:
         figures = window_figures(cur, args, _phase_windows(phase_rows))
@@ -238,8 +238,8 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     far (its window up to now), without the per-tool, subagent, waste-example and closed-phase
     queries. Without `phase_figures` the open phase is only named, with its start: its window's
     query is the costliest of these (the status line, which shows its name and minutes, skips it).
-    Without `cache_figures`, no `cache` (DESIGN §2.8: a read of the session's misses).
-    With `task_figures`, `plan` as the report's (DESIGN §2.9: every task's figures, the cache's
+    Without `cache_figures`, no `cache` (accounting.md §2.8: a read of the session's misses).
+    With `task_figures`, `plan` as the report's (accounting.md §2.9: every task's figures, the cache's
     included, so the misses are read then too)."""
     pricing.store_tiers(conn)
     with generic_plans(conn), conn.cursor(row_factory=dict_row) as cur:
@@ -276,7 +276,7 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
 
 
 def current_task(plan: Plan) -> tuple[int, Task] | None:
-    """DESIGN §2.9's current task after the last counting call — the one whose last window is
+    """accounting.md §2.9's current task after the last counting call — the one whose last window is
     open — with its number; None when no task is current."""
     return next(((n, task) for n, task in enumerate(plan.tasks, 1) if task.windows[-1][1] is None), None)
 
@@ -292,7 +292,7 @@ def windows_cost(conn: Connection, session: str, member: str, windows: list[list
 
 
 def plan(conn: Connection, session: str, member: str | None = None) -> Plan:
-    """The session's plan as the report derives it (DESIGN §2.9), without the tasks' figures."""
+    """The session's plan as the report derives it (accounting.md §2.9), without the tasks' figures."""
     member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
         return _plan(cur, {"session": session, "member": member})
@@ -340,7 +340,7 @@ def phase(conn: Connection, session: str, row: dict, member: str, away_after_s: 
 
 def window_figures(cur, args: dict, windows: list[dict]) -> dict[str, dict]:
     """The figures of each window `{id, s, e}` (datetimes; `e` None: open, until now) by its id
-    (as text): what a phase (DESIGN §2.5) and a task (§2.9) count, by the same rules. Windows
+    (as text): what a phase (accounting.md §2.5) and a task (§2.9) count, by the same rules. Windows
     given one id are summed: they must never overlap (a task's windows)."""
     if not windows:
         return {}
@@ -375,7 +375,7 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
 
 def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents: list[str],
           misses: list[cache.Miss]) -> dict:
-    """A task of the plan (DESIGN §2.9) with a phase's figures over its windows (`fig`: they never
+    """A task of the plan (accounting.md §2.9) with a phase's figures over its windows (`fig`: they never
     overlap, so their figures add up); `misses`: the cache misses in its windows (§2.8)."""
     figures = _figures(fig, prices)
     return {
@@ -393,7 +393,7 @@ def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents:
 
 
 def _figures(fig: dict, prices: pricing.Prices) -> dict:
-    """DESIGN §2.5's figures of a window (or of windows that never overlap, summed)."""
+    """accounting.md §2.5's figures of a window (or of windows that never overlap, summed)."""
     tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)  # by price group
     requests = sum(m["requests"] for m in fig["by_model"])
     tool_turns = sum(m["tool_turns"] for m in fig["by_model"])
@@ -415,7 +415,7 @@ def _figures(fig: dict, prices: pricing.Prices) -> dict:
 
 
 def _phase_at(phase_rows: list[dict], ts: datetime | None) -> dict | None:
-    """The phase whose window holds `ts` (DESIGN §2.5); an open phase runs until now."""
+    """The phase whose window holds `ts` (accounting.md §2.5); an open phase runs until now."""
     if ts is None:
         return None
     for row in phase_rows:
@@ -425,7 +425,7 @@ def _phase_at(phase_rows: list[dict], ts: datetime | None) -> dict | None:
 
 
 def _task_at(tasks: list[Task], ts: datetime | None) -> int | None:
-    """The number of the task whose window holds `ts` (DESIGN §2.9); an open window runs on."""
+    """The number of the task whose window holds `ts` (accounting.md §2.9); an open window runs on."""
     if ts is None:
         return None
     for number, task in enumerate(tasks, 1):
@@ -440,7 +440,7 @@ def _calls_by_signal(row: dict) -> dict[str, int]:
 
 
 def tool_use_figures(calls_by_signal: dict[str, int]) -> dict:
-    """DESIGN §2.6's figures from counted calls by signal ('' = productive)."""
+    """accounting.md §2.6's figures from counted calls by signal ('' = productive)."""
     calls = sum(calls_by_signal.values())
     productive = calls_by_signal.get(PRODUCTIVE, 0)
     return {"calls": calls, "productive": productive, "efficiency": productive / calls if calls else None,

@@ -1,4 +1,4 @@
-"""Tasks from Claude's own plan (DESIGN §2.9), derived from the stored plan calls when a report is
+"""Tasks from Claude's own plan (accounting.md §2.9), derived from the stored plan calls when a report is
 asked for: a pure function of the calls in their order, so no order of reading, chunking or late
 result changes them. The figures of each task's windows are the report's (model.py)."""
 
@@ -16,7 +16,7 @@ TASK_STATUSES = ("pending", "in_progress", "completed", "deleted")
 
 @dataclass(frozen=True, slots=True)
 class PlanCall:
-    """A stored plan call (migration 0025), in DESIGN §2.9's order: its time, then its project
+    """A stored plan call (migration 0025), in accounting.md §2.9's order: its time, then its project
     folder, line and block. `plan`: its input as transcript/plan.py keeps it."""
 
     ts: datetime
@@ -44,7 +44,7 @@ class Plan:
 
 def task_windows(plan: Plan, number: int, end: datetime | None) -> tuple[Task, list[tuple[datetime, datetime]]]:
     """Task `number` of the plan (1 the first) and its windows as phases to log (`phase log
-    --from-task`, DESIGN §2.9): a last window still open ends at `end`, which only such a task
+    --from-task`, accounting.md §2.9): a last window still open ends at `end`, which only such a task
     takes. The user's mistakes raise TrackingError."""
     if not 1 <= number <= len(plan.tasks):
         have = f"its tasks are 1 to {len(plan.tasks)}" if plan.tasks else "no task of its plan was started"
@@ -74,7 +74,7 @@ def counts(call: PlanCall) -> bool:
 
 
 def derive(calls: Iterable[PlanCall]) -> Plan:
-    """DESIGN §2.9 over the session's plan calls in order."""
+    """accounting.md §2.9 over the session's plan calls in order."""
     counting = [c for c in calls if counts(c)]
     if not counting:
         return Plan(None, 0, [], [])

@@ -1,4 +1,4 @@
-"""What tokens cost (DESIGN §2.7): each request part priced by the `genai-prices` package (the
+"""What tokens cost (accounting.md §2.7): each request part priced by the `genai-prices` package (the
 pydantic project's maintained price data: prices by date, long-context tiers, fast mode), a
 `RETROD_PRICES` file overriding it for the models it names. An estimate made when a report is
 read, never stored: an upgraded price table applies to every report at once. A model no price
@@ -8,7 +8,7 @@ A price depends on a part's model, its day (prices change by date), fast mode an
 tier (a threshold on the part's own input). The store sums tokens by those (request_minutes, a
 rollup keyed by them), and a sum of parts that share them costs what the parts cost one by one:
 within a tier a price is linear in each kind of token, and in web searches (the package's own
-web-search unit, priced per 1,000 searches: DESIGN §2.7). So a report prices a few groups, not
+web-search unit, priced per 1,000 searches: accounting.md §2.7). So a report prices a few groups, not
 every request, and its cost does not grow with the session.
 """
 
@@ -29,7 +29,7 @@ PROVIDER = "anthropic"
 # USD per million tokens, by the token figure they price (RETROD_PRICES' shape).
 RATES = ("input", "output", "cache_read", "cache_create_5m", "cache_create_1h")
 TOKENS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
-# What a price group sums besides its tokens and is priced too (DESIGN §2.2, §2.7).
+# What a price group sums besides its tokens and is priced too (accounting.md §2.2, §2.7).
 WEB_SEARCHES = "web_searches"
 _TOP_LEVEL = {"date", "source", "notes", "models"}
 _MILLION = Decimal(1_000_000)
@@ -258,7 +258,7 @@ def rates(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: 
     """USD per million tokens of each kind, per part and per web search, for one price group
     (None: not priced). A part without a day is priced as of today (its request had no
     timestamp). A RETROD_PRICES model's tokens are priced by the file, flat, and its web
-    searches by the package (DESIGN §2.7): none when the package does not know the model."""
+    searches by the package (accounting.md §2.7): none when the package does not know the model."""
     if not model:
         return None  # (a RETROD_PRICES file names no model "")
     package = _package_rates(model, day or datetime.now(UTC).date(), fast, tier_floor)
@@ -271,7 +271,7 @@ def rates(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: 
 def group_cost(prices: Prices, model: str, day: date | None, fast: bool, tier_floor: int,
                tokens: Mapping[str, int], parts: int = 1, web_searches: int = 0) -> tuple[Decimal, bool]:
     """What `parts` parts of one price group cost together, summed tokens and web searches in
-    hand, and whether some of it could not be priced (DESIGN §2.7): an unknown model's tokens
+    hand, and whether some of it could not be priced (accounting.md §2.7): an unknown model's tokens
     or web searches, a known model's web searches without a web-search price (its tokens are
     still priced: docs/decisions.md)."""
     if not web_searches and not any(tokens[f] for f in TOKENS):

@@ -26,7 +26,7 @@ from . import prices as pricing
 # What a span's JSON object holds: the group, its days (both included) and its rates (null: not priced).
 KEYS = ("model", "fast", "tier_floor", "day_from", "day_to")
 RATES = ("input", "output", "cache_read", "cache_create_5m", "cache_create_1h", "per_part")
-# USD per web search (DESIGN §2.7): null when the group has token prices but no web-search price.
+# USD per web search (accounting.md §2.7): null when the group has token prices but no web-search price.
 WEB_SEARCH = "web_search"
 
 

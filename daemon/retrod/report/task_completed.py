@@ -1,5 +1,5 @@
 """What the opt-in `TaskCompleted` hook tells Claude (`retrod hooks task-completed`, issue 30): the
-finished task's figures as the report's plan has them (DESIGN §2.9), and the one command that logs
+finished task's figures as the report's plan has them (accounting.md §2.9), and the one command that logs
 a verdict on it (`retrod phase log --from-task N`).
 
 Claude Code runs the hook when a task of its `TaskCreate` / `TaskUpdate` plan is being marked

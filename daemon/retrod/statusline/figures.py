@@ -6,10 +6,10 @@ command lays them out. What it answers:
 
 - the session's figures, by `model.stats` — the same queries and prices as `retrod report`
   (its summary) and `retrod mcp`'s session_stats, so the cost is the report's to the micro-dollar;
-- when no phase is open, the current task of Claude's plan (DESIGN §2.9) and its cost so far
+- when no phase is open, the current task of Claude's plan (accounting.md §2.9) and its cost so far
   (its windows' requests priced as the report prices the task's), the plan derived again only
   when its calls changed;
-- the main stream's prompt cache (DESIGN §2.8's live state, the report's `summary.cache.live`),
+- the main stream's prompt cache (accounting.md §2.8's live state, the report's `summary.cache.live`),
   read from the stream's last few requests only: the command counts the time left down itself,
   from the last request's time, so that a timed refresh moves it;
 - today's cost across all of the member's sessions, the day's bounds given by the command (the
@@ -120,7 +120,7 @@ _CURRENT_KEPT = 64
 
 
 def current_task(conn: Connection, session: str, member: str, prices: pricing.Prices) -> dict | None:
-    """The task in progress after the last plan call (DESIGN §2.9) and its cost so far."""
+    """The task in progress after the last plan call (accounting.md §2.9) and its cost so far."""
     with conn.cursor() as cur:
         key = tuple(cur.execute(q("session_plan_key"), {"session": session, "member": member}).fetchone() or ())
     whose = (conn.info.host, conn.info.port, conn.info.dbname, session, member)

@@ -299,7 +299,7 @@ def _phase(session: dict, now: float) -> Segment:
 
 
 def _task(task: dict) -> Segment:
-    """No phase open, but Claude's plan has a task in progress (DESIGN §2.9): its name, cut short
+    """No phase open, but Claude's plan has a task in progress (accounting.md §2.9): its name, cut short
     (a plan's items are sentences), and its cost so far; the nudge to log a phase in the longest form."""
     name = text(task.get("name")) or "?"
     spent = cost(task)
@@ -354,7 +354,7 @@ def _cache(payload: dict, ours: object, now: float) -> Segment:
     """The main stream's prompt cache: warm with the time left, or cold with what the next message
     writes again and roughly costs. Claude Code's `prompt_cache` (2.1.251+) knows the real cache:
     when it says warm or cold, that decides, and its expiry counts down; retrod's figures (`ours`:
-    DESIGN §2.8's live state, the time left counted here from the last request's time, so that a
+    accounting.md §2.8's live state, the time left counted here from the last request's time, so that a
     timed refresh moves it) decide otherwise, and give the tokens and dollars of a rewrite."""
     cache = get(payload, "prompt_cache")
     theirs = get(cache, "warm")

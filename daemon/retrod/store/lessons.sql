@@ -1,7 +1,7 @@
--- DESIGN §2.10 (`retrod lessons`, the brief's policy): the per-session figures lessons.py
+-- accounting.md §2.10 (`retrod lessons`, the brief's policy): the per-session figures lessons.py
 -- measures, read from the per-session rollups the report reads them from (session_times' start,
 -- session_figures' requests, call_agents' calls by signal), the briefs stored (migration 0028),
--- the phases' lessons, and the examples. `member`: whose rows (DESIGN §3), as in report.sql.
+-- the phases' lessons, and the examples. `member`: whose rows (accounting.md §3), as in report.sql.
 
 -- The member's sessions (every project's), each once, ordered by (start, uuid), undated ones
 -- (no start, §2.3) first: what a brief or `retrod lessons` reads of them, once. Their project as
@@ -78,7 +78,7 @@ FROM retrod.tool_uses
 WHERE session_uuid = ANY(%(sessions)s::text[]) AND db_role = %(member)s AND counted AND signal IS NOT NULL
 GROUP BY 1, 2, 3;
 
--- A brief given to a SessionStart hook (DESIGN §2.10 "Given").
+-- A brief given to a SessionStart hook (accounting.md §2.10 "Given").
 -- name: insert_brief
 INSERT INTO retrod.briefs (session_uuid, source, project, text, patterns)
 VALUES (%(session)s, %(source)s, %(project)s, %(text)s, %(patterns)s::jsonb);

@@ -1,4 +1,4 @@
-"""Whose rows a read reads (DESIGN §3): on a team's database every key includes the member, so
+"""Whose rows a read reads (accounting.md §3): on a team's database every key includes the member, so
 one session id may be several members' sessions. Alone, or as a member, one reads one's own; a
 team's reader reads the one member holding the session, or the one it names."""
 
@@ -19,7 +19,7 @@ def current_role(conn: Connection) -> str:
 
 
 def member_of(conn: Connection, session: str, member: str | None = None) -> str:
-    """The database role whose rows a report of `session` reads (DESIGN §3: on a team's database
+    """The database role whose rows a report of `session` reads (accounting.md §3: on a team's database
     every key includes the member). Alone, or as a member: one's own. A team's reader sees
     every member's rows: the one member holding the session, or the one it names."""
     me, holders = one(conn.execute(q("session_members"), {"session": session}))

@@ -99,7 +99,7 @@ DELETE FROM retrod.subagents WHERE file_id = %(id)s;
 -- name: forget_file_links
 DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 
--- A file read again from its start holds no uuid any more; the records on its lines stay (DESIGN
+-- A file read again from its start holds no uuid any more; the records on its lines stay (accounting.md
 -- §2.1: requests already counted stay counted), as a row that holds none (migration 0030).
 -- Returns the shared uuids: their other holders are ranked again.
 -- name: forget_file_line_holders
@@ -122,7 +122,7 @@ SELECT DISTINCT line_uuid FROM held WHERE shared;
 -- comes last; the same place is the same record, read again: the new reading, under the current
 -- fold rules, counts); its owner is the record with the
 -- smallest (sidechain, foreign, timestamp, session, agent) tuple, the unnamed and inline threads
--- (fold.THREADS) after every named agent; its time is the earliest (DESIGN §2.2). The key is the
+-- (fold.THREADS) after every named agent; its time is the earliest (accounting.md §2.2). The key is the
 -- member's (§3). `machine`: the host whose file holds the owning record (§4 "Machines"; every
 -- record of one batch is this host's): the same record on two hosts ties on the rest and goes to
 -- the smaller host id, and a known one before none (migration 0023: NULL sorts last).
@@ -218,7 +218,7 @@ WHERE e."offset" <= l."offset"
 ON CONFLICT (file_id, "offset", db_role) DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
 WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
 
--- DESIGN §2.3: the sessions whose timeline is not just each file's own, among those whose events
+-- accounting.md §2.3: the sessions whose timeline is not just each file's own, among those whose events
 -- a batch wrote: several main transcripts (a project folder copied or moved), or a line already
 -- found not to count (a file's fold goes on from its own high-water mark, which may hold that
 -- line's time); the third reason, a line uuid met before, insert_line_holders tells (each main
@@ -240,7 +240,7 @@ SELECT s.session_uuid FROM (SELECT DISTINCT session_uuid FROM batch) s
 CROSS JOIN LATERAL (SELECT FROM retrod.events e WHERE e.session_uuid = s.session_uuid AND NOT e.counted
                     AND NOT e.sub AND e.db_role = current_user LIMIT 1) not_counted;
 
--- DESIGN §2.3/§2.4: a session's one timeline, over all its main transcripts (deleted ones too):
+-- accounting.md §2.3/§2.4: a session's one timeline, over all its main transcripts (deleted ones too):
 -- in the order of their project folders' names (then host and path: two hosts' copies), each
 -- in file order; a line whose uuid is known counts once, where it is first met; the high-water
 -- mark runs across files. Only the rows that change are written (the update trigger moves
@@ -275,7 +275,7 @@ FROM placed p
 WHERE (e.file_id, e."offset") = (p.file_id, p."offset")
   AND (e.counted, e.prev_ts, e.kind, e.gap_us) IS DISTINCT FROM (p.counts, p.prev_ts, p.kind, p.gap_us);
 
--- DESIGN §2.3 "Sessions without a main event": a session with no main event (a counted, timestamped
+-- accounting.md §2.3 "Sessions without a main event": a session with no main event (a counted, timestamped
 -- main row) has its subagent timeline: its sub rows ordered by time, then the file's path below
 -- the projects root (the path from its project folder on), host and line; a uuid counts once, at
 -- its first place; the gaps run from the high-water mark as on a main timeline (in time order,
@@ -361,7 +361,7 @@ FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, 
      json_array_elements(f.rows) AS l
 ON CONFLICT DO NOTHING;
 
--- DESIGN §2.8: a stream's compaction boundaries with their time; a line read again is the same row.
+-- accounting.md §2.8: a stream's compaction boundaries with their time; a line read again is the same row.
 -- name: insert_cache_boundaries
 INSERT INTO retrod.cache_boundaries (file_id, "offset", session_uuid, agent, ts)
 SELECT f.file_id, b."offset", f.session_uuid, b.agent, retrod.us_to_ts(b.ts_us)
@@ -369,7 +369,7 @@ FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, 
      json_to_recordset(f.rows) AS b("offset" BIGINT, agent TEXT, ts_us BIGINT)
 ON CONFLICT DO NOTHING;
 
--- DESIGN §2.1 unmarked fork copies: a main transcript's unmarked candidate lines with a uuid, each
+-- accounting.md §2.1 unmarked fork copies: a main transcript's unmarked candidate lines with a uuid, each
 -- with the record on it if any (§2.2: key NULL, none); a line read again is the same row, its
 -- record as read last. One index lookup per line of the batch tells who else holds its uuid:
 -- - another session (here or in the batch): every holder of the uuid is marked shared, and only
@@ -437,7 +437,7 @@ SELECT session_uuid FROM others WHERE holder = session_uuid
 UNION
 SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
 
--- DESIGN §2.1 unmarked fork copies: which session wrote each uuid more than one session holds.
+-- accounting.md §2.1 unmarked fork copies: which session wrote each uuid more than one session holds.
 -- name: uuid_writers
 SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
     SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
@@ -478,7 +478,7 @@ WITH uuids AS (
 )
 SELECT session_uuid, file_id, "offset" FROM changed;
 
--- DESIGN §2.4 with §2.1: the tool_use ids of lines that are fork copies (`changed` lines, and the
+-- accounting.md §2.4 with §2.1: the tool_use ids of lines that are fork copies (`changed` lines, and the
 -- fork copies of the `sessions` whose tool_calls a batch wrote) are set aside, and those of lines
 -- that stopped being one come back (the rollup's triggers count them out and in). A fork copy's
 -- uuid is shared (only shared uuids are ranked): its session's are found by the index of those,
@@ -513,7 +513,7 @@ WITH back AS (
 INSERT INTO retrod.tool_calls SELECT * FROM back
 ON CONFLICT (file_id, tool_use_id) DO NOTHING;
 
--- DESIGN §2.2 with §2.1: the owner of the requests of the given lines (`changed`: lines that
+-- accounting.md §2.2 with §2.1: the owner of the requests of the given lines (`changed`: lines that
 -- became, or stopped being, fork copies; `batch`: the stretch of each file a batch read, whose
 -- lines' records are owned again where the line is a fork copy, which upsert_requests ranked
 -- as the session's own) among the records held on lines (line_holders.key), a fork copy's as
@@ -565,7 +565,7 @@ FROM json_to_recordset(%(metas)s::json) AS x(session_uuid TEXT, agent_id TEXT, a
 ON CONFLICT (session_uuid, agent_id, db_role) DO UPDATE
 SET agent_type = excluded.agent_type, description = excluded.description;
 
--- Tool uses (DESIGN §2.6; migration 0010). A batch writes its calls, then their results, then
+-- Tool uses (accounting.md §2.6; migration 0010). A batch writes its calls, then their results, then
 -- settles which occurrence of an id counts, then judges again the calls whose signal may have
 -- changed: from the first call a change touches to the agent's end, and the call before it
 -- (whose "next call" it may be). Each statement returns where its rows sit in their agent.
@@ -651,7 +651,7 @@ SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted
 -- An id seen in several files of a session counts once, where it is seen first: in a main
 -- transcript if it is there (with several, the first in §2.3's order: its project folder's name,
 -- code-point, then host and path as retime_sessions), else on the machine with the smaller host
--- id (DESIGN §4: the same call on two machines, as a request's record; not whichever copy was
+-- id (accounting.md §4: the same call on two machines, as a request's record; not whichever copy was
 -- read first), then in the file whose path sorts first; then in file order.
 -- name: recount_tool_uses
 WITH ids AS (
@@ -686,7 +686,7 @@ FROM retrod.tool_uses t
 WHERE t.session_uuid = ANY(ARRAY(SELECT DISTINCT session_uuid FROM lines)) AND t.agent IS NOT NULL
   AND (t.file_id, t."offset") IN (SELECT file_id, "offset" FROM lines);
 
--- The signals of DESIGN §2.6, the first that applies, judged within the call's agent. Only the
+-- The signals of accounting.md §2.6, the first that applies, judged within the call's agent. Only the
 -- judgements that change are written.
 -- name: judge_tool_uses
 WITH dirty AS (  -- per agent, the first call a change touched

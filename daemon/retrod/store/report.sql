@@ -1,6 +1,6 @@
 -- Read side: everything `retrod report` shows comes from these precomputed rows.
 --
--- %(member)s: the database role whose rows a report reads (DESIGN §3: on a team's database every
+-- %(member)s: the database role whose rows a report reads (accounting.md §3: on a team's database every
 -- key includes the member; a reader sees every member's rows and names one). The user's tables
 -- have a db_role column only on a team's database (`retrod team` adds it): a row without one is
 -- the solo user's, which `coalesce(to_jsonb(row) ->> 'db_role', member)` matches either way.
@@ -41,7 +41,7 @@ SELECT
     coalesce((sum(size) FILTER (WHERE kind = 'tool_result'))::bigint, 0) AS persisted_bytes
 FROM retrod.files WHERE session_uuid = %(session)s AND db_role = %(member)s;
 
--- DESIGN §2.4: compaction boundaries counted once on the session's timeline (migration 0014).
+-- accounting.md §2.4: compaction boundaries counted once on the session's timeline (migration 0014).
 -- name: session_compactions
 SELECT count(*) AS compactions FROM retrod.events
 WHERE session_uuid = %(session)s AND db_role = %(member)s AND ts IS NULL AND compaction AND counted;
@@ -56,7 +56,7 @@ SELECT bucket, sum(requests)::bigint AS requests, sum(split_requests)::bigint AS
 FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1;
 
--- The session's tokens by what their price depends on (DESIGN §2.7): each part's model ('' =
+-- The session's tokens by what their price depends on (accounting.md §2.7): each part's model ('' =
 -- none named), the day (prices change by date; 'infinity': no timestamp), fast mode and the
 -- price tier of the part's own size. Priced at read time (report/prices.py), so an upgraded price
 -- table applies at once.
@@ -70,7 +70,7 @@ FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(me
 GROUP BY 1, 2, 3, 4;
 
 -- Classified time and tool output (the per-minute pieces of the gaps plus their whole-minute
--- spans, summed) and the session's start and end (DESIGN §2.3, §4) as every surface reads them:
+-- spans, summed) and the session's start and end (accounting.md §2.3, §4) as every surface reads them:
 -- its counted events', main or subagent timeline (migration 0022); none: undated.
 -- name: session_times
 SELECT coalesce(t.claude_us, 0)::bigint AS claude_us, coalesce(t.tool_us, 0)::bigint AS tool_us,
@@ -79,7 +79,7 @@ SELECT coalesce(t.claude_us, 0)::bigint AS claude_us, coalesce(t.tool_us, 0)::bi
 FROM (VALUES (1)) AS one (n)
 LEFT JOIN retrod.session_times t ON t.session_uuid = %(session)s AND t.db_role = %(member)s;
 
--- The human gaps longer than the away threshold (DESIGN §2.3): `away` as a whole. Few rows,
+-- The human gaps longer than the away threshold (accounting.md §2.3): `away` as a whole. Few rows,
 -- through a partial index: each is at least the threshold long.
 -- name: session_away
 SELECT coalesce(sum(gap_us), 0)::bigint AS away_us
@@ -91,7 +91,7 @@ SELECT coalesce((SELECT tool_calls FROM retrod.session_tool_calls
                   WHERE session_uuid = %(session)s AND db_role = %(member)s), 0) AS tool_calls;
 
 -- A subagent's description and type: its .meta.json, else the Task/Agent tool_use it answers,
--- else the nearest Task/Agent tool_use before it started, else unknown (DESIGN §2.4).
+-- else the nearest Task/Agent tool_use before it started, else unknown (accounting.md §2.4).
 -- name: session_subagents
 SELECT s.agent_id, s.first_ts, s.last_ts,
        retrod.ts_to_us(s.last_ts) - retrod.ts_to_us(s.first_ts) AS span_us,
@@ -172,7 +172,7 @@ FROM (
 
 -- The request parts whose timestamp falls in window `p` (a row of window_bounds), as rows of the
 -- rollups' columns — model, minute (an hour row's hour), fast, tier_floor, requests (n), parts
--- (np), tool turns, tokens, web searches — to be summed by price group (DESIGN §2.5, §2.7): the
+-- (np), tool turns, tokens, web searches — to be summed by price group (accounting.md §2.5, §2.7): the
 -- minutes around its whole hours, the hours, and the parts of the requests in its edges. (A
 -- fragment: `-- include: window_price_groups`.)
 -- Each range (the minutes before and after the whole hours, the two edges) is a LATERAL of its
@@ -206,7 +206,7 @@ FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
                 AND r.ts >= edge.a AND r.ts < edge.b OFFSET 0) q
 WHERE edge.a < edge.b
 
--- Per window [s, e) (window_bounds), DESIGN §2.5 (a phase's) and §2.9 (a task's: each of its
+-- Per window [s, e) (window_bounds), accounting.md §2.5 (a phase's) and §2.9 (a task's: each of its
 -- windows): the requests whose timestamp falls in it (window_price_groups), the overlap of each
 -- classified gap with it, the tool output read in it, each from the rollups for its whole minutes
 -- and the raw rows for its edges, as window_bounds splits it; summed by `id`: windows given the
@@ -292,7 +292,7 @@ WITH longest AS (  -- no span is longer: bounds the spans that can overlap a win
         WHERE session_uuid = %(session)s AND db_role = %(member)s AND kind = 'human' AND gap_us > %(away_us)s
           AND ts > p.s AND prev_ts < p.e
     ) a
-    CROSS JOIN LATERAL (  -- DESIGN §2.6: the calls whose time falls in the window, productive or by signal
+    CROSS JOIN LATERAL (  -- accounting.md §2.6: the calls whose time falls in the window, productive or by signal
         SELECT coalesce(sum(productive), 0)::bigint AS productive,
                coalesce(sum(sibling_error), 0)::bigint AS sibling_error,
                coalesce(sum(error_retry), 0)::bigint AS error_retry,
@@ -352,7 +352,7 @@ LEFT JOIN (
     FROM groups GROUP BY id
 ) m USING (id);
 
--- DESIGN §2.9's current task on the status line: the requests of a task's windows (window_bounds'
+-- accounting.md §2.9's current task on the status line: the requests of a task's windows (window_bounds'
 -- arguments), by price group, as window_figures' by_model sums them, without its
 -- times and calls: the cost alone, after every message.
 -- name: windows_tokens_by_model
@@ -369,8 +369,8 @@ FROM p CROSS JOIN LATERAL (
 ) x
 GROUP BY 1, 2, 3, 4;
 
--- DESIGN §2.6: the session's counted calls by agent, productive or by signal, from the rollup.
--- DESIGN §2.9: the session's plan calls (migration 0025) — its counted calls of the main thread
+-- accounting.md §2.6: the session's counted calls by agent, productive or by signal, from the rollup.
+-- accounting.md §2.9: the session's plan calls (migration 0025) — its counted calls of the main thread
 -- that are TodoWrite / TaskCreate / TaskUpdate with a timestamp — in order: time, project
 -- folder, line, block. report/plan.py derives the tasks from them.
 -- name: session_plan_calls
@@ -442,7 +442,7 @@ SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NUL
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
 JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 
--- DESIGN §2.8: the session's prompt-cache misses, found at commit (migration 0031), in time order
+-- accounting.md §2.8: the session's prompt-cache misses, found at commit (migration 0031), in time order
 -- (at one time: by stream, then in their stream's order), with what pricing them needs.
 -- name: session_cache_misses
 SELECT ts, agent, cause, reason, model, fast, size, rewritten, rewritten_1h, pause_us, prefix_before
@@ -450,7 +450,7 @@ FROM retrod.cache_misses
 WHERE session_uuid = %(session)s AND db_role = %(member)s
 ORDER BY ts, agent, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
 
--- DESIGN §2.8: the main stream's last element and the lifetime in force after it (the live state).
+-- accounting.md §2.8: the main stream's last element and the lifetime in force after it (the live state).
 -- name: session_cache_last
 SELECT last_ts, last_model, last_fast, last_prefix, last_ttl_s FROM retrod.cache_streams
 WHERE session_uuid = %(session)s AND agent = '' AND db_role = %(member)s AND last_ts IS NOT NULL;

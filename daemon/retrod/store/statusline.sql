@@ -73,7 +73,7 @@ FROM retrod.request_minutes
 WHERE db_role = %(member)s AND minute >= %(start)s AND minute < %(end)s
 GROUP BY 1, 2, 3, 4;
 
--- DESIGN §2.8's live state, cheaply: the main stream's elements (as retrod.cache_elements reads
+-- accounting.md §2.8's live state, cheaply: the main stream's elements (as retrod.cache_elements reads
 -- them, in its order) from the time of its last element that wrote the cache on. That writer sets
 -- the lifetime in force after the last element, so report/cache.py's walk over these few rows
 -- gives the report's `summary.cache.live` without reading the whole session. The writer is found
@@ -110,7 +110,7 @@ SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason F
 ) e
 ORDER BY agent, ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
 
--- What the plan (DESIGN §2.9) is derived from, summed up: it changes whenever a plan call is stored
+-- What the plan (accounting.md §2.9) is derived from, summed up: it changes whenever a plan call is stored
 -- or its result read (session_plan_calls reads the same rows, through the same partial index), so
 -- the status line derives the current task again only then.
 -- name: session_plan_key

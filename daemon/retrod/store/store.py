@@ -367,7 +367,7 @@ def merged_requests(requests: Iterable[Request]) -> dict[str, Request]:
 
 
 def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: list[str]) -> tuple[list[str], str]:
-    """DESIGN §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
+    """accounting.md §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
     again; the sessions whose lines became, or stopped being, fork copies, and those lines
     (a JSON list of {session_uuid, file_id, offset})."""
     rows = conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids}).fetchall()
@@ -378,7 +378,7 @@ def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: li
 
 def _retime(conn: psycopg.Connection, timed: list[tuple[str, int]], copies: list[str],
             batch_sessions: list[str]) -> None:
-    """DESIGN §2.3: each file's events are folded on their own, which is the session's timeline
+    """accounting.md §2.3: each file's events are folded on their own, which is the session's timeline
     unless it has several main transcripts, a line uuid repeats or a line is a fork copy (§2.1);
     those sessions' timelines are worked out again across their files, and those of `copies`
     (whose fork copies changed, or which hold a uuid of the batch at another line: a line uuid
@@ -396,7 +396,7 @@ def _retime(conn: psycopg.Connection, timed: list[tuple[str, int]], copies: list
 
 
 def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending], copied: str | None = None) -> None:
-    """DESIGN §2.6's calls and results of a batch, then the judgements they change; and the
+    """accounting.md §2.6's calls and results of a batch, then the judgements they change; and the
     calls on the `copied` lines (that became, or stopped being, fork copies: §2.1)."""
     placed: list[tuple] = []  # (session, tool_use_id or None, agent, file path, offset, block)
     if copied is not None:

@@ -32,7 +32,7 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['public.cc_sessions'::regclass, 'public.cc_session_phases'::regclass] LOOP
         EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS db_role TEXT NOT NULL DEFAULT current_user', t);
     END LOOP;
-    -- A session id is unique per member, not across the team (DESIGN §3): a member tracking a
+    -- A session id is unique per member, not across the team (accounting.md §3): a member tracking a
     -- session under a colleague's id takes nothing of the colleague's. The designed table's
     -- unique session_uuid (a constraint, or an index another tool made) gives way to one per
     -- member, unless a foreign key of the user's own rests on it: then it stays, and says so.

@@ -14,7 +14,7 @@ VALUES (%(session)s, %(project_slug)s, %(started_at)s, %(description)s)
 ON CONFLICT DO NOTHING
 RETURNING id, description, started_at, ended_at;
 
--- A member's row (DESIGN §3): one's own, or, for a team's reader, the member named.
+-- A member's row (accounting.md §3): one's own, or, for a team's reader, the member named.
 -- name: get_user_session
 SELECT id, description, started_at, ended_at FROM public.cc_sessions s
 WHERE session_uuid = %(session)s
@@ -119,7 +119,7 @@ WHERE session_uuid = %(session)s AND ended_at IS NULL
   AND coalesce(to_jsonb(s) ->> 'db_role', current_user) = current_user;
 
 -- `retrod sessions`: the newest sessions first, or those with the most tokens, or the least
--- efficient tool use (DESIGN §2.6) first. Start and end are the session's (DESIGN §2.3, §4: its
+-- efficient tool use (accounting.md §2.6) first. Start and end are the session's (accounting.md §2.3, §4: its
 -- counted events', main or subagent timeline), as session_figures keeps them for every surface
 -- (migration 0022); tokens and calls come from the per-minute rollups: no scan of events,
 -- requests or calls. `projects`: the projects' names (resolve.match_project), `slugs` their
@@ -175,7 +175,7 @@ ORDER BY CASE WHEN %(sort)s = 'tokens' THEN f.total_tokens END DESC NULLS LAST,
 LIMIT %(limit)s;
 
 -- name: known_projects
--- Every project there is (DESIGN §4), as one (working folder, Claude Code folder name) pair per
+-- Every project there is (accounting.md §4), as one (working folder, Claude Code folder name) pair per
 -- session: its working folder is the first `cwd` of its main transcripts in the order of their
 -- folder names (null: none names one), its folder the main transcript's (else the smallest, which
 -- session_figures holds for a session with no main transcript). `member`: whose sessions (null:

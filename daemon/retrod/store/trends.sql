@@ -1,7 +1,7 @@
 -- `retrod trends` and `retrod brief`: many sessions' figures at once, from the per-session
 -- rollups (migration 0018), the tool-call rollup by agent and the user's phases. Every figure is a
 -- sum of the per-session figures `retrod report` shows, read from rollups those are read from too.
--- `member`: whose rows (DESIGN §3), as in report.sql.
+-- `member`: whose rows (accounting.md §3), as in report.sql.
 
 -- After a scan that read a backfill's worth (daemon.py): the statistics of the tables trends and
 -- the web UI's list plan their sums by, gathered at once rather than at autovacuum's next round
@@ -23,7 +23,7 @@ BEGIN
     END LOOP;
 END $$;
 
--- What the member's tokens' prices depend on (DESIGN §2.7): trends.py looks each key's prices up
+-- What the member's tokens' prices depend on (accounting.md §2.7): trends.py looks each key's prices up
 -- (report/prices.py) and hands them to trend_figures, which prices the groups where they are.
 -- name: price_keys
 SELECT DISTINCT model, day::text AS day, fast, tier_floor  -- (day 'infinity': no timestamp)
@@ -67,7 +67,7 @@ FROM k;
 
 -- One row per period, `grp` and `machine` (trends.py adds a period's rows up): the sums of the
 -- figures of the sessions that started in it. A session belongs wholly to the period its start
--- falls in (DESIGN §2.3: its first counted event, main or subagent timeline; the report's
+-- falls in (accounting.md §2.3: its first counted event, main or subagent timeline; the report's
 -- started_at), periods cut by date_trunc(`by`) in the time zone `tz` (weeks start on Monday). period NULL: no timestamp at all. grp: the project (`by_project`: its working folder,
 -- else its Claude Code folder name; `slug`, `path`: its folder name and working folder), the
 -- session (`by_session`), else NULL. Filters: `projects` (the projects' names,
@@ -75,7 +75,7 @@ FROM k;
 -- `sessions` (these only), and the span of starts summed (trend_periods.py: the periods whose
 -- sessions changed since it last summed them): started in [`started_from`, `started_to`), and
 -- the undated sessions when `undated`; `started_from` NULL: every session.
--- machine (DESIGN §4 "Machines"; NULL unless `by_machine`): the host id whose files hold the
+-- machine (accounting.md §4 "Machines"; NULL unless `by_machine`): the host id whose files hold the
 -- figure. Requests go by the machine of their attributed record (requests.machine, migration
 -- 0023; not known: the session's), time, tool-result bytes and calls by the host of the
 -- transcript row that counts (events, tool_uses); the session itself (its count, wall time,
@@ -86,7 +86,7 @@ FROM k;
 -- per-session price group priced as a report prices it (prices.py `_cost`, at the rates in
 -- `rates`: report/rates.py's spans), `unpriced` when one with tokens has none, or one with web
 -- searches no web-search price (its tokens still priced: docs/decisions.md).
--- cache_misses: per model and cause, the prompt-cache misses (DESIGN §2.8) of the sessions, their
+-- cache_misses: per model and cause, the prompt-cache misses (accounting.md §2.8) of the sessions, their
 -- rewritten tokens and extra cost (migration 0031's rows, kept at commit), by machine the machine
 -- of each miss's request.
 -- name: trend_figures
@@ -247,7 +247,7 @@ WITH rates AS (
         GROUP BY 1, 2, 3, 4
     ) m
     GROUP BY 1, 2, 3
-), misses AS (  -- DESIGN §2.8's misses (migration 0031's rows), per model and cause, priced as
+), misses AS (  -- accounting.md §2.8's misses (migration 0031's rows), per model and cause, priced as
     -- report/cache.py's miss_extra: the rewritten 1h tokens at (1h write − read), the rest at (5m
     -- write − read), at the rates of their part's model, speed, tier (its size, by the member's
     -- stored thresholds, as the price groups') and UTC day (summed by those first, then priced
@@ -325,7 +325,7 @@ JOIN public.cc_sessions u ON u.id = p.session_id
 WHERE u.session_uuid = ANY(%(sessions)s::text[]) AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
 ORDER BY p.started_at DESC, p.id DESC;
 
--- Per waste signal (DESIGN §2.6), over these sessions: the path (or short input) it hit most often,
+-- Per waste signal (accounting.md §2.6), over these sessions: the path (or short input) it hit most often,
 -- and how often, as the example the brief names.
 -- name: brief_waste_examples
 SELECT signal, detail, n FROM (

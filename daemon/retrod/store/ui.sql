@@ -17,7 +17,7 @@ SELECT DISTINCT state ->> 'cwd' FROM retrod.files WHERE kind = 'main' AND state 
 -- name: ui_models
 SELECT DISTINCT model FROM retrod.session_requests WHERE model <> '' AND parts > 0 ORDER BY 1;
 
--- The machines (host ids, DESIGN §4) transcripts are stored under.
+-- The machines (host ids, accounting.md §4) transcripts are stored under.
 -- name: ui_machines
 SELECT DISTINCT host_id FROM retrod.files
 WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
@@ -70,7 +70,7 @@ WITH rates AS MATERIALIZED (  -- read once, typed
     LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_floor)
                      AND g.day BETWEEN r.day_from AND r.day_to
     GROUP BY g.session_uuid, g.db_role
-), waste AS (  -- only when sorting by it: DESIGN §2.8's waste, the misses (migration 0031) but
+), waste AS (  -- only when sorting by it: accounting.md §2.8's waste, the misses (migration 0031) but
     -- compactions', each at (5m write − read) for its 5m tokens and (1h write − read) for its 1h ones
     SELECT c.session_uuid, c.db_role,
            sum((c.rewritten - c.rewritten_1h) * (r.cache_5m - r.cache_read)
@@ -99,7 +99,7 @@ WITH rates AS MATERIALIZED (  -- read once, typed
                          WHEN 'cache' THEN coalesce(w.usd, 0) END AS sort_key,  -- (no misses: 0)
            coalesce(c.unrated, false) OR coalesce(w.unrated, false) AS unrated
     FROM retrod.session_figures s
-    CROSS JOIN LATERAL (SELECT s.first_us) t  -- the session's start (DESIGN §2.3; migration 0022)
+    CROSS JOIN LATERAL (SELECT s.first_us) t  -- the session's start (accounting.md §2.3; migration 0022)
     LEFT JOIN (SELECT session_uuid, db_role, unrated,
                       CASE WHEN unpriced_any AND NOT priced_any THEN NULL ELSE coalesce(usd, 0) END AS usd
                FROM cost) c ON c.session_uuid = s.session_uuid AND c.db_role = s.db_role
@@ -112,7 +112,7 @@ WITH rates AS MATERIALIZED (  -- read once, typed
            FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role),
           s.project_slug) = ANY(%(projects)s::text[]))
       AND (%(member)s::text IS NULL OR s.db_role = %(member)s::text)
-      AND (%(machine)s::text IS NULL OR EXISTS (  -- a transcript of it on that machine (DESIGN §4)
+      AND (%(machine)s::text IS NULL OR EXISTS (  -- a transcript of it on that machine (accounting.md §4)
           SELECT FROM retrod.files f
           WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role AND f.host_id = %(machine)s::text
             AND f.kind IN ('main', 'subagent', 'agent_root')))
@@ -210,7 +210,7 @@ FROM retrod.events e
 WHERE e.session_uuid = %(session)s AND e.db_role = %(member)s AND e.ts IS NULL AND e.compaction AND e.counted
 ORDER BY 1 NULLS LAST;
 
--- A session's tool calls flagged by a waste signal (DESIGN §2.6), per minute: the timeline marks
+-- A session's tool calls flagged by a waste signal (accounting.md §2.6), per minute: the timeline marks
 -- where waste happened.
 -- name: ui_timeline_waste
 SELECT minute, sum(sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
@@ -221,7 +221,7 @@ GROUP BY minute HAVING sum(sibling_error + error_retry + persisted_output_read +
                            + re_read) > 0
 ORDER BY minute;
 
--- The prompt-cache misses (DESIGN §2.8, migration 0031) of these sessions (each with its member),
+-- The prompt-cache misses (accounting.md §2.8, migration 0031) of these sessions (each with its member),
 -- as session_cache_misses reads one session's: the list prices each page's rows' waste as their
 -- reports do.
 -- name: ui_sessions_cache_misses

@@ -1,4 +1,4 @@
-"""Which files under a projects root matter, and what each one is (DESIGN §2.1)."""
+"""Which files under a projects root matter, and what each one is (accounting.md §2.1)."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def session_paths(root: Path, session: str) -> list[Path]:
 
 
 def _may_hold_files(root: Path, folder: Path) -> bool:
-    """Prune the walk to the folders of DESIGN §2.1 (a session folder may hold much else)."""
+    """Prune the walk to the folders of accounting.md §2.1 (a session folder may hold much else)."""
     parts = folder.relative_to(root).parts
     if len(parts) <= 1:
         return True

@@ -1,4 +1,4 @@
-"""The pure fold: transcript lines in, rows to upsert out (DESIGN §2). No I/O here.
+"""The pure fold: transcript lines in, rows to upsert out (accounting.md §2). No I/O here.
 
 The same function serves backfill and live tailing: `fold` takes the state saved with the file's
 offset and returns the next state, so any chunking of a file gives the same rows as one pass.
@@ -149,7 +149,7 @@ class Request:
         return (other.usage_path, other.usage_offset) < (self.usage_path, self.usage_offset)
 
     def merge(self, other: Request) -> None:
-        """Fold another record of the same request in (DESIGN §2.2)."""
+        """Fold another record of the same request in (accounting.md §2.2)."""
         if self.usage_beaten_by(other):
             self.usage_main, self.usage, self.model = other.usage_main, other.usage, other.model
             self.parts, self.fast, self.reason = other.parts, other.fast, other.reason
@@ -191,7 +191,7 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class Boundary:
-    """A compact_boundary line with a timestamp in a stream's own transcript (DESIGN §2.8): a
+    """A compact_boundary line with a timestamp in a stream's own transcript (accounting.md §2.8): a
     main transcript's lines but its isSidechain ones (copied history and fork copies included;
     agent ""), every line of an agent's own file (agent = the file's id)."""
 
@@ -232,7 +232,7 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """A tool_use block DESIGN §2.6 counts: an own assistant line of a main transcript (agent "")
+    """A tool_use block accounting.md §2.6 counts: an own assistant line of a main transcript (agent "")
     or a line of a subagent file that is not copied history (agent = the file's id)."""
 
     id: str
@@ -244,8 +244,8 @@ class Call:
     path: str | None
     detail: str | None  # a short form of an input without a path
     ts_us: int | None
-    plan: dict | None = None  # a plan call's input of the main thread (DESIGN §2.9; plan.plan_input)
-    example: str | None = None  # DESIGN §2.10's example text of a call without a path
+    plan: dict | None = None  # a plan call's input of the main thread (accounting.md §2.9; plan.plan_input)
+    example: str | None = None  # accounting.md §2.10's example text of a call without a path
 
 
 @dataclass(slots=True)
@@ -438,7 +438,7 @@ def _add_calls(out: FoldResult, agent: str, offset: int, msg: Message) -> None:
             continue
         name = tool_use.name or ""
         path = input_path(tool_use.input)
-        # DESIGN §2.9: the plan is the main thread's; a subagent's todo list is its own
+        # accounting.md §2.9: the plan is the main thread's; a subagent's todo list is its own
         plan = plan_input(name, tool_use.input) if agent == "" and name in PLAN_TOOLS else None
         out.calls[tool_use.id] = Call(tool_use.id, agent, offset, block, name, fingerprint(name, tool_use.input),
                                       path, None if path else input_detail(tool_use.input), msg.timestamp, plan,
@@ -446,8 +446,8 @@ def _add_calls(out: FoldResult, agent: str, offset: int, msg: Message) -> None:
 
 
 def _add_result(out: FoldResult, result: ToolResult) -> None:
-    """The first tool_result block for an id in a user line of the file (DESIGN §2.6 "a user line
-    of the same file"): own, sidechain or copied."""
+    """The first tool_result block for an id in a user line of the file (accounting.md §2.6: "any user
+    line (own or not) of the same file"): own, sidechain or copied."""
     if result.tool_use_id is not None and result.tool_use_id not in out.results:
         out.results[result.tool_use_id] = result
 
@@ -480,7 +480,7 @@ def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry)
         if result_bytes or entry.uuid is not None:
             out.events.append(Event(offset, None, None, None, 0, result_bytes, entry.uuid, gap_class))
         return
-    # DESIGN §2.3: gaps run from the high-water mark, so a line stamped earlier than the one
+    # accounting.md §2.3: gaps run from the high-water mark, so a line stamped earlier than the one
     # before it does not make the next gap count the same time twice. Whether a long human gap
     # is `away` is decided when the figures are read (RETROD_AWAY_AFTER_S may change).
     high = state.high_water_us

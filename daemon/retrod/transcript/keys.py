@@ -1,4 +1,4 @@
-"""Ids, names and paths read from transcripts as rows are keyed by them (DESIGN §2.1: strings of
+"""Ids, names and paths read from transcripts as rows are keyed by them (accounting.md §2.1: strings of
 any length, kept and compared whole, never stopping ingest). Standard library only: discovery
 uses it too, which commands that read no transcript import."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 
 # A string an index holds whole is at most this long (in UTF-8); a longer one is stored as its
-# start and a SHA-256 of the whole (DESIGN §2.1: any length, never stopping ingest). A btree row
+# start and a SHA-256 of the whole (accounting.md §2.1: any length, never stopping ingest). A btree row
 # holds ~2.7 kB, and an index may hold several such columns (tool_uses: session, agent, path and
 # the transcript's path).
 INDEX_BYTES = 200

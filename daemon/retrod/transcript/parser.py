@@ -26,14 +26,14 @@ TASK_TOOL_NAMES = frozenset({"Task", "Agent"})
 
 
 class _ServerToolUse(Struct):
-    """What the API's own tools did for a request part (DESIGN §2.2 web searches). Any type: a
+    """What the API's own tools did for a request part (accounting.md §2.2 web searches). Any type: a
     value that is no count (a bool, a string) counts 0 rather than spoiling the line's decode."""
 
     web_search_requests: Any = None
 
 
 class _Iteration(Struct):
-    """One part of a request (DESIGN §2.2 iterations): a refused attempt, the fallback that
+    """One part of a request (accounting.md §2.2 iterations): a refused attempt, the fallback that
     answered, an advisor call, a server-side compaction."""
 
     input_tokens: int | None = None
@@ -66,7 +66,7 @@ class _Block(Struct):
     id: str | None = None
     name: str | None = None
     tool_use_id: str | None = None
-    input: Any = None  # any JSON: compared whole (DESIGN §2.6); Task/Agent inputs also name a subagent
+    input: Any = None  # any JSON: compared whole (accounting.md §2.6); Task/Agent inputs also name a subagent
     content: str | list[_ResultItem] | None = None
     is_error: bool | None = None
 
@@ -76,7 +76,7 @@ class _Reason(Struct):
 
 
 class _Diagnostics(Struct):
-    """The API's cache diagnosis (Claude Code 2.1.217+), DESIGN §2.8."""
+    """The API's cache diagnosis (Claude Code 2.1.217+), accounting.md §2.8."""
 
     cache_miss_reason: str | _Reason | None = None
 
@@ -95,7 +95,7 @@ class _CreatedTask(Struct):
 
 class _AgentRef(Struct):
     """What retrod reads of a user line's `toolUseResult`: the subagent it answers for, whether the
-    call failed by its own account, and the task a TaskCreate made (DESIGN §2.9)."""
+    call failed by its own account, and the task a TaskCreate made (accounting.md §2.9)."""
 
     agentId: str | None = None
     success: bool | None = None
@@ -179,7 +179,7 @@ def storable_id(value: Any) -> str | None:
 
 
 def named_session(value: Any) -> str | None:
-    """The session a `sessionId` names (DESIGN §2.1): the part before its first `#` (workflow
+    """The session a `sessionId` names (accounting.md §2.1): the part before its first `#` (workflow
     agents write `<session>#<anything>`); none when that part is empty or the value no string."""
     if type(value) is not str:
         return None
@@ -187,7 +187,7 @@ def named_session(value: Any) -> str | None:
 
 
 def storable_key(value: Any) -> str | None:
-    """A request key as storable text that stays exact (DESIGN §2.2: two different ids are never
+    """A request key as storable text that stays exact (accounting.md §2.2: two different ids are never
     one request): backslash, NUL and lone surrogates are escaped, never replaced; made indexable."""
     if type(value) is not str or not value:
         return None
@@ -273,7 +273,7 @@ class Usage:
 
 @dataclass(slots=True, frozen=True)
 class Part:
-    """A part of a request (DESIGN §2.2 iterations): its model and its tokens."""
+    """A part of a request (accounting.md §2.2 iterations): its model and its tokens."""
 
     model: str | None
     usage: Usage
@@ -283,7 +283,7 @@ class Part:
 class ToolUse:
     id: str | None
     name: str | None
-    input: Any = None  # as decoded; only the calls DESIGN §2.6 counts are fingerprinted (fold)
+    input: Any = None  # as decoded; only the calls accounting.md §2.6 counts are fingerprinted (fold)
     description: str | None = None  # Task/Agent input only
     subagent_type: str | None = None
 
@@ -297,16 +297,16 @@ REJECTED_TEXT = "The user doesn't want to proceed with this tool use"
 @dataclass(slots=True, frozen=True)
 class ToolResult:
     tool_use_id: str | None
-    bytes: int  # DESIGN §2.4 tool_result_bytes of this block
+    bytes: int  # accounting.md §2.4 tool_result_bytes of this block
     failed: bool = False  # is_error is true
-    sibling: bool = False  # a text of it says SIBLING_ERROR_TEXT (DESIGN §2.6 sibling_error)
+    sibling: bool = False  # a text of it says SIBLING_ERROR_TEXT (accounting.md §2.6 sibling_error)
     ts_us: int | None = None  # its line's timestamp
     rejected: bool = False  # failed, saying REJECTED_TEXT: the person declined the call
-    refused: bool = False  # its line's toolUseResult says success: false (DESIGN §2.9)
-    task_id: str | None = None  # the task a TaskCreate made, as its result tells (DESIGN §2.9)
+    refused: bool = False  # its line's toolUseResult says success: false (accounting.md §2.9)
+    task_id: str | None = None  # the task a TaskCreate made, as its result tells (accounting.md §2.9)
 
 
-# DESIGN §2.9: a TaskCreate's result text starts "Task #<id> created successfully".
+# accounting.md §2.9: a TaskCreate's result text starts "Task #<id> created successfully".
 _CREATED_TASK = re.compile(r"Task #(\S+) created successfully")
 
 
@@ -320,7 +320,7 @@ class Message:
     key: str | None = None  # first of message.id, requestId, uuid
     model: str | None = None  # message.model ("<synthetic>" for Claude Code's own entries)
     usage: Usage | None = None  # set only when message.usage is an object
-    # usage.iterations, when they are the request's tokens (DESIGN §2.2); None: one part, the
+    # usage.iterations, when they are the request's tokens (accounting.md §2.2); None: one part, the
     # top-level usage and the message's model
     parts: tuple[Part, ...] | None = None
     fast: bool = False  # usage.speed is "fast" (fast mode: priced apart, §2.7)
@@ -371,7 +371,7 @@ def _usage(u: _Usage | _Iteration) -> Usage:
 
 
 def _parts(u: _Usage, top: Usage, model: str | None) -> tuple[Part, ...] | None:
-    """DESIGN §2.2: the iterations are the request's parts when there is at least one and their
+    """accounting.md §2.2: the iterations are the request's parts when there is at least one and their
     sums reach the top-level usage in each of the four fields; else the request is one part.
     One iteration that says what the top level says is that one part (None)."""
     if not u.iterations:
@@ -407,7 +407,7 @@ def _tool_result(block: _Block, ts_us: int | None) -> ToolResult:
 
 def _created_task(content: str | list[_ResultItem] | None) -> str | None:
     """The id in a result text `Task #<id> created successfully…`: the content when a string, else
-    the first text element's (DESIGN §2.9)."""
+    the first text element's (accounting.md §2.9)."""
     if isinstance(content, list):
         content = next((item.text for item in content if item.type == "text"), None)
     if not isinstance(content, str) or not content.startswith("Task #"):
@@ -417,7 +417,7 @@ def _created_task(content: str | list[_ResultItem] | None) -> str | None:
 
 
 def _with_outcome(result: ToolResult, block: _Block, ref: _AgentRef | None) -> ToolResult:
-    """A result with what its line's toolUseResult says of it (DESIGN §2.9)."""
+    """A result with what its line's toolUseResult says of it (accounting.md §2.9)."""
     task_id = storable_id(ref.task.id) if ref is not None and ref.task is not None else None
     refused = ref is not None and ref.success is False
     if task_id is None:
@@ -432,7 +432,7 @@ def _task_text(tool_input: Any, key: str) -> str | None:
 
 
 def _cache_miss_reason(diagnostics: _Diagnostics | None) -> str | None:
-    """DESIGN §2.8: a string, or an object whose `type` is a string; an empty one is none."""
+    """accounting.md §2.8: a string, or an object whose `type` is a string; an empty one is none."""
     reason = diagnostics.cache_miss_reason if diagnostics is not None else None
     if isinstance(reason, _Reason):
         reason = reason.type
@@ -480,7 +480,7 @@ def _decode_line(raw: bytes) -> _Line | None:
         pass
     # An odd field, a line that is not an object, or JSON that msgspec refuses: lone surrogate
     # escapes (\ud800), which JavaScript writes and Python's json accepts. Bytes that are not
-    # UTF-8 make a bad line (DESIGN §2.1), here as in msgspec.
+    # UTF-8 make a bad line (accounting.md §2.1), here as in msgspec.
     try:
         value = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except ValueError:  # UnicodeDecodeError included
@@ -490,7 +490,7 @@ def _decode_line(raw: bytes) -> _Line | None:
 
 def parse_line(raw: bytes) -> Entry | None:
     """Parse one complete line (without its newline). None when it is not a JSON object, or
-    not UTF-8 (DESIGN §2.1): msgspec checks only the strings it decodes, not those it skips,
+    not UTF-8 (accounting.md §2.1): msgspec checks only the strings it decodes, not those it skips,
     so the line is checked first (~3 GB/s, and only lines that are not plain ASCII)."""
     if not raw.isascii():
         try:

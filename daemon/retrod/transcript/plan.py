@@ -1,4 +1,4 @@
-"""What DESIGN §2.9 keeps of a plan call's `input`: the part that moves tasks, made storable.
+"""What accounting.md §2.9 keeps of a plan call's `input`: the part that moves tasks, made storable.
 Pure functions; the tasks themselves are derived when a report is asked for (report/plan.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ PLAN_TOOLS = TODO_TOOLS | TASK_TOOLS
 
 def plan_input(name: str, value: Any) -> dict | None:
     """A plan call's input as the store keeps it; None when the call is not a plan call or can
-    never count (DESIGN §2.9 "well formed": a TodoWrite whose `todos` is no array, a TaskUpdate
+    never count (accounting.md §2.9 "well formed": a TodoWrite whose `todos` is no array, a TaskUpdate
     without a task id). A TaskCreate is kept whatever it says: only its result tells its id.
 
     - TodoWrite: {"todos": [[content, status or null], ...]}, the items that are objects with a

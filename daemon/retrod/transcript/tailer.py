@@ -29,7 +29,7 @@ def read_chunk(fd: int, offset: int, max_bytes: int) -> Chunk:
     if last < 0:
         return Chunk([], offset)
     lines = []
-    start = len(BOM) if offset == 0 and buf.startswith(BOM) else 0  # DESIGN §2.1: ignored
+    start = len(BOM) if offset == 0 and buf.startswith(BOM) else 0  # accounting.md §2.1: ignored
     while start <= last:
         nl = buf.index(b"\n", start)
         end = nl - 1 if nl > start and buf[nl - 1] == 13 else nl  # 13: "\r"

@@ -1,4 +1,4 @@
-"""What DESIGN §2.6 needs of a tool_use block's `input`: a fingerprint of it for "the same name
+"""What accounting.md §2.6 needs of a tool_use block's `input`: a fingerprint of it for "the same name
 and input", the path it names, and a short form to show as an example. Pure functions."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ EXAMPLE_CHARS = 60
 
 
 def example_text(name: str, value: Any) -> str:
-    """DESIGN §2.10's example text of a call without a path: its tool name, one space and the
+    """accounting.md §2.10's example text of a call without a path: its tool name, one space and the
     first 60 code points of its canonical input (`json.dumps(input, sort_keys=True,
     separators=(",", ":"), ensure_ascii=False)` once every integral number is an integer)."""
     try:

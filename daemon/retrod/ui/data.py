@@ -46,7 +46,7 @@ class SessionQuery:
     since: date | None = None  # started on or after this day (UTC)
     until: date | None = None  # started on or before this day (UTC)
     model: str | None = None
-    machine: str | None = None  # a host id holding one of the session's transcripts (DESIGN §4)
+    machine: str | None = None  # a host id holding one of the session's transcripts (accounting.md §4)
     search: str | None = None  # in descriptions; a uuid's start; a project's name
     sort: str = "start"
     order: str = "desc"
@@ -100,7 +100,7 @@ class TrendsQuery:
     since: date | None = None  # sessions started on or after this day, in the periods' time zone
     tz: str | None = None  # the periods' time zone; None: the daemon's machine's
     member: str | None = None
-    machine: str | None = None  # only the figures this host id's files hold (DESIGN §4)
+    machine: str | None = None  # only the figures this host id's files hold (accounting.md §4)
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> TrendsQuery:
@@ -306,7 +306,7 @@ def _row(row: dict, by_model: list[dict], cost: dict, waste: float, shorts: Mapp
         "tokens": {f: int(row[f]) for f in model.TOKEN_FIELDS}, "total_tokens": int(row["total_tokens"]),
         "requests": int(row["requests"]),
         "models": sorted(m["model"] for m in by_model if m["model"] and m["requests"]), "cost": cost,
-        "cache_waste_usd": waste,  # DESIGN §2.8: its report's summary.cache.waste_usd
+        "cache_waste_usd": waste,  # accounting.md §2.8: its report's summary.cache.waste_usd
         "tool_calls": int(row["tool_calls"]), "efficiency": row["efficiency"],
         "tracked": row["user_session_id"] is not None, "phases": int(row["phases"]),
     }

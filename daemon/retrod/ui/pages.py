@@ -215,7 +215,7 @@ def _filters(choices: dict, query: SessionQuery, today: date) -> str:
 
 
 def _machine_select(machines: list[str], chosen: str | None) -> str:
-    """The machine filter (DESIGN §4: a host id files are stored under), where there is a choice:
+    """The machine filter (accounting.md §4: a host id files are stored under), where there is a choice:
     one machine writing here has none to make."""
     listed = machines if not chosen or chosen in machines else [chosen, *machines]
     if len(listed) < 2 and not chosen:
@@ -337,7 +337,7 @@ def _timeline(report: dict) -> str:
 
 
 def _plan(report: dict) -> str:
-    """DESIGN §2.9's tasks, as the Markdown's Tasks section shows them: each task's figures, the
+    """accounting.md §2.9's tasks, as the Markdown's Tasks section shows them: each task's figures, the
     costliest marked, the time outside every task, the tasks never started."""
     plan = report["plan"]
     if plan["family"] is None:
@@ -442,7 +442,7 @@ SEARCHES_HEADER = '<th class="num">Web searches</th>'
 
 
 def _models(summary: dict) -> str:
-    # Web searches (DESIGN §2.2) get a column only when a model made some, as in the Markdown.
+    # Web searches (accounting.md §2.2) get a column only when a model made some, as in the Markdown.
     searched = any(m["web_searches"] for m in summary["tokens_by_model"])
     rows = "".join(
         f'<tr><td>{e(m["model"] or "unknown")}</td><td class="num">{count(m["requests"])}</td>'
