@@ -13,6 +13,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NotRequired, TypedDict
 
 from .basics.stored_text import one_line
 
@@ -37,6 +38,86 @@ SMALL_BASE = 100
 WORKING_FLOOR = 5  # before count at least this for `working`
 STATUS_ORDER = ("not working", "too early", "unclear", "working")
 WASTE_VERDICTS = ("avoidable_waste", "exploratory_waste")
+
+
+# The rows that go out, declared (`retrod lessons --json`'s, and the brief's): the one place
+# their keys are defined; history/shapes.py holds the answers around them.
+
+class Side(TypedDict):
+    """A side's sums and rate; a cache cause's with its extra dollars per session."""
+
+    sessions: int
+    count: int
+    base: int
+    rate: float | None
+    extra_usd: NotRequired[float | None]
+
+
+class FirstGiven(TypedDict):
+    session: str
+    started_at: str
+
+
+class PatternRow(TypedDict):
+    """`patterns[]`."""
+
+    pattern: str
+    family: str
+    what: str
+    example: str | None
+    first_given: FirstGiven
+    sessions_given: int
+    baseline: str
+    before: Side
+    after: Side
+    status: str
+    back: bool
+
+
+class Logged(TypedDict):
+    session: str
+    task: str
+    phase: str
+    at: str
+
+
+class WasteShare(TypedDict):
+    before: float | None
+    after: float | None
+
+
+class LessonRow(TypedDict):
+    """`lessons[]`."""
+
+    lesson: str
+    logged: Logged
+    baseline: str
+    before: Side
+    after: Side
+    status: str
+    back: bool
+    waste_phase_share: WasteShare
+
+
+class Mode(TypedDict):
+    """A pattern the brief names (`modes`)."""
+
+    pattern: str
+    mode: str
+    status: str | None
+    back: bool
+    recent_count: int
+
+
+class ProjectLesson(TypedDict):
+    """The brief's `project_lessons[]`."""
+
+    lesson: str | None
+    task: str
+    phase: str
+    session: str
+    at: str
+    age_days: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +203,10 @@ def sides(pattern: str, history: History, cut_project: tuple, cut_member: tuple)
     return Sides(before, baseline, mine[at:])
 
 
-def side(pattern: str, sessions: Sequence[Session]) -> dict:
+def side(pattern: str, sessions: Sequence[Session]) -> Side:
     c = sum(count(pattern, s) for s in sessions)
     b = sum(base(pattern, s) for s in sessions)
-    out: dict = {"sessions": len(sessions), "count": c, "base": b, "rate": 100 * c / b if b else None}
+    out: Side = {"sessions": len(sessions), "count": c, "base": b, "rate": 100 * c / b if b else None}
     if pattern in CACHE_PATTERNS:
         out["extra_usd"] = (round(sum(s.misses.get(pattern, (0, 0.0))[1] for s in sessions) / len(sessions), 6)
                             if sessions else None)
@@ -205,10 +286,10 @@ def _iso(ts: datetime) -> str:
 
 
 def pattern_rows(history: History, given: Mapping[str, set[str]],
-                 calls: Mapping[str, Mapping[str, Mapping[str, int]]]) -> list[dict]:
+                 calls: Mapping[str, Mapping[str, Mapping[str, int]]]) -> list[PatternRow]:
     """`patterns[]`: one row per pattern given to at least one of the project's sessions.
     `given`: pattern -> the sessions given it; `calls`: session -> signal -> example text -> calls."""
-    rows = []
+    rows: list[PatternRow] = []
     for pattern in PATTERNS:
         cuts = _moments(history, given.get(pattern, set()))
         if cuts is None:
@@ -283,14 +364,15 @@ def lessons_of(phases: Iterable[Phase]) -> dict[str, tuple[Phase, Phase]]:
     return {key: (min(group, key=Phase.order), max(group, key=Phase.order)) for key, group in logged.items()}
 
 
-def lesson_rows(history: History, logged: Mapping[str, tuple[Phase, Phase]], phases: Sequence[Phase]) -> list[dict]:
+def lesson_rows(history: History, logged: Mapping[str, tuple[Phase, Phase]],
+                phases: Sequence[Phase]) -> list[LessonRow]:
     """`lessons[]`, newest first by the first logged phase's moment (ties: the compared text).
     `logged`: the lessons of the project's phases (lessons_of); `phases`: the sides' sessions',
     with their times (for the waste share)."""
     by_session: dict[str, list[Phase]] = {}
     for p in phases:
         by_session.setdefault(p.session, []).append(p)
-    rows = []
+    rows: list[tuple[datetime, str, LessonRow]] = []
     for text, (first, _) in logged.items():
         m = first.moment
         found = lesson_sides(history, m)
@@ -336,7 +418,7 @@ def lesson_sessions(history: History, logged: Mapping[str, tuple[Phase, Phase]])
     return need
 
 
-def answer(rows: Sequence[dict]) -> str:
+def answer(rows: Sequence[PatternRow]) -> str:
     """The one-line answer over the pattern rows (accounting.md §2.10 Interface, exactly)."""
     if not rows:
         return "retrod has named no pattern in this project's briefs yet"
@@ -371,10 +453,10 @@ def recurs(pattern: str, recent: Sequence[Session]) -> bool:
     return hit >= 2 or (hit == 1 and len(recent) == 1)
 
 
-def modes(rows: Sequence[dict], recent: Sequence[Session], last_mention: Mapping[str, str]) -> list[dict]:
+def modes(rows: Sequence[PatternRow], recent: Sequence[Session], last_mention: Mapping[str, str]) -> list[Mode]:
     """The patterns the brief names, in its order: `{pattern, mode, status, back, recent_count}`."""
     by_pattern = {r["pattern"]: r for r in rows}
-    out = []
+    out: list[Mode] = []
     for pattern in PATTERNS:
         row = by_pattern.get(pattern)
         mode: str | None
@@ -389,19 +471,19 @@ def modes(rows: Sequence[dict], recent: Sequence[Session], last_mention: Mapping
         else:
             mode = "fixed" if last_mention.get(pattern) != "fixed" else None
         if mode is not None:
-            out.append({"pattern": pattern, "mode": mode, "status": row and row["status"],
+            out.append({"pattern": pattern, "mode": mode, "status": None if row is None else row["status"],
                         "back": bool(row and row["back"]),
                         "recent_count": sum(count(pattern, s) for s in recent)})
     return sorted(out, key=lambda m: (MODE_GROUP[m["mode"]], -m["recent_count"], PATTERNS.index(m["pattern"])))
 
 
-def brief_lessons(logged: Mapping[str, tuple[Phase, Phase]], now: datetime, limit: int = 10) -> list[dict]:
+def brief_lessons(logged: Mapping[str, tuple[Phase, Phase]], now: datetime, limit: int = 10) -> list[ProjectLesson]:
     """The brief's lessons: the `limit` newest distinct ones of the project's (`logged`:
     lessons_of its phases), newest first by their newest moment (ties: the compared text), each
     with the newest phase's age in whole days."""
     found = sorted(logged.items(), key=lambda kv: kv[0])
     found.sort(key=lambda kv: kv[1][1].moment, reverse=True)
-    out = []
+    out: list[ProjectLesson] = []
     for _, (_, newest) in found[:limit]:
         out.append({"lesson": newest.lessons_learned, "task": newest.task, "phase": newest.phase,
                     "session": newest.session, "at": _iso(newest.moment),

@@ -40,7 +40,7 @@ from ..resolve import ENV_VAR, UUID_RE, project_slugs
 from ..settings import Settings
 from ..store.members import current_role
 from ..store.queries import q
-from . import lesson_data, trends
+from . import lesson_data, shapes, trends
 
 DEFAULT_SESSIONS = 5
 # The whole text's size (accounting.md §2.10): it goes into Claude's context at every session start.
@@ -153,11 +153,11 @@ def _lessons(phases: list[dict]) -> list[dict]:
 
 
 def _costliest_tasks(conn: Connection, sessions: list[str], phases: list[dict], member: str,
-                     prices: pricing.Prices, away_after_s: float) -> list[dict]:
+                     prices: pricing.Prices, away_after_s: float) -> list[shapes.CostliestTask]:
     """Issue 30: the recent sessions' costliest tasks of Claude's plan (accounting.md §2.9, the report's
     figures), costliest first, each with the verdicts of its session's phases named after it (as
     `phase log --from-task` names them: docs/decisions.md)."""
-    found = []
+    found: list[shapes.CostliestTask] = []
     for session in sessions:
         if not model.plan(conn, session, member).tasks:  # (no plan: none of the report's other figures needed)
             continue
@@ -173,11 +173,13 @@ def _costliest_tasks(conn: Connection, sessions: list[str], phases: list[dict], 
     return found[:COSTLIEST_TASKS]
 
 
-def _waste_phase(conn: Connection, p: dict, away_after_s: float, prices: pricing.Prices, member: str) -> dict:
-    figures = model.phase(conn, p["session_uuid"], p, member, away_after_s, prices) or {}
+def _waste_phase(conn: Connection, p: dict, away_after_s: float, prices: pricing.Prices,
+                 member: str) -> shapes.WastePhase:
+    figures = model.phase(conn, p["session_uuid"], p, member, away_after_s, prices)
     return {"task": p["task"], "phase": p["phase"], "verdict": p["verdict"], "session": p["session_uuid"],
             "started_at": p["started_at"].isoformat(), "ended_at": p["ended_at"] and p["ended_at"].isoformat(),
-            "cost": figures.get("cost"), "claude_s": figures.get("claude_s"), "tool_use": figures.get("tool_use"),
+            "cost": figures and figures["cost"], "claude_s": figures and figures["claude_s"],
+            "tool_use": figures and figures["tool_use"],
             "actions_summary": p["actions_summary"], "lessons_learned": p["lessons_learned"]}
 
 

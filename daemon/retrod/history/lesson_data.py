@@ -11,7 +11,9 @@ rule, else the working folder's nearest project)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 
 from psycopg import Connection
 from psycopg.rows import dict_row
@@ -24,6 +26,7 @@ from ..report.model import AWAY_AFTER_S
 from ..resolve import match_project, project_slugs, projects_of
 from ..store.members import current_role
 from ..store.queries import q
+from . import shapes
 
 
 def member_sessions(conn: Connection, member: str, projects: bool = True) -> list[dict]:
@@ -84,8 +87,8 @@ class Measured:
     member: list[rules.Session]
     recent: list[rules.Session]
     given: dict[str, set[str]]
-    patterns: list[dict]
-    lessons: list[dict]
+    patterns: list[rules.PatternRow]
+    lessons: list[rules.LessonRow]
     logged: dict[str, tuple[rules.Phase, rules.Phase]]  # (lessons.lessons_of)
     calls: dict[str, dict[str, dict[str, int]]]
 
@@ -155,7 +158,7 @@ def _timed(conn: Connection, phases: list[rules.Phase], member: str, away_after_
 
 def lessons(conn: Connection, *, folder: Path | None = None, project: str | None = None,
             member: str | None = None, prices: pricing.Prices = pricing.DEFAULT,
-            away_after_s: float = AWAY_AFTER_S) -> dict:
+            away_after_s: float = AWAY_AFTER_S) -> shapes.Lessons:
     """`{project, answer, patterns[], lessons[]}` (and `projects_matched` when `project` matched by
     a part): a project with no history has no rows and the first answer."""
     member = member or current_role(conn)
@@ -164,8 +167,10 @@ def lessons(conn: Connection, *, folder: Path | None = None, project: str | None
     found = measure(conn, member, every, {r["session_uuid"] for r in rows}, prices=prices,
                     away_after_s=away_after_s) if rows else None
     patterns = found.patterns if found else []
-    return {"project": where, **({"projects_matched": matched} if matched else {}),
-            "answer": rules.answer(patterns), "patterns": patterns, "lessons": found.lessons if found else []}
+    # (cast: mypy cannot follow a key written only when there is one; the shape declares it)
+    return cast(shapes.Lessons, {"project": where, **({"projects_matched": matched} if matched else {}),
+                                 "answer": rules.answer(patterns), "patterns": patterns,
+                                 "lessons": found.lessons if found else []})
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -178,7 +183,7 @@ def unit(pattern: str) -> str:
     return "per 100 requests" if pattern in rules.CACHE_PATTERNS else "per 100 calls"
 
 
-def render(data: dict) -> str:
+def render(data: Mapping[str, Any]) -> str:
     """The text form: the answer, then a row per pattern and per lesson; stored strings quoted."""
     lines = [f"Lessons in {quoted(data['project']) if data['project'] else 'this folder'}: {data['answer']}."]
     if data["patterns"]:

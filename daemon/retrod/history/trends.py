@@ -22,6 +22,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import psycopg
@@ -206,7 +207,8 @@ def figures(sums: _Sums) -> dict:
     tokens = {b: dict(zip(TOKEN_FIELDS, by_bucket[i], strict=True)) for i, b in enumerate(SPLIT_BUCKETS)}
     tokens["total"] = {f: sum(t[j] for t in by_bucket) for j, f in enumerate(TOKEN_FIELDS)}
     tool_use = tool_use_figures(dict(zip((PRODUCTIVE, *SIGNALS), sums.calls, strict=True)))
-    ranked = sorted(((n, s) for s, n in tool_use["signals"].items() if n), key=lambda x: (-x[0], SIGNALS.index(x[1])))
+    signals = cast(dict[str, int], tool_use["signals"])
+    ranked = sorted(((n, s) for s, n in signals.items() if n), key=lambda x: (-x[0], SIGNALS.index(x[1])))
     wall, claude, tool, human, away = sums.us
     cache_figures = _cache(sums, tokens["total"], cost["usd"])
     waste_by_model: dict[str, Decimal] = {}

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import structlog
@@ -24,7 +24,7 @@ from ..basics.stored_text import one_line, quoted
 from ..basics.verdicts import VERDICTS, shown
 from ..history import brief, lesson_data, trends
 from ..ingest.ingester import Ingester
-from ..report import model, plan, retrospective
+from ..report import model, plan, retrospective, shapes
 from ..report.prices import PricesError
 from ..report.prices import load as load_prices
 from ..service.cluster import ClusterError
@@ -97,13 +97,13 @@ def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts is not None else None
 
 
-def _tasks_text(tasks: list[dict]) -> str:
+def _tasks_text(tasks: list[shapes.Task]) -> str:
     """The plan's tasks in the answer's text: how many, the current one and the costliest, each
     with its number (`phase log --from-task N`) and cost."""
     if not tasks:
         return ""
 
-    def named(task: dict) -> str:
+    def named(task: shapes.Task) -> str:
         usd = task["cost"]["usd"]
         return f"task {task['number']} {quoted(task['name'])} ({'not priced' if usd is None else f'${usd:,.2f}'})"
 
@@ -233,7 +233,7 @@ class Tools:
         with self.db.connection() as conn:
             figures = model.stats(conn, found.uuid, self.settings.away_after_s, load_prices(self.settings.prices),
                                   member)
-        open_phase = figures["open_phase"]
+        open_phase = cast(shapes.Phase | None, figures["open_phase"])  # (stats' phase_figures: with its figures)
         stats = {"session": found.uuid, "found_by": _rule(found), **figures,
                  "open_phase": open_phase and {k: open_phase[k] for k in (
                      "task", "phase", "started_at", "tokens", "requests", "claude_s", "tool_s", "human_s", "away_s",
@@ -307,7 +307,7 @@ class Tools:
             data = lesson_data.lessons(conn, folder=None if project else _cwd(), project=project,
                                        prices=load_prices(self.settings.prices),
                                        away_after_s=self.settings.away_after_s)
-        return data, lesson_data.render(data)
+        return cast(dict, data), lesson_data.render(data)
 
     def trends(self, by: str, project: str | None, since: str | None, split: str | None, tz: str | None,
                member: str | None = None) -> Result:

@@ -11,11 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 from . import prices as pricing
+from . import shapes
 
-CAUSES = ("compaction", "model", "expired", "invalidated")
+CAUSES: tuple[str, ...] = tuple(shapes.Misses.__annotations__)  # compaction, model, expired, invalidated
 WASTE_CAUSES = ("model", "expired", "invalidated")  # a compaction's re-write is expected, never waste
 FIVE_MINUTES_S = 300
 ONE_HOUR_S = 3600
@@ -211,7 +212,7 @@ def _extra_at(rates: pricing.Rates | None, rewritten: int, rewritten_1h: int) ->
             + rewritten_1h * (rates.cache_create_1h - rates.cache_read)) / _MILLION
 
 
-def figures(tokens: Mapping[str, int], scope: Iterable[Miss]) -> dict:
+def figures(tokens: Mapping[str, Any], scope: Iterable[Miss]) -> shapes.Cache:
     """A scope's figures: `tokens` its requests' input, cache_read and cache_create; `scope`
     its misses."""
     read, create = int(tokens["cache_read"]), int(tokens["cache_create"])
@@ -227,8 +228,8 @@ def figures(tokens: Mapping[str, int], scope: Iterable[Miss]) -> dict:
         "read": read,
         "create": create,
         "hit_ratio": read / whole if whole else None,
-        "misses": {cause: {"count": counts[cause], "rewritten": rewritten[cause],
-                           "extra_usd": pricing.usd(extra[cause])} for cause in CAUSES},
+        "misses": cast(shapes.Misses, {cause: {"count": counts[cause], "rewritten": rewritten[cause],
+                                               "extra_usd": pricing.usd(extra[cause])} for cause in CAUSES}),
         "waste_usd": pricing.usd(sum((extra[c] for c in WASTE_CAUSES), Decimal(0))),
     }
 
@@ -262,12 +263,12 @@ def of_agent(found: Iterable[Miss], agent: str) -> list[Miss]:
     return [m for m in found if m.agent == agent]
 
 
-def costliest(found: Iterable[Miss]) -> list[dict]:
+def costliest(found: Iterable[Miss]) -> list[shapes.Miss]:
     """The ten misses with the largest extra cost, the earlier first among equals."""
     return listed(sorted(found, key=lambda m: (-m.extra, m.at))[:COSTLIEST])
 
 
-def listed(found: Iterable[Miss]) -> list[dict]:
+def listed(found: Iterable[Miss]) -> list[shapes.Miss]:
     """Misses as the report's JSON shows them, in the order given (`cache_misses`: all of them,
     in time order, for the timeline's markers; `costliest`: the ten)."""
     return [{"at": m.at.isoformat(), "agent": m.agent, "cause": m.cause, "reason": m.reason,
@@ -275,7 +276,7 @@ def listed(found: Iterable[Miss]) -> list[dict]:
              "prefix_before": m.prefix_before} for m in found]
 
 
-def live(last: Last | None, now: datetime, prices: pricing.Prices) -> dict:
+def live(last: Last | None, now: datetime, prices: pricing.Prices) -> shapes.LiveCache:
     """The main stream's cache as of `now`: warm with the seconds left, or cold; what the next
     message writes again once it is cold, and what that costs beyond reading it (by the last
     element's model and speed, at today's prices, in the tier of a request that size)."""

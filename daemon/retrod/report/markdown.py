@@ -7,7 +7,9 @@ a table's cell (`cell`) and in the timeline's labels, where quotes would only be
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from ..basics.stored_text import one_line, quoted
 from ..basics.verdicts import shown
@@ -45,7 +47,7 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
-def efficiency(tool_use: dict) -> str:
+def efficiency(tool_use: Mapping[str, Any]) -> str:
     """Productive calls as a share of all calls (accounting.md §2.6); a dash without calls."""
     return "—" if tool_use["efficiency"] is None else f"{tool_use['efficiency'] * 100:.0f}%"
 
@@ -71,7 +73,7 @@ def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ..
             *("| " + " | ".join(r) + " |" for r in rows)]
 
 
-def render(report: dict) -> str:
+def render(report: Mapping[str, Any]) -> str:
     session, summary = report["session"], report["summary"]
     date = (session["started_at"] or "")[:10] or "undated"
     # (a session's id is stored text too: a 2.0.x agent file names its session by any sessionId)
@@ -136,7 +138,7 @@ def usd(value: float | None) -> str:
     return "<$0.01" if 0 < value < 0.005 else f"${value:,.2f}"
 
 
-def cost_cell(cost: dict) -> str:
+def cost_cell(cost: Mapping[str, Any]) -> str:
     """A total that leaves out models with no price says it is a lower bound."""
     if cost["usd"] is None:
         return "not priced" if cost["unknown_models"] else "—"
@@ -373,7 +375,7 @@ def task_status(task: dict) -> str:
     return task["status"] + ("" if task["ended_at"] else " (current)")
 
 
-def task_cells(task: dict) -> dict[str, str]:
+def task_cells(task: Mapping[str, Any]) -> dict[str, str]:
     """A task's figures as the Tasks section writes them (the web UI's task table too): time,
     output, tokens, cost, tool calls, efficiency and wasted calls, by the UI's field names."""
     use = task["tool_use"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
+from typing import cast, overload
 
 from psycopg import Connection
 from psycopg.rows import dict_row
@@ -11,13 +12,14 @@ from psycopg.rows import dict_row
 from ..basics.verdicts import VERDICTS
 from ..store.members import member_of
 from ..store.queries import generic_plans, one, q
-from . import cache
+from . import cache, shapes
 from . import prices as pricing
 from .plan import Plan, PlanCall, Task, derive
 
-BUCKETS = ("main", "subagents", "compaction", "total")
-TOKEN_FIELDS = ("input", "output", "cache_read", "cache_create")
-SIGNALS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
+# The keys of the token figures and of the waste signals, in their JSON's order (report/shapes.py)
+BUCKETS: tuple[str, ...] = tuple(shapes.TokensByBucket.__annotations__)
+TOKEN_FIELDS: tuple[str, ...] = tuple(shapes.Tokens.__annotations__)
+SIGNALS: tuple[str, ...] = tuple(shapes.Signals.__annotations__)
 PRODUCTIVE = ""  # counts by signal: the calls no signal applies to
 WASTE_EXAMPLES = 3
 
@@ -26,6 +28,10 @@ def _seconds(us: int) -> float:
     return round(us / 1_000_000, 3)
 
 
+@overload
+def _iso(ts: datetime) -> str: ...
+@overload
+def _iso(ts: datetime | None) -> str | None: ...
 def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts is not None else None
 
@@ -37,7 +43,7 @@ def known_sessions(conn: Connection, prefix: str) -> list[str]:
 
 
 def session_costs(conn: Connection, sessions: list[tuple[str, str]],
-                  prices: pricing.Prices) -> dict[tuple[str, str], tuple[list[dict], dict]]:
+                  prices: pricing.Prices) -> dict[tuple[str, str], tuple[list[shapes.ModelTokens], shapes.Cost]]:
     """Each (session, member)'s tokens by model and cost, priced exactly as its report prices them
     (pricing.by_model over its price groups): the lists' cost (`retrod sessions`, the web UI's)."""
     groups: dict[tuple[str, str], list[dict]] = {pair: [] for pair in sessions}
@@ -53,7 +59,7 @@ AWAY_AFTER_S = 1800.0  # accounting.md §2.3's default; RETROD_AWAY_AFTER_S
 
 
 def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
-          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None) -> dict:
+          prices: pricing.Prices = pricing.DEFAULT, member: str | None = None) -> shapes.Report:
     """`away_after_s`: a human gap longer than this is `away` (decided here, at read time);
     `prices`: what the estimated costs use; `member`: whose rows (member_of)."""
     pricing.store_tiers(conn)  # the tiers the store sums by are the ones priced here
@@ -62,12 +68,11 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
         files = one(cur.execute(q("session_files"), args))
         compactions = one(cur.execute(q("session_compactions"), args))["compactions"]
-        summary = _summary(cur, args, prices)
+        times, by_agent, summary = _summary(cur, args, prices)
         subagent_rows = cur.execute(q("session_subagents"), args).fetchall()
         user_row = cur.execute(q("user_session"), args).fetchone()
         phase_rows = cur.execute(q("session_phases"), args).fetchall()
         figures = {int(i): fig for i, fig in window_figures(cur, args, _phase_windows(phase_rows)).items()}
-        by_agent = summary.pop("by_agent")
         tools = [_tool(row) for row in cur.execute(q("session_tools"), args)]
         wasted = sorted({signal for calls in by_agent.values() for signal, n in calls.items() if n and signal})
         examples = cur.execute(q("session_waste_examples"),
@@ -76,9 +81,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         plan = _plan(cur, args)
         task_figures = _task_window_figures(cur, args, plan)
         now = datetime.now(UTC)  # the live state's and open phases' "now"
-        misses, summary["cache"] = _cache(cur, args, summary["tokens"]["total"], prices, now)
+        misses, session_cache = _cache(cur, args, summary["tokens"]["total"], prices, now)
 
-    times = summary.pop("times")
     tokens = summary["tokens"]
     phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
     for row, phase_figures in zip(phase_rows, phases, strict=True):
@@ -104,7 +108,11 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "bad_lines": int(files["bad_lines"]),
         },
         "summary": {
-            **{k: summary[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")},
+            "wall_s": summary["wall_s"],
+            "claude_s": summary["claude_s"],
+            "tool_s": summary["tool_s"],
+            "human_s": summary["human_s"],
+            "away_s": summary["away_s"],
             "away_after_s": away_after_s,
             "requests": summary["requests"],
             "split_requests": summary["split_requests"],
@@ -115,7 +123,11 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "tool_result_tokens_est": int(times["tool_result_bytes"]) // 4,
             "persisted_outputs": {"count": files["persisted_outputs"], "bytes": int(files["persisted_bytes"])},
             "phases": len(phases),
-            **{k: summary[k] for k in ("tokens", "tokens_by_model", "cost", "tool_use", "cache")},
+            "tokens": tokens,
+            "tokens_by_model": summary["tokens_by_model"],
+            "cost": summary["cost"],
+            "tool_use": tool_use,
+            "cache": session_cache,
             "tool_use_by_agent": {agent: tool_use_figures(calls) for agent, calls in sorted(by_agent.items())},
         },
         "prices": prices.describe(),
@@ -141,37 +153,38 @@ def _task_window_figures(cur, args: dict, plan: Plan) -> dict[str, dict]:
 
 
 def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
-           subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime) -> list[dict]:
+           subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime) -> list[shapes.Task]:
     """`plan.tasks[]` (accounting.md §2.9): `subagents` the listed ones as (agent id, task number)."""
     return [_task(n, task, task_figures[str(n)], prices, [agent for agent, number in subagents if number == n],
                   cache.in_windows(misses, task.windows, now))
             for n, task in enumerate(plan.tasks, 1)]
 
 
-def _plan_json(plan: Plan, tasks: list[dict]) -> dict:
+def _plan_json(plan: Plan, tasks: list[shapes.Task]) -> shapes.Plan:
     return {"family": plan.family, "calls": plan.calls, "tasks": tasks,
             "tasks_never_started": [{"name": t.name, "status": t.status} for t in plan.never_started]}
 
 
-def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
-    """The session's totals: tokens by bucket and model, cost, the four times, requests, tool use."""
+def _summary(cur, args: dict, prices: pricing.Prices) -> tuple[dict, dict[str, dict[str, int]], shapes.Totals]:
+    """The session's times row (session_times), its counted calls by agent and signal, and its
+    totals: tokens by bucket and model, cost, the four times, requests, tool use."""
     by_bucket = {row["bucket"]: row for row in cur.execute(q("session_tokens"), args)}
     model_rows = cur.execute(q("session_tokens_by_model"), args).fetchall()
     times = one(cur.execute(q("session_times"), args))
     away_us = one(cur.execute(q("session_away"), args))["away_us"]
     tool_calls = one(cur.execute(q("session_tool_calls"), args))["tool_calls"]
     by_agent = {row["agent"]: _calls_by_signal(row) for row in cur.execute(q("session_tool_use"), args)}
-    tokens = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS}
-              for b in BUCKETS[:-1]}
-    tokens["total"] = {f: sum(tokens[b][f] for b in BUCKETS[:-1]) for f in TOKEN_FIELDS}
+    split = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS} for b in BUCKETS[:-1]}
+    # (keys looped over are the shapes' own: mypy cannot follow a loop, the shape defines them)
+    tokens = cast(shapes.TokensByBucket,
+                  {**split, "total": {f: sum(split[b][f] for b in split) for f in TOKEN_FIELDS}})
     wall_us = (times["last_ts"] - times["first_ts"]) // timedelta(microseconds=1) if times["first_ts"] else 0
     tokens_by_model, cost = pricing.by_model(model_rows, prices)
     session_calls: dict[str, int] = {}
     for calls in by_agent.values():
         for signal, n in calls.items():
             session_calls[signal] = session_calls.get(signal, 0) + n
-    return {
-        "times": times, "by_agent": by_agent,
+    return times, by_agent, {
         "wall_s": _seconds(wall_us),
         "claude_s": _seconds(times["claude_us"]),
         "tool_s": _seconds(times["tool_us"]),
@@ -185,7 +198,8 @@ def _summary(cur, args: dict, prices: pricing.Prices) -> dict:
     }
 
 
-def _cache(cur, args: dict, tokens: dict, prices: pricing.Prices, now: datetime) -> tuple[list[cache.Miss], dict]:
+def _cache(cur, args: dict, tokens: shapes.Tokens, prices: pricing.Prices,
+           now: datetime) -> tuple[list[cache.Miss], shapes.SessionCache]:
     """accounting.md §2.8: the session's misses, and its `summary.cache` (`tokens`: its total tokens)."""
     with cur.connection.cursor() as rows:  # tuples, as cache.priced reads them
         misses = cache.priced(rows.execute(q("session_cache_misses"), args), prices)
@@ -216,7 +230,8 @@ def cache_misses(conn: Connection, sessions: list[str], member: str,
             misses = cache.priced(cur.execute(q("session_cache_misses"), {"session": session, "member": member}),
                                   prices)
             figures = cache.figures({"input": 0, "cache_read": 0, "cache_create": 0}, misses)["misses"]
-            out[session] = {cause: (f["count"], f["extra_usd"]) for cause, f in figures.items()}
+            out[session] = {cause: (f["count"], f["extra_usd"])
+                            for cause, f in cast(dict[str, shapes.CauseMisses], figures).items()}
     return out
 
 
@@ -232,7 +247,7 @@ def phase_seconds(conn: Connection, session: str, phase_rows: list[dict], member
 
 def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
           prices: pricing.Prices = pricing.DEFAULT, member: str | None = None, phase_figures: bool = True,
-          cache_figures: bool = True, task_figures: bool = True) -> dict:
+          cache_figures: bool = True, task_figures: bool = True) -> shapes.Stats:
     """The figures of a look mid-session (`retrod mcp`'s session_stats, `retrod statusline`), the
     same as `build`'s: the summary's totals, the number of phases and the open phase's figures so
     far (its window up to now), without the per-tool, subagent, waste-example and closed-phase
@@ -247,7 +262,7 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         phase_rows = cur.execute(q("session_phases"), {"session": session, "member": member}).fetchall()
         open_row = next((row for row in phase_rows if row["ended_at"] is None), None)
         args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
-        summary = _summary(cur, args, prices)
+        times, _by_agent, summary = _summary(cur, args, prices)
         fig = window_figures(cur, args, _phase_windows([open_row]))[str(open_row["id"])] \
             if open_row and phase_figures else None
         now = datetime.now(UTC)
@@ -261,8 +276,7 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
                          for row in cur.execute(q("session_subagents"), args)] if plan.tasks else []
             summary["plan"] = _plan_json(plan, _tasks(plan, _task_window_figures(cur, args, plan), prices, subagents,
                                                       misses, now))
-    times = summary.pop("times")
-    del summary["by_agent"]
+    open_phase: shapes.Phase | shapes.OpenPhase | None
     if open_row is None:
         open_phase = None
     elif fig is None:
@@ -282,7 +296,7 @@ def current_task(plan: Plan) -> tuple[int, Task] | None:
 
 
 def windows_cost(conn: Connection, session: str, member: str, windows: list[list],
-                 prices: pricing.Prices = pricing.DEFAULT) -> dict:
+                 prices: pricing.Prices = pricing.DEFAULT) -> shapes.Cost:
     """The cost of the requests in a task's windows (an open one until now), priced as the
     report prices its `plan.tasks[].cost`, without the task's other figures (the status line's)."""
     with conn.cursor(row_factory=dict_row) as cur:
@@ -303,7 +317,7 @@ def _plan(cur, args: dict) -> Plan:
                   for row in cur.execute(q("session_plan_calls"), args))
 
 
-def _claude_code(row: dict | None) -> dict | None:
+def _claude_code(row: dict | None) -> shapes.ClaudeCode | None:
     """What Claude Code's status line last reported of the session (`retrod statusline` keeps it:
     no transcript holds it): its own cost estimate, and each rate-limit window's latest use and
     the most of it used while the session ran. None when no status line of retrod's ran in it."""
@@ -313,23 +327,24 @@ def _claude_code(row: dict | None) -> dict | None:
     def seconds(ms: int | None) -> float | None:
         return None if ms is None else round(ms / 1000, 3)
 
+    def limit(window: str) -> shapes.RateLimit | None:
+        return None if row[f"{window}_pct"] is None else {
+            "used_pct": row[f"{window}_pct"], "resets_at": _iso(row[f"{window}_resets_at"]),
+            "max_used_pct": row[f"{window}_max_pct"], "max_resets_at": _iso(row[f"{window}_max_resets_at"])}
+
     return {
         "version": row["cc_version"],
         "cost_usd": row["cc_cost_usd"],
         "duration_s": seconds(row["cc_duration_ms"]),
         "api_duration_s": seconds(row["cc_api_duration_ms"]),
-        "rate_limits": {
-            window: None if row[f"{window}_pct"] is None else {
-                "used_pct": row[f"{window}_pct"], "resets_at": _iso(row[f"{window}_resets_at"]),
-                "max_used_pct": row[f"{window}_max_pct"], "max_resets_at": _iso(row[f"{window}_max_resets_at"])}
-            for window in ("five_hour", "seven_day")},
+        "rate_limits": {"five_hour": limit("five_hour"), "seven_day": limit("seven_day")},
         "first_seen": _iso(row["first_seen"]),
         "updated_at": _iso(row["updated_at"]),
     }
 
 
 def phase(conn: Connection, session: str, row: dict, member: str, away_after_s: float = AWAY_AFTER_S,
-          prices: pricing.Prices = pricing.DEFAULT) -> dict | None:
+          prices: pricing.Prices = pricing.DEFAULT) -> shapes.Phase | None:
     """One phase's figures, as the report's `phases[]` holds them: `row` is its cc_session_phases
     row (as session_phases reads it), `member` the role whose session it is (None: it is gone)."""
     args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
@@ -357,7 +372,7 @@ def _phase_windows(phase_rows: list[dict]) -> list[dict]:
     return [{"id": row["id"], "s": row["started_at"], "e": row["ended_at"]} for row in phase_rows]
 
 
-def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
+def _phase(row: dict, fig: dict, prices: pricing.Prices) -> shapes.Phase:
     return {
         "task": row["task"],
         "phase": row["phase"],
@@ -374,7 +389,7 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> dict:
 
 
 def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents: list[str],
-          misses: list[cache.Miss]) -> dict:
+          misses: list[cache.Miss]) -> shapes.Task:
     """A task of the plan (accounting.md §2.9) with a phase's figures over its windows (`fig`: they never
     overlap, so their figures add up); `misses`: the cache misses in its windows (§2.8)."""
     figures = _figures(fig, prices)
@@ -385,20 +400,29 @@ def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents:
         "windows": [{"start": _iso(s), "end": _iso(e)} for s, e in task.windows],
         "started_at": _iso(task.windows[0][0]),
         "ended_at": _iso(task.windows[-1][1]),
-        **{k: figures[k] for k in ("tokens", "tokens_by_model", "cost", "requests", "tool_turns", "text_turns",
-                                   "claude_s", "tool_s", "human_s", "away_s", "tool_use")},
+        "tokens": figures["tokens"],
+        "tokens_by_model": figures["tokens_by_model"],
+        "cost": figures["cost"],
+        "requests": figures["requests"],
+        "tool_turns": figures["tool_turns"],
+        "text_turns": figures["text_turns"],
+        "claude_s": figures["claude_s"],
+        "tool_s": figures["tool_s"],
+        "human_s": figures["human_s"],
+        "away_s": figures["away_s"],
+        "tool_use": figures["tool_use"],
         "cache": cache.figures(figures["tokens"], misses),
         "subagents": subagents,
     }
 
 
-def _figures(fig: dict, prices: pricing.Prices) -> dict:
+def _figures(fig: dict, prices: pricing.Prices) -> shapes.Figures:
     """accounting.md §2.5's figures of a window (or of windows that never overlap, summed)."""
     tokens_by_model, cost = pricing.by_model(fig["by_model"], prices)  # by price group
     requests = sum(m["requests"] for m in fig["by_model"])
     tool_turns = sum(m["tool_turns"] for m in fig["by_model"])
     return {
-        "tokens": {f: sum(int(m[f]) for m in fig["by_model"]) for f in TOKEN_FIELDS},
+        "tokens": cast(shapes.Tokens, {f: sum(int(m[f]) for m in fig["by_model"]) for f in TOKEN_FIELDS}),
         "tokens_by_model": tokens_by_model,
         "cost": cost,
         "requests": requests,
@@ -439,15 +463,15 @@ def _calls_by_signal(row: dict) -> dict[str, int]:
     return {PRODUCTIVE: row["productive"], **{signal: row[signal] for signal in SIGNALS}}
 
 
-def tool_use_figures(calls_by_signal: dict[str, int]) -> dict:
+def tool_use_figures(calls_by_signal: dict[str, int]) -> shapes.ToolUse:
     """accounting.md §2.6's figures from counted calls by signal ('' = productive)."""
     calls = sum(calls_by_signal.values())
     productive = calls_by_signal.get(PRODUCTIVE, 0)
     return {"calls": calls, "productive": productive, "efficiency": productive / calls if calls else None,
-            "signals": {signal: calls_by_signal.get(signal, 0) for signal in SIGNALS}}
+            "signals": cast(shapes.Signals, {signal: calls_by_signal.get(signal, 0) for signal in SIGNALS})}
 
 
-def _tool(row: dict) -> dict:
+def _tool(row: dict) -> shapes.Tool:
     return {"name": row["name"], "calls": row["calls"], "failed": row["failed"], "rejected": row["rejected"],
             "result_bytes": row["result_bytes"], "median_result_bytes": _whole(row["median_result_bytes"]),
             "result_s": _seconds(row["result_us"]),
@@ -459,56 +483,65 @@ def _whole(value: float | None) -> float | int | None:
     return int(value) if value is not None and value.is_integer() else value
 
 
-def _waste(tool_use: dict, examples: list[dict]) -> dict:
-    waste: dict[str, dict] = {signal: {"count": n, "examples": []} for signal, n in tool_use["signals"].items()}
+def _waste(tool_use: shapes.ToolUse, examples: list[dict]) -> dict[str, shapes.Waste]:
+    waste: dict[str, shapes.Waste] = {signal: {"count": n, "examples": []}
+                                      for signal, n in cast(dict[str, int], tool_use["signals"]).items()}
     for row in examples:
         waste[row["signal"]]["examples"].append(
             {"at": _iso(row["ts"]), "tool": row["name"], "detail": row["detail"], "agent": row["agent"]})
     return waste
 
 
-def _add(into: dict, phase: dict) -> None:
+def _add(into: shapes.Group, phase: shapes.Phase) -> None:
     into["phases"] += 1
+    tokens: dict[str, int] = cast(dict, into["tokens"])  # (its keys: TOKEN_FIELDS, the shape's)
     for f in TOKEN_FIELDS:
-        into["tokens"][f] += phase["tokens"][f]
+        tokens[f] += cast(dict, phase["tokens"])[f]
     into["claude_s"] = round(into["claude_s"] + phase["claude_s"], 3)
     into["tool_use"] = _sum_tool_use(into["tool_use"], phase["tool_use"])
     into["cost"] = _sum_costs(into["cost"], phase["cost"])
 
 
-def _sum_tool_use(a: dict, b: dict) -> dict:
-    by_signal = {signal: a["signals"][signal] + b["signals"][signal] for signal in SIGNALS}
+def _sum_tool_use(a: shapes.ToolUse, b: shapes.ToolUse) -> shapes.ToolUse:
+    a_signals, b_signals = cast(dict[str, int], a["signals"]), cast(dict[str, int], b["signals"])
+    by_signal = {signal: a_signals[signal] + b_signals[signal] for signal in SIGNALS}
     by_signal[PRODUCTIVE] = a["productive"] + b["productive"]
     return tool_use_figures(by_signal)
 
 
-def _sum_costs(a: dict, b: dict) -> dict:
+def _sum_costs(a: shapes.Cost, b: shapes.Cost) -> shapes.Cost:
     """Two phases' costs as one (the same price table)."""
     usd = None if a["usd"] is None and b["usd"] is None else round((a["usd"] or 0) + (b["usd"] or 0), 6)
     unknown = a["unknown_models"] + [m for m in b["unknown_models"] if m not in a["unknown_models"]]
     return {"usd": usd, "unknown_models": unknown, "complete": a["complete"] and b["complete"]}
 
 
-def _empty() -> dict:
-    return {"phases": 0, "tokens": dict.fromkeys(TOKEN_FIELDS, 0), "claude_s": 0.0, "tool_use": tool_use_figures({}),
-            "cost": {"usd": None, "unknown_models": [], "complete": True}}
+def _empty() -> shapes.Group:
+    return {"phases": 0, "tokens": cast(shapes.Tokens, dict.fromkeys(TOKEN_FIELDS, 0)), "claude_s": 0.0,
+            "tool_use": tool_use_figures({}), "cost": {"usd": None, "unknown_models": [], "complete": True}}
 
 
-def _outside(summary: dict, phases: list[dict]) -> dict | None:
+def _outside(summary: shapes.Totals, phases: list[shapes.Phase]) -> shapes.Outside | None:
     """What no phase holds: the session's figures less its phases' (None when phases overlap, as
     other tools may write them: then their sum counts some twice)."""
     windows = sorted((p["started_at"], p["ended_at"]) for p in phases)
     if any(end is None or end > nxt for (_, end), (nxt, _) in itertools.pairwise(windows)):
         return None
-    tokens = {f: summary["tokens"]["total"][f] - sum(p["tokens"][f] for p in phases) for f in TOKEN_FIELDS}
-    calls = {signal: summary["tool_use"]["signals"][signal] - sum(p["tool_use"]["signals"][signal] for p in phases)
-             for signal in SIGNALS}
+    # (the keys looped over are the shapes' own: TOKEN_FIELDS, SIGNALS)
+    total, phase_tokens = cast(dict[str, int], summary["tokens"]["total"]), [cast(dict, p["tokens"]) for p in phases]
+    tokens = cast(shapes.Tokens, {f: total[f] - sum(t[f] for t in phase_tokens) for f in TOKEN_FIELDS})
+    signals = cast(dict[str, int], summary["tool_use"]["signals"])
+    phase_signals = [cast(dict, p["tool_use"]["signals"]) for p in phases]
+    calls = {signal: signals[signal] - sum(s[signal] for s in phase_signals) for signal in SIGNALS}
     calls[PRODUCTIVE] = summary["tool_use"]["productive"] - sum(p["tool_use"]["productive"] for p in phases)
     usd = summary["cost"]["usd"]
     return {
         "tokens": tokens,
         "requests": summary["requests"] - sum(p["requests"] for p in phases),
-        **{k: round(summary[k] - sum(p[k] for p in phases), 3) for k in ("claude_s", "tool_s", "human_s", "away_s")},
+        "claude_s": round(summary["claude_s"] - sum(p["claude_s"] for p in phases), 3),
+        "tool_s": round(summary["tool_s"] - sum(p["tool_s"] for p in phases), 3),
+        "human_s": round(summary["human_s"] - sum(p["human_s"] for p in phases), 3),
+        "away_s": round(summary["away_s"] - sum(p["away_s"] for p in phases), 3),
         "output_share": round(tokens["output"] / summary["tokens"]["total"]["output"], 4)
         if summary["tokens"]["total"]["output"] else 0.0,
         "tool_use": tool_use_figures(calls),
@@ -517,18 +550,21 @@ def _outside(summary: dict, phases: list[dict]) -> dict | None:
     }
 
 
-def _by_verdict(phases: list[dict], total_output: int) -> dict:
-    verdicts = {v: _empty() for v in VERDICTS}
+def _by_verdict(phases: list[shapes.Phase], total_output: int) -> dict[str, shapes.VerdictGroup]:
+    def empty() -> shapes.VerdictGroup:
+        return {**_empty(), "output_share": 0.0}
+
+    verdicts = {v: empty() for v in VERDICTS}
     for p in phases:
-        _add(verdicts.setdefault(p["verdict"], _empty()), p)  # keeps rows other tools wrote
+        _add(verdicts.setdefault(p["verdict"], empty()), p)  # keeps rows other tools wrote
     for figures in verdicts.values():
         out = figures["tokens"]["output"]
         figures["output_share"] = round(out / total_output, 4) if total_output else 0.0
     return verdicts
 
 
-def _by_task(phases: list[dict]) -> dict:
-    tasks: dict[str, dict] = {}
+def _by_task(phases: list[shapes.Phase]) -> dict[str, shapes.TaskGroup]:
+    tasks: dict[str, shapes.TaskGroup] = {}
     for p in phases:
         task = tasks.setdefault(p["task"], {**_empty(), "verdicts": {}})
         _add(task, p)
@@ -537,7 +573,7 @@ def _by_task(phases: list[dict]) -> dict:
 
 
 def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int], task: int | None,
-              misses: list[cache.Miss]) -> dict:
+              misses: list[cache.Miss]) -> shapes.Subagent:
     if row["meta_type"] or row["meta_description"]:
         matched_by, agent_type, description = "meta", row["meta_type"], row["meta_description"]
     elif row["linked_tool_use_id"]:
@@ -551,13 +587,13 @@ def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int], ta
         "agent_type": agent_type or "unknown",
         "description": description or "unknown",
         "matched_by": matched_by,
-        "tokens": {f: int(row[f]) for f in TOKEN_FIELDS},
+        "tokens": cast(shapes.Tokens, {f: int(row[f]) for f in TOKEN_FIELDS}),
         "requests": row["requests"],
         "tool_use": tool_use_figures(calls_by_signal),
         "cache": cache.figures(row, misses),
         "seconds": _seconds(row["span_us"] or 0),
         "started_at": _iso(row["first_ts"]),
-        "phase": phase and f"{phase['task']} / {phase['phase']}",
-        "verdict": phase and phase["verdict"],
+        "phase": None if phase is None else f"{phase['task']} / {phase['phase']}",
+        "verdict": None if phase is None else phase["verdict"],
         "task": task,
     }

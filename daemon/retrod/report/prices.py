@@ -22,7 +22,9 @@ from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from . import shapes
 
 SOURCE = "genai-prices"
 PROVIDER = "anthropic"
@@ -49,7 +51,7 @@ class Prices:
     override_models: Mapping[str, Mapping[str, Decimal]]
     override: str | None = None  # the RETROD_PRICES file
 
-    def describe(self) -> dict:
+    def describe(self) -> shapes.Prices:
         return {"source": SOURCE, "version": package_version(), "override": self.override}
 
 
@@ -287,7 +289,7 @@ def usd(value: Decimal) -> float:
     return float(value.quantize(_MICRO))
 
 
-def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[dict], dict]:
+def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[shapes.ModelTokens], shapes.Cost]:
     """Price groups (rows of model — '' when the transcript named none —, day, fast, tier_floor,
     parts and the token figures) summed by model and priced: see `summarize`."""
     models: dict[str, dict] = {}
@@ -310,14 +312,14 @@ def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[dict], dic
     return summarize(models.values())
 
 
-def summarize(models: Iterable[dict]) -> tuple[list[dict], dict]:
+def summarize(models: Iterable[dict]) -> tuple[list[shapes.ModelTokens], shapes.Cost]:
     """Rows by model (`model` None when the transcript named none, `requests` counting parts, the
     token figures, `web_searches`, `fast_requests`, `cost` in Decimal dollars and `unpriced`: some
     part with tokens or web searches no price knows) sorted by output tokens then model, each with
     its `cost_usd`; and the
     cost of them all: `usd` sums what could be priced (null when nothing could),
     `unknown_models` are those with tokens no price knows, `complete` says there are none."""
-    out: list[dict] = []
+    out: list[shapes.ModelTokens] = []
     unknown: list[str | None] = []
     total, priced_any = Decimal(0), False
     for row in sorted(models, key=lambda r: (-r["output"], r["model"] or "")):
@@ -329,7 +331,7 @@ def summarize(models: Iterable[dict]) -> tuple[list[dict], dict]:
         if cost or (not unpriced and (row.get(WEB_SEARCHES) or any(row[f] for f in TOKENS))):
             priced_any = True  # (an unpriced row's tokens may be priced: its web searches are not)
         total += cost
-        out.append({**row, "cost_usd": None if unpriced else usd(cost)})
+        out.append(cast(shapes.ModelTokens, {**row, "cost_usd": None if unpriced else usd(cost)}))
     unknown.sort(key=lambda m: (m is not None, m or ""))  # (the transcript named none) first
     return out, {"usd": None if unknown and not priced_any else usd(total), "unknown_models": unknown,
                  "complete": not unknown}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, cast
 
 import msgspec
 from psycopg import Connection
@@ -14,7 +15,7 @@ from psycopg.rows import dict_row
 
 from ..store.queries import q
 from ..tracking import PhaseNotes, TrackingError, ensure_session, give_verdict, may_write
-from . import markdown, model
+from . import markdown, model, shapes
 from .prices import DEFAULT, Prices
 
 INT_MAX = 2**31 - 1  # cc_sessions keeps the original design's INT columns
@@ -31,7 +32,7 @@ def slugify(text: str, max_len: int = 60) -> str:
     return slug[:max_len].rstrip("-")
 
 
-def file_name(report: dict, extension: str = "md") -> str:
+def file_name(report: Mapping[str, Any], extension: str = "md") -> str:
     """`<date>-<description>-<short uuid>.<ext>`, slugified: two sessions never share a file, and
     whatever the description or session id holds, the name stays inside the reports folder."""
     session = report["session"]
@@ -69,8 +70,8 @@ def check_output(output: Path | None) -> None:
 def produce(conn: Connection, session: str, *, close: bool = False, output: Path | None = None,
             reports_dir: Path | None = None, as_json: bool = False,
             away_after_s: float = model.AWAY_AFTER_S, prices: Prices = DEFAULT,
-            member: str | None = None, html: Callable[[Connection, dict], str] | None = None,
-            verdict: str | None = None, notes: PhaseNotes | None = None) -> tuple[dict, str]:
+            member: str | None = None, html: Callable[[Connection, Any], str] | None = None,
+            verdict: str | None = None, notes: PhaseNotes | None = None) -> tuple[shapes.Retrospective, str]:
     """Build the report and save it to `output`, else into `reports_dir` (None for both: not saved).
     `prices`: what its estimated costs use; `member`: a team's member whose session it is; `html`:
     renders it as a page instead of Markdown or JSON (`--format html`: the web UI's). The
@@ -98,12 +99,12 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
                 give_verdict(cur, user_session["id"], verdict, notes or PhaseNotes())
             if close:
                 cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
-        report = model.build(conn, session, away_after_s, prices, member)
+        report: shapes.Retrospective = {**model.build(conn, session, away_after_s, prices, member)}
         summary = report["summary"]
         if writable:
             cur.execute(q("fill_session_totals"), {
                 "session": session, "close": close,
-                **{f: min(summary["tokens"]["total"][f], INT_MAX) for f in model.TOKEN_FIELDS},
+                **{f: min(cast(dict[str, int], summary["tokens"]["total"])[f], INT_MAX) for f in model.TOKEN_FIELDS},
                 "claude_s": summary["claude_s"], "tool_s": summary["tool_s"], "human_s": summary["human_s"],
             })
         if html is not None:
@@ -115,7 +116,10 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
         if path is not None:
             not_saved = _save(path, text, given=output is not None)
             # For the caller (after the text is made: the saved file itself does not say)
-            report["not_saved" if not_saved else "saved_to"] = not_saved or str(path)
+            if not_saved:
+                report["not_saved"] = not_saved
+            else:
+                report["saved_to"] = str(path)
     return report, text
 
 

@@ -19,7 +19,7 @@ from psycopg import Connection
 
 from ..basics.stored_text import quoted
 from ..basics.verdicts import VERDICTS
-from . import model
+from . import model, shapes
 from . import prices as pricing
 from .markdown import task_cells, usd
 
@@ -67,7 +67,7 @@ def answer(conn: Connection, payload: dict, prices: pricing.Prices = pricing.DEF
     return json.dumps({"systemMessage": text(tasks[number - 1], session)}) + "\n"
 
 
-def text(task: dict, session: str) -> str:
+def text(task: shapes.Task, session: str) -> str:
     """The finished task's figures, as the report's Tasks section writes them, and the command
     that logs its verdict."""
     cells = task_cells(task)

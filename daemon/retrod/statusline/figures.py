@@ -34,6 +34,7 @@ from ..report import cache, model
 from ..report import prices as pricing
 from ..report.plan import Task
 from ..store.queries import generic_plans, one, q
+from . import shapes
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +98,8 @@ def save_status(conn: Connection, session: str, fields: dict) -> bool:
     return True
 
 
-def live_cache(conn: Connection, session: str, member: str, now: datetime, prices: pricing.Prices) -> dict | None:
+def live_cache(conn: Connection, session: str, member: str, now: datetime,
+               prices: pricing.Prices) -> shapes.Cache | None:
     """The main stream's cache as of `now` (cache.live, as the report's `summary.cache.live`), with
     the last request's time in seconds since the epoch; None when the stream has no element."""
     with conn.cursor() as cur:  # tuples, as cache.walk reads them
@@ -106,7 +108,8 @@ def live_cache(conn: Connection, session: str, member: str, now: datetime, price
     if last is None:
         return None
     live = cache.live(last, now, prices)
-    return {**{k: live[k] for k in ("state", "ttl_s", "seconds_left", "prefix_tokens", "rewrite_usd")},
+    return {"state": live["state"], "ttl_s": live["ttl_s"], "seconds_left": live["seconds_left"],
+            "prefix_tokens": live["prefix_tokens"], "rewrite_usd": live["rewrite_usd"],
             "last_request_at": last.at.timestamp()}
 
 
@@ -119,7 +122,7 @@ _CURRENT_LOCK = threading.Lock()
 _CURRENT_KEPT = 64
 
 
-def current_task(conn: Connection, session: str, member: str, prices: pricing.Prices) -> dict | None:
+def current_task(conn: Connection, session: str, member: str, prices: pricing.Prices) -> shapes.CurrentTask | None:
     """The task in progress after the last plan call (accounting.md §2.9) and its cost so far."""
     with conn.cursor() as cur:
         key = tuple(cur.execute(q("session_plan_key"), {"session": session, "member": member}).fetchone() or ())
@@ -143,7 +146,7 @@ def current_task(conn: Connection, session: str, member: str, prices: pricing.Pr
 
 def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime] | None,
             away_after_s: float = model.AWAY_AFTER_S, prices: pricing.Prices = pricing.DEFAULT,
-            now: datetime | None = None) -> dict:
+            now: datetime | None = None) -> shapes.Figures:
     """The status line's figures: `session` (None: the database knows nothing of it) and `today`
     (None: no day given). Times are seconds since the epoch, for a command that has no datetime."""
     now = datetime.now(UTC) if now is None else now
@@ -152,8 +155,8 @@ def figures(conn: Connection, session: str | None, day: tuple[datetime, datetime
 
 
 def _figures(conn: Connection, session: str | None, day: tuple[datetime, datetime] | None, away_after_s: float,
-             prices: pricing.Prices, now: datetime) -> dict:
-    out: dict = {"session": None, "today": None}
+             prices: pricing.Prices, now: datetime) -> shapes.Figures:
+    out: shapes.Figures = {"session": None, "today": None}
     member = None
     if session is not None:
         stats = model.stats(conn, session, away_after_s, prices, phase_figures=False, cache_figures=False,
@@ -165,7 +168,8 @@ def _figures(conn: Connection, session: str | None, day: tuple[datetime, datetim
             out["session"] = {
                 "cost_usd": stats["cost"]["usd"], "cost_complete": stats["cost"]["complete"],
                 "requests": stats["requests"],
-                **{k: stats[k] for k in ("wall_s", "claude_s", "tool_s", "human_s", "away_s")},
+                "wall_s": stats["wall_s"], "claude_s": stats["claude_s"], "tool_s": stats["tool_s"],
+                "human_s": stats["human_s"], "away_s": stats["away_s"],
                 "tool_calls": use["calls"], "productive": use["productive"], "efficiency": use["efficiency"],
                 "phases": stats["phases"],
                 "open_phase": None if open_phase is None else {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import cast
 from zoneinfo import ZoneInfo
 
 from psycopg import Connection
@@ -17,7 +18,7 @@ from psycopg.rows import dict_row
 
 from ..history import lesson_data
 from ..history import trends as history
-from ..report import cache, model, rates, timeline
+from ..report import cache, model, rates, shapes, timeline
 from ..report import prices as pricing
 from ..resolve import ProjectError, ProjectMatch
 from ..store.members import current_role
@@ -221,7 +222,7 @@ def lessons(conn: Connection, project: str | None, prices: pricing.Prices, away_
     if not project:
         return None
     try:
-        return lesson_data.lessons(conn, project=project, prices=prices, away_after_s=away_after_s)
+        return cast(dict, lesson_data.lessons(conn, project=project, prices=prices, away_after_s=away_after_s))
     except ProjectError as exc:
         raise QueryError(str(exc)) from None
 
@@ -297,7 +298,8 @@ def _cache_waste(conn: Connection, keys: list[tuple[str, str]],
     return {key: cache.waste(cache.priced(misses, prices)) for key, misses in found.items()}
 
 
-def _row(row: dict, by_model: list[dict], cost: dict, waste: float, shorts: Mapping[str, str]) -> dict:
+def _row(row: dict, by_model: list[shapes.ModelTokens], cost: shapes.Cost, waste: float,
+         shorts: Mapping[str, str]) -> dict:
     name = row["project_path"] or row["project_slug"]
     return {
         "uuid": row["uuid"], "member": row["member"], "project": name, "project_short": shorts.get(name, name),
