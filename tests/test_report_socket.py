@@ -18,7 +18,7 @@ from retrod.fastpath.server import CONNECTIONS_MAX
 
 SERVE = """
 import pathlib, sys
-from retrod.report import server
+from retrod.fastpath import server
 from retrod.settings import Settings
 server.REQUEST_WAIT_S = float(sys.argv[2])
 with server.ReportServer(None, Settings(data_dir=pathlib.Path(sys.argv[1]))):

@@ -176,7 +176,7 @@ def test_with_the_daemon_a_report_asked_right_after_a_write_includes_it(project:
                RETROD_SCAN_INTERVAL_S="3600")
     daemon = subprocess.Popen([sys.executable, "-m", "retrod", "run"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ask = ("import sys; from retrod.report import client;"
+    ask = ("import sys; from retrod.fastpath import client;"
            " code = client.main(sys.argv[1:]); sys.exit(99 if code is None else code)")
     try:
         socket_path = Path(env["RETROD_DATA_DIR"]) / client.SOCKET_NAME

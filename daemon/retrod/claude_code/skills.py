@@ -90,7 +90,7 @@ def _check_sdk() -> None:
 
 def shipped(retrod: str) -> dict[str, str]:
     """skill name -> SKILL.md text, calling `retrod`."""
-    folder = files("retrod") / "skills"
+    folder = files("retrod.claude_code") / "skills"
     return {d.name: (d / "SKILL.md").read_text(encoding="utf-8").replace(COMMAND, retrod)
             for d in folder.iterdir() if d.is_dir() and (d / "SKILL.md").is_file()}
 
