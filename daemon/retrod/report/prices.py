@@ -24,6 +24,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..basics.errors import UserError
+
 SOURCE = "genai-prices"
 PROVIDER = "anthropic"
 # USD per million tokens, by the token figure they price (RETROD_PRICES' shape).
@@ -38,8 +40,10 @@ _MICRO = Decimal("0.000001")
 _MAX_RATE = 1_000_000
 
 
-class PricesError(ValueError):
+class PricesError(UserError, ValueError):
     """A price table that cannot be used; the message names the file and what is wrong."""
+
+    prefix = "configuration: "  # a setting (RETROD_PRICES), worded as the other settings' mistakes
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..basics.errors import UserError
 from ..report import markdown
-from ..report.prices import Prices, PricesError
+from ..report.prices import Prices
 from ..report.prices import load as load_prices
 from ..settings import Settings
-from ..store.members import MemberError
 from . import data, pages
 from .hub import Full, Hub
 from .sessions import SESSION_S, Sessions
@@ -55,8 +55,10 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 
 
-class NotFound(LookupError):
-    pass
+class NotFound(UserError):
+    """No session by that uuid, or a uuid's start that names several."""
+
+    status = 404
 
 
 def cookie_name(port: int) -> str:
@@ -229,15 +231,14 @@ def _file(report: dict, extension: str) -> str:
 
 
 def _errors(endpoint: Callable[[Request], Response], html: bool = False) -> Callable[[Request], Response]:
-    """A refused request as one clear sentence: 400 for a parameter that is not one, 404 for no
-    such session, 503 when the database is away (the page says so; the daemon retries)."""
+    """A refused request as one clear sentence: the user's mistake (basics/errors.py) with its own
+    status (400 for a parameter that is not one, 404 for no such session), 503 when the database
+    is away (the page says so; the daemon retries)."""
     def guarded(request: Request) -> Response:
         try:
             return endpoint(request)
-        except (data.QueryError, MemberError, PricesError) as exc:
-            return _refusal(400, str(exc), html)
-        except NotFound as exc:
-            return _refusal(404, str(exc), html)
+        except UserError as exc:  # its own status: 400, or 404 for a session that is not there
+            return _refusal(exc.status, f"{exc.prefix}{exc}", html)
         except psycopg.Error as exc:
             return _refusal(503, f"the database is not reachable ({_one_line(exc)}); try again", html)
         except Exception as exc:  # noqa: BLE001 - a bug: one line here and in the log, never a traceback

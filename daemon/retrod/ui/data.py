@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from ..basics.errors import UserError
 from ..history import lesson_data
 from ..history import trends as history
 from ..report import cache, model, rates, timeline
@@ -34,7 +35,7 @@ OUTLIERS = 5  # the trends page's costliest sessions
 LIVE_MAX = 100  # the live page's first rows: the sessions with the newest lines
 
 
-class QueryError(ValueError):
+class QueryError(UserError, ValueError):
     """A page asked with a parameter that is not one (the answer is 400, with this message)."""
 
 
