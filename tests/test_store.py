@@ -66,7 +66,8 @@ def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
         assert f"retrod/migrations/{migration.version:04d}_{migration.name}.sql" in names
     for shipped in ("retrod/store/queries.sql", "retrod/store/report.sql", "retrod/store/tracking.sql",
                     "retrod/units/retrod.service", "retrod/units/dev.retrod.daemon.plist",
-                    "retrod/claude_code/skills/retrod-track/SKILL.md", "retrod/claude_code/skills/retrod-retro/SKILL.md"):
+                    "retrod/claude_code/skills/retrod-track/SKILL.md",
+                    "retrod/claude_code/skills/retrod-retro/SKILL.md"):
         assert shipped in names
 
 

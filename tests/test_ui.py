@@ -20,18 +20,21 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import date, datetime
 from pathlib import Path
+from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
+from starlette.routing import Route
 
 from conftest import FIXTURES, fresh_database
 from helpers import ingest
 from retrod import tracking
 from retrod.report import markdown, model
 from retrod.settings import Settings
-from retrod.ui import data, secret
+from retrod.ui import app, data, secret
+from retrod.ui.hub import Hub
 from retrod.ui.server import UiServer
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
@@ -182,6 +185,29 @@ def test_a_bad_parameter_is_one_clear_refusal() -> None:
     query = data.SessionQuery.parse({"sort": "cost", "since": "2026-02-01", "q": " hooks "})
     assert (query.sort, query.order, query.since, query.search) == ("cost", "desc", date(2026, 2, 1), "hooks")
     assert query.params() == {"sort": "cost", "since": "2026-02-01", "q": "hooks"}
+
+
+def test_every_query_parameter_goes_through_its_routes_model() -> None:
+    """The pages' query models (ui/data.py): a blank parameter is an absent one, one the route
+    does not take is ignored, and a bad one is a QueryError naming it — `member` and the lessons'
+    `project` included, which were read raw."""
+    assert data.SessionQuery.parse({"sort": " ", "page": "", "search": "x", "member": "m"}) == data.SessionQuery()
+    assert data.SessionQuery.parse({"sort": "efficiency"}).order == "asc"  # the sort's first order
+    assert data.SessionQuery.parse({"sort": "efficiency", "order": "desc"}).params() == {
+        "sort": "efficiency", "order": "desc"}
+    for params, words in (({"page": "²"}, "page: '²' is not a whole number from 1 to 1000000"),
+                          ({"q": "a\x00b"}, "q: contains a NUL character"),
+                          ({"until": "2026-02-30"}, "until: '2026-02-30' is not a date (YYYY-MM-DD)")):
+        with pytest.raises(data.QueryError, match=f"^{re.escape(words)}$"):
+            data.SessionQuery.parse(params)
+    assert data.TrendsQuery.parse({"by": "day", "split": "model", "tz": " UTC "}).params() == {
+        "by": "day", "split": "model", "tz": "UTC"}
+    assert data.ReportQuery.parse({"member": " alice "}).member == "alice"
+    assert data.LessonsQuery.parse({"project": ""}).project is None
+    for query_model, name in ((data.ReportQuery, "member"), (data.LessonsQuery, "project"),
+                              (data.TrendsQuery, "member")):
+        with pytest.raises(data.QueryError, match=f"^{name}: contains a NUL character$"):
+            query_model.parse({name: "a\x00"})
 
 
 def test_the_timeline_adds_up_to_the_report(fixture_db: str, reports: dict[str, dict]) -> None:
@@ -356,6 +382,58 @@ def test_the_json_twins_answer_what_the_pages_show(served: tuple[UiServer, str],
     assert body.decode() == markdown.render(reports[SPOTTER])
     status, headers, body = get(port, f"/sessions/{SPOTTER[:8]}", cookie)
     assert (status, headers["Location"]) == (303, f"/sessions/{SPOTTER}")  # a uuid's start goes to the page
+
+
+def card(page: str, field: str) -> str:
+    """A card's value on a page (`data-field` names it)."""
+    found = re.search(rf'data-field="{field}">.*?<div class="value">([^<]*)</div>', page)
+    assert found, field
+    return html.unescape(found[1])
+
+
+def test_every_page_links_its_json_twin_which_answers_its_figures(served: tuple[UiServer, str],
+                                                                  reports: dict[str, dict]) -> None:
+    """Each page route of the app (not /api/, /static or a download) links its /api/ twin in its
+    head (rel="alternate", the Datasette way), for the page's own parameters; the twin answers
+    200 JSON, and its key figure is the one the page shows."""
+    server, token = served
+    cookie = login(server.port, token)
+    slug = reports[SPOTTER]["session"]["project_slug"]
+    asked = {"/": "?sort=cost&per_page=5&since=2026-02-01", "/trends": "?by=month&tz=UTC", "/live": "",
+             "/lessons": "?" + urlencode({"project": slug}), "/sessions/{uuid}": ""}
+
+    def rows(page: str) -> list[str]:
+        return re.findall(r'<tr data-uuid="([^"]+)">', page)
+
+    same = {  # the page's key figure is the twin's
+        "/": lambda page, twin: rows(page) == [r["uuid"] for r in twin["sessions"]] and len(rows(page)) == 5
+        and f'id="count">{twin["total"]:,} sessions' in page,
+        "/trends": lambda page, twin: card(page, "sessions") == f'{twin["total"]["sessions"]:,}' != "0",
+        "/live": lambda page, twin: rows(page) == [r["uuid"] for r in twin["sessions"]],
+        "/lessons": lambda page, twin: f'id="lessons-answer">{html.escape(twin["answer"])}<' in page,
+        "/sessions/{uuid}": lambda page, twin: card(page, "requests") == f'{twin["summary"]["requests"]:,}'
+        == f'{reports[SPOTTER]["summary"]["requests"]:,}',
+    }
+    routes = app.build(None, server.settings, token, server.port, Hub(lambda _s: "")).routes  # type: ignore[arg-type]
+    page_routes = [r.path for r in routes if isinstance(r, Route) and not r.path.startswith("/api/")
+                   and not r.path.endswith((".md", ".html"))]
+    assert sorted(page_routes) == sorted(asked)  # (a new page: add it here, with its key figure)
+    for route in page_routes:
+        path = route.format(uuid=SPOTTER) + asked[route]
+        status, _headers, body = get(server.port, path, cookie)
+        assert status == 200, path
+        page = body.decode()
+        links = re.findall(r'<link rel="alternate" type="application/json" href="([^"]+)">', page)
+        assert len(links) == 1, path
+        twin = html.unescape(links[0])
+        assert twin == "/api" + (path if route != "/" else "/sessions" + asked[route]), path
+        status, headers, body = get(server.port, twin, cookie)
+        assert status == 200 and headers["Content-Type"].startswith("application/json"), twin
+        assert same[route](page, json.loads(body)), path
+    # The lessons page without a project lists the projects: no twin (/api/lessons asks for one)
+    status, _headers, body = get(server.port, "/lessons", cookie)
+    assert status == 200 and b'rel="alternate"' not in body
+    assert get(server.port, "/api/lessons", cookie)[0] == 400
 
 
 def test_the_event_stream_sends_a_sessions_new_figures_once_for_every_page(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .basics import invocation
+from .basics.errors import UserError
 from .basics.stored_text import one_line, quoted
 from .transcript.discovery import UUID_RE, project_folders, session_paths
 
@@ -34,7 +35,7 @@ ENV_VAR = "CLAUDE_CODE_SESSION_ID"
 LIVE_S = 300  # another transcript written this recently in the same folder: another open session
 
 
-class SessionError(ValueError):
+class SessionError(UserError, ValueError):
     """No session, or more than one, fits: the message says what to pass instead."""
 
 

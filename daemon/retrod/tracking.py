@@ -12,6 +12,7 @@ from typing import TypeVar
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from .basics.errors import UserError
 from .basics.stored_text import quoted
 from .basics.verdicts import PENDING, VERDICTS
 from .resolve import Project, ProjectMatch, match_project, projects_of
@@ -19,7 +20,7 @@ from .store.members import member_of
 from .store.queries import one, q
 
 
-class TrackingError(ValueError):
+class TrackingError(UserError, ValueError):
     """The user's mistake; the message says how to fix it."""
 
 

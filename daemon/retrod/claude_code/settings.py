@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..basics.errors import UserError
 from ..basics.redact import mask_password
 
 BACKUP_SUFFIX = ".retrod-backup"  # settings.json.retrod-backup-<time>: one per change
@@ -34,7 +35,7 @@ REPLACED_NAME = "retrod-replaced.json"
 LOCK_NAME = ".retrod-settings.lock"
 
 
-class SettingsError(ValueError):
+class SettingsError(UserError, ValueError):
     """The settings file cannot be read or written; the message names it and says why."""
 
 

@@ -10,13 +10,14 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
+from ..basics.errors import UserError
 from ..basics.redact import mask_password
 from ..mcp import EXTRA, INSTALL_HINT, sdk_installed
 
 COMMAND = "{retrod}"  # in the shipped text: replaced by the command of the retrod that installs them
 
 
-class SkillsError(ValueError):
+class SkillsError(UserError, ValueError):
     """A skill cannot be installed as asked."""
 
 

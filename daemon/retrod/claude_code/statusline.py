@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from ..basics.errors import UserError
 from . import settings as claude_settings
 from . import skills
 
@@ -31,7 +32,7 @@ CARRIED = ("RETROD_DATA_DIR", "RETROD_DATABASE_URL", "RETROD_PRICES", "RETROD_AW
 PATHS = ("RETROD_DATA_DIR", "RETROD_PRICES")
 
 
-class StatuslineError(ValueError):
+class StatuslineError(UserError, ValueError):
     """The status line cannot be installed as asked: the user's to decide (exit 2)."""
 
 

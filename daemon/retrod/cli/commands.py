@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ import structlog  # (log.py's own: loaded with it)
 
 from ..basics import invocation
 from ..basics import log as logging_setup
+from ..basics.errors import UserError
 from ..settings import Settings
 from . import arguments
 
@@ -575,7 +575,7 @@ def _open_browser(data_dir: Path, address: str) -> bool:
         return False
 
 
-class UiError(RuntimeError):
+class UiError(UserError):
     """`retrod ui` cannot work as set up: the user's to fix (exit 2)."""
 
 
@@ -605,34 +605,24 @@ def execute(args: argparse.Namespace, settings: Settings | None = None) -> int:
             level = settings.log_level if args.command == "run" or args.debug else "WARNING"
             logging_setup.configure(level)
         return COMMANDS[args.command](settings, args)
+    except UserError as exc:  # the user's to fix, whichever room raised it (basics/errors.py)
+        return _fail(args, exc, EXIT_USAGE, exc.prefix)
     except Exception as exc:  # noqa: BLE001 - sorted below; a bug is still one line, the traceback with --debug
-        if isinstance(exc, UiError) or _raised(exc, USAGE_ERRORS):
-            return _fail(args, exc, EXIT_USAGE)
         if isinstance(exc, pydantic.ValidationError):
             problems = "; ".join(f"RETROD_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}"
                                  for e in exc.errors())
             return _fail(args, ValueError(problems), EXIT_USAGE, "configuration: ")
-        if _raised(exc, {"retrod.report.prices": ("PricesError",)}):
-            return _fail(args, exc, EXIT_USAGE, "configuration: ")
-        if isinstance(exc, (OSError, RuntimeError)) or _raised(exc, FAILURES):
+        if _failure(exc):
             return _fail(args, exc, EXIT_FAILURE)
         return _fail(args, exc, EXIT_FAILURE, f"internal error ({type(exc).__name__}): ")
 
 
-# The errors that are the user's to fix (exit 2), and those of what the command uses (exit 1), by
-# the module that raises them: a module the command never imported raised none of them, so none is
-# imported only to ask.
-USAGE_ERRORS = {"retrod.tracking": ("TrackingError",), "retrod.claude_code.skills": ("SkillsError",),
-                "retrod.resolve": ("SessionError",), "retrod.report.retrospective": ("OutputError",),
-                "retrod.store.team": ("TeamError",), "retrod.store.members": ("MemberError",),
-                "retrod.history.trends": ("TrendsError",), "retrod.claude_code.settings": ("SettingsError",),
-                "retrod.claude_code.statusline": ("StatuslineError",)}
-FAILURES = {"retrod.service.cluster": ("ClusterError",), "psycopg": ("Error",)}
-
-
-def _raised(exc: Exception, errors: Mapping[str, tuple[str, ...]]) -> bool:
-    return any(isinstance(exc, getattr(sys.modules[module], name))
-               for module, names in errors.items() if module in sys.modules for name in names)
+def _failure(exc: Exception) -> bool:
+    """A failure of what the command uses (exit 1, its message as it is), not a bug: the system's
+    (OSError), retrod's own (RuntimeError: ClusterError, ServiceError, MigrationRefused …), the
+    database's. psycopg's only if loaded: a command that opened no database met none of its errors."""
+    psycopg = sys.modules.get("psycopg")
+    return isinstance(exc, (OSError, RuntimeError)) or (psycopg is not None and isinstance(exc, psycopg.Error))
 
 
 def _fail(args: argparse.Namespace, exc: Exception, code: int, prefix: str = "") -> int:

@@ -19,12 +19,11 @@ import structlog
 from psycopg_pool import ConnectionPool
 
 from .. import resolve
+from ..basics.errors import UserError
 from ..ingest.ingester import Ingester
 from ..report import model, retrospective
-from ..report.prices import PricesError
 from ..report.prices import load as load_prices
 from ..settings import Settings
-from ..store.members import MemberError
 from ..store.store import Store
 from .client import MAX_REQUEST, SOCKET_NAME, decode_request
 
@@ -114,10 +113,8 @@ class ReportServer:
                     reports_dir=Path(request["reports_dir"]) if request.get("reports_dir") else None,
                     as_json=request.get("format") == "json", away_after_s=away_after_s, prices=prices,
                     member=request.get("member"))
-        except (resolve.SessionError, retrospective.OutputError, MemberError) as exc:
-            return "2", f"retrod: error: {one_line(exc)}\n", ""
-        except PricesError as exc:  # worded as the command words a bad setting
-            return "2", f"retrod: error: configuration: {one_line(exc)}\n", ""
+        except UserError as exc:  # the user's to fix (basics/errors.py), worded as the command words it
+            return "2", f"retrod: error: {exc.prefix}{one_line(exc)}\n", ""
         except Exception as exc:  # noqa: BLE001 - the command's own one-line error, the daemon goes on
             log.warning("report request failed", error=f"{type(exc).__name__}: {exc}")
             known = isinstance(exc, (psycopg.Error, OSError, RuntimeError))  # as cli.main words them

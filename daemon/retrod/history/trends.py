@@ -30,6 +30,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from ..basics import invocation
+from ..basics.errors import UserError
 from ..basics.stored_text import one_line, quoted
 from ..basics.verdicts import shown
 from ..lessons import PATTERNS
@@ -46,7 +47,7 @@ SPLITS = ("project", "model", "machine", "session")  # session: for the brief, n
 TOP_WASTE = 3
 
 
-class TrendsError(ValueError):
+class TrendsError(UserError, ValueError):
     """A period, split, time zone or date that is not one: the user's mistake."""
 
 

@@ -20,17 +20,15 @@ import structlog
 from psycopg.pq import TransactionStatus
 
 from .. import resolve, tracking
+from ..basics.errors import UserError
 from ..basics.stored_text import one_line, quoted
 from ..basics.verdicts import VERDICTS, shown
 from ..history import brief, lesson_data, trends
 from ..ingest.ingester import Ingester
 from ..report import model, plan, retrospective, shapes
-from ..report.prices import PricesError
 from ..report.prices import load as load_prices
-from ..service.cluster import ClusterError
 from ..settings import Settings
 from ..store.db import configure
-from ..store.members import MemberError
 from ..store.migrate import migrate
 from ..store.store import Store
 
@@ -384,11 +382,8 @@ def one_sentence(exc: BaseException) -> str:
     if isinstance(exc, psycopg.OperationalError):
         return (f"the database is not reachable ({message or type(exc).__name__}); "
                 "this call did nothing, try again once it is back")
-    if isinstance(exc, (tracking.TrackingError, resolve.SessionError, retrospective.OutputError, MemberError,
-                        trends.TrendsError)):
-        return message.replace("--member ROLE", "`member`")
-    if isinstance(exc, PricesError):
-        return f"configuration: {message}"
-    if isinstance(exc, (psycopg.Error, ClusterError, OSError, RuntimeError)):
+    if isinstance(exc, UserError):  # the user's to fix, whichever room raised it (basics/errors.py)
+        return exc.prefix + message.replace("--member ROLE", "`member`")
+    if isinstance(exc, (psycopg.Error, OSError, RuntimeError)):  # (ClusterError is a RuntimeError)
         return message or type(exc).__name__
     return f"internal error ({type(exc).__name__}): {message}"

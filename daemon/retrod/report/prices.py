@@ -24,6 +24,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, cast
 
+from ..basics.errors import UserError
 from . import shapes
 
 SOURCE = "genai-prices"
@@ -40,8 +41,10 @@ _MICRO = Decimal("0.000001")
 _MAX_RATE = 1_000_000
 
 
-class PricesError(ValueError):
+class PricesError(UserError, ValueError):
     """A price table that cannot be used; the message names the file and what is wrong."""
+
+    prefix = "configuration: "  # a setting (RETROD_PRICES), worded as the other settings' mistakes
 
 
 @dataclass(frozen=True)

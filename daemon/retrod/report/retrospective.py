@@ -13,6 +13,7 @@ import msgspec
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from ..basics.errors import UserError
 from ..store.queries import q
 from ..tracking import PhaseNotes, TrackingError, ensure_session, give_verdict, may_write
 from . import markdown, model, shapes
@@ -21,7 +22,7 @@ from .prices import DEFAULT, Prices
 INT_MAX = 2**31 - 1  # cc_sessions keeps the original design's INT columns
 
 
-class OutputError(ValueError):
+class OutputError(UserError, ValueError):
     """`--output` names nothing a report can be written to: the user's mistake."""
 
 

@@ -11,12 +11,11 @@ from pathlib import Path
 import structlog
 from psycopg_pool import ConnectionPool
 
+from ..basics.errors import UserError
 from ..fastpath.server import Answer, away_after_s_of, one_line
 from ..ingest.ingester import Ingester
-from ..report.prices import PricesError
 from ..report.prices import load as load_prices
 from ..settings import Settings
-from ..store.members import MemberError
 from ..store.store import Store
 from . import figures as statusline
 
@@ -54,10 +53,8 @@ class StatuslineAnswer:
                         self._kept_status.clear()
                     self._kept_status[session] = status
                 figures = statusline.figures(conn, session, statusline.day_bounds(request), away_after_s, prices)
-        except MemberError as exc:
-            return "2", f"retrod: error: {one_line(exc)}\n", ""
-        except PricesError as exc:
-            return "2", f"retrod: error: configuration: {one_line(exc)}\n", ""
+        except UserError as exc:  # the user's to fix (basics/errors.py), worded as the command words it
+            return "2", f"retrod: error: {exc.prefix}{one_line(exc)}\n", ""
         except Exception as exc:  # noqa: BLE001 - one line for the command; the daemon goes on
             log.warning("status line request failed", error=f"{type(exc).__name__}: {exc}")
             return "1", f"retrod: error: {one_line(exc)}\n", ""

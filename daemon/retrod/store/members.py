@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from psycopg import Connection
 
+from ..basics.errors import UserError
 from .queries import one, q
 
 
-class MemberError(ValueError):
+class MemberError(UserError, ValueError):
     """A team's reader named no member, or one that holds nothing of the session: the user's mistake."""
 
 

@@ -7,6 +7,7 @@ import re
 
 import psycopg
 
+from ..basics.errors import UserError
 from .queries import one, q
 
 # Plain role names only: they are written into SQL text, and a name needing quotes inside a
@@ -14,7 +15,7 @@ from .queries import one, q
 _ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.@-]{0,62}")
 
 
-class TeamError(ValueError):
+class TeamError(UserError, ValueError):
     pass
 
 

@@ -38,11 +38,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..basics.errors import UserError
 from ..report import markdown
-from ..report.prices import Prices, PricesError
+from ..report.prices import Prices
 from ..report.prices import load as load_prices
 from ..settings import Settings
-from ..store.members import MemberError
 from . import data, pages
 from .hub import Full, Hub
 from .sessions import SESSION_S, Sessions
@@ -55,8 +55,10 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 
 
-class NotFound(LookupError):
-    pass
+class NotFound(UserError):
+    """No session by that uuid, or a uuid's start that names several."""
+
+    status = 404
 
 
 def cookie_name(port: int) -> str:
@@ -87,25 +89,26 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         uuid = request.path_params["uuid"]
         with connection() as conn:
             full = resolved(conn, uuid)
-            return full, data.session(conn, full, settings.away_after_s, prices(), request.query_params.get("member"))
+            member = data.ReportQuery.parse(request.query_params).member
+            return full, data.session(conn, full, settings.away_after_s, prices(), member)
 
-    def sessions_page(request: Request) -> Response:
+    def sessions_page(request: Request, twin: str) -> Response:
         query = data.SessionQuery.parse(request.query_params)
         with connection() as conn:
             listing = data.sessions(conn, query, prices())
             choices = data.choices(conn)
-        return HTMLResponse(pages.sessions_page(listing, choices, query))
+        return HTMLResponse(pages.sessions_page(listing, choices, query, alternate=twin))
 
     def sessions_api(request: Request) -> Response:
         query = data.SessionQuery.parse(request.query_params)
         with connection() as conn:
             return JSONResponse(data.sessions(conn, query, prices()))
 
-    def session_page(request: Request) -> Response:
+    def session_page(request: Request, twin: str) -> Response:
         uuid, report = session_report(request)
         if uuid != request.path_params["uuid"]:  # a uuid's start: the page's own address
             return RedirectResponse(f"/sessions/{quote(uuid)}", 303)
-        return HTMLResponse(pages.session_page(report))
+        return HTMLResponse(pages.session_page(report, alternate=twin))
 
     def session_api(request: Request) -> Response:
         _uuid, report = session_report(request)
@@ -124,13 +127,13 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
     def trend_figures(conn: psycopg.Connection, query: data.TrendsQuery) -> dict:
         return data.trends(conn, query, prices(), settings.away_after_s)
 
-    def trends_page(request: Request) -> Response:
+    def trends_page(request: Request, twin: str) -> Response:
         query = data.TrendsQuery.parse(request.query_params)
         with connection() as conn:
             costliest = data.costliest(conn, query, prices())
             figures = trend_figures(conn, query)
             return HTMLResponse(pages.trends_page(figures, costliest, data.short_names(data.projects(conn)), query,
-                                                  data.machines(conn)))
+                                                  data.machines(conn), alternate=twin))
 
     def trends_api(request: Request) -> Response:
         query = data.TrendsQuery.parse(request.query_params)
@@ -138,21 +141,24 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
             return Response(data.trends_json(conn, query, prices(), settings.away_after_s),
                             media_type="application/json")
 
-    def lessons_page(request: Request) -> Response:
+    def lessons_page(request: Request, twin: str) -> Response:
+        project = data.LessonsQuery.parse(request.query_params).project
         with connection() as conn:
-            found = data.lessons(conn, request.query_params.get("project"), prices(), settings.away_after_s)
-            return HTMLResponse(pages.lessons_page(found, data.projects(conn)))
+            found = data.lessons(conn, project, prices(), settings.away_after_s)
+            # without a project, the projects to choose from: no twin (/api/lessons asks for one)
+            return HTMLResponse(pages.lessons_page(found, data.projects(conn), alternate=twin if found else None))
 
     def lessons_api(request: Request) -> Response:
+        project = data.LessonsQuery.parse(request.query_params).project
         with connection() as conn:
-            found = data.lessons(conn, request.query_params.get("project"), prices(), settings.away_after_s)
+            found = data.lessons(conn, project, prices(), settings.away_after_s)
         if found is None:
             raise data.QueryError("ask for one project: /api/lessons?project=…")
         return JSONResponse(found)
 
-    def live_page(_request: Request) -> Response:
+    def live_page(_request: Request, twin: str) -> Response:
         with connection() as conn:
-            return HTMLResponse(pages.live_page(data.live(conn, None, prices())))
+            return HTMLResponse(pages.live_page(data.live(conn, None, prices()), alternate=twin))
 
     def live_api(_request: Request) -> Response:
         with connection() as conn:
@@ -192,20 +198,21 @@ def build(pool: ConnectionPool, settings: Settings, token: str, port: int, hub: 
         finally:
             await hub.stop()
 
+    # Each page beside its /api/ twin: the twin answers the figures the page shows, as JSON, for
+    # the same parameters, and the page links it (rel="alternate").
+    twins = [
+        ("/", sessions_page, "/api/sessions", sessions_api),
+        ("/trends", trends_page, "/api/trends", trends_api),
+        ("/live", live_page, "/api/live", live_api),
+        ("/lessons", lessons_page, "/api/lessons", lessons_api),
+        ("/sessions/{uuid}", session_page, "/api/sessions/{uuid}", session_api),
+    ]
     routes = [
-        Route("/", _errors(sessions_page, html=True)),
-        Route("/trends", _errors(trends_page, html=True)),
-        Route("/live", _errors(live_page, html=True)),
-        Route("/lessons", _errors(lessons_page, html=True)),
-        Route("/sessions/{uuid}", _errors(session_page, html=True)),
+        *(Route(path, _errors(_linked(page, twin), html=True)) for path, page, twin, _api in twins),
+        *(Route(twin, _errors(api)) for _path, _page, twin, api in twins),
         Route("/sessions/{uuid}/report.md", _errors(session_markdown, html=True)),
         Route("/sessions/{uuid}/report.html", _errors(session_html, html=True)),
         Route("/api/ping", ping),
-        Route("/api/sessions", _errors(sessions_api)),
-        Route("/api/sessions/{uuid}", _errors(session_api)),
-        Route("/api/trends", _errors(trends_api)),
-        Route("/api/lessons", _errors(lessons_api)),
-        Route("/api/live", _errors(live_api)),
         Route("/api/events", events),
         Mount("/static", StaticFiles(packages=[("retrod.ui", "static")]), name="static"),
     ]
@@ -228,16 +235,25 @@ def _file(report: dict, extension: str) -> str:
     return f"{(session['started_at'] or 'undated')[:10]}-{session['uuid'][:8]}.{extension}"
 
 
+def _linked(page: Callable[[Request, str], Response], twin: str) -> Callable[[Request], Response]:
+    """The page, told the address of its twin: `twin` with the page's own path parameters and
+    query (less a token), so that it answers the figures of what the page shows."""
+    def endpoint(request: Request) -> Response:
+        path = twin.format(**{k: quote(str(v), safe="") for k, v in request.path_params.items()})
+        query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+        return page(request, path + (f"?{urlencode(query)}" if query else ""))
+    return endpoint
+
+
 def _errors(endpoint: Callable[[Request], Response], html: bool = False) -> Callable[[Request], Response]:
-    """A refused request as one clear sentence: 400 for a parameter that is not one, 404 for no
-    such session, 503 when the database is away (the page says so; the daemon retries)."""
+    """A refused request as one clear sentence: the user's mistake (basics/errors.py) with its own
+    status (400 for a parameter that is not one, 404 for no such session), 503 when the database
+    is away (the page says so; the daemon retries)."""
     def guarded(request: Request) -> Response:
         try:
             return endpoint(request)
-        except (data.QueryError, MemberError, PricesError) as exc:
-            return _refusal(400, str(exc), html)
-        except NotFound as exc:
-            return _refusal(404, str(exc), html)
+        except UserError as exc:  # its own status: 400, or 404 for a session that is not there
+            return _refusal(exc.status, f"{exc.prefix}{exc}", html)
         except psycopg.Error as exc:
             return _refusal(503, f"the database is not reachable ({_one_line(exc)}); try again", html)
         except Exception as exc:  # noqa: BLE001 - a bug: one line here and in the log, never a traceback

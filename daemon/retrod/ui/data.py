@@ -8,14 +8,15 @@ read time as the report prices (report/prices.py).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import cast
+from typing import Annotated, Self, cast
 from zoneinfo import ZoneInfo
 
 from psycopg import Connection
 from psycopg.rows import dict_row
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from ..basics.errors import UserError
 from ..history import lesson_data
 from ..history import trends as history
 from ..report import cache, model, rates, shapes, timeline
@@ -35,53 +36,107 @@ OUTLIERS = 5  # the trends page's costliest sessions
 LIVE_MAX = 100  # the live page's first rows: the sessions with the newest lines
 
 
-class QueryError(ValueError):
+class QueryError(UserError, ValueError):
     """A page asked with a parameter that is not one (the answer is 400, with this message)."""
 
 
-@dataclass(frozen=True)
-class SessionQuery:
-    """The session list's filters, order and page, as the page's form and the API take them."""
+class _Query(BaseModel):
+    """A page's (and its `/api/` twin's) query parameters, read by a declared model: a blank
+    parameter is an absent one, one the route does not take is ignored, and a bad one is a
+    QueryError (400) saying which and why, in the words of the validators below."""
 
-    project: str | None = None
-    since: date | None = None  # started on or after this day (UTC)
-    until: date | None = None  # started on or before this day (UTC)
-    model: str | None = None
-    machine: str | None = None  # a host id holding one of the session's transcripts (accounting.md §4)
-    search: str | None = None  # in descriptions; a uuid's start; a project's name
-    sort: str = "start"
-    order: str = "desc"
-    page: int = 1
-    per_page: int = PER_PAGE
+    model_config = ConfigDict(frozen=True, validate_by_name=True, validate_by_alias=True)
 
     @classmethod
-    def parse(cls, params: Mapping[str, str]) -> SessionQuery:
-        def text(name: str) -> str | None:
-            return _text(params, name)
+    def parse(cls, params: Mapping[str, str]) -> Self:
+        try:
+            return cls.model_validate(dict(params), by_alias=True, by_name=False)  # `?q=`, never `?search=`
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            why = error.get("ctx", {}).get("error") or error["msg"]  # (our validators' own words)
+            raise QueryError(f"{error['loc'][0]}: {why}") from None
 
-        def whole(name: str, default: int, low: int, high: int) -> int:
-            value = text(name)
-            if value is None:
-                return default
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_absent(cls, values: object) -> object:
+        if isinstance(values, Mapping):
+            return {k: v for k, v in values.items() if not (isinstance(v, str) and not v.strip())}
+        return values
+
+
+def _text(value: object) -> object:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("contains a NUL character")
+        return value.strip() or None
+    return value
+
+
+def _a_date(value: object) -> object:
+    if isinstance(value, str):
+        text = _text(value)
+        try:
+            return date.fromisoformat(text) if isinstance(text, str) else text
+        except ValueError:
+            raise ValueError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+    return value
+
+
+def _one_of(choices: Iterable[str], words: str | None = None) -> BeforeValidator:
+    allowed = tuple(choices)
+
+    def check(value: object) -> object:
+        value = _text(value)
+        if value is not None and value not in allowed:
+            raise ValueError(f"{value!r} is not {words or 'one of ' + ', '.join(allowed)}")
+        return value
+    return BeforeValidator(check)
+
+
+def _whole(low: int, high: int) -> BeforeValidator:
+    def check(value: object) -> object:
+        value = _text(value)
+        if isinstance(value, str):
             # ASCII digits only: str.isdigit also takes '²' and '١', which int() refuses or reads
             if not (value.isascii() and value.isdigit() and len(value) <= 9 and low <= int(value) <= high):
-                raise QueryError(f"{name}: {value!r} is not a whole number from {low} to {high}")
+                raise ValueError(f"{value!r} is not a whole number from {low} to {high}")
             return int(value)
+        return value
+    return BeforeValidator(check)
 
-        sort = text("sort") or "start"
-        if sort not in SORTS:
-            raise QueryError(f"sort: {sort!r} is not one of {', '.join(SORTS)}")
-        order = text("order") or FIRST_ORDER[sort]
-        if order not in ("asc", "desc"):
-            raise QueryError(f"order: {order!r} is not asc or desc")
-        return cls(project=text("project"), since=_date(params, "since"), until=_date(params, "until"),
-                   model=text("model"), machine=text("machine"),
-                   search=text("q"), sort=sort, order=order, page=whole("page", 1, 1, 1_000_000),
-                   per_page=whole("per_page", PER_PAGE, 1, PER_PAGE_MAX))
+
+Text = Annotated[str | None, BeforeValidator(_text)]
+Day = Annotated[date | None, BeforeValidator(_a_date)]
+
+
+class SessionQuery(_Query):
+    """The session list's filters, order and page, as the page's form and the API take them."""
+
+    sort: Annotated[str, _one_of(SORTS)] = "start"
+    order: Annotated[str, _one_of(("asc", "desc"), "asc or desc")] = "desc"  # (default: the sort's first)
+    project: Text = None
+    since: Day = None  # started on or after this day (UTC)
+    until: Day = None  # started on or before this day (UTC)
+    model: Text = None
+    machine: Text = None  # a host id holding one of the session's transcripts (accounting.md §4)
+    search: Text = Field(None, alias="q")  # in descriptions; a uuid's start; a project's name
+    page: Annotated[int, _whole(1, 1_000_000)] = 1
+    per_page: Annotated[int, _whole(1, PER_PAGE_MAX)] = PER_PAGE
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sorts_first_order(cls, values: object) -> object:
+        """No order asked: the sort's first (FIRST_ORDER)."""
+        if isinstance(values, Mapping) and values.get("order") is None:
+            sort = values.get("sort") or "start"
+            sort = sort.strip() if isinstance(sort, str) else sort
+            if sort in FIRST_ORDER:
+                return {**values, "order": FIRST_ORDER[sort]}
+        return values
 
     def params(self, **changes: object) -> dict[str, str]:
         """The query as URL parameters (those not at their default), with `changes`."""
-        values = {**asdict(self), **changes}
+        values = {**self.model_dump(), **changes}
         out = {"project": values["project"], "since": values["since"], "until": values["until"],
                "model": values["model"], "machine": values["machine"], "q": values["search"],
                "sort": values["sort"] if values["sort"] != "start" else None,
@@ -91,34 +146,37 @@ class SessionQuery:
         return {k: str(v) for k, v in out.items() if v is not None}
 
 
-@dataclass(frozen=True)
-class TrendsQuery:
+EVERY_SESSION = SessionQuery()  # the list unfiltered, in its first order
+
+
+class TrendsQuery(_Query):
     """The trends page's choices, as its form and `/api/trends` take them (`retrod trends`' options)."""
 
-    by: str = "week"
-    split: str | None = None  # project, model, machine or none
-    project: str | None = None
-    since: date | None = None  # sessions started on or after this day, in the periods' time zone
-    tz: str | None = None  # the periods' time zone; None: the daemon's machine's
-    member: str | None = None
-    machine: str | None = None  # only the figures this host id's files hold (accounting.md §4)
-
-    @classmethod
-    def parse(cls, params: Mapping[str, str]) -> TrendsQuery:
-        by = _text(params, "by") or "week"
-        if by not in history.PERIODS:
-            raise QueryError(f"by: {by!r} is not one of {', '.join(history.PERIODS)}")
-        split = _text(params, "split")
-        if split not in (None, *TREND_SPLITS):
-            raise QueryError(f"split: {split!r} is not one of {', '.join(TREND_SPLITS)}")
-        return cls(by=by, split=split, project=_text(params, "project"), since=_date(params, "since"),
-                   tz=_text(params, "tz"), member=_text(params, "member"), machine=_text(params, "machine"))
+    by: Annotated[str, _one_of(history.PERIODS)] = "week"
+    split: Annotated[str | None, _one_of(TREND_SPLITS)] = None  # project, model, machine or none
+    project: Text = None
+    since: Day = None  # sessions started on or after this day, in the periods' time zone
+    tz: Text = None  # the periods' time zone; None: the daemon's machine's
+    member: Text = None
+    machine: Text = None  # only the figures this host id's files hold (accounting.md §4)
 
     def params(self, **changes: object) -> dict[str, str]:
         """The query as URL parameters (those not at their default), with `changes`."""
-        values = {**asdict(self), **changes}
+        values = {**self.model_dump(), **changes}
         values["by"] = values["by"] if values["by"] != "week" else None
         return {k: str(v) for k, v in values.items() if v is not None}
+
+
+class ReportQuery(_Query):
+    """A session's page, its `/api/` twin and its downloads: whose figures (a team's reader)."""
+
+    member: Text = None
+
+
+class LessonsQuery(_Query):
+    """`/lessons` and `/api/lessons`: the project asked (none: the page lists them)."""
+
+    project: Text = None
 
 
 def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
@@ -255,7 +313,7 @@ def find(conn: Connection, prefix: str) -> list[str]:
     return model.known_sessions(conn, prefix)
 
 
-def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = SessionQuery(),
+def _rows(conn: Connection, prices: pricing.Prices, query: SessionQuery = EVERY_SESSION,
           uuids: list[str] | None = None, scope: Mapping[str, object] | None = None) -> tuple[list[dict], int]:
     """The list's rows for `query`, or for these `uuids`, each with its project's `project_short`
     (short_names); `scope`: the project's sessions (`projects`, `slugs`: tracking.project_args),
@@ -312,21 +370,6 @@ def _row(row: dict, by_model: list[shapes.ModelTokens], cost: shapes.Cost, waste
         "tool_calls": int(row["tool_calls"]), "efficiency": row["efficiency"],
         "tracked": row["user_session_id"] is not None, "phases": int(row["phases"]),
     }
-
-
-def _text(params: Mapping[str, str], name: str) -> str | None:
-    value = (params.get(name) or "").strip()
-    if "\x00" in value:
-        raise QueryError(f"{name}: contains a NUL character")
-    return value or None
-
-
-def _date(params: Mapping[str, str], name: str) -> date | None:
-    value = _text(params, name)
-    try:
-        return date.fromisoformat(value) if value else None
-    except ValueError:
-        raise QueryError(f"{name}: {value!r} is not a date (YYYY-MM-DD)") from None
 
 
 def _like(text: str) -> str:

@@ -95,8 +95,10 @@ def verdict_chip(verdict: str | None) -> str:
 
 # --- the frame -----------------------------------------------------------------------------------
 
-def _document(title: str, body: str, active: str = "", standalone: bool = False) -> str:
-    """A whole page. Standalone: its styles and scripts inline, no links into the app."""
+def _document(title: str, body: str, active: str = "", standalone: bool = False, alternate: str | None = None) -> str:
+    """A whole page. Standalone: its styles and scripts inline, no links into the app.
+    `alternate`: the address of its `/api/` twin, the same figures as JSON (linked in the head,
+    as Datasette links its pages' JSON)."""
     if standalone:
         head = "".join(f"<style>{_asset(name)}</style>" for name in ASSETS_CSS)
         scripts = "".join(f"<script>{_inline(_asset(name))}</script>" for name in ASSETS_JS)
@@ -108,6 +110,8 @@ def _document(title: str, body: str, active: str = "", standalone: bool = False)
                         for name, href in (("Sessions", "/"), ("Trends", "/trends"), ("Lessons", "/lessons"),
                                            ("Live", "/live")))
         nav = f'<a class="brand" href="/">retrod</a><nav>{links}</nav>'
+        if alternate is not None:
+            head += f'<link rel="alternate" type="application/json" href="{e(alternate)}">'
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<link rel="icon" href="data:,">'
@@ -137,7 +141,8 @@ def error_page(status: int, message: str) -> str:
 
 # --- sessions ------------------------------------------------------------------------------------
 
-def sessions_page(listing: dict, choices: dict, query: SessionQuery, today: date | None = None) -> str:
+def sessions_page(listing: dict, choices: dict, query: SessionQuery, today: date | None = None,
+                  alternate: str | None = None) -> str:
     today = today or datetime.now(UTC).date()
     rows = "".join(_session_row(row) for row in listing["sessions"])
     if not rows:
@@ -153,7 +158,7 @@ def sessions_page(listing: dict, choices: dict, query: SessionQuery, today: date
             f"{_filters(choices, query, today)}"
             f'<table class="list" id="sessions"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody>'
             f'</table>{pager}')
-    return _document("Sessions", body, "Sessions")
+    return _document("Sessions", body, "Sessions", alternate=alternate)
 
 
 def _session_row(row: Mapping) -> str:
@@ -238,7 +243,7 @@ def _pager(listing: dict, query: SessionQuery) -> str:
 
 # --- a session ---------------------------------------------------------------------------------
 
-def session_page(report: dict, standalone: bool = False) -> str:
+def session_page(report: dict, standalone: bool = False, alternate: str | None = None) -> str:
     """The session's page (`/sessions/{uuid}`), or with `standalone` the HTML report file."""
     s, summary = report["session"], report["summary"]
     uuid = s["uuid"]
@@ -262,7 +267,7 @@ def session_page(report: dict, standalone: bool = False) -> str:
                           for t in report["plan"]["tasks"]],
                 "misses": [{"at": m["at"], "cause": m["cause"], "tip": _miss_tip(m)}
                            for m in report["cache_misses"]]}))
-    return _document(title, body, standalone=standalone)
+    return _document(title, body, standalone=standalone, alternate=alternate)
 
 
 def _phase_tip(phase: dict) -> str:
@@ -513,7 +518,7 @@ TREND_HEAD = ('<th class="num">Sessions</th><th class="num">Est. cost</th><th cl
 
 
 def trends_page(data: dict, costliest: list[dict], projects: Mapping[str, str], query: TrendsQuery,
-                machines: list[str] | None = None) -> str:
+                machines: list[str] | None = None, alternate: str | None = None) -> str:
     """`/trends`: `retrod trends` as a page — the periods' cost and efficiency drawn, their figures
     in rows (a run of empty periods is one row, as the command prints it), the total below; and
     the outliers: the costliest sessions, each against the average session."""
@@ -544,7 +549,7 @@ def trends_page(data: dict, costliest: list[dict], projects: Mapping[str, str], 
             + _data({"by": by, "trends": [{"period": p["period"], "cost_usd": p["cost"]["usd"],
                                  "efficiency": p["tool_use"]["efficiency"], "sessions": p["sessions"]}
                                 for p in periods if p["period"] is not None]}))
-    return _document("Trends", body, "Trends")
+    return _document("Trends", body, "Trends", alternate=alternate)
 
 
 def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> str:
@@ -701,7 +706,7 @@ LESSON_STATUS = {"working": "verdict-high_impact", "not working": "verdict-avoid
                  "too early": "verdict-pending", "unclear": "verdict-small_impact"}
 
 
-def lessons_page(found: dict | None, projects: list[str]) -> str:
+def lessons_page(found: dict | None, projects: list[str], alternate: str | None = None) -> str:
     """`/lessons`: `retrod lessons` of a project — the answer, then per pattern and per lesson its
     rate before retrod first named it and since, drawn as two bars on one scale (a page row's);
     without a project, the projects to choose from."""
@@ -750,7 +755,7 @@ def lessons_page(found: dict | None, projects: list[str]) -> str:
                f'{head.format("First named")}<tbody>{pattern_rows}</tbody></table></section>' if pattern_rows else "")
             + (f'<section><h2>Lessons logged</h2><table class="list" id="lesson-lessons">'
                f'{head.format("First logged")}<tbody>{lesson_rows}</tbody></table></section>' if lesson_rows else ""))
-    return _document("Lessons", body, "Lessons")
+    return _document("Lessons", body, "Lessons", alternate=alternate)
 
 
 def live_row(row: Mapping) -> str:
@@ -769,7 +774,7 @@ def live_row(row: Mapping) -> str:
             f'<td data-field="ended_at">{e(when(row["ended_at"]))}</td></tr>')
 
 
-def live_page(rows: list[dict]) -> str:
+def live_page(rows: list[dict], alternate: str | None = None) -> str:
     body = ('<div class="title-row"><h1>Live</h1><p class="lead">'
             f'<span id="live-status" class="status">connecting…</span>'
             '</p></div>'
@@ -779,4 +784,4 @@ def live_page(rows: list[dict]) -> str:
             f'<tbody>{"".join(live_row(r) for r in rows)}'
             '</tbody></table><p class="empty" id="live-empty"' + (' hidden' if rows else '') +
             '>No session is active right now. Start Claude Code, and its session appears here.</p>')
-    return _document("Live", body, "Live")
+    return _document("Live", body, "Live", alternate=alternate)
