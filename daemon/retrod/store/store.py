@@ -139,15 +139,15 @@ class Store:
     def known_files(self) -> dict[str, FileRow]:
         """Every stored file of this host by path, read at once: a scan skips the unchanged ones
         and reads no row file by file."""
-        return self._rows_by_path("all_files", {"host_id": self.host_id})
+        return self._rows_by_path(q("all_files"), {"host_id": self.host_id})
 
     def session_files(self, session: str) -> dict[str, FileRow]:
         """The stored rows of a session's files on this host, by path (see `Ingester.refresh`)."""
-        return self._rows_by_path("session_files_of_host", {"host_id": self.host_id, "session": session})
+        return self._rows_by_path(q("session_files_of_host"), {"host_id": self.host_id, "session": session})
 
-    def _rows_by_path(self, query: str, args: dict) -> dict[str, FileRow]:
+    def _rows_by_path(self, statement: str, args: dict) -> dict[str, FileRow]:
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(q(query), args).fetchall()
+            rows = cur.execute(statement, args).fetchall()
         return {row["path"]: FileRow.from_db(row) for row in rows}
 
     def mark_missing(self, path: str) -> None:
@@ -168,9 +168,9 @@ class Store:
             conn.execute(q("lock_files"), {"ids": [file.id]})
             if file.session_uuid is not None:
                 conn.execute(q("lock_sessions"), {"sessions": [file.session_uuid]})
-            for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_parked_tool_calls",
-                           "forget_file_subagents", "forget_file_links", "forget_file_cache_boundaries"):
-                conn.execute(q(forget), {"id": file.id})
+            for forget in (q("forget_file_events"), q("forget_file_tool_calls"), q("forget_file_parked_tool_calls"),
+                           q("forget_file_subagents"), q("forget_file_links"), q("forget_file_cache_boundaries")):
+                conn.execute(forget, {"id": file.id})
             self._save(conn, [start_over])  # (first: its candidate span is gone too, §2.1)
             conn.execute(q("lock_fork_copies"))
             # (the other holders of its shared uuids are ranked again, and its session's: its span moved)
@@ -303,18 +303,18 @@ class Store:
             conn.execute(q("upsert_requests"), {"requests": _json(ordered), "host_id": host_id})
         documents: dict[str, str] = {}
         for query, rows_of in (
-            ("insert_events", lambda r: r.events),
-            ("upsert_tool_calls", lambda r: list(r.tool_calls.values())),
-            ("upsert_subagents", lambda r: [{"agent_id": a, "min_us": s.min_us, "max_us": s.max_us}
-                                            for a, s in r.subagents.items()]),
-            ("insert_links", lambda r: sorted(r.links)),
-            ("insert_cache_boundaries", lambda r: r.boundaries),
+            (q("insert_events"), lambda r: r.events),
+            (q("upsert_tool_calls"), lambda r: list(r.tool_calls.values())),
+            (q("upsert_subagents"), lambda r: [{"agent_id": a, "min_us": s.min_us, "max_us": s.max_us}
+                                               for a, s in r.subagents.items()]),
+            (q("insert_links"), lambda r: sorted(r.links)),
+            (q("insert_cache_boundaries"), lambda r: r.boundaries),
         ):
             files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
                      for p in batch if (rows := rows_of(p.result))]
             if files:
                 documents[query] = _json(files)
-                conn.execute(q(query), {"files": documents[query]})
+                conn.execute(query, {"files": documents[query]})
         # §2.1: the batch's main transcripts may change who wrote a uuid they share (new holders,
         # or a span that moved), and with it which lines are fork copies, in any session
         mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
