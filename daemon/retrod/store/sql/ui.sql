@@ -1,10 +1,10 @@
 -- `retrod ui`, the web dashboard (issue 23): its session list, a session's timeline, the live
 -- page. Read-only, from the rollups: no statement here scans requests, events or calls.
 
+-- name: ui_price_keys
 -- The price groups every session stored holds (session_requests, migration 0018): the list and
 -- the timeline price them (report/rates.py). (The day as text: 'infinity', requests without a
 -- timestamp, is no Python date.)
--- name: ui_price_keys
 SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_requests;
 
 -- name: ui_working_folders
@@ -13,15 +13,16 @@ SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_re
 -- moved, which can only lengthen a name), without grouping the files by session.
 SELECT DISTINCT state ->> 'cwd' FROM retrod.files WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL;
 
--- The list's choices: the models there are (the projects: tracking.sql's known_projects).
 -- name: ui_models
+-- The list's choices: the models there are (the projects: tracking.sql's known_projects).
 SELECT DISTINCT model FROM retrod.session_requests WHERE model <> '' AND parts > 0 ORDER BY 1;
 
--- The machines (host ids, DESIGN §4) transcripts are stored under.
 -- name: ui_machines
+-- The machines (host ids, DESIGN §4) transcripts are stored under.
 SELECT DISTINCT host_id FROM retrod.files
 WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
 
+-- name: ui_sessions
 -- Every session (one per member, §3) with its figures, filtered, sorted and paged, with how many
 -- match (`total`): one row each from session_figures (migration 0019). Start and end are its main
 -- transcripts' first event and high-water mark, as `retrod sessions` reads them (for a session
@@ -42,7 +43,6 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 -- The sort handles narrow rows (a session's key and the figure it is ordered by); what the page
 -- shows is looked up for its rows
 -- alone, after the limit.
--- name: ui_sessions
 WITH rates AS MATERIALIZED (  -- read once, typed
     SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
            cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
@@ -154,10 +154,10 @@ ORDER BY CASE WHEN %(desc)s THEN page.sort_key END DESC NULLS LAST,
          CASE WHEN NOT %(desc)s THEN page.sort_key END ASC NULLS LAST, page.first_us DESC NULLS LAST,
          page.session_uuid, page.db_role;
 
+-- name: ui_active_sessions
 -- Sessions with transcript time in the last hour (as `retrod status` counts them), the most
 -- recent first, at most `limit`: the live page's first rows. Not later than a few minutes from
 -- now: a line stamped in the future is a wrong clock, not activity.
--- name: ui_active_sessions
 SELECT session_uuid FROM (
     SELECT session_uuid, minute FROM retrod.event_minutes
     WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute < now() + interval '5 minutes'
@@ -167,11 +167,11 @@ SELECT session_uuid FROM (
 ) m
 GROUP BY session_uuid ORDER BY max(minute) DESC, session_uuid LIMIT %(limit)s;
 
+-- name: ui_timeline_minutes
 -- A session's timeline: per minute, its requests and tokens (all agents; the compaction agents'
 -- output apart), and their cost: each price group at the rates given (`rates`, as ui_sessions
 -- reads them; report/rates.py), in doubles. `unpriced`: tokens or web searches no price knows; `unrated`: a group
 -- the rates given do not cover (read them again).
--- name: ui_timeline_minutes
 WITH rates AS MATERIALIZED (
     SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
            cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
@@ -200,9 +200,9 @@ LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_
 GROUP BY g.minute
 ORDER BY g.minute;
 
+-- name: ui_compactions
 -- When each counted compaction happened: a compact_boundary line has no timestamp of its own
 -- (migration 0014), so the first timestamped line after it in its file tells.
--- name: ui_compactions
 SELECT (SELECT n.ts FROM retrod.events n
         WHERE n.file_id = e.file_id AND n."offset" > e."offset" AND n.ts IS NOT NULL
         ORDER BY n."offset" LIMIT 1) AS at
@@ -210,9 +210,9 @@ FROM retrod.events e
 WHERE e.session_uuid = %(session)s AND e.db_role = %(member)s AND e.ts IS NULL AND e.compaction AND e.counted
 ORDER BY 1 NULLS LAST;
 
+-- name: ui_timeline_waste
 -- A session's tool calls flagged by a waste signal (DESIGN §2.6), per minute: the timeline marks
 -- where waste happened.
--- name: ui_timeline_waste
 SELECT minute, sum(sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
                    + re_read)::bigint AS flagged
 FROM retrod.call_minutes
@@ -221,10 +221,10 @@ GROUP BY minute HAVING sum(sibling_error + error_retry + persisted_output_read +
                            + re_read) > 0
 ORDER BY minute;
 
+-- name: ui_sessions_cache_misses
 -- The prompt-cache misses (DESIGN §2.8, migration 0031) of these sessions (each with its member),
 -- as session_cache_misses reads one session's: the list prices each page's rows' waste as their
 -- reports do.
--- name: ui_sessions_cache_misses
 SELECT c.session_uuid, c.db_role, c.ts, c.agent, c.cause, c.reason, c.model, c.fast, c.size, c.rewritten,
        c.rewritten_1h, c.pause_us, c.prefix_before
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
