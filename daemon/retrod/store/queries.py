@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"-- name: (\S*)")
 _WORD = re.compile(r"\w+")
 # A line `-- include: x` in a statement stands for the text of `x`, a fragment two statements share
-# (report.sql's window_bounds): one rule stated once, and still one statement for the planner.
+# (report.sql's report_window_bounds): one rule stated once, and still one statement for the planner.
 _INCLUDE = re.compile(r"^[ \t]*-- include: (\S*)[ \t]*$", re.MULTILINE)
 
 

@@ -148,7 +148,7 @@ ORDER BY p.started_at, p.id;
 
 -- name: report_window_bounds
 -- A window's bounds, as window_figures and windows_tokens_by_model read them (a fragment, not a
--- statement: `-- include: window_bounds` takes it in). Each window of the arguments `ids`, `starts`
+-- statement: `-- include: report_window_bounds` takes it in). Each window of the arguments `ids`, `starts`
 -- and `ends`, arrays in step (an end null: open, until now), with the ranges its figures come from: its
 -- whole minutes [whole_from, whole_to), of them its whole UTC hours [hours_from, hours_to) (from
 -- the hour rollups, migration 0031) and the minutes before and after them (from the per-minute
@@ -175,7 +175,7 @@ FROM (
 -- rollups' columns — model, minute (an hour row's hour), fast, tier_floor, requests (n), parts
 -- (np), tool turns, tokens, web searches — to be summed by price group (DESIGN §2.5, §2.7): the
 -- minutes around its whole hours, the hours, and the parts of the requests in its edges. (A
--- fragment: `-- include: window_price_groups`.)
+-- fragment: `-- include: report_window_price_groups`.)
 -- Each range (the minutes before and after the whole hours, the two edges) is a LATERAL of its
 -- own, kept apart by OFFSET 0: as one OR of two ranges, or a plain join to them, the planner
 -- scanned the session's every minute and event per window (0.2 s for 12 phases of the ~200 MB
