@@ -91,10 +91,7 @@ FROM k;
 -- rewritten tokens and extra cost (migration 0031's rows, kept at commit), by machine the machine
 -- of each miss's request.
 WITH rates AS (
-    SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
-        AS r(model TEXT, fast BOOLEAN, tier_floor BIGINT, day_from DATE, day_to DATE, input NUMERIC, output NUMERIC,
-             cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC,
-             web_search NUMERIC)
+    SELECT * FROM retrod.typed_rates(%(rates)s::json)  -- (migration 0037)
 ), c AS MATERIALIZED (  -- the sessions started in the span asked for (none asked: every session)
     SELECT t.session_uuid FROM retrod.session_times t
     WHERE %(started_from)s::timestamptz IS NOT NULL AND t.db_role = %(member)s

@@ -22,6 +22,24 @@ SELECT DISTINCT model FROM retrod.session_requests WHERE model <> '' AND parts >
 SELECT DISTINCT host_id FROM retrod.files
 WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
 
+-- name: ui_rates_per_token
+-- A fragment (`-- include: ui_rates_per_token`): the rates given (`rates`: report/rates.py's
+-- spans of days with one price per model, fast and tier; null: no price known), typed by
+-- retrod.typed_rates (migration 0037), in USD per token, part and web search, in doubles.
+SELECT model, fast, tier_floor, day_from, day_to, input::float8 / 1e6 AS input, output::float8 / 1e6 AS output,
+       cache_read::float8 / 1e6 AS cache_read, cache_create_5m::float8 / 1e6 AS cache_5m,
+       cache_create_1h::float8 / 1e6 AS cache_1h, per_part::float8 AS part, web_search::float8 AS search
+FROM retrod.typed_rates(%(rates)s::json)
+
+-- name: ui_group_usd
+-- A fragment (`-- include: ui_group_usd`): the cost in doubles of a price group `g` (a row of
+-- session_requests or request_minutes) at its rates `r` (ui_rates_per_token), as prices.py's
+-- `_cost` prices it: the 1h cache writes at the 1h rate, the rest of them at the 5m rate.
+g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
++ least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
++ (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
++ g.parts * r.part + g.web_searches * coalesce(r.search, 0)
+
 -- name: ui_sessions
 -- Every session (one per member, §3) with its figures, filtered, sorted and paged, with how many
 -- match (`total`): one row each from session_figures (migration 0019). Start and end are its main
@@ -43,21 +61,13 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 -- The sort handles narrow rows (a session's key and the figure it is ordered by); what the page
 -- shows is looked up for its rows
 -- alone, after the limit.
-WITH rates AS MATERIALIZED (  -- read once, typed
-    SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
-           cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
-           per_part AS part, web_search AS search  -- USD per token, part and web search, in doubles
-    FROM json_to_recordset(%(rates)s::json) AS r(model text, fast bool, tier_floor bigint, day_from date, day_to date,
-                                                input float8, output float8, cache_read float8,
-                                                cache_create_5m float8, cache_create_1h float8, per_part float8,
-                                                web_search float8)
+WITH rates AS MATERIALIZED (  -- read once
+    -- include: ui_rates_per_token
 ), cost AS (  -- only when sorting by it
     SELECT g.session_uuid, g.db_role,
-           sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
-               + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
-               + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
-               + g.parts * r.part + g.web_searches * coalesce(r.search, 0))
-               FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
+           sum(
+               -- include: ui_group_usd
+           ) FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
            coalesce(bool_or(r.input IS NOT NULL AND (tokens OR r.search IS NOT NULL)) FILTER (WHERE used), false)
                AS priced_any,
            coalesce(bool_or(r.input IS NULL OR g.web_searches > 0 AND r.search IS NULL) FILTER (WHERE used), false)
@@ -173,23 +183,15 @@ GROUP BY session_uuid ORDER BY max(minute) DESC, session_uuid LIMIT %(limit)s;
 -- reads them; report/rates.py), in doubles. `unpriced`: tokens or web searches no price knows; `unrated`: a group
 -- the rates given do not cover (read them again).
 WITH rates AS MATERIALIZED (
-    SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
-           cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
-           per_part AS part, web_search AS search  -- USD per token, part and web search, in doubles
-    FROM json_to_recordset(%(rates)s::json) AS r(model text, fast bool, tier_floor bigint, day_from date, day_to date,
-                                                input float8, output float8, cache_read float8,
-                                                cache_create_5m float8, cache_create_1h float8, per_part float8,
-                                                web_search float8)
+    -- include: ui_rates_per_token
 )
 SELECT g.minute, sum(g.requests)::bigint AS requests, sum(g.input_tokens)::bigint AS input,
        sum(g.output_tokens)::bigint AS output, sum(g.cache_read_tokens)::bigint AS cache_read,
        sum(g.cache_create_tokens)::bigint AS cache_create,
        coalesce(sum(g.output_tokens) FILTER (WHERE starts_with(g.agent, 'acompact')), 0)::bigint AS compaction_output,
-       coalesce(sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
-                    + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
-                    + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
-                    + g.parts * r.part + g.web_searches * coalesce(r.search, 0))
-                FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
+       coalesce(sum(
+                    -- include: ui_group_usd
+                ) FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
        coalesce(bool_or(g.used AND (r.input IS NULL OR g.web_searches > 0 AND r.search IS NULL)), false) AS unpriced,
        coalesce(bool_or(r.model IS NULL), false) AS unrated
 FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens + web_searches > 0 AS used
