@@ -268,7 +268,7 @@ def _stored_writers(url: str) -> dict[str, str]:
     from retrod.store.queries import q
 
     with psycopg.connect(url) as conn:
-        return dict(conn.execute(q("uuid_writers"), {"uuids": None}).fetchall())
+        return dict(conn.execute(q("ingest_uuid_writers"), {"uuids": None}).fetchall())
 
 
 def _shared_writers(root: Path) -> dict[str, str]:

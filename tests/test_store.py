@@ -64,7 +64,7 @@ def test_wheel_ships_the_migrations(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for migration in load():
         assert f"retrod/migrations/{migration.version:04d}_{migration.name}.sql" in names
-    for shipped in ("retrod/store/queries.sql", "retrod/store/report.sql", "retrod/store/tracking.sql",
+    for shipped in ("retrod/store/sql/ingest.sql", "retrod/store/sql/report.sql", "retrod/store/sql/tracking.sql",
                     "retrod/units/retrod.service", "retrod/units/dev.retrod.daemon.plist",
                     "retrod/claude_code/skills/retrod-track/SKILL.md",
                     "retrod/claude_code/skills/retrod-retro/SKILL.md"):

@@ -201,7 +201,7 @@ def test_walking_the_cache_streams_early_leaves_the_days_counted_at_commit(db_ur
     with psycopg.connect(db_url, autocommit=True) as conn:
         before = conn.execute(days).fetchone()[0]
         with conn.transaction():
-            conn.execute(q("walk_cache_streams"))
+            conn.execute(q("ingest_walk_cache_streams"))
             marked = conn.execute("UPDATE retrod.trend_sessions SET changed = true WHERE session_uuid = %s", (session,))
             assert marked.rowcount == 1
             assert conn.execute(days).fetchone()[0] == before  # not yet: at commit

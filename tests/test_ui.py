@@ -609,15 +609,3 @@ def test_the_ui_modules_that_need_no_framework_import_none() -> None:
     assert done.stdout == "[]\n"
 
 
-def test_no_sql_comment_holds_a_placeholder() -> None:
-    """A comment above `-- name: x` belongs to the statement before it: a placeholder written in
-    one makes that statement ask for a parameter it is never given."""
-    store = Path(__file__).parents[1] / "daemon" / "retrod" / "store"
-    found = []
-    for path in sorted(store.glob("*.sql")):
-        named = False  # a file's head, above its first statement, is no statement's
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            named = named or line.startswith("-- name:")
-            if named and line.lstrip().startswith("--") and "%(" in line:
-                found.append(f"{path.name}:{n}")
-    assert found == []

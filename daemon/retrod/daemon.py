@@ -389,7 +389,7 @@ def _scan(ingester: Ingester, event: str) -> float:
         gathering = time.monotonic()
         try:
             with ingester.store.pool.connection() as conn:
-                conn.execute(q("analyze_rollups"))
+                conn.execute(q("trends_analyze_rollups"))
             log.info("statistics gathered", seconds=round(time.monotonic() - gathering, 3))
         except psycopg.Error as exc:  # (autovacuum gathers them later)
             log.warning("gathering statistics failed", error=" ".join(str(exc).split()))

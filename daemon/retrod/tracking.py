@@ -73,7 +73,7 @@ def track_start(conn: Connection, session: str, description: str | None, project
 
 def may_write(conn: Connection) -> bool:
     """False for a team's reader role (docs/team.md)."""
-    return bool(one(conn.execute(q("may_write_sessions")))[0])
+    return bool(one(conn.execute(q("team_may_write_sessions")))[0])
 
 
 def ensure_session(cur, session: str, description: str | None = None, project_slug: str | None = None) -> dict:
@@ -81,11 +81,11 @@ def ensure_session(cur, session: str, description: str | None = None, project_sl
     `project_slug`, and now)."""
     args = {"session": session, "description": description}
     for _attempt in range(2):  # (a command inserting it at the same moment: then it is there)
-        row = cur.execute(q("describe_user_session"), args).fetchone()
+        row = cur.execute(q("tracking_describe_user_session"), args).fetchone()
         if row is not None:
             return row
-        seen = one(cur.execute(q("session_first_seen"), {"session": session}))
-        row = cur.execute(q("insert_user_session"), {
+        seen = one(cur.execute(q("tracking_session_first_seen"), {"session": session}))
+        row = cur.execute(q("tracking_insert_user_session"), {
             **args, "project_slug": seen["project_slug"] or project_slug or "",
             "started_at": seen["started_at"] or datetime.now(UTC),
         }).fetchone()
@@ -102,15 +102,15 @@ def phase_start(conn: Connection, session: str, task: str, phase: str) -> dict:
     task, phase = _clean(task, "--task"), _clean(phase, "--phase")
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         user_session = ensure_session(cur, session)  # locks the row: one phase command at a time
-        open_phases = cur.execute(q("open_phases"), {"session_id": user_session["id"]}).fetchall()
+        open_phases = cur.execute(q("tracking_open_phases"), {"session_id": user_session["id"]}).fetchall()
         if open_phases:
             p = open_phases[0]
             raise TrackingError(f"phase {p['task']!r} / {p['phase']!r} is still open; end it first with"
                                 " `retrod phase end --verdict VERDICT`")
-        span = one(cur.execute(q("session_span"), {"session": session}))
+        span = one(cur.execute(q("tracking_session_span"), {"session": session}))
         now = span["now"]
         _refuse_overlap(cur, user_session["id"], now, None)
-        row = one(cur.execute(q("insert_phase"), {
+        row = one(cur.execute(q("tracking_insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": now,
             "ended_at": None, "verdict": PENDING, **_notes(PhaseNotes()),
         }))
@@ -124,7 +124,7 @@ def phase_end(conn: Connection, session: str, verdict: str, notes: PhaseNotes, a
     check_verdict(verdict)  # (refused before any work)
     _check_notes(notes)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        user_session = cur.execute(q("get_user_session"), {"session": session, "member": None}).fetchone()
+        user_session = cur.execute(q("tracking_get_user_session"), {"session": session, "member": None}).fetchone()
         if user_session is None:
             raise TrackingError("no open phase to end; start one with `retrod phase start --task T --phase P`")
         return give_verdict(cur, user_session["id"], verdict, notes, at)
@@ -135,19 +135,19 @@ def give_verdict(cur, session_id: int, verdict: str, notes: PhaseNotes, at: date
     before it closes the session). `session_id`: the user's cc_sessions row."""
     check_verdict(verdict)
     _check_notes(notes)
-    open_phases = cur.execute(q("open_phases"), {"session_id": session_id}).fetchall()
+    open_phases = cur.execute(q("tracking_open_phases"), {"session_id": session_id}).fetchall()
     if open_phases:
         phase = open_phases[0]
         if at is not None and at < phase["started_at"]:
             raise TrackingError(f"the phase cannot end ({local(at)}) before it starts ({local(phase['started_at'])})")
-        return {**one(cur.execute(q("end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
+        return {**one(cur.execute(q("tracking_end_phase"), {"id": phase["id"], "ended_at": at, "verdict": verdict,
                                                    **_notes(notes)})), "ended": True}
-    pending = cur.execute(q("last_pending_phase"), {"session_id": session_id}).fetchone()
+    pending = cur.execute(q("tracking_last_pending_phase"), {"session_id": session_id}).fetchone()
     if pending is None:
         raise TrackingError("no open phase to end, and no ended phase still `pending`; start one with"
                             " `retrod phase start --task T --phase P`")
     # It keeps the end it was given (when the session was closed): only its verdict and notes change
-    return {**one(cur.execute(q("end_phase"), {"id": pending["id"], "ended_at": pending["ended_at"],
+    return {**one(cur.execute(q("tracking_end_phase"), {"id": pending["id"], "ended_at": pending["ended_at"],
                                                "verdict": verdict, **_notes(notes)})),
             "ended": False, "task": pending["task"], "phase": pending["phase"]}
 
@@ -163,11 +163,11 @@ def phase_log(conn: Connection, session: str, task: str, phase: str, start: date
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         user_session = ensure_session(cur, session)  # locks the row: one phase command at a time
         _refuse_overlap(cur, user_session["id"], start, end)
-        row = one(cur.execute(q("insert_phase"), {
+        row = one(cur.execute(q("tracking_insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": start,
             "ended_at": end, "verdict": verdict, **_notes(notes),
         }))
-        span = one(cur.execute(q("session_span"), {"session": session}))
+        span = one(cur.execute(q("tracking_session_span"), {"session": session}))
         return {**row, "warnings": _outside_span(span, user_session, start, end)}
 
 
@@ -186,17 +186,17 @@ def phase_log_windows(conn: Connection, session: str, task: str, phase: str,
         user_session = ensure_session(cur, session)  # locks the row: one phase command at a time
         for start, end in windows:  # every check first: a refusal writes nothing
             _refuse_overlap(cur, user_session["id"], start, end)
-        rows = [one(cur.execute(q("insert_phase"), {
+        rows = [one(cur.execute(q("tracking_insert_phase"), {
             "session_id": user_session["id"], "task": task, "phase": phase, "started_at": start,
             "ended_at": end, "verdict": verdict, **_notes(notes)})) for start, end in windows]
-        span = one(cur.execute(q("session_span"), {"session": session}))
+        span = one(cur.execute(q("tracking_session_span"), {"session": session}))
         warnings = [w for start, end in windows for w in _outside_span(span, user_session, start, end)]
         return {"phases": rows, "warnings": list(dict.fromkeys(warnings))}
 
 
 def _refuse_overlap(cur, session_id: int, start: datetime, end: datetime | None) -> None:
     """accounting.md §2.5: phases logged through retrod never overlap (an open phase runs on)."""
-    clash = cur.execute(q("overlapping_phase"), {"session_id": session_id, "started_at": start,
+    clash = cur.execute(q("tracking_overlapping_phase"), {"session_id": session_id, "started_at": start,
                                                  "ended_at": end}).fetchone()
     if clash:
         until = local(clash["ended_at"]) if clash["ended_at"] else "still open"
@@ -229,7 +229,7 @@ def project_match(conn: Connection, project: str | None, member: str | None = No
 
 def known_projects(conn: Connection, member: str | None = None) -> list[Project]:
     """Every project stored, by name. `member`: that member's (None: every one the role may read)."""
-    return projects_of(conn.execute(q("known_projects"), {"member": member}).fetchall())
+    return projects_of(conn.execute(q("tracking_known_projects"), {"member": member}).fetchall())
 
 
 def project_args(match: ProjectMatch | None) -> dict:
@@ -248,7 +248,7 @@ def recent_sessions(conn: Connection, project: str | None, since: datetime | Non
     `project`: as every surface reads it (resolve.match_project)."""
     match = project_match(conn, project)
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(q("recent_sessions"), {
+        rows = cur.execute(q("tracking_recent_sessions"), {
             **project_args(match), "since": since, "limit": limit, "sort": sort}).fetchall()
     matching = rows[0]["matching"] if rows else 0
     out: dict = {"sessions": [{"uuid": row["uuid"], "member": row["member"],
@@ -267,10 +267,10 @@ def list_phases(conn: Connection, session: str, member: str | None = None) -> li
     `member`: a team's member whose session it is (member_of)."""
     member = member_of(conn, session, member)
     with conn.cursor(row_factory=dict_row) as cur:
-        user_session = cur.execute(q("get_user_session"), {"session": session, "member": member}).fetchone()
+        user_session = cur.execute(q("tracking_get_user_session"), {"session": session, "member": member}).fetchone()
         if user_session is None:
             return []
-        rows = cur.execute(q("list_phases"), {"session_id": user_session["id"]}).fetchall()
+        rows = cur.execute(q("tracking_list_phases"), {"session_id": user_session["id"]}).fetchall()
     return [{"number": number, **row} for number, row in enumerate(rows, 1)]  # the order overlapping_phase counts in
 
 

@@ -99,8 +99,8 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
             "cost": f["cost"], "tool_use": f["tool_use"], "output_tokens": f["tokens"]["total"]["output"],
             "wall_s": f["wall_s"], "claude_s": f["claude_s"], "verdicts": f["verdicts"]})
     with conn.cursor(row_factory=dict_row) as cur:
-        phases = cur.execute(q("brief_phases"), {"sessions": uuids, "member": member}).fetchall()
-        examples = {r["signal"]: r for r in cur.execute(q("brief_waste_examples"),
+        phases = cur.execute(q("trends_brief_phases"), {"sessions": uuids, "member": member}).fetchall()
+        examples = {r["signal"]: r for r in cur.execute(q("trends_brief_waste_examples"),
                                                          {"sessions": uuids, "member": member})}
     out["lessons"] = _lessons(phases)
     out["costliest_tasks"] = _costliest_tasks(conn, uuids, phases, member, prices, away_after_s)
@@ -428,8 +428,9 @@ def given(conn: Connection, session: str, source: object, data: dict, text: str)
     named = [{"pattern": p["pattern"], "mode": p["mode"]} for p in data["pattern_rows"]
              if f"- `{p['pattern']}` {p['mode']}" in text]
     with conn.transaction():  # (its own: a failure leaves the connection usable)
-        conn.execute(q("insert_brief"), {"session": session, "source": source if isinstance(source, str) else None,
-                                         "project": data["project"], "text": text, "patterns": json.dumps(named)})
+        conn.execute(q("lessons_insert_brief"),
+                     {"session": session, "source": source if isinstance(source, str) else None,
+                      "project": data["project"], "text": text, "patterns": json.dumps(named)})
 
 
 def excluded_session(env: dict[str, str] | None = None) -> str | None:

@@ -35,7 +35,7 @@ def member_sessions(conn: Connection, member: str, projects: bool = True) -> lis
     `retrod lessons` finds and measures. Without `projects`, only their folder names and the
     dated ones: enough to find a folder's project (find_sessions), not to match a `--project`."""
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(q("member_sessions"), {"member": member, "projects": projects}).fetchall()
+        return cur.execute(q("lessons_member_sessions"), {"member": member, "projects": projects}).fetchall()
 
 
 def find_sessions(conn: Connection, member: str, *, folder: Path | None, project: str | None,
@@ -75,7 +75,7 @@ def find_sessions(conn: Connection, member: str, *, folder: Path | None, project
 
 def descriptions(conn: Connection, member: str, sessions: list[str]) -> dict[str, str]:
     """Session -> its description (`retrod track start`), for those that have one."""
-    return dict(conn.execute(q("session_descriptions"), {"sessions": sessions, "member": member}).fetchall())
+    return dict(conn.execute(q("lessons_session_descriptions"), {"sessions": sessions, "member": member}).fetchall())
 
 
 @dataclasses.dataclass
@@ -128,7 +128,7 @@ def measure(conn: Connection, member: str, every: list[dict], project_uuids: set
         calls: dict[str, dict[str, dict[str, int]]] = {}
         for c in cur.execute(q("lessons_signal_calls"), {"sessions": sorted(wanted), "member": member}):
             calls.setdefault(c["session_uuid"], {}).setdefault(c["signal"], {})[c["example"]] = int(c["n"])
-    phase_rows = conn.execute(q("member_phases"), {"member": member}).fetchall()
+    phase_rows = conn.execute(q("lessons_member_phases"), {"member": member}).fetchall()
     history = rules.History(project, everyone)
     logged = rules.lessons_of(_phases(phase_rows, project_uuids))
     sided = rules.lesson_sessions(history, logged)  # (another project's among them: an all-projects side)

@@ -64,7 +64,7 @@ def periods(conn: Connection, key: tuple, member: str, by: str, tz: str,
     sessions started in `span` (trend_figures' arguments: EVERY_SESSION, or a span of starts);
     `weigh`: how many figures a period holds."""
     with conn.cursor(row_factory=dict_row) as cur:
-        marks = one(cur.execute(q("trend_marks"), {"member": member}))
+        marks = one(cur.execute(q("trends_marks"), {"member": member}))
     if not marks["phases_marked"]:
         return Kept({}, compute(EVERY_SESSION))
     whole_key = (conn.info.host, conn.info.port, conn.info.dbname, marks["database"], marks["started"],
@@ -97,7 +97,7 @@ def _summed_again(conn: Connection, kept: dict[Period, T], days: list[str], by: 
     again, and every period between them: the sessions started in their span (and a margin, cut
     off here by period) are summed once; every session, when that is every period kept."""
     with conn.cursor(row_factory=dict_row) as cur:
-        span = one(cur.execute(q("trend_changed_span"), {"days": days, "by": by, "tz": tz}))
+        span = one(cur.execute(q("trends_changed_span"), {"days": days, "by": by, "tz": tz}))
     first, last, undated = span["first_period"], span["last_period"], span["undated"]
     dated = [period for period in kept if period is not None]
     if first is not None and (not dated or (first <= min(dated) and max(dated) <= last)):

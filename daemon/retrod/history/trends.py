@@ -258,7 +258,8 @@ def _cache(sums: _Sums, total: dict, cost_usd: float | None) -> dict:
 def price_table(conn: Connection, member: str, prices: pricing.Prices, sessions: list[str] | None = None) -> str:
     """The prices of every price group the member's sessions have, as trend_figures reads them
     (report/rates.py)."""
-    return rates.table(conn.execute(q("price_keys"), {"member": member, "sessions": sessions}).fetchall(), prices)
+    keys = conn.execute(q("trends_price_keys"), {"member": member, "sessions": sessions}).fetchall()
+    return rates.table(keys, prices)
 
 
 def change(now: dict, before: dict | None) -> dict | None:
@@ -352,7 +353,7 @@ class _Period:
 
 
 def _periods(rows: list[dict], machine_rows: list[dict]) -> dict[date | None, _Period]:
-    """trend_figures' rows as periods: a period's rows (one per project or session in it) add up
+    """trends_figures' rows as periods: a period's rows (one per project or session in it) add up
     to the period; by machine, the period is the unsplit row and each machine's row a part of it
     (a session on two machines is in both machines' per-model session counts, and once in the
     period's)."""
@@ -468,7 +469,7 @@ def _answer(conn: Connection, *, by: str, project: str | None, since: datetime |
             table.append(price_table(conn, member, prices, sessions))
         with conn.cursor(row_factory=dict_row) as cur:
             # planned for its arguments each time: a generic plan is far slower
-            return cur.execute(q("trend_figures"), {**args, **span, "rates": table[0], **changes},
+            return cur.execute(q("trends_figures"), {**args, **span, "rates": table[0], **changes},
                                prepare=False).fetchall()
 
     def summed(span: trend_periods.Span) -> dict[date | None, _Period]:

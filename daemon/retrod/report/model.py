@@ -39,7 +39,7 @@ def _iso(ts: datetime | None) -> str | None:
 def known_sessions(conn: Connection, prefix: str) -> list[str]:
     """Sessions the database knows (a transcript read, or tracked) whose uuid starts with
     `prefix`; at most two, enough to tell a unique prefix from an ambiguous one."""
-    return [row[0] for row in conn.execute(q("find_sessions"), {"prefix": prefix})]
+    return [row[0] for row in conn.execute(q("report_find_sessions"), {"prefix": prefix})]
 
 
 def session_costs(conn: Connection, sessions: list[tuple[str, str]],
@@ -49,7 +49,7 @@ def session_costs(conn: Connection, sessions: list[tuple[str, str]],
     groups: dict[tuple[str, str], list[dict]] = {pair: [] for pair in sessions}
     if sessions:
         with conn.cursor(row_factory=dict_row) as cur:
-            for group in cur.execute(q("sessions_price_groups"), {"sessions": [s for s, _m in sessions],
+            for group in cur.execute(q("report_sessions_price_groups"), {"sessions": [s for s, _m in sessions],
                                                                   "members": [m for _s, m in sessions]}):
                 groups[(group["session_uuid"], group["db_role"])].append(group)
     return {pair: pricing.by_model(found, prices) for pair, found in groups.items()}
@@ -66,18 +66,18 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     with generic_plans(conn), conn.cursor(row_factory=dict_row) as cur:
         member = member_of(conn, session, member)
         args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
-        files = one(cur.execute(q("session_files"), args))
-        compactions = one(cur.execute(q("session_compactions"), args))["compactions"]
+        files = one(cur.execute(q("report_session_files"), args))
+        compactions = one(cur.execute(q("report_session_compactions"), args))["compactions"]
         times, by_agent, summary = _summary(cur, args, prices)
-        subagent_rows = cur.execute(q("session_subagents"), args).fetchall()
-        user_row = cur.execute(q("user_session"), args).fetchone()
-        phase_rows = cur.execute(q("session_phases"), args).fetchall()
+        subagent_rows = cur.execute(q("report_session_subagents"), args).fetchall()
+        user_row = cur.execute(q("report_user_session"), args).fetchone()
+        phase_rows = cur.execute(q("report_session_phases"), args).fetchall()
         figures = {int(i): fig for i, fig in window_figures(cur, args, _phase_windows(phase_rows)).items()}
-        tools = [_tool(row) for row in cur.execute(q("session_tools"), args)]
+        tools = [_tool(row) for row in cur.execute(q("report_session_tools"), args)]
         wasted = sorted({signal for calls in by_agent.values() for signal, n in calls.items() if n and signal})
-        examples = cur.execute(q("session_waste_examples"),
+        examples = cur.execute(q("report_session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
-        status = cur.execute(q("session_status"), args).fetchone()
+        status = cur.execute(q("statusline_session_status"), args).fetchone()
         plan = _plan(cur, args)
         task_figures = _task_window_figures(cur, args, plan)
         now = datetime.now(UTC)  # the live state's and open phases' "now"
@@ -168,12 +168,12 @@ def _plan_json(plan: Plan, tasks: list[shapes.Task]) -> shapes.Plan:
 def _summary(cur, args: dict, prices: pricing.Prices) -> tuple[dict, dict[str, dict[str, int]], shapes.Totals]:
     """The session's times row (session_times), its counted calls by agent and signal, and its
     totals: tokens by bucket and model, cost, the four times, requests, tool use."""
-    by_bucket = {row["bucket"]: row for row in cur.execute(q("session_tokens"), args)}
-    model_rows = cur.execute(q("session_tokens_by_model"), args).fetchall()
-    times = one(cur.execute(q("session_times"), args))
-    away_us = one(cur.execute(q("session_away"), args))["away_us"]
-    tool_calls = one(cur.execute(q("session_tool_calls"), args))["tool_calls"]
-    by_agent = {row["agent"]: _calls_by_signal(row) for row in cur.execute(q("session_tool_use"), args)}
+    by_bucket = {row["bucket"]: row for row in cur.execute(q("report_session_tokens"), args)}
+    model_rows = cur.execute(q("report_session_tokens_by_model"), args).fetchall()
+    times = one(cur.execute(q("report_session_times"), args))
+    away_us = one(cur.execute(q("report_session_away"), args))["away_us"]
+    tool_calls = one(cur.execute(q("report_session_tool_calls"), args))["tool_calls"]
+    by_agent = {row["agent"]: _calls_by_signal(row) for row in cur.execute(q("report_session_tool_use"), args)}
     split = {b: {f: int(by_bucket[b][f]) if b in by_bucket else 0 for f in TOKEN_FIELDS} for b in BUCKETS[:-1]}
     # (keys looped over are the shapes' own: mypy cannot follow a loop, the shape defines them)
     tokens = cast(shapes.TokensByBucket,
@@ -202,8 +202,8 @@ def _cache(cur, args: dict, tokens: shapes.Tokens, prices: pricing.Prices,
            now: datetime) -> tuple[list[cache.Miss], shapes.SessionCache]:
     """accounting.md §2.8: the session's misses, and its `summary.cache` (`tokens`: its total tokens)."""
     with cur.connection.cursor() as rows:  # tuples, as cache.priced reads them
-        misses = cache.priced(rows.execute(q("session_cache_misses"), args), prices)
-        last = cache.last_of(rows.execute(q("session_cache_last"), args).fetchone())
+        misses = cache.priced(rows.execute(q("report_session_cache_misses"), args), prices)
+        last = cache.last_of(rows.execute(q("report_session_cache_last"), args).fetchone())
     return misses, {**cache.figures(tokens, misses), "live": cache.live(last, now, prices),
                     "costliest": cache.costliest(misses)}
 
@@ -215,7 +215,7 @@ def with_cache_waste(conn: Connection, rows: list[dict], prices: pricing.Prices 
     with conn.cursor() as cur:
         for row in rows:
             args = {"session": row["uuid"], "member": row["member"]}
-            misses = cache.priced(cur.execute(q("session_cache_misses"), args), prices)
+            misses = cache.priced(cur.execute(q("report_session_cache_misses"), args), prices)
             out.append({**row, "cache_waste_usd": cache.waste(misses)})
     return out
 
@@ -227,7 +227,7 @@ def cache_misses(conn: Connection, sessions: list[str], member: str,
     out = {}
     with conn.cursor() as cur:
         for session in sessions:
-            misses = cache.priced(cur.execute(q("session_cache_misses"), {"session": session, "member": member}),
+            misses = cache.priced(cur.execute(q("report_session_cache_misses"), {"session": session, "member": member}),
                                   prices)
             figures = cache.figures({"input": 0, "cache_read": 0, "cache_create": 0}, misses)["misses"]
             out[session] = {cause: (f["count"], f["extra_usd"])
@@ -259,7 +259,7 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     pricing.store_tiers(conn)
     with generic_plans(conn), conn.cursor(row_factory=dict_row) as cur:
         member = member_of(conn, session, member)
-        phase_rows = cur.execute(q("session_phases"), {"session": session, "member": member}).fetchall()
+        phase_rows = cur.execute(q("report_session_phases"), {"session": session, "member": member}).fetchall()
         open_row = next((row for row in phase_rows if row["ended_at"] is None), None)
         args = {"session": session, "away_us": int(away_after_s * 1_000_000), "member": member}
         times, _by_agent, summary = _summary(cur, args, prices)
@@ -273,7 +273,7 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         if task_figures:
             plan = _plan(cur, args)
             subagents = [(row["agent_id"], _task_at(plan.tasks, row["first_ts"]))
-                         for row in cur.execute(q("session_subagents"), args)] if plan.tasks else []
+                         for row in cur.execute(q("report_session_subagents"), args)] if plan.tasks else []
             summary["plan"] = _plan_json(plan, _tasks(plan, _task_window_figures(cur, args, plan), prices, subagents,
                                                       misses, now))
     open_phase: shapes.Phase | shapes.OpenPhase | None
@@ -300,7 +300,7 @@ def windows_cost(conn: Connection, session: str, member: str, windows: list[list
     """The cost of the requests in a task's windows (an open one until now), priced as the
     report prices its `plan.tasks[].cost`, without the task's other figures (the status line's)."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(q("windows_tokens_by_model"), {"session": session, "member": member,
+        rows = cur.execute(q("report_windows_tokens_by_model"), {"session": session, "member": member,
                                                           **_bounds([("", s, e) for s, e in windows])}).fetchall()
     return pricing.by_model(rows, prices)[1]
 
@@ -314,7 +314,7 @@ def plan(conn: Connection, session: str, member: str | None = None) -> Plan:
 
 def _plan(cur, args: dict) -> Plan:
     return derive(PlanCall(row["ts"], row["name"], row["plan"], row["failed"], row["task_id"])
-                  for row in cur.execute(q("session_plan_calls"), args))
+                  for row in cur.execute(q("report_session_plan_calls"), args))
 
 
 def _claude_code(row: dict | None) -> shapes.ClaudeCode | None:
@@ -360,7 +360,7 @@ def window_figures(cur, args: dict, windows: list[dict]) -> dict[str, dict]:
     if not windows:
         return {}
     bounds = _bounds([(str(w["id"]), w["s"], w["e"]) for w in windows])
-    return {row["id"]: row for row in cur.execute(q("window_figures"), {**args, **bounds})}
+    return {row["id"]: row for row in cur.execute(q("report_window_figures"), {**args, **bounds})}
 
 
 def _bounds(windows: list[tuple[str, datetime, datetime | None]]) -> dict[str, list]:

@@ -99,11 +99,11 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
             if close and verdict is not None:
                 give_verdict(cur, user_session["id"], verdict, notes or PhaseNotes())
             if close:
-                cur.execute(q("close_open_phases"), {"session_id": user_session["id"]})
+                cur.execute(q("tracking_close_open_phases"), {"session_id": user_session["id"]})
         report: shapes.Retrospective = {**model.build(conn, session, away_after_s, prices, member)}
         summary = report["summary"]
         if writable:
-            cur.execute(q("fill_session_totals"), {
+            cur.execute(q("tracking_fill_session_totals"), {
                 "session": session, "close": close,
                 **{f: min(cast(dict[str, int], summary["tokens"]["total"])[f], INT_MAX) for f in model.TOKEN_FIELDS},
                 "claude_s": summary["claude_s"], "tool_s": summary["tool_s"], "human_s": summary["human_s"],
@@ -143,9 +143,9 @@ def close_idle_sessions(conn: Connection, idle_s: float, away_after_s: float) ->
 
     Their open phases stay open: only the user can give a phase its verdict."""
     closed = []
-    for session, last_activity in conn.execute(q("idle_open_sessions"), {"idle": idle_s}).fetchall():
+    for session, last_activity in conn.execute(q("tracking_idle_open_sessions"), {"idle": idle_s}).fetchall():
         produce(conn, session, away_after_s=away_after_s)  # fills the totals, saves nothing
         with conn.transaction():
-            conn.execute(q("end_session_at"), {"session": session, "ended_at": last_activity})
+            conn.execute(q("tracking_end_session_at"), {"session": session, "ended_at": last_activity})
         closed.append(session)
     return closed

@@ -91,7 +91,7 @@ def save_status(conn: Connection, session: str, fields: dict) -> bool:
         return True
     try:
         with conn.transaction():
-            conn.execute(q("save_session_status"), {"session": session, **fields})
+            conn.execute(q("statusline_save_session_status"), {"session": session, **fields})
     except psycopg.Error as exc:
         log.warning("status line figures not kept", session=session, error=" ".join(str(exc).split()))
         return False
@@ -103,7 +103,7 @@ def live_cache(conn: Connection, session: str, member: str, now: datetime,
     """The main stream's cache as of `now` (cache.live, as the report's `summary.cache.live`), with
     the last request's time in seconds since the epoch; None when the stream has no element."""
     with conn.cursor() as cur:  # tuples, as cache.walk reads them
-        rows = cur.execute(q("session_cache_main_tail"), {"session": session, "member": member}).fetchall()
+        rows = cur.execute(q("statusline_session_cache_main_tail"), {"session": session, "member": member}).fetchall()
     _, last = cache.walk(rows, (), prices)  # (no boundaries: only the last element and its lifetime are used)
     if last is None:
         return None
@@ -125,7 +125,8 @@ _CURRENT_KEPT = 64
 def current_task(conn: Connection, session: str, member: str, prices: pricing.Prices) -> shapes.CurrentTask | None:
     """The task in progress after the last plan call (accounting.md §2.9) and its cost so far."""
     with conn.cursor() as cur:
-        key = tuple(cur.execute(q("session_plan_key"), {"session": session, "member": member}).fetchone() or ())
+        key = tuple(cur.execute(q("statusline_session_plan_key"),
+                                {"session": session, "member": member}).fetchone() or ())
     whose = (conn.info.host, conn.info.port, conn.info.dbname, session, member)
     with _CURRENT_LOCK:
         kept = _CURRENT.get(whose)
@@ -180,8 +181,8 @@ def _figures(conn: Connection, session: str | None, day: tuple[datetime, datetim
             }
     if day is not None:
         with conn.cursor(row_factory=dict_row) as cur:
-            member = member or one(cur.execute(q("current_member")))["member"]
-            rows = cur.execute(q("member_tokens_by_model_between"),
+            member = member or one(cur.execute(q("statusline_current_member")))["member"]
+            rows = cur.execute(q("statusline_member_tokens_by_model_between"),
                                {"member": member, "start": day[0], "end": day[1]}).fetchall()
         _, cost = pricing.by_model(rows, prices)
         out["today"] = {"cost_usd": cost["usd"], "cost_complete": cost["complete"],

@@ -16,14 +16,14 @@ class MemberError(UserError, ValueError):
 
 def current_role(conn: Connection) -> str:
     """The role this connection writes rows as (its own, alone or as a member)."""
-    return str(one(conn.execute(q("current_role")))[0])
+    return str(one(conn.execute(q("report_current_role")))[0])
 
 
 def member_of(conn: Connection, session: str, member: str | None = None) -> str:
     """The database role whose rows a report of `session` reads (accounting.md §3: on a team's database
     every key includes the member). Alone, or as a member: one's own. A team's reader sees
     every member's rows: the one member holding the session, or the one it names."""
-    me, holders = one(conn.execute(q("session_members"), {"session": session}))
+    me, holders = one(conn.execute(q("report_session_members"), {"session": session}))
     if member is not None:
         if holders and member not in holders:
             raise MemberError(f"member {member!r} holds nothing of session {session}; its members: "

@@ -133,31 +133,31 @@ class Store:
         rows = [{"path": str(r.path), "kind": r.kind, "slug": r.slug, "session_uuid": r.session_uuid,
                  "agent_id": r.agent_id} for r in refs]
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            found = cur.execute(q("files"), {"host_id": self.host_id, "files": _json(rows)}).fetchall()
+            found = cur.execute(q("ingest_files"), {"host_id": self.host_id, "files": _json(rows)}).fetchall()
         return {row["path"]: FileRow.from_db(row) for row in found}
 
     def known_files(self) -> dict[str, FileRow]:
         """Every stored file of this host by path, read at once: a scan skips the unchanged ones
         and reads no row file by file."""
-        return self._rows_by_path("all_files", {"host_id": self.host_id})
+        return self._rows_by_path(q("ingest_all_files"), {"host_id": self.host_id})
 
     def session_files(self, session: str) -> dict[str, FileRow]:
         """The stored rows of a session's files on this host, by path (see `Ingester.refresh`)."""
-        return self._rows_by_path("session_files_of_host", {"host_id": self.host_id, "session": session})
+        return self._rows_by_path(q("ingest_session_files_of_host"), {"host_id": self.host_id, "session": session})
 
-    def _rows_by_path(self, query: str, args: dict) -> dict[str, FileRow]:
+    def _rows_by_path(self, statement: str, args: dict) -> dict[str, FileRow]:
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(q(query), args).fetchall()
+            rows = cur.execute(statement, args).fetchall()
         return {row["path"]: FileRow.from_db(row) for row in rows}
 
     def mark_missing(self, path: str) -> None:
         with self.pool.connection() as conn:
-            conn.execute(q("mark_missing"), {"host_id": self.host_id, "path": path})
+            conn.execute(q("ingest_mark_missing"), {"host_id": self.host_id, "path": path})
 
     def mark_missing_under(self, folder: str) -> int:
         """The files of a folder that is gone; how many."""
         with self.pool.connection() as conn:
-            return conn.execute(q("mark_missing_under"), {"host_id": self.host_id, "folder": folder}).rowcount
+            return conn.execute(q("ingest_mark_missing_under"), {"host_id": self.host_id, "folder": folder}).rowcount
 
     def reset(self, file: FileRow, stat: Stat) -> None:
         """Read the file again from its start (truncated or replaced)."""
@@ -165,29 +165,31 @@ class Store:
         start_over = Pending("", file, session, stat, file.offset, 0, None, head="")
         with _refused_rows(), self.pool.connection() as conn, conn.transaction():
             # In _commit's order, the file's row, then its session: no deadlock with a commit of it
-            conn.execute(q("lock_files"), {"ids": [file.id]})
+            conn.execute(q("ingest_lock_files"), {"ids": [file.id]})
             if file.session_uuid is not None:
-                conn.execute(q("lock_sessions"), {"sessions": [file.session_uuid]})
-            for forget in ("forget_file_events", "forget_file_tool_calls", "forget_file_parked_tool_calls",
-                           "forget_file_subagents", "forget_file_links", "forget_file_cache_boundaries"):
-                conn.execute(q(forget), {"id": file.id})
+                conn.execute(q("ingest_lock_sessions"), {"sessions": [file.session_uuid]})
+            for forget in (q("ingest_forget_file_events"), q("ingest_forget_file_tool_calls"),
+                           q("ingest_forget_file_parked_tool_calls"), q("ingest_forget_file_subagents"),
+                           q("ingest_forget_file_links"), q("ingest_forget_file_cache_boundaries")):
+                conn.execute(forget, {"id": file.id})
             self._save(conn, [start_over])  # (first: its candidate span is gone too, §2.1)
-            conn.execute(q("lock_fork_copies"))
+            conn.execute(q("ingest_lock_fork_copies"))
             # (the other holders of its shared uuids are ranked again, and its session's: its span moved)
-            held = [row[0] for row in conn.execute(q("forget_file_line_holders"), {"id": file.id})]
+            held = [row[0] for row in conn.execute(q("ingest_forget_file_line_holders"), {"id": file.id})]
             mine = [file.session_uuid] if file.session_uuid is not None else []
             copies, lines = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
             if copies:
-                conn.execute(q("reown_requests"), {"changed": lines, "batch": "[]"})
-                conn.execute(q("park_tool_calls"), {"changed": lines, "sessions": []})
-                conn.execute(q("unpark_tool_calls"), {"changed": lines})
-            gone = conn.execute(q("forget_file_tool_uses"), {"id": file.id, "session": file.session_uuid}).fetchall()
+                conn.execute(q("ingest_reown_requests"), {"changed": lines, "batch": "[]"})
+                conn.execute(q("ingest_park_tool_calls"), {"changed": lines, "sessions": []})
+                conn.execute(q("ingest_unpark_tool_calls"), {"changed": lines})
+            gone = conn.execute(q("ingest_forget_file_tool_uses"),
+                                {"id": file.id, "session": file.session_uuid}).fetchall()
             if copies:
-                gone += conn.execute(q("calls_at_lines"), {"lines": lines}).fetchall()
+                gone += conn.execute(q("ingest_calls_at_lines"), {"lines": lines}).fetchall()
             _settle_tool_uses(conn, gone, gone)
             if mine or copies:  # its lines may have hidden copies elsewhere (§2.3)
-                conn.execute(q("retime_sessions"), {"sessions": sorted(set(mine + copies))})
-                conn.execute(q("subtime_sessions"), {"sessions": sorted(set(mine + copies))})  # (after retime)
+                conn.execute(q("ingest_retime_sessions"), {"sessions": sorted(set(mine + copies))})
+                conn.execute(q("ingest_subtime_sessions"), {"sessions": sorted(set(mine + copies))})  # (after retime)
         _advance(start_over)
 
     def rewind(self, file: FileRow, stat: Stat) -> None:
@@ -195,7 +197,7 @@ class Store:
         rules (fold.RULES), and what it stores now merges into them (the upserts are idempotent)."""
         start_over = Pending("", file, file.session_uuid, stat, file.offset, 0, None)
         with self.pool.connection() as conn, conn.transaction():
-            conn.execute(q("forget_file_legacy_compactions"), {"id": file.id})
+            conn.execute(q("ingest_forget_file_legacy_compactions"), {"id": file.id})
             self._save(conn, [start_over])
         _advance(start_over)
 
@@ -215,14 +217,14 @@ class Store:
             with conn.transaction():
                 replica = self._skips_row_checks(conn)
                 if replica:
-                    conn.execute(q("skip_row_checks_in_session"))
+                    conn.execute(q("ingest_skip_row_checks_in_session"))
             try:
                 yield Lane(conn, replica)
             finally:
                 if replica:
                     try:
                         with conn.transaction():
-                            conn.execute(q("check_rows_in_session"))
+                            conn.execute(q("ingest_check_rows_in_session"))
                     except psycopg.Error:
                         conn.close()  # (the pool drops it: none goes back skipping the checks)
 
@@ -254,15 +256,15 @@ class Store:
             if skipping and not replica:
                 # Each row below names a file locked here, or an event written here: the checks,
                 # a tenth of a backfill's database time, could not fail (migration 0011).
-                conn.execute(q("skip_row_checks"))
+                conn.execute(q("ingest_skip_row_checks"))
             elif replica and not skipping:  # (a trigger was enabled the usual way since the lane began)
-                conn.execute(q("check_rows"))
+                conn.execute(q("ingest_check_rows"))
             ids = sorted(p.file.id for p in batch)
-            stored: dict[int, int] = dict(conn.execute(q("lock_files"), {"ids": ids}).fetchall())
+            stored: dict[int, int] = dict(conn.execute(q("ingest_lock_files"), {"ids": ids}).fetchall())
             moved = [p.path for p in batch if stored.get(p.file.id) != p.start]
             if moved:
                 raise ConcurrentUpdate(moved)
-            conn.execute(q("lock_sessions"), {"sessions": sorted(
+            conn.execute(q("ingest_lock_sessions"), {"sessions": sorted(
                 {r.session_uuid for p in batch if p.result for r in p.result.requests.values()}
                 | {p.session for p in batch if p.session})})
             self._save(conn, batch)  # (first: the fork copies are ranked by the files' candidate spans, §2.1)
@@ -277,7 +279,7 @@ class Store:
     def _skips_row_checks(self, conn: psycopg.Connection) -> bool:
         """Asked in each bulk transaction (a catalog lookup): a trigger may be enabled the usual
         way while the daemon runs."""
-        return bool(one(conn.execute(q("may_skip_row_checks")))[0])
+        return bool(one(conn.execute(q("ingest_may_skip_row_checks")))[0])
 
     @staticmethod
     def _write_metas(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
@@ -285,11 +287,11 @@ class Store:
                                                 "agent_type": p.meta.agent_type, "description": p.meta.description}
                  for p in batch if p.meta is not None}  # one row per key (ON CONFLICT); the later wins
         if metas:
-            conn.execute(q("upsert_metas"), {"metas": _json(list(metas.values()))})
+            conn.execute(q("ingest_upsert_metas"), {"metas": _json(list(metas.values()))})
 
     @staticmethod
     def _save(conn: psycopg.Connection, batch: Sequence[Pending]) -> None:
-        conn.execute(q("save_files"), {"files": _json([
+        conn.execute(q("ingest_save_files"), {"files": _json([
             {"id": p.file.id, "session_uuid": p.session, "device": p.stat.device, "inode": p.stat.inode,
              "size": p.stat.size, "offset": p.offset, "state": p.state,
              "head": p.file.head if p.head is None else p.head} for p in batch])})
@@ -300,21 +302,21 @@ class Store:
         requests = merged_requests(r for p in batch if p.result is not None for r in p.result.requests.values())
         if requests:  # in key order, as every ingester writes them: no two wait on each other
             ordered = [requests[key] for key in sorted(requests)]
-            conn.execute(q("upsert_requests"), {"requests": _json(ordered), "host_id": host_id})
+            conn.execute(q("ingest_upsert_requests"), {"requests": _json(ordered), "host_id": host_id})
         documents: dict[str, str] = {}
         for query, rows_of in (
-            ("insert_events", lambda r: r.events),
-            ("upsert_tool_calls", lambda r: list(r.tool_calls.values())),
-            ("upsert_subagents", lambda r: [{"agent_id": a, "min_us": s.min_us, "max_us": s.max_us}
-                                            for a, s in r.subagents.items()]),
-            ("insert_links", lambda r: sorted(r.links)),
-            ("insert_cache_boundaries", lambda r: r.boundaries),
+            (q("ingest_insert_events"), lambda r: r.events),
+            (q("ingest_upsert_tool_calls"), lambda r: list(r.tool_calls.values())),
+            (q("ingest_upsert_subagents"), lambda r: [{"agent_id": a, "min_us": s.min_us, "max_us": s.max_us}
+                                               for a, s in r.subagents.items()]),
+            (q("ingest_insert_links"), lambda r: sorted(r.links)),
+            (q("ingest_insert_cache_boundaries"), lambda r: r.boundaries),
         ):
             files = [{"file_id": p.file.id, "session_uuid": p.session, "rows": rows}
                      for p in batch if (rows := rows_of(p.result))]
             if files:
                 documents[query] = _json(files)
-                conn.execute(q(query), {"files": documents[query]})
+                conn.execute(query, {"files": documents[query]})
         # §2.1: the batch's main transcripts may change who wrote a uuid they share (new holders,
         # or a span that moved), and with it which lines are fork copies, in any session
         mains = sorted({p.session for p in batch if p.session and p.file.kind == "main"})
@@ -322,25 +324,25 @@ class Store:
             # The prompt-cache streams the batch's requests changed are walked now, not at commit:
             # the lock below is held to the end, and the other lane waits for it (what re-owning
             # a request changes after this is walked with the statement that changes it).
-            conn.execute(q("walk_cache_streams"))
-            conn.execute(q("lock_fork_copies"))
+            conn.execute(q("ingest_walk_cache_streams"))
+            conn.execute(q("ingest_lock_fork_copies"))
         held = [{"file_id": p.file.id, "session_uuid": p.session, "rows": p.result.holders}
                 for p in batch if p.result is not None and p.result.holders]
         holders = _json(held) if held else None
         met: list[str] = []  # sessions holding one of the batch's uuids at another line
         if holders is not None:  # (under the lock: whether another session holds a uuid too)
-            met = [row[0] for row in conn.execute(q("insert_line_holders"), {"files": holders})]
+            met = [row[0] for row in conn.execute(q("ingest_insert_line_holders"), {"files": holders})]
         copies, lines = _decide_fork_copies(conn, mains, []) if mains else ([], "[]")
         # (the stretch each file read: the records its lines hold that are fork copies are owned again)
         read = [{"file_id": p.file.id, "start": p.start, "end": p.offset} for p in batch
                 if p.result is not None and any(h.key is not None for h in p.result.holders)]
         if copies or read:
-            conn.execute(q("reown_requests"), {"changed": lines, "batch": _json(read)})
+            conn.execute(q("ingest_reown_requests"), {"changed": lines, "batch": _json(read)})
         called = sorted({p.session for p in batch if p.session and p.result is not None and p.result.tool_calls})
         if copies or called:
-            conn.execute(q("park_tool_calls"), {"changed": lines, "sessions": called})
+            conn.execute(q("ingest_park_tool_calls"), {"changed": lines, "sessions": called})
         if copies:
-            conn.execute(q("unpark_tool_calls"), {"changed": lines})
+            conn.execute(q("ingest_unpark_tool_calls"), {"changed": lines})
         timed = [(p.session, p.file.id) for p in batch
                  if p.session and p.result is not None and any(not e.sub for e in p.result.events)]
         _retime(conn, timed, copies + met,
@@ -370,7 +372,7 @@ def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: li
     """accounting.md §2.1 unmarked fork copies: the shared uuids of `sessions`, and `uuids`, ranked
     again; the sessions whose lines became, or stopped being, fork copies, and those lines
     (a JSON list of {session_uuid, file_id, offset})."""
-    rows = conn.execute(q("decide_fork_copies"), {"sessions": sessions, "uuids": uuids}).fetchall()
+    rows = conn.execute(q("ingest_decide_fork_copies"), {"sessions": sessions, "uuids": uuids}).fetchall()
     return (sorted({session for session, _, _ in rows}),
             _json([{"session_uuid": session, "file_id": file_id, "offset": offset}
                    for session, file_id, offset in rows]))
@@ -387,12 +389,12 @@ def _retime(conn: psycopg.Connection, timed: list[tuple[str, int]], copies: list
     files with main-timeline events, as (session, file id)."""
     sessions = set(copies)
     if timed:
-        sessions.update(row[0] for row in conn.execute(q("sessions_to_retime"), {
+        sessions.update(row[0] for row in conn.execute(q("ingest_sessions_to_retime"), {
             "sessions": [session for session, _ in timed], "file_ids": [file_id for _, file_id in timed]}))
     if sessions:
-        conn.execute(q("retime_sessions"), {"sessions": sorted(sessions)})
+        conn.execute(q("ingest_retime_sessions"), {"sessions": sorted(sessions)})
     if batch_sessions or copies:
-        conn.execute(q("subtime_sessions"), {"sessions": sorted(set(batch_sessions) | set(copies))})
+        conn.execute(q("ingest_subtime_sessions"), {"sessions": sorted(set(batch_sessions) | set(copies))})
 
 
 def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending], copied: str | None = None) -> None:
@@ -400,7 +402,7 @@ def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending], copied:
     calls on the `copied` lines (that became, or stopped being, fork copies: §2.1)."""
     placed: list[tuple] = []  # (session, tool_use_id or None, agent, file path, offset, block)
     if copied is not None:
-        placed += conn.execute(q("calls_at_lines"), {"lines": copied}).fetchall()
+        placed += conn.execute(q("ingest_calls_at_lines"), {"lines": copied}).fetchall()
     calls, results = [], []
     for p in batch:
         if p.result is None:
@@ -413,9 +415,9 @@ def _write_tool_uses(conn: psycopg.Connection, batch: Sequence[Pending], copied:
         if alone := [result for result in found.values() if result.tool_use_id not in p.result.calls]:
             results.append({"file_id": p.file.id, "session_uuid": p.session, "rows": alone})
     if calls:
-        placed += conn.execute(q("upsert_tool_use_calls"), {"files": _json(calls)}).fetchall()
+        placed += conn.execute(q("ingest_upsert_tool_use_calls"), {"files": _json(calls)}).fetchall()
     if results:
-        failed = conn.execute(q("upsert_tool_use_results"), {"files": _json(results)}).fetchall()
+        failed = conn.execute(q("ingest_upsert_tool_use_results"), {"files": _json(results)}).fetchall()
         placed += [(session, None, *where) for session, *where in failed]
     _settle_tool_uses(conn, [row for row in placed if row[1] is not None], placed)
 
@@ -441,9 +443,9 @@ def _settle_tool_uses(conn: psycopg.Connection, ids: Sequence[tuple], placed: Se
     if ids:
         recount = _json([{"session_uuid": row[0], "tool_use_id": row[1]} for row in ids])
         changed += [(session, None, *where) for session, *where in
-                    conn.execute(q("recount_tool_uses"), {"ids": recount}).fetchall()]
+                    conn.execute(q("ingest_recount_tool_uses"), {"ids": recount}).fetchall()]
     dirty = [{"session_uuid": s, "agent": a, "file_path": f, "offset": o, "block": b} for s, _, a, f, o, b in changed]
-    conn.execute(q("judge_tool_uses"), {"dirty": _json(dirty)})
+    conn.execute(q("ingest_judge_tool_uses"), {"dirty": _json(dirty)})
 
 
 def _advance(pending: Pending) -> None:

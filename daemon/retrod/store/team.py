@@ -62,7 +62,7 @@ def apply(conn: psycopg.Connection, members: list[str], readers: list[str]) -> l
     with conn.transaction():
         for statement in statements(members, readers):
             conn.execute(statement)
-        tables = one(conn.execute(q("secured_tables")))[0]
+        tables = one(conn.execute(q("team_secured_tables")))[0]
     lines = [f"row-level security on {tables} tables; roles retrod_member (own rows) and retrod_reader (all rows)"]
     lines += [f"member: {m}" for m in members] + [f"reader: {r}" for r in readers]
     return lines

@@ -18,15 +18,15 @@ def ensure(conn: psycopg.Connection, thresholds: Sequence[int], version: str) ->
     of an older retrod beside an upgraded daemon must not undo them: each would sum again)."""
     wanted = list(thresholds)
     with conn.transaction():
-        stored, stored_version, may_store = one(conn.execute(q("stored_price_tiers")))
+        stored, stored_version, may_store = one(conn.execute(q("ingest_stored_price_tiers")))
         if stored == wanted or not may_store or _older(version, stored_version):
             return False
-        conn.execute(q("lock_requests"))
-        stored, stored_version, _ = one(conn.execute(q("stored_price_tiers")))  # (another may have, meanwhile)
+        conn.execute(q("ingest_lock_requests"))
+        stored, stored_version, _ = one(conn.execute(q("ingest_stored_price_tiers")))  # (another may have, meanwhile)
         if stored == wanted or _older(version, stored_version):
             return False
-        conn.execute(q("store_price_tiers"), {"thresholds": wanted, "version": version})
-        conn.execute(q("rebuild_request_minutes"))
+        conn.execute(q("ingest_store_price_tiers"), {"thresholds": wanted, "version": version})
+        conn.execute(q("ingest_rebuild_request_minutes"))
     return True
 
 

@@ -15,11 +15,11 @@ BEGIN
     END IF;
 END $$;
 
+-- name: team_policies
 -- Grants and policies on every table with a db_role column. `current_user = session_user`: a
 -- member that sets its role to retrod_member (which it may) must not get a shared set of rows. Run again by `migrate` after it
 -- applies a migration to a team's database, so that a new table is never left open or shut.
 -- The table owner is not subject to the policies (no FORCE): it migrates and sees everything.
--- name: team_policies
 DO $$
 DECLARE
     t regclass;
@@ -84,15 +84,15 @@ BEGIN
             SELECT FROM public.cc_sessions s WHERE s.id = session_id AND s.db_role = current_user));
 END $$;
 
--- Whether `retrod team` ran on this database.
 -- name: team_enabled
+-- Whether `retrod team` ran on this database.
 SELECT relrowsecurity FROM pg_class WHERE oid = 'retrod.files'::regclass;
 
--- name: secured_tables
+-- name: team_secured_tables
 SELECT count(*) FROM pg_class
 WHERE relrowsecurity AND (relnamespace = 'retrod'::regnamespace
                           OR oid IN ('public.cc_sessions'::regclass, 'public.cc_session_phases'::regclass));
 
+-- name: team_may_write_sessions
 -- Whether this role may write the user's tables (a reader may not: its report writes nothing).
--- name: may_write_sessions
 SELECT has_table_privilege('public.cc_sessions', 'UPDATE') AS may_write;

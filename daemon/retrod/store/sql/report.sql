@@ -5,11 +5,11 @@
 -- have a db_role column only on a team's database (`retrod team` adds it): a row without one is
 -- the solo user's, which `coalesce(to_jsonb(row) ->> 'db_role', member)` matches either way.
 
--- name: current_role
+-- name: report_current_role
 SELECT current_user;
 
+-- name: report_session_members
 -- The members whose rows name a session: a report reads one of them (model.member_of).
--- name: session_members
 SELECT current_user AS me, ARRAY(
     SELECT db_role FROM retrod.files WHERE session_uuid = %(session)s
     UNION
@@ -19,8 +19,8 @@ SELECT current_user AS me, ARRAY(
     WHERE session_uuid = %(session)s AND to_jsonb(s) ? 'db_role'
     ORDER BY 1) AS holders;
 
+-- name: report_find_sessions
 -- Sessions with a transcript (meta and tool-results files alone make none), or tracked by the user.
--- name: find_sessions
 SELECT session_uuid FROM (
     SELECT session_uuid FROM retrod.files
     WHERE kind IN ('main', 'subagent', 'agent_root') AND starts_with(session_uuid, %(prefix)s)
@@ -29,7 +29,7 @@ SELECT session_uuid FROM (
 ) s
 ORDER BY session_uuid LIMIT 2;
 
--- name: session_files
+-- name: report_session_files
 SELECT
     coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
     (array_agg(state ->> 'cwd' ORDER BY slug, path) FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1]
@@ -41,26 +41,26 @@ SELECT
     coalesce((sum(size) FILTER (WHERE kind = 'tool_result'))::bigint, 0) AS persisted_bytes
 FROM retrod.files WHERE session_uuid = %(session)s AND db_role = %(member)s;
 
+-- name: report_session_compactions
 -- accounting.md §2.4: compaction boundaries counted once on the session's timeline (migration 0014).
--- name: session_compactions
 SELECT count(*) AS compactions FROM retrod.events
 WHERE session_uuid = %(session)s AND db_role = %(member)s AND ts IS NULL AND compaction AND counted;
 
+-- name: report_session_tokens
 -- The session's figures from its per-session rollups (migration 0018), kept by the triggers
 -- that keep the per-minute ones and equal to their sums (tests/test_session_rollups.py): a read
 -- of a few rows, whatever the session's length.
--- name: session_tokens
 SELECT bucket, sum(requests)::bigint AS requests, sum(split_requests)::bigint AS split_requests,
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create
 FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1;
 
+-- name: report_session_tokens_by_model
 -- The session's tokens by what their price depends on (accounting.md §2.7): each part's model ('' =
 -- none named), the day (prices change by date; 'infinity': no timestamp), fast mode and the
 -- price tier of the part's own size. Priced at read time (report/prices.py), so an upgraded price
 -- table applies at once.
--- name: session_tokens_by_model
 SELECT model, CASE WHEN day = 'infinity' THEN NULL ELSE day END AS day, fast, tier_floor,
        sum(parts)::bigint AS parts, sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
@@ -69,30 +69,30 @@ SELECT model, CASE WHEN day = 'infinity' THEN NULL ELSE day END AS day, fast, ti
 FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1, 2, 3, 4;
 
+-- name: report_session_times
 -- Classified time and tool output (the per-minute pieces of the gaps plus their whole-minute
 -- spans, summed) and the session's start and end (accounting.md §2.3, §4) as every surface reads them:
 -- its counted events', main or subagent timeline (migration 0022); none: undated.
--- name: session_times
 SELECT coalesce(t.claude_us, 0)::bigint AS claude_us, coalesce(t.tool_us, 0)::bigint AS tool_us,
        coalesce(t.human_us, 0)::bigint AS human_us, coalesce(t.tool_result_bytes, 0)::bigint AS tool_result_bytes,
        t.first_ts, t.last_ts
 FROM (VALUES (1)) AS one (n)
 LEFT JOIN retrod.session_times t ON t.session_uuid = %(session)s AND t.db_role = %(member)s;
 
+-- name: report_session_away
 -- The human gaps longer than the away threshold (accounting.md §2.3): `away` as a whole. Few rows,
 -- through a partial index: each is at least the threshold long.
--- name: session_away
 SELECT coalesce(sum(gap_us), 0)::bigint AS away_us
 FROM retrod.events
 WHERE session_uuid = %(session)s AND kind = 'human' AND gap_us > %(away_us)s AND db_role = %(member)s;
 
--- name: session_tool_calls
+-- name: report_session_tool_calls
 SELECT coalesce((SELECT tool_calls FROM retrod.session_tool_calls
                   WHERE session_uuid = %(session)s AND db_role = %(member)s), 0) AS tool_calls;
 
+-- name: report_session_subagents
 -- A subagent's description and type: its .meta.json, else the Task/Agent tool_use it answers,
 -- else the nearest Task/Agent tool_use before it started, else unknown (accounting.md §2.4).
--- name: session_subagents
 SELECT s.agent_id, s.first_ts, s.last_ts,
        retrod.ts_to_us(s.last_ts) - retrod.ts_to_us(s.first_ts) AS span_us,
        m.agent_type AS meta_type, m.description AS meta_description,
@@ -135,25 +135,25 @@ LEFT JOIN LATERAL (
 ) t ON true
 ORDER BY s.first_ts NULLS LAST, s.agent_id;
 
--- name: user_session
+-- name: report_user_session
 SELECT id, description, started_at, ended_at FROM public.cc_sessions s
 WHERE session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s;
 
--- name: session_phases
+-- name: report_session_phases
 SELECT p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at,
        p.actions_summary, p.subagents, p.useful_info, p.lessons_learned, p.notes
 FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
 WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s
 ORDER BY p.started_at, p.id;
 
+-- name: report_window_bounds
 -- A window's bounds, as window_figures and windows_tokens_by_model read them (a fragment, not a
--- statement: `-- include: window_bounds` takes it in). Each window of the arguments `ids`, `starts`
+-- statement: `-- include: report_window_bounds` takes it in). Each window of the arguments `ids`, `starts`
 -- and `ends`, arrays in step (an end null: open, until now), with the ranges its figures come from: its
 -- whole minutes [whole_from, whole_to), of them its whole UTC hours [hours_from, hours_to) (from
 -- the hour rollups, migration 0031) and the minutes before and after them (from the per-minute
 -- ones); the partial minutes at each edge, [s, edge1_end) and [edge2_start, e), from the raw rows;
 -- so the cost does not grow with the session.
--- name: window_bounds
 SELECT id, s, e, whole_from, whole_to, hours_from,
        greatest(hours_from, retrod.hour_of(whole_to)) AS hours_to,
        CASE WHEN whole_from < whole_to THEN whole_from ELSE e END AS edge1_end,
@@ -170,16 +170,16 @@ FROM (
     ) w
 ) w
 
+-- name: report_window_price_groups
 -- The request parts whose timestamp falls in window `p` (a row of window_bounds), as rows of the
 -- rollups' columns — model, minute (an hour row's hour), fast, tier_floor, requests (n), parts
 -- (np), tool turns, tokens, web searches — to be summed by price group (accounting.md §2.5, §2.7): the
 -- minutes around its whole hours, the hours, and the parts of the requests in its edges. (A
--- fragment: `-- include: window_price_groups`.)
+-- fragment: `-- include: report_window_price_groups`.)
 -- Each range (the minutes before and after the whole hours, the two edges) is a LATERAL of its
 -- own, kept apart by OFFSET 0: as one OR of two ranges, or a plain join to them, the planner
 -- scanned the session's every minute and event per window (0.2 s for 12 phases of the ~200 MB
 -- benchmark session under a prepared statement's plans).
--- name: window_price_groups
 SELECT model, minute, fast, tier_floor, requests AS n, parts AS np, tool_turns AS tools,
        input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
        cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws
@@ -206,6 +206,7 @@ FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
                 AND r.ts >= edge.a AND r.ts < edge.b OFFSET 0) q
 WHERE edge.a < edge.b
 
+-- name: report_window_figures
 -- Per window [s, e) (window_bounds), accounting.md §2.5 (a phase's) and §2.9 (a task's: each of its
 -- windows): the requests whose timestamp falls in it (window_price_groups), the overlap of each
 -- classified gap with it, the tool output read in it, each from the rollups for its whole minutes
@@ -217,12 +218,11 @@ WHERE edge.a < edge.b
 -- by_model: the tokens by what their price depends on (as session_tokens_by_model), a JSON array.
 -- A range that is empty (most of a short window's: no whole hour, one side of minutes) is not
 -- read: each LATERAL is gated by its bounds.
--- name: window_figures
 WITH longest AS (  -- no span is longer: bounds the spans that can overlap a window
     SELECT coalesce(max(span_end - span_start), interval '0') AS gap
     FROM retrod.gap_spans WHERE session_uuid = %(session)s AND db_role = %(member)s
 ), p AS MATERIALIZED (  -- (once: inlined, each use of a bound would work it out again)
-    -- include: window_bounds
+    -- include: report_window_bounds
 ), per_window AS (
     SELECT p.id, g.*, a.*, c.*
     FROM p
@@ -328,7 +328,7 @@ WITH longest AS (  -- no span is longer: bounds the spans that can overlap a win
            sum(i)::bigint AS i, sum(o)::bigint AS o, sum(cr)::bigint AS cr, sum(cc)::bigint AS cc,
            sum(c5)::bigint AS c5, sum(c1)::bigint AS c1, sum(ws)::bigint AS ws
     FROM p CROSS JOIN LATERAL (
-        -- include: window_price_groups
+        -- include: report_window_price_groups
     ) x
     GROUP BY 1, 2, 3, 4, 5
 )
@@ -352,12 +352,12 @@ LEFT JOIN (
     FROM groups GROUP BY id
 ) m USING (id);
 
+-- name: report_windows_tokens_by_model
 -- accounting.md §2.9's current task on the status line: the requests of a task's windows (window_bounds'
 -- arguments), by price group, as window_figures' by_model sums them, without its
 -- times and calls: the cost alone, after every message.
--- name: windows_tokens_by_model
 WITH p AS MATERIALIZED (  -- (once: inlined, each use of a bound worked it out again)
-    -- include: window_bounds
+    -- include: report_window_bounds
 )
 SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 'UTC')::date END AS day,
        fast, tier_floor, sum(n)::bigint AS requests, sum(np)::bigint AS parts,
@@ -365,15 +365,15 @@ SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 
        sum(cc)::bigint AS cache_create, sum(c5)::bigint AS cache_create_5m, sum(c1)::bigint AS cache_create_1h,
        sum(ws)::bigint AS web_searches
 FROM p CROSS JOIN LATERAL (
-    -- include: window_price_groups
+    -- include: report_window_price_groups
 ) x
 GROUP BY 1, 2, 3, 4;
 
+-- name: report_session_plan_calls
 -- accounting.md §2.6: the session's counted calls by agent, productive or by signal, from the rollup.
 -- accounting.md §2.9: the session's plan calls (migration 0025) — its counted calls of the main thread
 -- that are TodoWrite / TaskCreate / TaskUpdate with a timestamp — in order: time, project
 -- folder, line, block. report/plan.py derives the tasks from them.
--- name: session_plan_calls
 SELECT t.ts, t.name, t.plan, t.has_result AND (t.failed OR t.refused) AS failed,
        CASE WHEN t.has_result THEN t.task_id END AS task_id
 FROM retrod.tool_uses t JOIN retrod.files f ON f.id = t.file_id AND f.db_role = t.db_role
@@ -381,14 +381,14 @@ WHERE t.session_uuid = %(session)s AND t.db_role = %(member)s AND t.counted AND 
   AND t.agent = '' AND t.ts IS NOT NULL
 ORDER BY t.ts, f.slug, t."offset", t.block;
 
--- name: session_tool_use
+-- name: report_session_tool_use
 SELECT agent, productive, sibling_error, error_retry, persisted_output_read, post_write_read, duplicate, re_read
 FROM retrod.call_agents WHERE session_uuid = %(session)s AND db_role = %(member)s;
 
+-- name: report_session_tools
 -- Per tool: calls, failed calls, result sizes (of the calls with a result) and the time from
 -- call to result (of those with both times), from the rollup. A median is the middle value, or
 -- the mean of the two middle ones, read in order from an index: half the tool's calls at most.
--- name: session_tools
 SELECT t.name, t.calls, t.failed, t.rejected, t.result_bytes, t.result_us,
        (SELECT avg(v)::float FROM (
             SELECT result_bytes AS v FROM retrod.tool_uses
@@ -404,9 +404,9 @@ SELECT t.name, t.calls, t.failed, t.rejected, t.result_bytes, t.result_us,
 FROM retrod.call_tools t WHERE t.session_uuid = %(session)s AND t.db_role = %(member)s
 ORDER BY t.calls DESC, t.name;
 
+-- name: report_session_waste_examples
 -- The first few calls of each signal, in time order: found in the first minutes the rollup shows
 -- holding one (calls without a timestamp come last, in minute 'infinity').
--- name: session_waste_examples
 SELECT k.signal, e.ts, e.name, coalesce(e.path, e.detail) AS detail, e.agent
 FROM unnest(%(signals)s::text[]) AS k(signal)
 CROSS JOIN LATERAL (
@@ -431,7 +431,7 @@ CROSS JOIN LATERAL (
     ORDER BY c.ts NULLS LAST, c.file_path, c."offset", c.block LIMIT %(examples)s
 ) e;
 
--- name: sessions_price_groups
+-- name: report_sessions_price_groups
 -- The price groups of these sessions (`sessions`, `members`: pairs), from session_requests
 -- (migration 0018), for report/prices.py to price each session as its report prices it
 -- (session_tokens_by_model): the session list, `retrod sessions`, the MCP tool's.
@@ -442,15 +442,15 @@ SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NUL
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
 JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 
+-- name: report_session_cache_misses
 -- accounting.md §2.8: the session's prompt-cache misses, found at commit (migration 0031), in time order
 -- (at one time: by stream, then in their stream's order), with what pricing them needs.
--- name: session_cache_misses
 SELECT ts, agent, cause, reason, model, fast, size, rewritten, rewritten_1h, pause_us, prefix_before
 FROM retrod.cache_misses
 WHERE session_uuid = %(session)s AND db_role = %(member)s
 ORDER BY ts, agent, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
 
+-- name: report_session_cache_last
 -- accounting.md §2.8: the main stream's last element and the lifetime in force after it (the live state).
--- name: session_cache_last
 SELECT last_ts, last_model, last_fast, last_prefix, last_ttl_s FROM retrod.cache_streams
 WHERE session_uuid = %(session)s AND agent = '' AND db_role = %(member)s AND last_ts IS NOT NULL;

@@ -11,8 +11,8 @@ FROM retrod.files WHERE host_id = %(host_id)s;
 SELECT path, "offset" FROM retrod.files
 WHERE host_id = %(host_id)s AND NOT missing AND kind IN ('main', 'subagent', 'agent_root');
 
--- Sessions with transcript time in the last hour (not merely ingested then: a backfill is not activity).
 -- name: status_active_sessions
+-- Sessions with transcript time in the last hour (not merely ingested then: a backfill is not activity).
 SELECT count(DISTINCT session_uuid) FROM retrod.event_minutes
 WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute <> 'infinity';
 

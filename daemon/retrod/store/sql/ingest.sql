@@ -1,13 +1,13 @@
 -- Every statement retrod runs, by name. Loaded by retrod.store.queries.
 
+-- name: ingest_all_files
 -- A role's own files only (files are keyed by role, migration 0008): a superuser sees every
 -- role's rows, and must neither read on from another's offset nor hang rows on its file.
--- name: all_files
 SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head
 FROM retrod.files WHERE host_id = %(host_id)s AND db_role = current_user;
 
+-- name: ingest_files
 -- Files' rows, each created on first sight (and revived if it was marked missing).
--- name: files
 INSERT INTO retrod.files (host_id, path, kind, slug, session_uuid, agent_id)
 SELECT %(host_id)s, path, kind, slug, session_uuid, agent_id
 FROM json_to_recordset(%(files)s::json)
@@ -15,48 +15,48 @@ FROM json_to_recordset(%(files)s::json)
 ON CONFLICT (host_id, retrod.index_text(path), db_role) DO UPDATE SET missing = false
 RETURNING path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head;
 
--- name: lock_files
+-- name: ingest_lock_files
 SELECT id, "offset" FROM retrod.files WHERE id = ANY(%(ids)s) AND db_role = current_user ORDER BY id FOR UPDATE;
 
+-- name: ingest_lock_sessions
 -- Two ingesters (the daemon and a report bringing its session up to date, or two hosts) may
 -- commit files of one session at once; their rollup upserts touch the same rows in no set
 -- order and could deadlock. Each takes its sessions' locks first, in one order.
--- name: lock_sessions
 SELECT pg_advisory_xact_lock(hashtext('retrod.session'), hashtext(s))
 FROM (SELECT DISTINCT unnest(%(sessions)s::text[]) AS s ORDER BY 1) x;
 
+-- name: ingest_may_skip_row_checks
 -- The bulk path (migration 0011): the foreign keys' checks, row by row, skipped for a
 -- transaction whose rows are right by construction. Only a superuser may (PostgreSQL 15 can
 -- grant it to others; not asked for), and only while every trigger of retrod's still fires in
 -- replica mode: `ENABLE TRIGGER ALL` (pg_restore --disable-triggers does it) would otherwise
 -- leave the rollups silently behind.
--- name: may_skip_row_checks
 SELECT current_setting('is_superuser') = 'on' AND NOT EXISTS (
     SELECT FROM pg_trigger
     WHERE NOT tgisinternal AND tgenabled <> 'A'
       AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'retrod'::regnamespace));
 
--- name: skip_row_checks
+-- name: ingest_skip_row_checks
 SET LOCAL session_replication_role = replica;
 
+-- name: ingest_skip_row_checks_in_session
 -- A bulk lane's connection (Store.lane): for its whole session, then back.
--- name: skip_row_checks_in_session
 SET session_replication_role = replica;
 
--- name: check_rows_in_session
+-- name: ingest_check_rows_in_session
 RESET session_replication_role;
 
--- name: check_rows
+-- name: ingest_check_rows
 SET LOCAL session_replication_role = origin;
 
+-- name: ingest_session_files_of_host
 -- The files of a session this host has read, transcripts and sidecars (a project-level agent
 -- file belongs to it once its sessionId said so).
--- name: session_files_of_host
 SELECT path, id, kind, session_uuid, device, inode, size, "offset", state, missing, head
 FROM retrod.files
 WHERE host_id = %(host_id)s AND session_uuid = %(session)s AND NOT missing AND db_role = current_user;
 
--- name: save_files
+-- name: ingest_save_files
 UPDATE retrod.files f
 SET session_uuid = x.session_uuid, device = x.device, inode = x.inode, size = x.size,
     "offset" = x."offset", state = x.state, head = x.head, missing = false, updated_at = now()
@@ -65,44 +65,44 @@ FROM json_to_recordset(%(files)s::json)
           head TEXT)
 WHERE f.id = x.id;
 
--- name: mark_missing
+-- name: ingest_mark_missing
 UPDATE retrod.files SET missing = true, updated_at = now()
 WHERE host_id = %(host_id)s AND retrod.index_text(path) = retrod.index_text(%(path)s) AND path = %(path)s
   AND NOT missing AND db_role = current_user;
 
--- name: mark_missing_under
+-- name: ingest_mark_missing_under
 UPDATE retrod.files SET missing = true, updated_at = now()
 WHERE host_id = %(host_id)s AND starts_with(path, %(folder)s || '/') AND NOT missing AND db_role = current_user;
 
+-- name: ingest_forget_file_events
 -- A file read again from its start: its time, tool and compaction figures follow its new
 -- content; requests stay counted (their global key makes the re-read idempotent).
--- name: forget_file_events
 DELETE FROM retrod.events WHERE file_id = %(id)s;
 
+-- name: ingest_forget_file_legacy_compactions
 -- A file read again from its start under newer fold rules keeps its rows, but for the
 -- compactions that migration 0014 kept as rows of their own until its real ones come.
--- name: forget_file_legacy_compactions
 DELETE FROM retrod.events WHERE file_id = %(id)s AND "offset" < 0;
 
--- name: forget_file_cache_boundaries
+-- name: ingest_forget_file_cache_boundaries
 DELETE FROM retrod.cache_boundaries WHERE file_id = %(id)s;
 
--- name: forget_file_tool_calls
+-- name: ingest_forget_file_tool_calls
 DELETE FROM retrod.tool_calls WHERE file_id = %(id)s;
 
--- name: forget_file_parked_tool_calls
+-- name: ingest_forget_file_parked_tool_calls
 DELETE FROM retrod.parked_tool_calls WHERE file_id = %(id)s;
 
--- name: forget_file_subagents
+-- name: ingest_forget_file_subagents
 DELETE FROM retrod.subagents WHERE file_id = %(id)s;
 
--- name: forget_file_links
+-- name: ingest_forget_file_links
 DELETE FROM retrod.subagent_links WHERE file_id = %(id)s;
 
+-- name: ingest_forget_file_line_holders
 -- A file read again from its start holds no uuid any more; the records on its lines stay (accounting.md
 -- §2.1: requests already counted stay counted), as a row that holds none (migration 0030).
 -- Returns the shared uuids: their other holders are ranked again.
--- name: forget_file_line_holders
 WITH held AS (
     SELECT line_uuid, shared FROM retrod.line_holders WHERE file_id = %(id)s AND line_uuid IS NOT NULL
 ), gone AS (
@@ -113,6 +113,7 @@ WITH held AS (
 )
 SELECT DISTINCT line_uuid FROM held WHERE shared;
 
+-- name: ingest_upsert_requests
 -- A batch's rows come as one JSON document per table, encoded in C on the client: binding
 -- one array per column cost more client time than the server spent on the rows.
 -- The usage of a request is that of its record with the largest (main, output, input,
@@ -126,7 +127,6 @@ SELECT DISTINCT line_uuid FROM held WHERE shared;
 -- member's (§3). `machine`: the host whose file holds the owning record (§4 "Machines"; every
 -- record of one batch is this host's): the same record on two hosts ties on the rest and goes to
 -- the smaller host id, and a known one before none (migration 0023: NULL sorts last).
--- name: upsert_requests
 INSERT INTO retrod.requests AS r (
     key, session_uuid, agent, ts, attr_sidechain, attr_foreign, attr_ts, usage_main,
     input_tokens, output_tokens, cache_read_tokens, cache_create_tokens,
@@ -182,13 +182,13 @@ ON CONFLICT (key, db_role) DO UPDATE SET
     ts = least(r.ts, excluded.ts),
     has_tool_use = r.has_tool_use OR excluded.has_tool_use;
 
+-- name: ingest_insert_events
 -- The per-file tables: one element per file, {file_id, session_uuid, rows}.
 -- A line read again brings what it has anyway; a row stored before migration 0014 gets its uuid
 -- and class (its file is read again under fold.RULES 2).
 -- Lines past the last one a file holds are new (its row is locked: no one else adds any), and go
 -- in by a plain insert; only the others (a file read again from its start) by the upsert: its
 -- conflict check and speculative insertion were a quarter of the rows' index work.
--- name: insert_events
 -- A subagent timeline's row (sub) counts for nothing until subtime_sessions places it.
 WITH e AS (
     SELECT f.file_id, e."offset", f.session_uuid, retrod.us_to_ts(e.ts_us) AS ts,
@@ -218,6 +218,7 @@ WHERE e."offset" <= l."offset"
 ON CONFLICT (file_id, "offset", db_role) DO UPDATE SET line_uuid = excluded.line_uuid, gap_class = excluded.gap_class
 WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.gap_class);
 
+-- name: ingest_sessions_to_retime
 -- accounting.md §2.3: the sessions whose timeline is not just each file's own, among those whose events
 -- a batch wrote: several main transcripts (a project folder copied or moved), or a line already
 -- found not to count (a file's fold goes on from its own high-water mark, which may hold that
@@ -228,7 +229,6 @@ WHERE (o.line_uuid, o.gap_class) IS DISTINCT FROM (excluded.line_uuid, excluded.
 -- batch, one line's included (~20 ms per commit on 150 MB of history, growing with it). The
 -- batch's files with main-timeline events come as two arrays: parsing the events' document again
 -- for them cost a backfill several percent of its database time.
--- name: sessions_to_retime
 WITH batch AS (
     SELECT * FROM unnest(%(sessions)s::text[], %(file_ids)s::bigint[]) AS b(session_uuid, file_id)
 )
@@ -240,12 +240,12 @@ SELECT s.session_uuid FROM (SELECT DISTINCT session_uuid FROM batch) s
 CROSS JOIN LATERAL (SELECT FROM retrod.events e WHERE e.session_uuid = s.session_uuid AND NOT e.counted
                     AND NOT e.sub AND e.db_role = current_user LIMIT 1) not_counted;
 
+-- name: ingest_retime_sessions
 -- accounting.md §2.3/§2.4: a session's one timeline, over all its main transcripts (deleted ones too):
 -- in the order of their project folders' names (then host and path: two hosts' copies), each
 -- in file order; a line whose uuid is known counts once, where it is first met; the high-water
 -- mark runs across files. Only the rows that change are written (the update trigger moves
 -- their gaps in the rollups).
--- name: retime_sessions
 WITH lines AS (  -- (a fork copy, §2.1, is no own line: it counts for nothing, and hides no other)
     SELECT e.file_id, e."offset", e.session_uuid, e.ts, e.gap_class, e.compaction,
            c.file_id IS NULL AND (e.line_uuid IS NULL OR row_number() OVER (
@@ -275,6 +275,7 @@ FROM placed p
 WHERE (e.file_id, e."offset") = (p.file_id, p."offset")
   AND (e.counted, e.prev_ts, e.kind, e.gap_us) IS DISTINCT FROM (p.counts, p.prev_ts, p.kind, p.gap_us);
 
+-- name: ingest_subtime_sessions
 -- accounting.md §2.3 "Sessions without a main event": a session with no main event (a counted, timestamped
 -- main row) has its subagent timeline: its sub rows ordered by time, then the file's path below
 -- the projects root (the path from its project folder on), host and line; a uuid counts once, at
@@ -289,7 +290,6 @@ WHERE (e.file_id, e."offset") = (p.file_id, p."offset")
 -- a 1 GB backfill's database time); as a LATERAL join, it looked a session's main event up
 -- again for each of its sub rows. A session with a main event (most) reads only its sub rows
 -- that count, which a partial index holds: every one of them, each batch, before.
--- name: subtime_sessions
 WITH s AS MATERIALIZED (
     SELECT k.session_uuid, main.found IS NOT NULL AS has_main
     FROM (SELECT DISTINCT session_uuid FROM unnest(%(sessions)s::text[]) u(session_uuid)) k
@@ -334,7 +334,7 @@ FROM placed p
 WHERE (e.file_id, e."offset", e.db_role) = (p.file_id, p."offset", current_user)
   AND (e.counted, e.prev_ts, e.kind, e.gap_us) IS DISTINCT FROM (p.counts, p.prev_ts, p.kind, p.gap_us);
 
--- name: upsert_tool_calls
+-- name: ingest_upsert_tool_calls
 INSERT INTO retrod.tool_calls AS c (file_id, tool_use_id, session_uuid, name, ts, description, subagent_type, "offset")
 SELECT f.file_id, t.id, f.session_uuid, t.name, retrod.us_to_ts(t.ts_us), t.description, t.subagent_type, t."offset"
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
@@ -346,7 +346,7 @@ SET name = excluded.name, ts = excluded.ts, description = excluded.description,
 WHERE excluded.ts < c.ts OR (c.ts IS NULL AND excluded.ts IS NOT NULL)
    OR (c."offset" IS NULL AND excluded.ts IS NOT DISTINCT FROM c.ts);  -- (stored before 0026: its line)
 
--- name: upsert_subagents
+-- name: ingest_upsert_subagents
 INSERT INTO retrod.subagents AS s (file_id, session_uuid, agent_id, first_ts, last_ts)
 SELECT f.file_id, f.session_uuid, a.agent_id, retrod.us_to_ts(a.min_us), retrod.us_to_ts(a.max_us)
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
@@ -354,21 +354,22 @@ FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, 
 ON CONFLICT (file_id, agent_id) DO UPDATE
 SET first_ts = least(s.first_ts, excluded.first_ts), last_ts = greatest(s.last_ts, excluded.last_ts);
 
--- name: insert_links
+-- name: ingest_insert_links
 INSERT INTO retrod.subagent_links (file_id, session_uuid, agent_id, tool_use_id)
 SELECT f.file_id, f.session_uuid, l->>0, l->>1
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
      json_array_elements(f.rows) AS l
 ON CONFLICT DO NOTHING;
 
+-- name: ingest_insert_cache_boundaries
 -- accounting.md §2.8: a stream's compaction boundaries with their time; a line read again is the same row.
--- name: insert_cache_boundaries
 INSERT INTO retrod.cache_boundaries (file_id, "offset", session_uuid, agent, ts)
 SELECT f.file_id, b."offset", f.session_uuid, b.agent, retrod.us_to_ts(b.ts_us)
 FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
      json_to_recordset(f.rows) AS b("offset" BIGINT, agent TEXT, ts_us BIGINT)
 ON CONFLICT DO NOTHING;
 
+-- name: ingest_insert_line_holders
 -- accounting.md §2.1 unmarked fork copies: a main transcript's unmarked candidate lines with a uuid, each
 -- with the record on it if any (§2.2: key NULL, none); a line read again is the same row, its
 -- record as read last. One index lookup per line of the batch tells who else holds its uuid:
@@ -383,7 +384,6 @@ ON CONFLICT DO NOTHING;
 -- the others by `marked`.) The other holders of the batch's uuids are found in one scan of the
 -- index by every uuid of the batch (= ANY): a lookup per line (LATERAL) cost an executor rescan
 -- each, most of them finding nothing.
--- name: insert_line_holders
 WITH batch AS (
     SELECT f.file_id, h."offset", f.session_uuid, h.uuid, h.bg, h.key, h.agent, h.sidechain, h.ts_us
     FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
@@ -437,31 +437,31 @@ SELECT session_uuid FROM others WHERE holder = session_uuid
 UNION
 SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
 
+-- name: ingest_uuid_writers
 -- accounting.md §2.1 unmarked fork copies: which session wrote each uuid more than one session holds.
--- name: uuid_writers
 SELECT line_uuid, session_uuid FROM retrod.uuid_writers(ARRAY(
     SELECT DISTINCT line_uuid FROM retrod.line_holders WHERE shared AND db_role = current_user));
 
+-- name: ingest_walk_cache_streams
 -- The prompt-cache streams marked so far in this transaction walked now: migration 0031's
 -- deferred trigger made immediate runs what is pending, and from then on walks a stream at the
 -- end of the statement that marks it (a walk is exact whenever it runs). Named, not ALL: trends'
 -- days (migration 0034) must still be counted at commit, after the fork-copies lock below is
 -- taken, or two committers would each hold what the other waits for (a day's row, the lock).
--- name: walk_cache_streams
 SET CONSTRAINTS retrod.cache_stream_marked IMMEDIATE;
 
+-- name: ingest_lock_fork_copies
 -- Who wrote a uuid depends on other sessions' holders and spans, which a transaction committing
 -- at the same time (the bulk path's other lane, another host) would not show: from here to its
 -- commit, a transaction that writes main transcripts' lines waits for any other doing the same
 -- (its member's), so the later one sees the earlier one's and decides for both.
--- name: lock_fork_copies
 SELECT pg_advisory_xact_lock(hashtext('retrod.line_holders'), hashtext(current_user));
 
+-- name: ingest_decide_fork_copies
 -- The shared uuids of the given sessions (their span may have moved) and the given uuids (a
 -- file's, forgotten) are ranked again; each holder is a fork copy unless its session wrote the
 -- uuid. Returns the lines that changed: their sessions are re-timed, their requests owned again
 -- and their calls counted again.
--- name: decide_fork_copies
 WITH uuids AS (
     SELECT line_uuid FROM retrod.line_holders
     WHERE session_uuid = ANY(%(sessions)s::text[]) AND shared AND db_role = current_user
@@ -478,13 +478,13 @@ WITH uuids AS (
 )
 SELECT session_uuid, file_id, "offset" FROM changed;
 
+-- name: ingest_park_tool_calls
 -- accounting.md §2.4 with §2.1: the tool_use ids of lines that are fork copies (`changed` lines, and the
 -- fork copies of the `sessions` whose tool_calls a batch wrote) are set aside, and those of lines
 -- that stopped being one come back (the rollup's triggers count them out and in). A fork copy's
 -- uuid is shared (only shared uuids are ranked): its session's are found by the index of those,
 -- rather than by parsing the batch's tool_calls again (most lines are no fork copy).
 -- The calls are looked up among their sessions' (by index), not joined to the whole table.
--- name: park_tool_calls
 WITH lines AS (
     SELECT session_uuid, file_id, "offset"
     FROM json_to_recordset(%(changed)s::json) AS c(session_uuid TEXT, file_id BIGINT, "offset" BIGINT)
@@ -501,7 +501,7 @@ WITH lines AS (
 INSERT INTO retrod.parked_tool_calls SELECT * FROM moved
 ON CONFLICT (file_id, tool_use_id) DO NOTHING;
 
--- name: unpark_tool_calls
+-- name: ingest_unpark_tool_calls
 WITH back AS (
     DELETE FROM retrod.parked_tool_calls p
     USING json_to_recordset(%(changed)s::json) AS l(file_id BIGINT, "offset" BIGINT)
@@ -513,12 +513,12 @@ WITH back AS (
 INSERT INTO retrod.tool_calls SELECT * FROM back
 ON CONFLICT (file_id, tool_use_id) DO NOTHING;
 
+-- name: ingest_reown_requests
 -- accounting.md §2.2 with §2.1: the owner of the requests of the given lines (`changed`: lines that
 -- became, or stopped being, fork copies; `batch`: the stretch of each file a batch read, whose
 -- lines' records are owned again where the line is a fork copy, which upsert_requests ranked
 -- as the session's own) among the records held on lines (line_holders.key), a fork copy's as
 -- foreign, and their other records' owner (base_*).
--- name: reown_requests
 -- Every lookup goes through an index whatever the statistics say (a backfill's are stale, and
 -- the planner takes a JSON document's rows for 100 × 100): the changed lines one by one (LATERAL
 -- ... LIMIT 1), the fork copies in a batch's stretches through the index of copies (migration
@@ -557,25 +557,25 @@ WHERE r.key = ANY(ARRAY(SELECT key FROM owners)) AND r.key = o.key AND r.db_role
   AND (r.session_uuid, r.agent, r.attr_sidechain, r.attr_foreign, r.attr_ts, r.machine)
       IS DISTINCT FROM (o.s, o.a, o.sc, o.fo, o.t, o.h);
 
+-- name: ingest_upsert_metas
 -- Subagents' meta files: read whole, committed with the batch they came in.
--- name: upsert_metas
 INSERT INTO retrod.subagent_meta (session_uuid, agent_id, agent_type, description)
 SELECT session_uuid, agent_id, agent_type, description
 FROM json_to_recordset(%(metas)s::json) AS x(session_uuid TEXT, agent_id TEXT, agent_type TEXT, description TEXT)
 ON CONFLICT (session_uuid, agent_id, db_role) DO UPDATE
 SET agent_type = excluded.agent_type, description = excluded.description;
 
+-- name: ingest_upsert_tool_use_calls
 -- Tool uses (accounting.md §2.6; migration 0010). A batch writes its calls, then their results, then
 -- settles which occurrence of an id counts, then judges again the calls whose signal may have
 -- changed: from the first call a change touches to the agent's end, and the call before it
 -- (whose "next call" it may be). Each statement returns where its rows sit in their agent.
-
+--
 -- A call fills its row, unless the file's first block with that id did already; with its result
 -- when the same batch holds that (most do: one insert, no update), unless the row has one
 -- already (a result written before its call, in an earlier batch). A repeated call line brings
 -- the first result of a call read before: that fills the result alone. (A result stored before
 -- migration 0016 learns there whether it was a refusal, when its file is read again.)
--- name: upsert_tool_use_calls
 INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, agent, file_path, "offset", block,
                                    name, input_hash, path, detail, ts, counted, plan, example,
                                    has_result, failed, sibling, rejected, result_bytes, result_ts, refused, task_id)
@@ -617,10 +617,10 @@ WHERE t.agent IS NULL OR (NOT t.has_result AND excluded.has_result)
        AND ((excluded.refused AND NOT t.refused) OR (t.task_id IS NULL AND excluded.task_id IS NOT NULL)))
 RETURNING t.session_uuid, t.tool_use_id, t.agent, t.file_path, t."offset", t.block;
 
+-- name: ingest_upsert_tool_use_results
 -- A result whose call is not in the batch fills its row, unless the file's first tool_result for
 -- that id did already. A failed result of a call already read changes that call's judgement,
 -- and maybe the later calls'.
--- name: upsert_tool_use_results
 WITH filled AS (
     INSERT INTO retrod.tool_uses AS t (file_id, tool_use_id, session_uuid, has_result, failed, sibling, rejected,
                                        result_bytes, result_ts, refused, task_id)
@@ -648,12 +648,12 @@ WITH filled AS (
 )
 SELECT session_uuid, agent, file_path, "offset", block FROM filled WHERE counted AND failed;
 
+-- name: ingest_recount_tool_uses
 -- An id seen in several files of a session counts once, where it is seen first: in a main
 -- transcript if it is there (with several, the first in §2.3's order: its project folder's name,
 -- code-point, then host and path as retime_sessions), else on the machine with the smaller host
 -- id (accounting.md §4: the same call on two machines, as a request's record; not whichever copy was
 -- read first), then in the file whose path sorts first; then in file order.
--- name: recount_tool_uses
 WITH ids AS (
     SELECT DISTINCT session_uuid, tool_use_id
     FROM json_to_recordset(%(ids)s::json) AS i(session_uuid TEXT, tool_use_id TEXT)
@@ -675,9 +675,9 @@ FROM ranked r
 WHERE (t.session_uuid, t.tool_use_id, t.file_id) = (r.session_uuid, r.tool_use_id, r.file_id) AND t.counted <> r.counts
 RETURNING t.session_uuid, t.agent, t.file_path, t."offset", t.block;
 
+-- name: ingest_calls_at_lines
 -- The calls on lines that became, or stopped being, fork copies (§2.1), to be counted again.
 -- (Among their sessions' calls, by index: no index has a call's line.)
--- name: calls_at_lines
 WITH lines AS (
     SELECT * FROM json_to_recordset(%(lines)s::json) AS c(session_uuid TEXT, file_id BIGINT, "offset" BIGINT)
 )
@@ -686,9 +686,9 @@ FROM retrod.tool_uses t
 WHERE t.session_uuid = ANY(ARRAY(SELECT DISTINCT session_uuid FROM lines)) AND t.agent IS NOT NULL
   AND (t.file_id, t."offset") IN (SELECT file_id, "offset" FROM lines);
 
+-- name: ingest_judge_tool_uses
 -- The signals of accounting.md §2.6, the first that applies, judged within the call's agent. Only the
 -- judgements that change are written.
--- name: judge_tool_uses
 WITH dirty AS (  -- per agent, the first call a change touched
     SELECT DISTINCT ON (session_uuid, agent) session_uuid, agent, file_path COLLATE "C" AS file_path,
            "offset", block
@@ -763,28 +763,28 @@ FROM judged j
 WHERE (t.session_uuid, t.tool_use_id, t.file_id) = (j.session_uuid, j.tool_use_id, j.file_id)
   AND j.signal IS DISTINCT FROM j.was;
 
+-- name: ingest_forget_file_tool_uses
 -- A file read again from its start: its rows go; the calls they held leave their agents' order.
--- name: forget_file_tool_uses
 WITH gone AS (
     DELETE FROM retrod.tool_uses WHERE session_uuid = %(session)s AND file_id = %(id)s
     RETURNING session_uuid, tool_use_id, agent, file_path, "offset", block
 )
 SELECT * FROM gone WHERE agent IS NOT NULL;
 
+-- name: ingest_stored_price_tiers
 -- Price tiers (migration 0013): the thresholds this role's request rollup is summed by.
--- name: stored_price_tiers
 SELECT t.thresholds, t.source_version, has_table_privilege('retrod.price_tiers', 'INSERT') AS may_store
 FROM (SELECT 1) one LEFT JOIN retrod.price_tiers t ON t.db_role = current_user;
 
+-- name: ingest_lock_requests
 -- Changed price data: new thresholds, and the rollup summed by them again, in one transaction
 -- that first locks the requests: concurrent ingest waits (its triggers then read the new
 -- thresholds), as this waits for ingest under way.
--- name: lock_requests
 LOCK TABLE retrod.requests IN SHARE ROW EXCLUSIVE MODE;
 
--- name: store_price_tiers
+-- name: ingest_store_price_tiers
 INSERT INTO retrod.price_tiers (thresholds, source_version) VALUES (%(thresholds)s, %(version)s)
 ON CONFLICT (db_role) DO UPDATE SET thresholds = excluded.thresholds, source_version = excluded.source_version;
 
--- name: rebuild_request_minutes
+-- name: ingest_rebuild_request_minutes
 SELECT retrod.rebuild_request_minutes();

@@ -1,42 +1,42 @@
 -- Phase logging: writes go to the user's own tables, so rows written by other tools work the same.
 
+-- name: tracking_describe_user_session
 -- The user's row of a session: described again if it exists (and locked: one phase command at a
 -- time), else created. Two statements rather than ON CONFLICT (session_uuid): on a team's
 -- database the key is (session_uuid, db_role) (store/team.sql), the designed table's alone.
--- name: describe_user_session
 UPDATE public.cc_sessions s SET description = coalesce(%(description)s, description)
 WHERE session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', current_user) = current_user
 RETURNING id, description, started_at, ended_at;
 
--- name: insert_user_session
+-- name: tracking_insert_user_session
 INSERT INTO public.cc_sessions (session_uuid, project_slug, started_at, description)
 VALUES (%(session)s, %(project_slug)s, %(started_at)s, %(description)s)
 ON CONFLICT DO NOTHING
 RETURNING id, description, started_at, ended_at;
 
+-- name: tracking_get_user_session
 -- A member's row (accounting.md §3): one's own, or, for a team's reader, the member named.
--- name: get_user_session
 SELECT id, description, started_at, ended_at FROM public.cc_sessions s
 WHERE session_uuid = %(session)s
   AND coalesce(to_jsonb(s) ->> 'db_role', coalesce(%(member)s, current_user)) = coalesce(%(member)s, current_user);
 
+-- name: tracking_session_first_seen
 -- When the transcripts say the session started (else the caller uses now()).
 -- (One's own rows: a role that row-level security does not bind, the owner, sees a team's.)
--- name: session_first_seen
 SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s AND db_role = current_user),
              (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s AND db_role = current_user))
            AS started_at,
        (SELECT coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug))
         FROM retrod.files WHERE session_uuid = %(session)s AND db_role = current_user) AS project_slug;
 
--- name: open_phases
+-- name: tracking_open_phases
 SELECT id, task, phase, started_at FROM public.cc_session_phases
 WHERE session_id = %(session_id)s AND ended_at IS NULL
 ORDER BY started_at DESC, id DESC;
 
+-- name: tracking_overlapping_phase
 -- The first phase of the session whose window meets [started_at, ended_at) (an open phase, or
 -- an open end, runs on), with its number in the session's list.
--- name: overlapping_phase
 SELECT number, task, phase, started_at, ended_at FROM (
     SELECT row_number() OVER (ORDER BY started_at, id) AS number, task, phase, started_at, ended_at
     FROM public.cc_session_phases WHERE session_id = %(session_id)s
@@ -45,28 +45,28 @@ WHERE started_at < coalesce(%(ended_at)s::timestamptz, 'infinity')
   AND coalesce(ended_at, 'infinity') > %(started_at)s::timestamptz
 ORDER BY started_at LIMIT 1;
 
+-- name: tracking_session_span
 -- When the session's transcripts start, and the database's now (the clock phases are cut by).
--- name: session_span
 SELECT least((SELECT min(ts) FROM retrod.events WHERE session_uuid = %(session)s AND db_role = current_user),
              (SELECT min(ts) FROM retrod.requests WHERE session_uuid = %(session)s AND db_role = current_user))
            AS first_ts,
        now() AS now;
 
--- name: insert_phase
+-- name: tracking_insert_phase
 INSERT INTO public.cc_session_phases (session_id, task, phase, started_at, ended_at, verdict,
     actions_summary, subagents, useful_info, lessons_learned, notes)
 VALUES (%(session_id)s, %(task)s, %(phase)s, coalesce(%(started_at)s, now()), %(ended_at)s,
         %(verdict)s, %(actions)s, %(subagents)s, %(useful_info)s, %(lessons)s, %(notes)s)
 RETURNING id, started_at;
 
--- name: last_pending_phase
+-- name: tracking_last_pending_phase
 -- The session's latest phase that ended with no verdict (`pending`: `report --close` ended it):
 -- the one `phase end` gives its verdict when no phase is open.
 SELECT id, task, phase, started_at, ended_at FROM public.cc_session_phases
 WHERE session_id = %(session_id)s AND ended_at IS NOT NULL AND verdict = 'pending'
 ORDER BY started_at DESC, id DESC LIMIT 1;
 
--- name: end_phase
+-- name: tracking_end_phase
 UPDATE public.cc_session_phases
 SET ended_at = coalesce(%(ended_at)s, now()), verdict = %(verdict)s,
     actions_summary = coalesce(%(actions)s, actions_summary),
@@ -77,16 +77,16 @@ SET ended_at = coalesce(%(ended_at)s, now()), verdict = %(verdict)s,
 WHERE id = %(id)s
 RETURNING started_at, ended_at;
 
--- name: list_phases
+-- name: tracking_list_phases
 SELECT id, task, phase, started_at, ended_at, verdict, actions_summary, subagents, useful_info,
        lessons_learned, notes
 FROM public.cc_session_phases WHERE session_id = %(session_id)s
 ORDER BY started_at, id;
 
+-- name: tracking_close_open_phases
 -- `report --close`: open phases end now. One that starts now or later (another host's clock)
 -- would end as a zero-length phase: when it holds nothing but the `pending` verdict, it is
 -- removed; one that holds anything the user wrote is left as it is.
--- name: close_open_phases
 WITH ended AS (
     UPDATE public.cc_session_phases SET ended_at = now()
     WHERE session_id = %(session_id)s AND ended_at IS NULL AND started_at < now()
@@ -95,8 +95,8 @@ DELETE FROM public.cc_session_phases
 WHERE session_id = %(session_id)s AND ended_at IS NULL AND started_at >= now() AND verdict = 'pending'
   AND num_nonnulls(actions_summary, subagents, useful_info, lessons_learned, notes) = 0;
 
+-- name: tracking_fill_session_totals
 -- The columns "filled by retrospective".
--- name: fill_session_totals
 UPDATE public.cc_sessions
 SET total_output_tokens = %(output)s, total_input_tokens = %(input)s,
     total_cache_read_tokens = %(cache_read)s, total_cache_create_tokens = %(cache_create)s,
@@ -104,8 +104,8 @@ SET total_output_tokens = %(output)s, total_input_tokens = %(input)s,
     ended_at = CASE WHEN %(close)s THEN coalesce(ended_at, now()) ELSE ended_at END
 WHERE session_uuid = %(session)s AND coalesce(to_jsonb(cc_sessions) ->> 'db_role', current_user) = current_user;
 
+-- name: tracking_idle_open_sessions
 -- Tracked sessions still open whose transcripts have been quiet for longer than the idle time.
--- name: idle_open_sessions
 SELECT u.session_uuid, last.ts AS last_activity
 FROM public.cc_sessions u
 CROSS JOIN LATERAL (SELECT max(ts) AS ts FROM retrod.events e
@@ -113,11 +113,12 @@ CROSS JOIN LATERAL (SELECT max(ts) AS ts FROM retrod.events e
 WHERE u.ended_at IS NULL AND last.ts < now() - %(idle)s * interval '1 second'
   AND coalesce(to_jsonb(u) ->> 'db_role', current_user) = current_user;
 
--- name: end_session_at
+-- name: tracking_end_session_at
 UPDATE public.cc_sessions s SET ended_at = %(ended_at)s
 WHERE session_uuid = %(session)s AND ended_at IS NULL
   AND coalesce(to_jsonb(s) ->> 'db_role', current_user) = current_user;
 
+-- name: tracking_recent_sessions
 -- `retrod sessions`: the newest sessions first, or those with the most tokens, or the least
 -- efficient tool use (accounting.md §2.6) first. Start and end are the session's (accounting.md §2.3, §4: its
 -- counted events', main or subagent timeline), as session_figures keeps them for every surface
@@ -125,7 +126,6 @@ WHERE session_uuid = %(session)s AND ended_at IS NULL
 -- requests or calls. `projects`: the projects' names (resolve.match_project), `slugs` their
 -- Claude Code folders' (a session's project: its working folder, else its folder name). Undated
 -- sessions come last and never pass `since`.
--- name: recent_sessions
 -- (A session per member: on a team's database one id may be several members' sessions, §3.)
 WITH s AS (
     SELECT session_uuid, db_role, project_slug, first_us, last_us
@@ -174,7 +174,7 @@ ORDER BY CASE WHEN %(sort)s = 'tokens' THEN f.total_tokens END DESC NULLS LAST,
          f.first_us DESC NULLS LAST, f.session_uuid, f.db_role
 LIMIT %(limit)s;
 
--- name: known_projects
+-- name: tracking_known_projects
 -- Every project there is (accounting.md §4), as one (working folder, Claude Code folder name) pair per
 -- session: its working folder is the first `cwd` of its main transcripts in the order of their
 -- folder names (null: none names one), its folder the main transcript's (else the smallest, which

@@ -1,10 +1,10 @@
 -- `retrod ui`, the web dashboard (issue 23): its session list, a session's timeline, the live
 -- page. Read-only, from the rollups: no statement here scans requests, events or calls.
 
+-- name: ui_price_keys
 -- The price groups every session stored holds (session_requests, migration 0018): the list and
 -- the timeline price them (report/rates.py). (The day as text: 'infinity', requests without a
 -- timestamp, is no Python date.)
--- name: ui_price_keys
 SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_requests;
 
 -- name: ui_working_folders
@@ -13,15 +13,34 @@ SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_re
 -- moved, which can only lengthen a name), without grouping the files by session.
 SELECT DISTINCT state ->> 'cwd' FROM retrod.files WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL;
 
--- The list's choices: the models there are (the projects: tracking.sql's known_projects).
 -- name: ui_models
+-- The list's choices: the models there are (the projects: tracking.sql's known_projects).
 SELECT DISTINCT model FROM retrod.session_requests WHERE model <> '' AND parts > 0 ORDER BY 1;
 
--- The machines (host ids, accounting.md §4) transcripts are stored under.
 -- name: ui_machines
+-- The machines (host ids, accounting.md §4) transcripts are stored under.
 SELECT DISTINCT host_id FROM retrod.files
 WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL ORDER BY 1;
 
+-- name: ui_rates_per_token
+-- A fragment (`-- include: ui_rates_per_token`): the rates given (`rates`: report/rates.py's
+-- spans of days with one price per model, fast and tier; null: no price known), typed by
+-- retrod.typed_rates (migration 0037), in USD per token, part and web search, in doubles.
+SELECT model, fast, tier_floor, day_from, day_to, input::float8 / 1e6 AS input, output::float8 / 1e6 AS output,
+       cache_read::float8 / 1e6 AS cache_read, cache_create_5m::float8 / 1e6 AS cache_5m,
+       cache_create_1h::float8 / 1e6 AS cache_1h, per_part::float8 AS part, web_search::float8 AS search
+FROM retrod.typed_rates(%(rates)s::json)
+
+-- name: ui_group_usd
+-- A fragment (`-- include: ui_group_usd`): the cost in doubles of a price group `g` (a row of
+-- session_requests or request_minutes) at its rates `r` (ui_rates_per_token), as prices.py's
+-- `_cost` prices it: the 1h cache writes at the 1h rate, the rest of them at the 5m rate.
+g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
++ least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
++ (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
++ g.parts * r.part + g.web_searches * coalesce(r.search, 0)
+
+-- name: ui_sessions
 -- Every session (one per member, §3) with its figures, filtered, sorted and paged, with how many
 -- match (`total`): one row each from session_figures (migration 0019). Start and end are its main
 -- transcripts' first event and high-water mark, as `retrod sessions` reads them (for a session
@@ -42,22 +61,13 @@ WHERE kind IN ('main', 'subagent', 'agent_root') AND session_uuid IS NOT NULL OR
 -- The sort handles narrow rows (a session's key and the figure it is ordered by); what the page
 -- shows is looked up for its rows
 -- alone, after the limit.
--- name: ui_sessions
-WITH rates AS MATERIALIZED (  -- read once, typed
-    SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
-           cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
-           per_part AS part, web_search AS search  -- USD per token, part and web search, in doubles
-    FROM json_to_recordset(%(rates)s::json) AS r(model text, fast bool, tier_floor bigint, day_from date, day_to date,
-                                                input float8, output float8, cache_read float8,
-                                                cache_create_5m float8, cache_create_1h float8, per_part float8,
-                                                web_search float8)
+WITH rates AS MATERIALIZED (  -- read once
+    -- include: ui_rates_per_token
 ), cost AS (  -- only when sorting by it
     SELECT g.session_uuid, g.db_role,
-           sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
-               + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
-               + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
-               + g.parts * r.part + g.web_searches * coalesce(r.search, 0))
-               FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
+           sum(
+               -- include: ui_group_usd
+           ) FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
            coalesce(bool_or(r.input IS NOT NULL AND (tokens OR r.search IS NOT NULL)) FILTER (WHERE used), false)
                AS priced_any,
            coalesce(bool_or(r.input IS NULL OR g.web_searches > 0 AND r.search IS NULL) FILTER (WHERE used), false)
@@ -154,10 +164,10 @@ ORDER BY CASE WHEN %(desc)s THEN page.sort_key END DESC NULLS LAST,
          CASE WHEN NOT %(desc)s THEN page.sort_key END ASC NULLS LAST, page.first_us DESC NULLS LAST,
          page.session_uuid, page.db_role;
 
+-- name: ui_active_sessions
 -- Sessions with transcript time in the last hour (as `retrod status` counts them), the most
 -- recent first, at most `limit`: the live page's first rows. Not later than a few minutes from
 -- now: a line stamped in the future is a wrong clock, not activity.
--- name: ui_active_sessions
 SELECT session_uuid FROM (
     SELECT session_uuid, minute FROM retrod.event_minutes
     WHERE minute >= date_trunc('minute', now() - interval '1 hour') AND minute < now() + interval '5 minutes'
@@ -167,29 +177,21 @@ SELECT session_uuid FROM (
 ) m
 GROUP BY session_uuid ORDER BY max(minute) DESC, session_uuid LIMIT %(limit)s;
 
+-- name: ui_timeline_minutes
 -- A session's timeline: per minute, its requests and tokens (all agents; the compaction agents'
 -- output apart), and their cost: each price group at the rates given (`rates`, as ui_sessions
 -- reads them; report/rates.py), in doubles. `unpriced`: tokens or web searches no price knows; `unrated`: a group
 -- the rates given do not cover (read them again).
--- name: ui_timeline_minutes
 WITH rates AS MATERIALIZED (
-    SELECT model, fast, tier_floor, day_from, day_to, input / 1e6 AS input, output / 1e6 AS output,
-           cache_read / 1e6 AS cache_read, cache_create_5m / 1e6 AS cache_5m, cache_create_1h / 1e6 AS cache_1h,
-           per_part AS part, web_search AS search  -- USD per token, part and web search, in doubles
-    FROM json_to_recordset(%(rates)s::json) AS r(model text, fast bool, tier_floor bigint, day_from date, day_to date,
-                                                input float8, output float8, cache_read float8,
-                                                cache_create_5m float8, cache_create_1h float8, per_part float8,
-                                                web_search float8)
+    -- include: ui_rates_per_token
 )
 SELECT g.minute, sum(g.requests)::bigint AS requests, sum(g.input_tokens)::bigint AS input,
        sum(g.output_tokens)::bigint AS output, sum(g.cache_read_tokens)::bigint AS cache_read,
        sum(g.cache_create_tokens)::bigint AS cache_create,
        coalesce(sum(g.output_tokens) FILTER (WHERE starts_with(g.agent, 'acompact')), 0)::bigint AS compaction_output,
-       coalesce(sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
-                    + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
-                    + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
-                    + g.parts * r.part + g.web_searches * coalesce(r.search, 0))
-                FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
+       coalesce(sum(
+                    -- include: ui_group_usd
+                ) FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
        coalesce(bool_or(g.used AND (r.input IS NULL OR g.web_searches > 0 AND r.search IS NULL)), false) AS unpriced,
        coalesce(bool_or(r.model IS NULL), false) AS unrated
 FROM (SELECT *, input_tokens + output_tokens + cache_read_tokens + cache_create_tokens + web_searches > 0 AS used
@@ -200,9 +202,9 @@ LEFT JOIN rates r ON (r.model, r.fast, r.tier_floor) = (g.model, g.fast, g.tier_
 GROUP BY g.minute
 ORDER BY g.minute;
 
+-- name: ui_compactions
 -- When each counted compaction happened: a compact_boundary line has no timestamp of its own
 -- (migration 0014), so the first timestamped line after it in its file tells.
--- name: ui_compactions
 SELECT (SELECT n.ts FROM retrod.events n
         WHERE n.file_id = e.file_id AND n."offset" > e."offset" AND n.ts IS NOT NULL
         ORDER BY n."offset" LIMIT 1) AS at
@@ -210,9 +212,9 @@ FROM retrod.events e
 WHERE e.session_uuid = %(session)s AND e.db_role = %(member)s AND e.ts IS NULL AND e.compaction AND e.counted
 ORDER BY 1 NULLS LAST;
 
+-- name: ui_timeline_waste
 -- A session's tool calls flagged by a waste signal (accounting.md §2.6), per minute: the timeline marks
 -- where waste happened.
--- name: ui_timeline_waste
 SELECT minute, sum(sibling_error + error_retry + persisted_output_read + post_write_read + duplicate
                    + re_read)::bigint AS flagged
 FROM retrod.call_minutes
@@ -221,10 +223,10 @@ GROUP BY minute HAVING sum(sibling_error + error_retry + persisted_output_read +
                            + re_read) > 0
 ORDER BY minute;
 
+-- name: ui_sessions_cache_misses
 -- The prompt-cache misses (accounting.md §2.8, migration 0031) of these sessions (each with its member),
 -- as session_cache_misses reads one session's: the list prices each page's rows' waste as their
 -- reports do.
--- name: ui_sessions_cache_misses
 SELECT c.session_uuid, c.db_role, c.ts, c.agent, c.cause, c.reason, c.model, c.fast, c.size, c.rewritten,
        c.rewritten_1h, c.pause_us, c.prefix_before
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)

@@ -1,11 +1,11 @@
 -- `retrod statusline` (issue 21): what only Claude Code's status line sees, kept per session and
 -- member (migration 0017), and today's cost across all of a member's sessions.
 
+-- name: statusline_save_session_status
 -- One row per session and member, updated in place. A field Claude Code did not send (an older
 -- version, a window not reported yet) keeps what was stored; a window's most-used share only
 -- grows, and remembers the reset of the window it was reached in. A render that brings nothing
 -- new (the same message's figures again, a timed refresh) writes nothing: the WHERE below.
--- name: save_session_status
 INSERT INTO retrod.session_status AS s (
     session_uuid, cc_version, cc_cost_usd, cc_duration_ms, cc_api_duration_ms,
     five_hour_pct, five_hour_resets_at, five_hour_max_pct, five_hour_max_resets_at,
@@ -49,20 +49,20 @@ WHERE (excluded.cc_version IS NOT NULL AND excluded.cc_version IS DISTINCT FROM 
    OR (excluded.seven_day_pct IS NOT NULL AND (excluded.seven_day_pct, excluded.seven_day_resets_at)
                                               IS DISTINCT FROM (s.seven_day_pct, s.seven_day_resets_at));
 
--- name: session_status
+-- name: statusline_session_status
 SELECT first_seen, updated_at, cc_version, cc_cost_usd, cc_duration_ms, cc_api_duration_ms,
        five_hour_pct, five_hour_resets_at, five_hour_max_pct, five_hour_max_resets_at,
        seven_day_pct, seven_day_resets_at, seven_day_max_pct, seven_day_max_resets_at
 FROM retrod.session_status WHERE session_uuid = %(session)s AND db_role = %(member)s;
 
+-- name: statusline_current_member
 -- The database role whose rows a status line with no session reads: one's own.
--- name: current_member
 SELECT current_user AS member;
 
+-- name: statusline_member_tokens_by_model_between
 -- A member's tokens in [start, end) across all sessions, by what their price depends on (as
 -- session_tokens_by_model): the status line's "today". Whole minutes, through
 -- request_minutes_member_minute (a local day's bounds fall on whole minutes in every time zone in use today).
--- name: member_tokens_by_model_between
 SELECT model, (minute AT TIME ZONE 'UTC')::date AS day, fast, tier_floor, sum(parts)::bigint AS parts,
        sum(requests)::bigint AS requests,
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
@@ -73,12 +73,12 @@ FROM retrod.request_minutes
 WHERE db_role = %(member)s AND minute >= %(start)s AND minute < %(end)s
 GROUP BY 1, 2, 3, 4;
 
+-- name: statusline_session_cache_main_tail
 -- accounting.md §2.8's live state, cheaply: the main stream's elements (as retrod.cache_elements reads
 -- them, in its order) from the time of its last element that wrote the cache on. That writer sets
 -- the lifetime in force after the last element, so report/cache.py's walk over these few rows
 -- gives the report's `summary.cache.live` without reading the whole session. The writer is found
 -- by walking the (session, ts) index back from the end; a stream that never wrote: all of it.
--- name: session_cache_main_tail
 WITH since AS (
     SELECT r.ts FROM retrod.requests r
     WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s AND r.agent = '' AND r.ts IS NOT NULL
@@ -110,10 +110,10 @@ SELECT agent, ts, model, fast, input, cache_read, cache_create, c5, c1, reason F
 ) e
 ORDER BY agent, ts, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN key END, place_path, place_offset, n;
 
+-- name: statusline_session_plan_key
 -- What the plan (accounting.md §2.9) is derived from, summed up: it changes whenever a plan call is stored
 -- or its result read (session_plan_calls reads the same rows, through the same partial index), so
 -- the status line derives the current task again only then.
--- name: session_plan_key
 SELECT count(*), min(ts), max(ts), count(*) FILTER (WHERE has_result), count(*) FILTER (WHERE failed OR refused),
        count(task_id)
 FROM retrod.tool_uses

@@ -3,13 +3,13 @@
 -- sum of the per-session figures `retrod report` shows, read from rollups those are read from too.
 -- `member`: whose rows (accounting.md §3), as in report.sql.
 
+-- name: trends_analyze_rollups
 -- After a scan that read a backfill's worth (daemon.py): the statistics of the tables trends and
 -- the web UI's list plan their sums by, gathered at once rather than at autovacuum's next round
 -- (a minute or more away, after a backfill that took less). Planned without them, the sum of
 -- every session's figures nests a full read of the calls and price groups in each session's:
 -- ~90 s over 10,000 sessions instead of ~0.2 s. Only the tables this role owns (a team's member
 -- owns none: the owner's autovacuum gathers them).
--- name: analyze_rollups
 DO $$
 DECLARE
     t TEXT;
@@ -23,18 +23,18 @@ BEGIN
     END LOOP;
 END $$;
 
+-- name: trends_price_keys
 -- What the member's tokens' prices depend on (accounting.md §2.7): trends.py looks each key's prices up
 -- (report/prices.py) and hands them to trend_figures, which prices the groups where they are.
--- name: price_keys
 SELECT DISTINCT model, day::text AS day, fast, tier_floor  -- (day 'infinity': no timestamp)
 FROM retrod.session_requests
 WHERE db_role = %(member)s AND (%(sessions)s::text[] IS NULL OR session_uuid = ANY(%(sessions)s::text[]));
 
+-- name: trends_marks
 -- What trends' kept periods are checked against (trend_periods.py, migration 0034): the database
 -- and role reading (with the cluster's start: a database made again gets a new oid), the
 -- member's price tiers, whether the user's phase tables tell of their changes, and the member's
 -- count of changes per UTC day of the sessions' starts, as JSON ({"2025-11-03": 4, "infinity": 1}).
--- name: trend_marks
 SELECT (SELECT oid FROM pg_database WHERE datname = current_database()) AS database,
        pg_postmaster_start_time() AS started, current_user AS reader,
        (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s) AS thresholds,
@@ -46,11 +46,11 @@ SELECT (SELECT oid FROM pg_database WHERE datname = current_database()) AS datab
        (SELECT coalesce(json_object_agg(day, changes), '{}') FROM retrod.trend_days
         WHERE db_role = %(member)s)::text AS days;
 
+-- name: trends_changed_span
 -- The periods (of `by`, cut in `tz`) that overlap these UTC days (`days`, ISO text; 'infinity':
 -- the undated sessions): the first and the last (every one between is summed again with them),
 -- and the span of starts trend_figures sums for them, a day wider on each side than any period
 -- there is cut at (trend_periods.py keeps only the periods from first to last of what it sums).
--- name: trend_changed_span
 WITH d AS (
     SELECT x::date AS day FROM unnest(%(days)s::text[]) x
 ), k AS (  -- each day's first and last microsecond's periods
@@ -65,6 +65,7 @@ SELECT min(k.first)::date AS first_period, max(k.last)::date AS last_period,
        EXISTS (SELECT FROM d WHERE d.day = 'infinity') AS undated
 FROM k;
 
+-- name: trends_figures
 -- One row per period, `grp` and `machine` (trends.py adds a period's rows up): the sums of the
 -- figures of the sessions that started in it. A session belongs wholly to the period its start
 -- falls in (accounting.md §2.3: its first counted event, main or subagent timeline; the report's
@@ -89,12 +90,8 @@ FROM k;
 -- cache_misses: per model and cause, the prompt-cache misses (accounting.md §2.8) of the sessions, their
 -- rewritten tokens and extra cost (migration 0031's rows, kept at commit), by machine the machine
 -- of each miss's request.
--- name: trend_figures
 WITH rates AS (
-    SELECT * FROM jsonb_to_recordset(%(rates)s::jsonb)
-        AS r(model TEXT, fast BOOLEAN, tier_floor BIGINT, day_from DATE, day_to DATE, input NUMERIC, output NUMERIC,
-             cache_read NUMERIC, cache_create_5m NUMERIC, cache_create_1h NUMERIC, per_part NUMERIC,
-             web_search NUMERIC)
+    SELECT * FROM retrod.typed_rates(%(rates)s::json)  -- (migration 0037)
 ), c AS MATERIALIZED (  -- the sessions started in the span asked for (none asked: every session)
     SELECT t.session_uuid FROM retrod.session_times t
     WHERE %(started_from)s::timestamptz IS NOT NULL AND t.db_role = %(member)s
@@ -316,8 +313,8 @@ LEFT JOIN misses x USING (k_period, k_grp, k_machine)
 WHERE %(machine)s::text IS NULL OR k.k_machine = %(machine)s::text
 ORDER BY k.k_period, k.k_grp, k.k_machine;
 
+-- name: trends_brief_phases
 -- The phases of these sessions, newest first, with what was written about them.
--- name: brief_phases
 SELECT u.session_uuid, p.id, p.task, p.phase, p.verdict, p.started_at, p.ended_at, p.actions_summary,
        p.subagents, p.useful_info, p.lessons_learned, p.notes
 FROM public.cc_session_phases p
@@ -325,9 +322,9 @@ JOIN public.cc_sessions u ON u.id = p.session_id
 WHERE u.session_uuid = ANY(%(sessions)s::text[]) AND coalesce(to_jsonb(u) ->> 'db_role', %(member)s) = %(member)s
 ORDER BY p.started_at DESC, p.id DESC;
 
+-- name: trends_brief_waste_examples
 -- Per waste signal (accounting.md §2.6), over these sessions: the path (or short input) it hit most often,
 -- and how often, as the example the brief names.
--- name: brief_waste_examples
 SELECT signal, detail, n FROM (
     SELECT signal, coalesce(path, detail) AS detail, count(*) AS n,
            row_number() OVER (PARTITION BY signal ORDER BY count(*) DESC, coalesce(path, detail)) AS rank
