@@ -28,8 +28,8 @@ def blanked(c: str) -> bool:
 
 def flat(value: object) -> str:
     """Rule 1: one line without a control, format or separator character, runs of spaces as one,
-    trimmed, whatever its length. Alone only in HTML (ui/pages.py), which lays out any length and
-    is also what `retrod report --format html` prints. None is ''."""
+    trimmed, whatever its length. Alone only in HTML (ui/markup.py, ui/pages.py), which lays out
+    any length and is also what `retrod report --format html` prints. None is ''."""
     text = "" if value is None else str(value)
     if not (text.isascii() and text.isprintable()):
         text = "".join(" " if blanked(c) else c for c in text)

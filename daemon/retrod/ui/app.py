@@ -11,7 +11,6 @@ CORS headers: another origin's page can neither read an answer nor send the cook
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -45,6 +44,7 @@ from ..report.prices import load as load_prices
 from ..settings import Settings
 from . import data, pages
 from .hub import Full, Hub
+from .markup import Html
 from .sessions import SESSION_S, Sessions
 
 log = structlog.get_logger(__name__)
@@ -307,7 +307,7 @@ class Guard:
                 # that brought the token, which is another site's when `retrod ui`'s file opened
                 # it, and a SameSite=Strict cookie is not sent on it; the refresh is this page's own.
                 target = _same_page(host, scope["raw_path"], conn.query_params)
-                response: Response = HTMLResponse(_ONWARD.format(target=html.escape(target, quote=True)))
+                response: Response = HTMLResponse(_ONWARD.format(target=target))
                 response.set_cookie(self.cookie, self.sessions.new(), max_age=SESSION_S, httponly=True,
                                     samesite="strict", path="/")
                 await response(scope, receive, send)
@@ -326,10 +326,10 @@ class Guard:
                                 401)(scope, receive, send)
 
 
-_ONWARD = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
-           '<meta http-equiv="refresh" content="0; url={target}">\n<link rel="icon" href="data:,">\n'
-           '<title>retrod</title></head>\n'
-           '<body><p>Logged in. <a href="{target}">Go on</a>.</p></body></html>\n')
+_ONWARD = Html('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
+               '<meta http-equiv="refresh" content="0; url={target}">\n<link rel="icon" href="data:,">\n'
+               '<title>retrod</title></head>\n'
+               '<body><p>Logged in. <a href="{target}">Go on</a>.</p></body></html>\n')
 
 
 def _same_page(host: str, raw_path: bytes, query: QueryParams) -> str:

@@ -1,5 +1,10 @@
 """The web UI's pages as HTML, rendered here from the figures `data` returns: small functions,
-every text escaped, a little vanilla JavaScript (static/app.js) for the chart and the live page.
+a little vanilla JavaScript (static/app.js) for the chart and the live page.
+
+Every fragment is `Html` (markup.py): markup is written only as literals, and every value goes in
+through `format`, `join` or `+`, which escape it unless it is Html itself — so a text is escaped
+whether or not its line remembers to (tests/test_ui_escaping.py holds every page to it, and the
+code to writing no markup in an f-string).
 
 No web framework here, so that `retrod report --format html` renders the session page with the
 same functions, its assets inline (`standalone`), as one file to share or archive.
@@ -10,7 +15,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta
-from html import escape
 from importlib.resources import files
 from urllib.parse import quote, urlencode
 
@@ -29,6 +33,7 @@ from ..report.markdown import (
     usd,
 )
 from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
+from .markup import Html, e
 
 STATIC = files(__package__) / "static"
 ASSETS_CSS = ("uPlot.min.css", "app.css")
@@ -38,13 +43,7 @@ VERDICT_TITLES = {"high_impact": "High impact", "moderate_impact": "Moderate imp
                   "avoidable_waste": "Avoidable waste", "pending": "Pending"}
 SORT_TITLES = {"start": "Started (UTC)", "wall": "Wall clock", "tokens": "Tokens", "cost": "Est. cost",
                "efficiency": "Efficiency", "cache": "Cache waste"}
-
-
-def e(value: object) -> str:
-    """Text in HTML: on one line without a control or format character (stored_text.flat: a page
-    printed by `retrod report --format html` reaches a terminal, and a bidirectional override
-    would reorder what the page shows), then escaped."""
-    return escape(flat(value))
+NOTHING = Html("")
 
 
 def money(usd: float | None, complete: bool = True) -> str:
@@ -87,175 +86,197 @@ def project(row: Mapping, shorts: Mapping[str, str] | None = None) -> str:
     return "/".join(parts[-2:]) if len(parts) > 2 else str(path)
 
 
-def verdict_chip(verdict: str | None) -> str:
+def verdict_chip(verdict: str | None) -> Html:
     v = verdict or "pending"
     css = v if v in VERDICT_TITLES else "other"
-    return f'<span class="chip verdict-{css}">{e(VERDICT_TITLES.get(v, v))}</span>'
+    return Html('<span class="chip verdict-{}">{}</span>').format(css, VERDICT_TITLES.get(v, v))
 
 
 # --- the frame -----------------------------------------------------------------------------------
 
-def _document(title: str, body: str, active: str = "", standalone: bool = False, alternate: str | None = None) -> str:
+def _document(title: str, body: Html, active: str = "", standalone: bool = False,
+              alternate: str | None = None) -> Html:
     """A whole page. Standalone: its styles and scripts inline, no links into the app.
     `alternate`: the address of its `/api/` twin, the same figures as JSON (linked in the head,
     as Datasette links its pages' JSON)."""
     if standalone:
-        head = "".join(f"<style>{_asset(name)}</style>" for name in ASSETS_CSS)
-        scripts = "".join(f"<script>{_inline(_asset(name))}</script>" for name in ASSETS_JS)
-        nav = '<span class="brand">retrod</span><span class="note">a saved retrospective</span>'
+        head = NOTHING.join(Html("<style>{}</style>").format(_stylesheet(name)) for name in ASSETS_CSS)
+        scripts = NOTHING.join(Html("<script>{}</script>").format(_inline(_asset(name))) for name in ASSETS_JS)
+        nav = Html('<span class="brand">retrod</span><span class="note">a saved retrospective</span>')
     else:
-        head = "".join(f'<link rel="stylesheet" href="/static/{name}">' for name in ASSETS_CSS)
-        scripts = "".join(f'<script src="/static/{name}" defer></script>' for name in ASSETS_JS)
-        links = "".join(f'<a href="{href}"{" class=active" if name == active else ""}>{name}</a>'
-                        for name, href in (("Sessions", "/"), ("Trends", "/trends"), ("Lessons", "/lessons"),
-                                           ("Live", "/live")))
-        nav = f'<a class="brand" href="/">retrod</a><nav>{links}</nav>'
+        head = NOTHING.join(Html('<link rel="stylesheet" href="/static/{}">').format(name) for name in ASSETS_CSS)
+        scripts = NOTHING.join(Html('<script src="/static/{}" defer></script>').format(name) for name in ASSETS_JS)
+        links = NOTHING.join(Html('<a href="{}"{}>{}</a>').format(href, Html(" class=active") if name == active else "",
+                                                                  name)
+                             for name, href in (("Sessions", "/"), ("Trends", "/trends"), ("Lessons", "/lessons"),
+                                                ("Live", "/live")))
+        nav = Html('<a class="brand" href="/">retrod</a><nav>{}</nav>').format(links)
         if alternate is not None:
-            head += f'<link rel="alternate" type="application/json" href="{e(alternate)}">'
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<link rel="icon" href="data:,">'
-            f"<title>{e(title)} · retrod</title>{head}</head>"
-            f'<body><header class="top">{nav}</header><main>{body}</main>{scripts}</body></html>')
+            head += Html('<link rel="alternate" type="application/json" href="{}">').format(alternate)
+    return Html('<!doctype html><html lang="en"><head><meta charset="utf-8">'
+                '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                '<link rel="icon" href="data:,">'
+                "<title>{title} · retrod</title>{head}</head>"
+                '<body><header class="top">{nav}</header><main>{body}</main>{scripts}</body></html>').format(
+        title=title, head=head, nav=nav, body=body, scripts=scripts)
 
 
 def _asset(name: str) -> str:
     return (STATIC / name).read_text(encoding="utf-8")
 
 
-def _inline(script: str) -> str:
+def _stylesheet(name: str) -> Html:
+    return Html(_asset(name))  # vouched: retrod's own stylesheet, which holds no `</style`
+
+
+def _inline(script: str) -> Html:
     """A script safe inside a script element: nothing in it may close the element."""
-    return script.replace("</script", "<\\/script")
+    return Html(script.replace("</script", "<\\/script"))  # vouched: retrod's own script, unable to close it
 
 
-def _data(payload: object) -> str:
-    """Data for the page's script: JSON in a script element the browser never runs."""
+def _data(payload: object) -> Html:
+    """Data for the page's script: JSON in a script element the browser never runs, every `<` in
+    it escaped (so neither `</script>` nor `<!--` can end or change the element)."""
     text = json.dumps(payload, separators=(",", ":")).replace("<", "\\u003c")
-    return f'<script type="application/json" id="retrod-data">{text}</script>'
+    return Html('<script type="application/json" id="retrod-data">{}</script>').format(
+        Html(text))  # vouched: JSON holding no `<`
 
 
-def error_page(status: int, message: str) -> str:
-    return _document(f"{status}", f'<h1>{status}</h1><p class="lead">{e(message)}</p><p>'
-                                  f'<a href="/">All sessions</a></p>')
+def error_page(status: int, message: str) -> Html:
+    return _document(f"{status}", Html('<h1>{}</h1><p class="lead">{}</p><p><a href="/">All sessions</a></p>').format(
+        status, message))
 
 
 # --- sessions ------------------------------------------------------------------------------------
 
 def sessions_page(listing: dict, choices: dict, query: SessionQuery, today: date | None = None,
-                  alternate: str | None = None) -> str:
+                  alternate: str | None = None) -> Html:
     today = today or datetime.now(UTC).date()
-    rows = "".join(_session_row(row) for row in listing["sessions"])
+    rows = NOTHING.join(_session_row(row) for row in listing["sessions"])
     if not rows:
-        rows = (f'<tr><td colspan="11" class="empty">No sessions'
-                f'{" match" if query.params() else " yet"}.</td></tr>')
-    heads = "".join(_sort_head(name, query) for name in ("start",)) + "<th>Project</th><th>Description</th>" + \
-        "".join(_sort_head(name, query) for name in ("wall", "tokens", "cost", "cache", "efficiency")) + \
-        '<th class="num">Requests</th><th class="num">Tool calls</th><th class="num">Phases</th>'
+        rows = Html('<tr><td colspan="11" class="empty">No sessions{}.</td></tr>').format(
+            Html(" match") if query.params() else Html(" yet"))
+    heads = (_sort_head("start", query) + Html("<th>Project</th><th>Description</th>")
+             + NOTHING.join(_sort_head(name, query) for name in ("wall", "tokens", "cost", "cache", "efficiency"))
+             + Html('<th class="num">Requests</th><th class="num">Tool calls</th><th class="num">Phases</th>'))
     shown = f"{listing['total']:,} session{'s' if listing['total'] != 1 else ''}"
     pager = _pager(listing, query)
-    body = (f'<div class="title-row"><h1>Sessions</h1><p class="lead" id="count">{shown}'
-            f'{" match" if query.params(sort="start", order=FIRST_ORDER["start"], page=1) else ""}</p></div>'
-            f"{_filters(choices, query, today)}"
-            f'<table class="list" id="sessions"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody>'
-            f'</table>{pager}')
+    body = Html('<div class="title-row"><h1>Sessions</h1><p class="lead" id="count">{shown}{match}</p></div>'
+                '{filters}<table class="list" id="sessions"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody>'
+                '</table>{pager}').format(
+        shown=shown, match=Html(" match") if query.params(sort="start", order=FIRST_ORDER["start"], page=1) else "",
+        filters=_filters(choices, query, today), heads=heads, rows=rows, pager=pager)
     return _document("Sessions", body, "Sessions", alternate=alternate)
 
 
-def _session_row(row: Mapping) -> str:
+def _session_row(row: Mapping) -> Html:
     link = f"/sessions/{quote(row['uuid'])}"
-    described = e(row["description"]) if row["description"] else f'<span class="muted">{e(row["uuid"][:8])}</span>'
-    return (f'<tr data-uuid="{e(row["uuid"])}"><td><a href="{link}">{e(when(row["started_at"]))}</a></td>'
-            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">'
-            f'<a href="/lessons?{e(urlencode({"project": row["project_path"] or row["project_slug"]}))}"'
-            f' title="whether the brief works here">{e(project(row))}</a></td>'
-            f'<td><a href="{link}">{described}</a></td>'
-            f'<td class="num" data-field="wall">{e(duration(row["wall_s"]))}</td>'
-            f'<td class="num" data-field="tokens" title="{count(row["total_tokens"])}">'
-            f'{e(short(row["total_tokens"]))}</td>'
-            f'<td class="num" data-field="cost">{e(money(row["cost"]["usd"], row["cost"]["complete"]))}</td>'
-            f'<td class="num" data-field="cache">{e(markdown.usd(row["cache_waste_usd"]))}</td>'
-            f'<td class="num" data-field="efficiency">{percent(row["efficiency"])}</td>'
-            f'<td class="num" data-field="requests">{count(row["requests"])}</td>'
-            f'<td class="num" data-field="tool_calls">{count(row["tool_calls"])}</td>'
-            f'<td class="num" data-field="phases">{count(row["phases"])}</td></tr>')
+    described = (e(row["description"]) if row["description"]
+                 else Html('<span class="muted">{}</span>').format(row["uuid"][:8]))
+    return Html('<tr data-uuid="{uuid}"><td><a href="{link}">{started}</a></td>'
+                '<td class="project" title="{path}">'
+                '<a href="/lessons?{lessons}" title="whether the brief works here">{project}</a></td>'
+                '<td><a href="{link}">{described}</a></td>'
+                '<td class="num" data-field="wall">{wall}</td>'
+                '<td class="num" data-field="tokens" title="{tokens}">{short}</td>'
+                '<td class="num" data-field="cost">{cost}</td>'
+                '<td class="num" data-field="cache">{cache}</td>'
+                '<td class="num" data-field="efficiency">{efficiency}</td>'
+                '<td class="num" data-field="requests">{requests}</td>'
+                '<td class="num" data-field="tool_calls">{tool_calls}</td>'
+                '<td class="num" data-field="phases">{phases}</td></tr>').format(
+        uuid=row["uuid"], link=link, started=when(row["started_at"]), path=row["project_path"] or row["project_slug"],
+        lessons=urlencode({"project": row["project_path"] or row["project_slug"]}), project=project(row),
+        described=described, wall=duration(row["wall_s"]), tokens=count(row["total_tokens"]),
+        short=short(row["total_tokens"]), cost=money(row["cost"]["usd"], row["cost"]["complete"]),
+        cache=markdown.usd(row["cache_waste_usd"]), efficiency=percent(row["efficiency"]),
+        requests=count(row["requests"]), tool_calls=count(row["tool_calls"]), phases=count(row["phases"]))
 
 
-def _sort_head(name: str, query: SessionQuery) -> str:
+def _sort_head(name: str, query: SessionQuery) -> Html:
     if query.sort == name:
         order = "asc" if query.order == "desc" else "desc"
-        mark = " ▼" if query.order == "desc" else " ▲"
+        mark = Html(" ▼") if query.order == "desc" else Html(" ▲")
     else:
-        order, mark = FIRST_ORDER[name], ""
+        order, mark = FIRST_ORDER[name], NOTHING
     href = "?" + urlencode(query.params(sort=name, order=order, page=1))
     css = "num" if name != "start" else ""
-    return (f'<th class="{css}"><a href="{e(href)}" data-sort="{name}"'
-            f' title="sort by {e(SORT_TITLES[name].lower())}">{e(SORT_TITLES[name])}{mark}</a></th>')
+    return Html('<th class="{}"><a href="{}" data-sort="{}" title="sort by {}">{}{}</a></th>').format(
+        css, href, name, SORT_TITLES[name].lower(), SORT_TITLES[name], mark)
 
 
-def _filters(choices: dict, query: SessionQuery, today: date) -> str:
-    def options(values: Iterable[str], chosen: str | None, everything: str) -> str:
-        return f'<option value="">{everything}</option>' + "".join(
-            f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(v)}</option>' for v in values)
+def _options(values: Iterable[tuple[str, str]], chosen: str | None) -> Html:
+    """A select's options: (value, label) each, `chosen`'s selected."""
+    return NOTHING.join(Html('<option value="{}"{}>{}</option>').format(v, Html(" selected") if v == chosen else "",
+                                                                        label)
+                        for v, label in values)
+
+
+def _filters(choices: dict, query: SessionQuery, today: date) -> Html:
+    def options(values: Iterable[str], chosen: str | None, everything: str) -> Html:
+        return Html('<option value="">{}</option>').format(everything) + _options(((v, v) for v in values), chosen)
 
     ranges = [("Today", today, today), ("Last 7 days", today - timedelta(days=6), today),
               ("Last 30 days", today - timedelta(days=29), today), ("All time", None, None)]
-    quick = "".join(
-        f'<a class="chip{" on" if (query.since, query.until) == (start, end) else ""}" href="'
-        f'{e("?" + urlencode(query.params(since=start, until=end, page=1)))}">{name}</a>'
+    quick = NOTHING.join(
+        Html('<a class="chip{}" href="{}">{}</a>').format(
+            Html(" on") if (query.since, query.until) == (start, end) else "",
+            "?" + urlencode(query.params(since=start, until=end, page=1)), name)
         for name, start, end in ranges)
-    keep = "".join(f'<input type="hidden" name="{k}" value="{e(v)}">'
-                   for k, v in query.params().items() if k in ("sort", "order", "per_page"))
-    return (f'<form class="filters" method="get" action="/">{keep}'
-            f'<input type="search" name="q" value="{e(query.search)}"'
-            ' placeholder="Search descriptions, uuids, projects"'
-            f' aria-label="search">'
-            f'<select name="project" aria-label="project">'
-            f'{options(_listed(choices["projects"], query.project), query.project, "All projects")}</select>'
-            f'<select name="model" aria-label="model">{options(choices["models"], query.model, "All models")}</select>'
-            f'{_machine_select(choices.get("machines", []), query.machine)}'
-            f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
-            f'<label>To <input type="date" name="until" value="{e(query.until)}"></label>'
-            f'<button type="submit">Filter</button><a href="/" class="clear">Clear</a>'
-            f'<div class="quick">{quick}</div></form>')
+    keep = NOTHING.join(Html('<input type="hidden" name="{}" value="{}">').format(k, v)
+                        for k, v in query.params().items() if k in ("sort", "order", "per_page"))
+    return Html('<form class="filters" method="get" action="/">{keep}'
+                '<input type="search" name="q" value="{search}"'
+                ' placeholder="Search descriptions, uuids, projects"'
+                ' aria-label="search">'
+                '<select name="project" aria-label="project">{projects}</select>'
+                '<select name="model" aria-label="model">{models}</select>'
+                '{machines}'
+                '<label>From <input type="date" name="since" value="{since}"></label>'
+                '<label>To <input type="date" name="until" value="{until}"></label>'
+                '<button type="submit">Filter</button><a href="/" class="clear">Clear</a>'
+                '<div class="quick">{quick}</div></form>').format(
+        keep=keep, search=e(query.search),
+        projects=options(_listed(choices["projects"], query.project), query.project, "All projects"),
+        models=options(choices["models"], query.model, "All models"),
+        machines=_machine_select(choices.get("machines", []), query.machine),
+        since=e(query.since), until=e(query.until), quick=quick)
 
 
-def _machine_select(machines: list[str], chosen: str | None) -> str:
+def _machine_select(machines: list[str], chosen: str | None) -> Html:
     """The machine filter (accounting.md §4: a host id files are stored under), where there is a choice:
     one machine writing here has none to make."""
     listed = machines if not chosen or chosen in machines else [chosen, *machines]
     if len(listed) < 2 and not chosen:
-        return ""
-    return ('<select name="machine" aria-label="machine"><option value="">All machines</option>' + "".join(
-        f'<option value="{e(m)}"{" selected" if m == chosen else ""}>{e(m)}</option>' for m in listed)
-        + "</select>")
+        return NOTHING
+    return Html('<select name="machine" aria-label="machine"><option value="">All machines</option>{}'
+                '</select>').format(_options(((m, m) for m in listed), chosen))
 
 
-def _pager(listing: dict, query: SessionQuery) -> str:
+def _pager(listing: dict, query: SessionQuery) -> Html:
     page, pages = listing["page"], listing["pages"]
-    prev = (f'<a rel="prev" href="{e("?" + urlencode(query.params(page=page - 1)))}">← Newer</a>'
-            if page > 1 else '<span class="muted">← Newer</span>')
-    nxt = (f'<a rel="next" href="{e("?" + urlencode(query.params(page=page + 1)))}">Older →</a>'
-           if page < pages else '<span class="muted">Older →</span>')
-    if query.sort != "start":
-        prev, nxt = prev.replace("← Newer", "← Previous"), nxt.replace("Older →", "Next →")
-    return f'<nav class="pager">{prev}<span>page {page} of {pages}</span>{nxt}</nav>'
+    newer, older = ("← Previous", "Next →") if query.sort != "start" else ("← Newer", "Older →")
+    prev = (Html('<a rel="prev" href="{}">{}</a>').format("?" + urlencode(query.params(page=page - 1)), newer)
+            if page > 1 else Html('<span class="muted">{}</span>').format(newer))
+    nxt = (Html('<a rel="next" href="{}">{}</a>').format("?" + urlencode(query.params(page=page + 1)), older)
+           if page < pages else Html('<span class="muted">{}</span>').format(older))
+    return Html('<nav class="pager">{}<span>page {} of {}</span>{}</nav>').format(prev, page, pages, nxt)
 
 
 # --- a session ---------------------------------------------------------------------------------
 
-def session_page(report: dict, standalone: bool = False, alternate: str | None = None) -> str:
+def session_page(report: dict, standalone: bool = False, alternate: str | None = None) -> Html:
     """The session's page (`/sessions/{uuid}`), or with `standalone` the HTML report file."""
     s, summary = report["session"], report["summary"]
     uuid = s["uuid"]
     title = s["description"] or f"Session {uuid[:8]}"
-    links = "" if standalone else (
-        f'<p class="downloads">Download: '
-        f'<a href="/sessions/{quote(uuid)}/report.md" download>Markdown retrospective</a>'
-        f' · <a href="/sessions/{quote(uuid)}/report.html" download>HTML file</a>'
-        f' · <a href="/api/sessions/{quote(uuid)}">JSON</a></p>')
-    head = (f'<h1>{e(title)}</h1><p class="lead">Session <code>{e(uuid)}</code> in '
-            f'<code>{e(s["project_path"] or s["project_slug"])}</code>, {e(when(s["started_at"]))} → '
-            f'{e(when(s["ended_at"]))} UTC</p>{links}')
+    links = NOTHING if standalone else Html(
+        '<p class="downloads">Download: '
+        '<a href="/sessions/{uuid}/report.md" download>Markdown retrospective</a>'
+        ' · <a href="/sessions/{uuid}/report.html" download>HTML file</a>'
+        ' · <a href="/api/sessions/{uuid}">JSON</a></p>').format(uuid=quote(uuid))
+    head = Html('<h1>{}</h1><p class="lead">Session <code>{}</code> in <code>{}</code>, {} → {} UTC</p>{}').format(
+        title, uuid, s["project_path"] or s["project_slug"], when(s["started_at"]), when(s["ended_at"]), links)
     body = (head + _cards(report) + _timeline(report) + _phases(report) + _plan(report) + _waste(report)
             + _models(summary) + _tools(report["tools"]) + _subagents(report["subagents"]) + _lessons(report)
             + _data({"timeline": report["timeline"], "phases": [
@@ -298,7 +319,9 @@ def _miss_tip(miss: dict) -> str:
             f"{miss['rewritten']:,} tokens rewritten · {usd(miss['extra_usd'])} extra")
 
 
-def _cards(report: dict) -> str:
+
+
+def _cards(report: dict) -> Html:
     summary = report["summary"]
     cost = summary["cost"]
     items = [("cost", "Est. cost", money(cost["usd"], cost["complete"])),
@@ -314,102 +337,114 @@ def _cards(report: dict) -> str:
     return _card_section("summary", items)
 
 
-def _card_section(section_id: str, items: list[tuple[str, str, str]]) -> str:
+def _card_section(section_id: str, items: list[tuple[str, str, str]]) -> Html:
     """Figures as cards: (data-field, label, value) each."""
-    return f'<section class="cards" id="{section_id}">' + "".join(
-        f'<div class="card" data-field="{k}"><div class="label">{e(label)}</div>'
-        f'<div class="value">{e(value)}</div></div>'
-        for k, label, value in items) + "</section>"
+    return Html('<section class="cards" id="{}">{}</section>').format(section_id, NOTHING.join(
+        Html('<div class="card" data-field="{}"><div class="label">{}</div><div class="value">{}</div></div>').format(
+            k, label, value)
+        for k, label, value in items))
 
 
-def _timeline(report: dict) -> str:
-    legend = "".join(f'<span class="key"><i class="swatch verdict-{v}"></i>{e(VERDICT_TITLES[v])}</span>'
-                     for v in (*VERDICTS, "pending") if any(p["verdict"] == v for p in report["phases"]))
-    tasks = '<span class="key"><i class="mark task"></i>Task (Claude\'s plan)</span>' if report["plan"]["tasks"] else ""
-    causes = "".join(f'<span class="key"><i class="mark miss-{c}"></i>Cache miss: {e(CAUSE_TITLES[c])}</span>'
-                     for c in CAUSE_TITLES if any(m["cause"] == c for m in report["cache_misses"]))
-    return ('<section><h2>Timeline</h2>'
-            f'<p class="hint">Output tokens per minute (bars) and the estimated cost so far (line: it rises in '
-            'the minutes money is spent, flat while nothing is); '
-            'phases as bands coloured by their verdict; the tasks of Claude\'s plan as a lane of bars under the '
-            'phases\' names; ▼ prompt-cache misses, coloured by cause; red dots: minutes with tool calls a waste '
-            'signal flagged (below, by kind); ◆ compactions; subagents as spans along the bottom. Point at a minute '
-            'for its figures, at a band for its phase, at a task\'s bar or a miss\'s marker for theirs.</p>'
-            f'<div id="timeline" class="chart"></div><div class="legend">{legend}{tasks}{causes}'
-            '<span class="key"><i class="mark compaction"></i>Compaction</span>'
-            '<span class="key"><i class="mark subagent"></i>Subagent</span>'
-            '<span class="key"><i class="mark flagged"></i>Flagged calls</span></div></section>')
+def _timeline(report: dict) -> Html:
+    legend = NOTHING.join(
+        Html('<span class="key"><i class="swatch verdict-{}"></i>{}</span>').format(v, VERDICT_TITLES[v])
+        for v in (*VERDICTS, "pending") if any(p["verdict"] == v for p in report["phases"]))
+    tasks = (Html('<span class="key"><i class="mark task"></i>Task (Claude\'s plan)</span>') if report["plan"]["tasks"]
+             else NOTHING)
+    causes = NOTHING.join(
+        Html('<span class="key"><i class="mark miss-{}"></i>Cache miss: {}</span>').format(c, CAUSE_TITLES[c])
+        for c in CAUSE_TITLES if any(m["cause"] == c for m in report["cache_misses"]))
+    return Html('<section><h2>Timeline</h2>'
+                '<p class="hint">Output tokens per minute (bars) and the estimated cost so far (line: it rises in '
+                'the minutes money is spent, flat while nothing is); '
+                'phases as bands coloured by their verdict; the tasks of Claude\'s plan as a lane of bars under the '
+                'phases\' names; ▼ prompt-cache misses, coloured by cause; red dots: minutes with tool calls a waste '
+                'signal flagged (below, by kind); ◆ compactions; subagents as spans along the bottom. Point at a '
+                'minute for its figures, at a band for its phase, at a task\'s bar or a miss\'s marker for theirs.</p>'
+                '<div id="timeline" class="chart"></div><div class="legend">{}{}{}'
+                '<span class="key"><i class="mark compaction"></i>Compaction</span>'
+                '<span class="key"><i class="mark subagent"></i>Subagent</span>'
+                '<span class="key"><i class="mark flagged"></i>Flagged calls</span></div></section>').format(
+        legend, tasks, causes)
 
 
-def _plan(report: dict) -> str:
+def _plan(report: dict) -> Html:
     """accounting.md §2.9's tasks, as the Markdown's Tasks section shows them: each task's figures, the
     costliest marked, the time outside every task, the tasks never started."""
     plan = report["plan"]
     if plan["family"] is None:
-        return ""
+        return NOTHING
     tasks, rows = plan["tasks"], []
     costliest = costliest_task(tasks) if tasks else None
     for t in tasks:
-        cells = "".join(f'<td class="num" data-field="{k}">{e(v)}</td>' for k, v in task_cells(t).items())
-        mark = ' <span class="badge costliest">costliest</span>' if t is costliest else ""
-        rows.append(f'<tr data-task="{t["number"]}"{" class=costliest" if mark else ""}><td>{t["number"]}</td>'
-                    f'<td data-field="name">{e(t["name"])}{mark}</td>'
-                    f'<td data-field="status">{e(task_status(t))}</td>{cells}</tr>')
+        cells = NOTHING.join(Html('<td class="num" data-field="{}">{}</td>').format(k, v)
+                             for k, v in task_cells(t).items())
+        mark = Html(' <span class="badge costliest">costliest</span>') if t is costliest else NOTHING
+        rows.append(Html('<tr data-task="{number}"{css}><td>{number}</td>'
+                         '<td data-field="name">{name}{mark}</td>'
+                         '<td data-field="status">{status}</td>{cells}</tr>').format(
+            number=t["number"], css=Html(" class=costliest") if mark else "", name=t["name"], mark=mark,
+            status=task_status(t), cells=cells))
     if tasks:
-        rows.append(f'<tr class="muted" id="outside-tasks"><td></td><td>outside every task</td><td></td>'
-                    f'<td class="num" data-field="time">{e(duration(outside_tasks_s(tasks, report["summary"])))}'
-                    f'</td><td colspan="6"></td></tr>')
+        rows.append(Html('<tr class="muted" id="outside-tasks"><td></td><td>outside every task</td><td></td>'
+                         '<td class="num" data-field="time">{}</td><td colspan="6"></td></tr>').format(
+            duration(outside_tasks_s(tasks, report["summary"]))))
     never = plan["tasks_never_started"]
-    never_line = ('<p class="hint" id="never-started">Never started: '
-                  + "; ".join(f"{e(t['name'])} ({e(t['status'])})" for t in never) + ".</p>") if never else ""
-    table = ('<table class="list" id="tasks"><thead><tr><th>#</th><th>Task</th><th>Status</th>'
-             '<th class="num">Time</th><th class="num">Output</th><th class="num">Tokens</th>'
-             '<th class="num">Est. cost</th><th class="num">Tool calls</th><th class="num">Efficiency</th>'
-             f'<th class="num">Wasted calls</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if tasks else ""
-    return ('<section><h2>Tasks (from Claude\'s plan)</h2>'
-            f'<p class="hint">From Claude\'s own plan ({count(plan["calls"])} calls): each task\'s time is when it '
-            'was the one in progress; its figures are a phase\'s over that time. Log a verdict for task N with '
-            '<code>retrod phase log --from-task N --phase P --verdict V</code>.</p>'
-            f'{table}{never_line}</section>')
+    never_line = Html('<p class="hint" id="never-started">Never started: {}.</p>').format(
+        Html("; ").join(Html("{} ({})").format(t["name"], t["status"]) for t in never)) if never else NOTHING
+    table = Html('<table class="list" id="tasks"><thead><tr><th>#</th><th>Task</th><th>Status</th>'
+                 '<th class="num">Time</th><th class="num">Output</th><th class="num">Tokens</th>'
+                 '<th class="num">Est. cost</th><th class="num">Tool calls</th><th class="num">Efficiency</th>'
+                 '<th class="num">Wasted calls</th></tr></thead><tbody>{}</tbody></table>').format(
+        NOTHING.join(rows)) if tasks else NOTHING
+    return Html('<section><h2>Tasks (from Claude\'s plan)</h2>'
+                '<p class="hint">From Claude\'s own plan ({} calls): each task\'s time is when it '
+                'was the one in progress; its figures are a phase\'s over that time. Log a verdict for task N with '
+                '<code>retrod phase log --from-task N --phase P --verdict V</code>.</p>'
+                '{}{}</section>').format(count(plan["calls"]), table, never_line)
 
 
-def _phases(report: dict) -> str:
+def _phases(report: dict) -> Html:
     phases = report["phases"]
     if not phases:
-        return ('<section><h2>Phases</h2>'
-                '<p class="hint">No phases were logged for this session. Log them as you '
-                'work (<code>retrod phase start</code> / <code>retrod phase end --verdict V</code>), or let the '
-                'skills do it (<code>retrod skills install</code>).</p></section>')
+        return Html('<section><h2>Phases</h2>'
+                    '<p class="hint">No phases were logged for this session. Log them as you '
+                    'work (<code>retrod phase start</code> / <code>retrod phase end --verdict V</code>), or let the '
+                    'skills do it (<code>retrod skills install</code>).</p></section>')
     total_output = report["summary"]["tokens"]["total"]["output"] or 1
     rows = []
     for n, p in enumerate(phases, 1):
         share = p["tokens"]["output"] / total_output
         signals = ", ".join(f"{SIGNAL_TITLES[k]} {v}" for k, v in p["tool_use"]["signals"].items() if v) or "—"
-        rows.append(
-            f'<tr data-phase="{n}"><td>{n}</td><td>{e(p["task"])} / {e(p["phase"])}</td>'
-            f'<td>{verdict_chip(p["verdict"])}</td>'
-            f'<td>{e(when(p["started_at"]))} → {e(when(p["ended_at"]) if p["ended_at"] else "open")}</td>'
-            f'<td class="num" data-field="output">{count(p["tokens"]["output"])}'
-            f'<div class="bar"><i style="width:{min(100.0, share * 100):.1f}%"></i></div></td>'
-            f'<td class="num" data-field="cost">{e(money(p["cost"]["usd"], p["cost"]["complete"]))}</td>'
-            f'<td class="num">{e(duration(p["claude_s"]))}</td>'
-            f'<td class="num" data-field="efficiency">{percent(p["tool_use"]["efficiency"])}</td>'
-            f'<td class="signals">{e(signals)}</td><td>{e(p["lessons_learned"] or "")}</td></tr>')
+        rows.append(Html(
+            '<tr data-phase="{n}"><td>{n}</td><td>{task} / {phase}</td>'
+            '<td>{verdict}</td>'
+            '<td>{start} → {end}</td>'
+            '<td class="num" data-field="output">{output}'
+            '<div class="bar"><i style="width:{width:.1f}%"></i></div></td>'
+            '<td class="num" data-field="cost">{cost}</td>'
+            '<td class="num">{claude}</td>'
+            '<td class="num" data-field="efficiency">{efficiency}</td>'
+            '<td class="signals">{signals}</td><td>{lessons}</td></tr>').format(
+            n=n, task=p["task"], phase=p["phase"], verdict=verdict_chip(p["verdict"]), start=when(p["started_at"]),
+            end=when(p["ended_at"]) if p["ended_at"] else "open", output=count(p["tokens"]["output"]),
+            width=min(100.0, share * 100), cost=money(p["cost"]["usd"], p["cost"]["complete"]),
+            claude=duration(p["claude_s"]), efficiency=percent(p["tool_use"]["efficiency"]), signals=signals,
+            lessons=e(p["lessons_learned"])))
     outside = report.get("outside_phases")
     if outside and (outside["requests"] or outside["tool_use"]["calls"]):
-        rows.append(f'<tr class="muted"><td></td><td>outside any phase</td><td></td><td></td>'
-                    f'<td class="num">{count(outside["tokens"]["output"])}</td>'
-                    f'<td class="num">{e(money(outside["cost"]["usd"], outside["cost"]["complete"]))}</td>'
-                    f'<td class="num">{e(duration(outside["claude_s"]))}</td>'
-                    f'<td class="num">{percent(outside["tool_use"]["efficiency"])}</td><td></td><td>'
-                    f'</td></tr>')
-    return ('<section><h2>Phases</h2><table class="list" id="phases"><thead><tr><th>#</th>'
-            f'<th>Task / phase</th>'
-            '<th>Verdict</th><th>Window (UTC)</th><th class="num">Output tokens</th>'
-            f'<th class="num">Est. cost</th>'
-            '<th class="num">Claude time</th><th class="num">Efficiency</th><th>Waste signals</th>'
-            f'<th>Lessons</th>'
-            f'</tr></thead><tbody>{"".join(rows)}</tbody></table></section>')
+        rows.append(Html('<tr class="muted"><td></td><td>outside any phase</td><td></td><td></td>'
+                         '<td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>'
+                         '<td class="num">{}</td><td></td><td></td></tr>').format(
+            count(outside["tokens"]["output"]), money(outside["cost"]["usd"], outside["cost"]["complete"]),
+            duration(outside["claude_s"]), percent(outside["tool_use"]["efficiency"])))
+    return Html('<section><h2>Phases</h2><table class="list" id="phases"><thead><tr><th>#</th>'
+                '<th>Task / phase</th>'
+                '<th>Verdict</th><th>Window (UTC)</th><th class="num">Output tokens</th>'
+                '<th class="num">Est. cost</th>'
+                '<th class="num">Claude time</th><th class="num">Efficiency</th><th>Waste signals</th>'
+                '<th>Lessons</th>'
+                '</tr></thead><tbody>{}</tbody></table></section>').format(NOTHING.join(rows))
 
 
 def _phase_of(phases: list[dict], at: str | None) -> str:
@@ -419,164 +454,178 @@ def _phase_of(phases: list[dict], at: str | None) -> str:
     return ""
 
 
-def _waste(report: dict) -> str:
+def _waste(report: dict) -> Html:
     wasted = {k: v for k, v in report["waste"].items() if v["count"]}
     use = report["summary"]["tool_use"]
     if not wasted:
-        return (f'<section><h2>Waste signals</h2>'
-                f'<p class="hint">None: all {count(use["calls"])} calls productive.</p></section>')
+        return Html('<section><h2>Waste signals</h2>'
+                    '<p class="hint">None: all {} calls productive.</p></section>').format(count(use["calls"]))
     parts = []
     for signal, figures in wasted.items():
-        examples = "".join(
-            f'<tr><td>{e(when(x["at"]))}</td><td>{e(_phase_of(report["phases"], x["at"]))}</td>'
-            f'<td>{e(x["tool"])}</td>'
-            f'<td class="detail">{e(x["detail"])}</td><td>{e(x["agent"] or "main")}</td>'
-            f'</tr>' for x in figures["examples"])
-        parts.append(f'<h3 data-signal="{signal}">{e(SIGNAL_TITLES[signal])} '
-                     f'<span class="badge">{figures["count"]}</span></h3>'
-                     '<table class="list small"><thead><tr><th>At (UTC)</th><th>Phase</th><th>Tool</th>'
-                     f'<th>Detail</th>'
-                     f'<th>Agent</th></tr></thead><tbody>{examples}</tbody></table>')
-    return (f'<section id="waste"><h2>Waste signals</h2>'
-            f'<p class="hint">{count(use["calls"] - use["productive"])} of '
-            f'{count(use["calls"])} tool calls flagged; the first three of each kind below.</p>'
-            f'{"".join(parts)}</section>')
+        examples = NOTHING.join(
+            Html('<tr><td>{}</td><td>{}</td><td>{}</td><td class="detail">{}</td><td>{}</td></tr>').format(
+                when(x["at"]), _phase_of(report["phases"], x["at"]), e(x["tool"]), e(x["detail"]),
+                x["agent"] or "main")
+            for x in figures["examples"])
+        parts.append(Html('<h3 data-signal="{}">{} <span class="badge">{}</span></h3>'
+                          '<table class="list small"><thead><tr><th>At (UTC)</th><th>Phase</th><th>Tool</th>'
+                          '<th>Detail</th>'
+                          '<th>Agent</th></tr></thead><tbody>{}</tbody></table>').format(
+            signal, SIGNAL_TITLES[signal], figures["count"], examples))
+    return Html('<section id="waste"><h2>Waste signals</h2>'
+                '<p class="hint">{} of {} tool calls flagged; the first three of each kind below.</p>'
+                '{}</section>').format(count(use["calls"] - use["productive"]), count(use["calls"]),
+                                       NOTHING.join(parts))
 
 
-SEARCHES_HEADER = '<th class="num">Web searches</th>'
+SEARCHES_HEADER = Html('<th class="num">Web searches</th>')
 
 
-def _models(summary: dict) -> str:
+def _models(summary: dict) -> Html:
     # Web searches (accounting.md §2.2) get a column only when a model made some, as in the Markdown.
     searched = any(m["web_searches"] for m in summary["tokens_by_model"])
-    rows = "".join(
-        f'<tr><td>{e(m["model"] or "unknown")}</td><td class="num">{count(m["requests"])}</td>'
-        f'<td class="num">{count(m["output"])}</td><td class="num">{count(m["input"])}</td>'
-        f'<td class="num">{count(m["cache_read"])}</td><td class="num">{count(m["cache_create"])}</td>'
-        + (f'<td class="num" data-field="web_searches">{count(m["web_searches"])}</td>' if searched else '')
-        + f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
-        f'</tr>' for m in summary["tokens_by_model"])
-    return ('<section><h2>Cost and tokens by model</h2><table class="list" id="models"><thead><tr>'
-            f'<th>Model</th>'
-            '<th class="num">Requests</th><th class="num">Output</th><th class="num">Input</th>'
-            f'<th class="num">Cache read</th>'
-            f'<th class="num">Cache create</th>{SEARCHES_HEADER if searched else ""}'
-            f'<th class="num">Est. cost</th></tr></thead>'
-            f'<tbody>{rows}</tbody></table></section>')
+    rows = NOTHING.join(
+        Html('<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>'
+             '<td class="num">{}</td><td class="num">{}</td>{}<td class="num" data-field="cost">{}</td></tr>').format(
+            m["model"] or "unknown", count(m["requests"]), count(m["output"]), count(m["input"]),
+            count(m["cache_read"]), count(m["cache_create"]),
+            Html('<td class="num" data-field="web_searches">{}</td>').format(count(m["web_searches"]))
+            if searched else NOTHING, money(m["cost_usd"]))
+        for m in summary["tokens_by_model"])
+    return Html('<section><h2>Cost and tokens by model</h2><table class="list" id="models"><thead><tr>'
+                '<th>Model</th>'
+                '<th class="num">Requests</th><th class="num">Output</th><th class="num">Input</th>'
+                '<th class="num">Cache read</th>'
+                '<th class="num">Cache create</th>{}'
+                '<th class="num">Est. cost</th></tr></thead>'
+                '<tbody>{}</tbody></table></section>').format(SEARCHES_HEADER if searched else NOTHING, rows)
 
 
-def _tools(tools: list[dict]) -> str:
+def _tools(tools: list[dict]) -> Html:
     if not tools:
-        return ""
-    rows = "".join(
-        f'<tr><td>{e(t["name"])}</td><td class="num">{count(t["calls"])}</td>'
-        f'<td class="num">{count(t["failed"])}</td>'
-        f'<td class="num">{count(t["rejected"])}</td><td class="num">{count(t["result_bytes"])}</td>'
-        f'<td class="num">{_secs(t["median_result_s"])}</td></tr>' for t in tools)
-    return ('<section><h2>Tool use</h2><table class="list" id="tools"><thead><tr><th>Tool</th>'
-            f'<th class="num">Calls</th>'
-            '<th class="num">Failed</th><th class="num">Declined</th><th class="num">Result bytes</th>'
-            f'<th class="num">Median time to result</th></tr></thead><tbody>{rows}</tbody></table></section>')
+        return NOTHING
+    rows = NOTHING.join(
+        Html('<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>'
+             '<td class="num">{}</td><td class="num">{}</td></tr>').format(
+            t["name"], count(t["calls"]), count(t["failed"]), count(t["rejected"]), count(t["result_bytes"]),
+            _secs(t["median_result_s"]))
+        for t in tools)
+    return Html('<section><h2>Tool use</h2><table class="list" id="tools"><thead><tr><th>Tool</th>'
+                '<th class="num">Calls</th>'
+                '<th class="num">Failed</th><th class="num">Declined</th><th class="num">Result bytes</th>'
+                '<th class="num">Median time to result</th></tr></thead><tbody>{}</tbody></table></section>').format(
+        rows)
 
 
 def _secs(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds:,.1f} s"
 
 
-def _subagents(subagents: list[dict]) -> str:
+def _subagents(subagents: list[dict]) -> Html:
     if not subagents:
-        return ""
-    rows = "".join(
-        f'<tr><td><code>{e(a["agent_id"])}</code></td><td>{e(a["agent_type"])}</td>'
-        f'<td>{e(a["description"])}</td>'
-        f'<td>{e(a["phase"] or "")}</td><td class="num">{count(a["tokens"]["output"])}</td>'
-        f'<td class="num">{count(a["requests"])}</td><td class="num">{e(duration(a["seconds"]))}</td>'
-        f'<td class="num">{percent(a["tool_use"]["efficiency"])}</td></tr>' for a in subagents)
-    return ('<section><h2>Subagents</h2><table class="list" id="subagents"><thead><tr><th>Agent</th>'
-            f'<th>Type</th>'
-            '<th>Description</th><th>Phase</th><th class="num">Output</th><th class="num">Requests</th>'
-            f'<th class="num">Time</th><th class="num">Efficiency</th></tr></thead><tbody>{rows}</tbody>'
-            f'</table></section>')
+        return NOTHING
+    rows = NOTHING.join(
+        Html('<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td class="num">{}</td>'
+             '<td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>').format(
+            e(a["agent_id"]), e(a["agent_type"]), e(a["description"]), e(a["phase"]), count(a["tokens"]["output"]),
+            count(a["requests"]), duration(a["seconds"]), percent(a["tool_use"]["efficiency"]))
+        for a in subagents)
+    return Html('<section><h2>Subagents</h2><table class="list" id="subagents"><thead><tr><th>Agent</th>'
+                '<th>Type</th>'
+                '<th>Description</th><th>Phase</th><th class="num">Output</th><th class="num">Requests</th>'
+                '<th class="num">Time</th><th class="num">Efficiency</th></tr></thead><tbody>{}</tbody>'
+                '</table></section>').format(rows)
 
 
-def _lessons(report: dict) -> str:
+def _lessons(report: dict) -> Html:
     if not report["lessons"]:
-        return ""
-    return "<section><h2>Lessons</h2><ul>" + "".join(f"<li>{e(x)}</li>" for x in report["lessons"]) + "</ul></section>"
+        return NOTHING
+    return Html("<section><h2>Lessons</h2><ul>{}</ul></section>").format(
+        NOTHING.join(Html("<li>{}</li>").format(x) for x in report["lessons"]))
 
 
 # --- trends --------------------------------------------------------------------------------------
 
 PERIOD_TITLES = {"day": "Day", "week": "Week of", "month": "Month"}
-TREND_HEAD = ('<th class="num">Sessions</th><th class="num">Est. cost</th><th class="num">Per session</th>'
-              '<th class="num" title="per session, from the period before">Δ per session</th>'
-              '<th class="num" title="what re-writing a lost prompt cache cost, compactions aside (see'
-              ' docs/accounting.md)">Cache waste</th>'
-              '<th class="num">Efficiency</th><th class="num" title="from the period before">Δ</th>'
-              '<th class="num">Tool calls</th><th class="num">Output</th><th class="num">Claude</th>'
-              '<th class="num">Tool</th><th class="num">Human</th><th class="num">Away</th>')
+TREND_HEAD = Html('<th class="num">Sessions</th><th class="num">Est. cost</th><th class="num">Per session</th>'
+                  '<th class="num" title="per session, from the period before">Δ per session</th>'
+                  '<th class="num" title="what re-writing a lost prompt cache cost, compactions aside (see'
+                  ' docs/accounting.md)">Cache waste</th>'
+                  '<th class="num">Efficiency</th><th class="num" title="from the period before">Δ</th>'
+                  '<th class="num">Tool calls</th><th class="num">Output</th><th class="num">Claude</th>'
+                  '<th class="num">Tool</th><th class="num">Human</th><th class="num">Away</th>')
 
 
 def trends_page(data: dict, costliest: list[dict], projects: Mapping[str, str], query: TrendsQuery,
-                machines: list[str] | None = None, alternate: str | None = None) -> str:
+                machines: list[str] | None = None, alternate: str | None = None) -> Html:
     """`/trends`: `retrod trends` as a page — the periods' cost and efficiency drawn, their figures
     in rows (a run of empty periods is one row, as the command prints it), the total below; and
     the outliers: the costliest sessions, each against the average session."""
     periods = data["periods"]
     by = data["by"]
     if any(has_figures(p) for p in periods):
-        rows = "".join(_trend_rows(p, change, through, data, projects)
-                       for p, change, through in shown_periods(periods, by))
+        rows = NOTHING.join(_trend_rows(p, change, through, data, projects)
+                            for p, change, through in shown_periods(periods, by))
     else:
-        rows = (f'<tr><td colspan="14" class="empty">No sessions'
-                f'{" match" if data["project"] or data["since"] else " yet"}.</td></tr>')
+        rows = Html('<tr><td colspan="14" class="empty">No sessions{}.</td></tr>').format(
+            Html(" match") if data["project"] or data["since"] else Html(" yet"))
     total = data["total"]
     prices = data["prices"]
-    body = (f'<div class="title-row"><h1>Trends</h1><p class="lead">by {e(by)}, cut in {e(data["time_zone"])}; '
-            f'each session counts wholly in the {e(by)} it started</p></div>'
-            f"{_trend_filters(projects, query, machines or [])}"
-            f"{_trend_cards(total)}"
-            '<section><h2>Cost and efficiency</h2><p class="hint">Estimated cost per '
-            f'{e(by)} (bars) and the share of tool calls no waste signal flagged (line).</p>'
-            '<div id="trends-chart" class="chart"></div></section>'
-            f"{_outliers(costliest, total, query.project if query.project in projects else None)}"
-            f'<section><div class="scroll"><table class="list" id="trends"><thead><tr>'
-            f'<th>{PERIOD_TITLES[by]}</th>{TREND_HEAD}</tr></thead><tbody>{rows}</tbody>'
-            f'<tfoot><tr data-period="total"><th>Total</th>{_trend_cells(total, None)}</tr></tfoot></table></div>'
-            f'<p class="hint">Costs are estimates at API list prices ({e(prices["source"])} '
-            f'{e(prices["version"])}), not a bill. <a href="/api/trends?{e(urlencode(query.params()))}">JSON</a>'
-            f'</p></section>'
-            + _data({"by": by, "trends": [{"period": p["period"], "cost_usd": p["cost"]["usd"],
-                                 "efficiency": p["tool_use"]["efficiency"], "sessions": p["sessions"]}
-                                for p in periods if p["period"] is not None]}))
+    body = Html('<div class="title-row"><h1>Trends</h1><p class="lead">by {by}, cut in {zone}; '
+                'each session counts wholly in the {by} it started</p></div>'
+                "{filters}"
+                "{cards}"
+                '<section><h2>Cost and efficiency</h2><p class="hint">Estimated cost per '
+                '{by} (bars) and the share of tool calls no waste signal flagged (line).</p>'
+                '<div id="trends-chart" class="chart"></div></section>'
+                "{outliers}"
+                '<section><div class="scroll"><table class="list" id="trends"><thead><tr>'
+                '<th>{period}</th>{head}</tr></thead><tbody>{rows}</tbody>'
+                '<tfoot><tr data-period="total"><th>Total</th>{total}</tr></tfoot></table></div>'
+                '<p class="hint">Costs are estimates at API list prices ({source} '
+                '{version}), not a bill. <a href="/api/trends?{params}">JSON</a>'
+                '</p></section>{data}').format(
+        by=by, zone=data["time_zone"], filters=_trend_filters(projects, query, machines or []),
+        cards=_trend_cards(total), outliers=_outliers(costliest, total, query.project if query.project in projects
+                                                      else None),
+        period=PERIOD_TITLES[by], head=TREND_HEAD, rows=rows, total=_trend_cells(total, None),
+        source=prices["source"], version=prices["version"], params=urlencode(query.params()),
+        data=_data({"by": by, "trends": [{"period": p["period"], "cost_usd": p["cost"]["usd"],
+                                          "efficiency": p["tool_use"]["efficiency"], "sessions": p["sessions"]}
+                                         for p in periods if p["period"] is not None]}))
     return _document("Trends", body, "Trends", alternate=alternate)
 
 
-def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> str:
+def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> Html:
     """The costliest sessions; `project_listed`: the Claude Code folder the list can filter by."""
     if not rows:
-        return ""
+        return NOTHING
     average = total["cost_per_session"]
     listed = "/?" + urlencode({"sort": "cost", **({"project": project_listed} if project_listed else {})})
 
     def times(usd: float | None) -> str:
         return "—" if usd is None or not average else f"{usd / average:,.1f}×"
 
-    body = "".join(
-        f'<tr data-uuid="{e(r["uuid"])}"><td><a href="/sessions/{quote(r["uuid"])}">{e(when(r["started_at"]))}</a></td>'
-        f'<td class="project" title="{e(r["project_path"] or r["project_slug"])}">{e(project(r))}</td>'
-        f'<td>{e(r["description"] or "")}</td>'
-        f'<td class="num" data-field="cost">{e(money(r["cost"]["usd"], r["cost"]["complete"]))}</td>'
-        f'<td class="num" data-field="times">{times(r["cost"]["usd"])}</td>'
-        f'<td class="num" data-field="efficiency">{percent(r["efficiency"])}</td>'
-        f'<td class="num" data-field="wall">{e(duration(r["wall_s"]))}</td></tr>' for r in rows)
-    return ('<section id="outliers"><h2>Costliest sessions</h2><p class="hint">Of the sessions these figures'
-            f' add up, those that cost the most, each against their average ({e(money(average))}).'
-            f' <a href="{e(listed)}">All sessions by cost</a></p>'
-            '<table class="list" id="costliest"><thead><tr><th>Started (UTC)</th><th>Project</th>'
-            '<th>Description</th><th class="num">Est. cost</th><th class="num">× average</th>'
-            f'<th class="num">Efficiency</th><th class="num">Wall clock</th></tr></thead><tbody>{body}</tbody>'
-            '</table></section>')
+    body = NOTHING.join(
+        Html('<tr data-uuid="{uuid}"><td><a href="/sessions/{link}">{started}</a></td>'
+             '<td class="project" title="{path}">{project}</td>'
+             '<td>{description}</td>'
+             '<td class="num" data-field="cost">{cost}</td>'
+             '<td class="num" data-field="times">{times}</td>'
+             '<td class="num" data-field="efficiency">{efficiency}</td>'
+             '<td class="num" data-field="wall">{wall}</td></tr>').format(
+            uuid=r["uuid"], link=quote(r["uuid"]), started=when(r["started_at"]),
+            path=r["project_path"] or r["project_slug"], project=project(r), description=e(r["description"]),
+            cost=money(r["cost"]["usd"], r["cost"]["complete"]), times=times(r["cost"]["usd"]),
+            efficiency=percent(r["efficiency"]), wall=duration(r["wall_s"]))
+        for r in rows)
+    return Html('<section id="outliers"><h2>Costliest sessions</h2><p class="hint">Of the sessions these figures'
+                ' add up, those that cost the most, each against their average ({}).'
+                ' <a href="{}">All sessions by cost</a></p>'
+                '<table class="list" id="costliest"><thead><tr><th>Started (UTC)</th><th>Project</th>'
+                '<th>Description</th><th class="num">Est. cost</th><th class="num">× average</th>'
+                '<th class="num">Efficiency</th><th class="num">Wall clock</th></tr></thead><tbody>{}</tbody>'
+                '</table></section>').format(money(average), listed, body)
 
 
 def _listed(projects: Iterable[str], chosen: str | None) -> list[str]:
@@ -586,30 +635,29 @@ def _listed(projects: Iterable[str], chosen: str | None) -> list[str]:
     return names if not chosen or chosen in names else [chosen, *names]
 
 
-def _trend_filters(projects: Iterable[str], query: TrendsQuery, machines: list[str]) -> str:
-    def select(name: str, chosen: str | None, values: Iterable[tuple[str, str]]) -> str:
-        return (f'<select name="{name}" aria-label="{name}">' + "".join(
-            f'<option value="{e(v)}"{" selected" if v == (chosen or "") else ""}>{e(label)}</option>'
-            for v, label in values) + "</select>")
+def _trend_filters(projects: Iterable[str], query: TrendsQuery, machines: list[str]) -> Html:
+    def select(name: str, chosen: str | None, values: Iterable[tuple[str, str]]) -> Html:
+        return Html('<select name="{0}" aria-label="{0}">{1}</select>').format(name, _options(values, chosen or ""))
 
     listed = _listed(projects, query.project)
-    quick = "".join(
-        f'<a class="chip{" on" if query.by == by else ""}" href="'
-        f'{e("?" + urlencode(query.params(by=by)))}">{title}</a>'
+    quick = NOTHING.join(
+        Html('<a class="chip{}" href="{}">{}</a>').format(Html(" on") if query.by == by else "",
+                                                          "?" + urlencode(query.params(by=by)), title)
         for by, title in (("day", "By day"), ("week", "By week"), ("month", "By month")))
-    keep = "".join(f'<input type="hidden" name="{k}" value="{e(v)}">'
-                   for k, v in query.params().items() if k in ("tz", "member"))
-    return (f'<form class="filters" method="get" action="/trends">{keep}'
-            f'{select("by", query.by, ((b, f"by {b}") for b in ("day", "week", "month")))}'
-            f'{select("split", query.split, [("", "no split"), *((s, f"per {s}") for s in TREND_SPLITS)])}'
-            f'{select("project", query.project, [("", "All projects"), *((p, p) for p in listed)])}'
-            f'{_machine_select(machines, query.machine)}'
-            f'<label>From <input type="date" name="since" value="{e(query.since)}"></label>'
-            f'<button type="submit">Show</button><a href="/trends" class="clear">Clear</a>'
-            f'<div class="quick">{quick}</div></form>')
+    keep = NOTHING.join(Html('<input type="hidden" name="{}" value="{}">').format(k, v)
+                        for k, v in query.params().items() if k in ("tz", "member"))
+    return Html('<form class="filters" method="get" action="/trends">{keep}'
+                '{by}{split}{project}{machines}'
+                '<label>From <input type="date" name="since" value="{since}"></label>'
+                '<button type="submit">Show</button><a href="/trends" class="clear">Clear</a>'
+                '<div class="quick">{quick}</div></form>').format(
+        keep=keep, by=select("by", query.by, ((b, f"by {b}") for b in ("day", "week", "month"))),
+        split=select("split", query.split, [("", "no split"), *((s, f"per {s}") for s in TREND_SPLITS)]),
+        project=select("project", query.project, [("", "All projects"), *((p, p) for p in listed)]),
+        machines=_machine_select(machines, query.machine), since=e(query.since), quick=quick)
 
 
-def _trend_cards(total: dict) -> str:
+def _trend_cards(total: dict) -> Html:
     items = [("sessions", "Sessions", count(total["sessions"])),
              ("cost", "Est. cost", money(total["cost"]["usd"], total["cost"]["complete"])),
              ("cost_per_session", "Per session", money(total["cost_per_session"])),
@@ -623,38 +671,41 @@ def _trend_cards(total: dict) -> str:
 
 
 def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict,
-                shorts: Mapping[str, str]) -> str:
+                shorts: Mapping[str, str]) -> Html:
     """A period's row and the rows of its projects or models; a run of empty periods: one row
     (`through`: its last period's name). As trends.shown_periods gives them."""
     name = period_name(p, data["by"])
     if not has_figures(p):
-        return (f'<tr class="muted" data-period="{e(p["period"])}"><td>{e(name)}</td>'
-                f'<td colspan="13">no sessions{e(f" to {through}" if through else "")}</td></tr>')
+        return Html('<tr class="muted" data-period="{}"><td>{}</td><td colspan="13">no sessions{}</td></tr>').format(
+            e(p["period"]), name, Html(" to {}").format(through) if through else NOTHING)
     detail = []
     if p["verdicts"]:
-        detail.append(" ".join(verdict_chip(v) + f"&nbsp;{n}" for v, n in p["verdicts"].items()))
+        detail.append(Html(" ").join(verdict_chip(v) + Html("&nbsp;{}").format(n) for v, n in p["verdicts"].items()))
     if p["top_waste"]:
-        detail.append("waste: " + e(", ".join(f"{SIGNAL_TITLES[w['signal']].lower()} {w['count']}"
-                                                for w in p["top_waste"])))
-    out = [f'<tr data-period="{e(p["period"] or "undated")}"><td>{e(name)}</td>{_trend_cells(p, change)}</tr>']
+        detail.append(Html("waste: {}").format(", ".join(f"{SIGNAL_TITLES[w['signal']].lower()} {w['count']}"
+                                                         for w in p["top_waste"])))
+    out = [Html('<tr data-period="{}"><td>{}</td>{}</tr>').format(p["period"] or "undated", name,
+                                                                   _trend_cells(p, change))]
     if detail:
-        out.append(f'<tr class="detail-row"><td></td><td colspan="13">{" · ".join(detail)}</td></tr>')
+        out.append(Html('<tr class="detail-row"><td></td><td colspan="13">{}</td></tr>').format(
+            Html(" · ").join(detail)))
     for row in p.get("projects", []):
-        out.append(f'<tr class="sub" data-project="{e(row["project_slug"])}"><td title="{e(row["project"])}">'
-                   f'{e(project(row, shorts))}</td>{_trend_cells(row, None)}</tr>')
+        out.append(Html('<tr class="sub" data-project="{}"><td title="{}">{}</td>{}</tr>').format(
+            e(row["project_slug"]), e(row["project"]), project(row, shorts), _trend_cells(row, None)))
     for row in p.get("machines", []):
-        out.append(f'<tr class="sub" data-machine="{e(row["machine"])}"><td>{e(row["machine"])}</td>'
-                   f'{_trend_cells(row, None)}</tr>')
+        out.append(Html('<tr class="sub" data-machine="{0}"><td>{0}</td>{1}</tr>').format(
+            row["machine"], _trend_cells(row, None)))
     if data["split"] == "model":
         for m in p["tokens_by_model"]:
-            out.append(f'<tr class="sub" data-model="{e(m["model"] or "")}"><td>{e(m["model"] or "unknown model")}'
-                       f'</td><td class="num">{count(m["sessions"])}</td>'
-                       f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
-                       f'<td colspan="2"></td>'
-                       f'<td class="num" data-field="cache_waste">{e(markdown.usd(m["cache_waste_usd"]))}</td>'
-                       f'<td colspan="3"></td><td class="num" data-field="output">{count(m["output"])}</td>'
-                       f'<td colspan="4"></td></tr>')
-    return "".join(out)
+            out.append(Html('<tr class="sub" data-model="{}"><td>{}</td><td class="num">{}</td>'
+                            '<td class="num" data-field="cost">{}</td>'
+                            '<td colspan="2"></td>'
+                            '<td class="num" data-field="cache_waste">{}</td>'
+                            '<td colspan="3"></td><td class="num" data-field="output">{}</td>'
+                            '<td colspan="4"></td></tr>').format(
+                m["model"] or "", m["model"] or "unknown model", count(m["sessions"]), money(m["cost_usd"]),
+                markdown.usd(m["cache_waste_usd"]), count(m["output"])))
+    return NOTHING.join(out)
 
 
 def _share(share: float | None) -> str:
@@ -670,118 +721,135 @@ def _delta(change: dict | None, key: str) -> str:
     return f"{sign}${abs(value):,.2f}" if key == "cost_per_session" else f"{sign}{abs(value) * 100:.0f}"
 
 
-def _trend_cells(f: dict, change: dict | None) -> str:
+def _trend_cells(f: dict, change: dict | None) -> Html:
     """A period's (or project's, or the total's) cells under TREND_HEAD."""
     cost = f["cost"]
-    return (f'<td class="num" data-field="sessions">{count(f["sessions"])}</td>'
-            f'<td class="num" data-field="cost">{e(money(cost["usd"], cost["complete"]))}</td>'
-            f'<td class="num" data-field="cost_per_session">{e(money(f["cost_per_session"]))}</td>'
-            f'<td class="num" data-field="change_cost_per_session">'
-            f'{_delta(change, "cost_per_session")}</td>'
-            f'<td class="num" data-field="cache_waste" title="{e(_share(f["cache"]["waste_share"]))}">'
-            f'{e(markdown.usd(f["cache"]["waste_usd"]))}</td>'
-            f'<td class="num" data-field="efficiency">{percent(f["tool_use"]["efficiency"])}</td>'
-            f'<td class="num" data-field="change_efficiency">'
-            f'{_delta(change, "efficiency")}</td>'
-            f'<td class="num" data-field="tool_calls">{count(f["tool_use"]["calls"])}</td>'
-            f'<td class="num" data-field="output">{count(f["tokens"]["total"]["output"])}</td>'
-            f'<td class="num" data-field="claude">{e(duration(f["claude_s"]))}</td>'
-            f'<td class="num" data-field="tool">{e(duration(f["tool_s"]))}</td>'
-            f'<td class="num" data-field="human">{e(duration(f["human_s"]))}</td>'
-            f'<td class="num" data-field="away">{e(duration(f["away_s"]))}</td>')
+    return Html('<td class="num" data-field="sessions">{sessions}</td>'
+                '<td class="num" data-field="cost">{cost}</td>'
+                '<td class="num" data-field="cost_per_session">{per_session}</td>'
+                '<td class="num" data-field="change_cost_per_session">{change_cost}</td>'
+                '<td class="num" data-field="cache_waste" title="{share}">{cache_waste}</td>'
+                '<td class="num" data-field="efficiency">{efficiency}</td>'
+                '<td class="num" data-field="change_efficiency">{change_efficiency}</td>'
+                '<td class="num" data-field="tool_calls">{tool_calls}</td>'
+                '<td class="num" data-field="output">{output}</td>'
+                '<td class="num" data-field="claude">{claude}</td>'
+                '<td class="num" data-field="tool">{tool}</td>'
+                '<td class="num" data-field="human">{human}</td>'
+                '<td class="num" data-field="away">{away}</td>').format(
+        sessions=count(f["sessions"]), cost=money(cost["usd"], cost["complete"]),
+        per_session=money(f["cost_per_session"]), change_cost=_delta(change, "cost_per_session"),
+        share=_share(f["cache"]["waste_share"]), cache_waste=markdown.usd(f["cache"]["waste_usd"]),
+        efficiency=percent(f["tool_use"]["efficiency"]), change_efficiency=_delta(change, "efficiency"),
+        tool_calls=count(f["tool_use"]["calls"]), output=count(f["tokens"]["total"]["output"]),
+        claude=duration(f["claude_s"]), tool=duration(f["tool_s"]), human=duration(f["human_s"]),
+        away=duration(f["away_s"]))
 
 
 # --- live ----------------------------------------------------------------------------------------
 
-LIVE_HEAD = ('<tr><th>Session</th><th>Project</th><th class="num">Est. cost</th><th class="num">Output</th>'
-             '<th class="num">Tokens</th><th class="num">Requests</th><th class="num">Tool calls</th>'
-             '<th class="num">Efficiency</th><th class="num">Wall clock</th><th>Last line (UTC)</th></tr>')
+LIVE_HEAD = Html('<tr><th>Session</th><th>Project</th><th class="num">Est. cost</th><th class="num">Output</th>'
+                 '<th class="num">Tokens</th><th class="num">Requests</th><th class="num">Tool calls</th>'
+                 '<th class="num">Efficiency</th><th class="num">Wall clock</th><th>Last line (UTC)</th></tr>')
 
 
-def _example(text: str | None) -> str:
-    return "" if text is None else f"<div>e.g. <code>{e(text)}</code></div>"
+def _example(text: str | None) -> Html:
+    return NOTHING if text is None else Html("<div>e.g. <code>{}</code></div>").format(text)
 
 
 LESSON_STATUS = {"working": "verdict-high_impact", "not working": "verdict-avoidable_waste",
                  "too early": "verdict-pending", "unclear": "verdict-small_impact"}
 
 
-def lessons_page(found: dict | None, projects: list[str], alternate: str | None = None) -> str:
+def lessons_page(found: dict | None, projects: list[str], alternate: str | None = None) -> Html:
     """`/lessons`: `retrod lessons` of a project — the answer, then per pattern and per lesson its
     rate before retrod first named it and since, drawn as two bars on one scale (a page row's);
     without a project, the projects to choose from."""
     if found is None:
-        items = "".join(f'<li><a href="/lessons?{e(urlencode({"project": name}))}">{e(name)}</a></li>'
-                        for name in sorted(projects))
-        return _document("Lessons", '<div class="title-row"><h1>Lessons</h1><p class="lead">whether what the brief'
-                                    ' names falls after retrod starts naming it; choose a project</p></div>'
-                                    f'<section><ul class="projects">{items or "<li>No sessions yet.</li>"}</ul>'
-                                    '</section>', "Lessons")
+        items = NOTHING.join(Html('<li><a href="/lessons?{}">{}</a></li>').format(urlencode({"project": name}), name)
+                             for name in sorted(projects))
+        return _document("Lessons", Html('<div class="title-row"><h1>Lessons</h1><p class="lead">whether what the'
+                                         ' brief names falls after retrod starts naming it; choose a project</p></div>'
+                                         '<section><ul class="projects">{}</ul></section>').format(
+            items or Html("<li>No sessions yet.</li>")), "Lessons")
     rows = found["patterns"] + found["lessons"]
     top = max([r[side]["rate"] or 0 for r in rows for side in ("before", "after")] + [0])
 
-    def bars(r: dict) -> str:
+    def bars(r: dict) -> Html:
         out = []
         for side in ("before", "after"):
             rate = r[side]["rate"]
             width = 0 if not top or rate is None else rate / top * 100
             label = "—" if rate is None else f"{rate:.1f}"
-            mark = " (all projects)" if side == "before" and r["baseline"] == "all projects" else ""
-            out.append(f'<div class="lesson-bar" data-field="{side}" data-sessions="{r[side]["sessions"]}">'
-                       f'<span class="muted">{side}{mark}</span> <b>{label}</b>'
-                       f'<div class="bar"><i class="{side}" style="width:{width:.1f}%"></i></div></div>')
-        return "".join(out)
+            mark = Html(" (all projects)") if side == "before" and r["baseline"] == "all projects" else NOTHING
+            out.append(Html('<div class="lesson-bar" data-field="{side}" data-sessions="{sessions}">'
+                            '<span class="muted">{side}{mark}</span> <b>{label}</b>'
+                            '<div class="bar"><i class="{side}" style="width:{width:.1f}%"></i></div></div>').format(
+                side=side, sessions=r[side]["sessions"], mark=mark, label=label, width=width))
+        return NOTHING.join(out)
 
-    def status(r: dict) -> str:
+    def status(r: dict) -> Html:
         back = ", came back" if r["back"] else ""
-        return f'<span class="chip {LESSON_STATUS[r["status"]]}" data-field="status">{e(r["status"] + back)}</span>'
+        return Html('<span class="chip {}" data-field="status">{}</span>').format(LESSON_STATUS[r["status"]],
+                                                                                  r["status"] + back)
 
-    pattern_rows = "".join(
-        f'<tr data-pattern="{e(r["pattern"])}"><td><code>{e(r["pattern"])}</code><div class="muted">{e(r["what"])}'
-        f'</div>{_example(r["example"])}</td>'
-        f'<td>{status(r)}</td><td>{bars(r)}</td>'
-        f'<td class="num">{e(when(r["first_given"]["started_at"]))}<div class="muted">to {r["sessions_given"]}'
-        f' session{"" if r["sessions_given"] == 1 else "s"}</div></td></tr>' for r in found["patterns"])
-    lesson_rows = "".join(
-        f'<tr data-lesson="{e(r["lesson"])}"><td>{e(r["lesson"])}<div class="muted">{e(r["logged"]["task"])} /'
-        f' {e(r["logged"]["phase"])}</div></td><td>{status(r)}</td><td>{bars(r)}</td>'
-        f'<td class="num">{e(when(r["logged"]["at"]))}</td></tr>' for r in found["lessons"])
-    head = '<thead><tr><th>What</th><th>Status</th><th>Rate before → since</th><th>{}</th></tr></thead>'
-    body = (f'<div class="title-row"><h1>Lessons</h1><p class="lead" id="lessons-answer">{e(found["answer"])}</p>'
-            f'</div><p class="hint">{e(found["project"])}: per 100 tool calls (a cache cause: per 100 requests),'
-            ' the last 10 sessions before retrod first named it against the last 10 since.'
-            f' <a href="/api/lessons?{e(urlencode({"project": found["project"]}))}">JSON</a></p>'
-            + (f'<section><h2>Patterns the brief named</h2><table class="list" id="lesson-patterns">'
-               f'{head.format("First named")}<tbody>{pattern_rows}</tbody></table></section>' if pattern_rows else "")
-            + (f'<section><h2>Lessons logged</h2><table class="list" id="lesson-lessons">'
-               f'{head.format("First logged")}<tbody>{lesson_rows}</tbody></table></section>' if lesson_rows else ""))
+    pattern_rows = NOTHING.join(
+        Html('<tr data-pattern="{pattern}"><td><code>{pattern}</code><div class="muted">{what}</div>{example}</td>'
+             '<td>{status}</td><td>{bars}</td>'
+             '<td class="num">{first}<div class="muted">to {given} session{s}</div></td></tr>').format(
+            pattern=r["pattern"], what=r["what"], example=_example(r["example"]), status=status(r), bars=bars(r),
+            first=when(r["first_given"]["started_at"]), given=r["sessions_given"],
+            s="" if r["sessions_given"] == 1 else "s")
+        for r in found["patterns"])
+    lesson_rows = NOTHING.join(
+        Html('<tr data-lesson="{lesson}"><td>{lesson}<div class="muted">{task} / {phase}</div></td>'
+             '<td>{status}</td><td>{bars}</td><td class="num">{at}</td></tr>').format(
+            lesson=r["lesson"], task=e(r["logged"]["task"]), phase=e(r["logged"]["phase"]), status=status(r),
+            bars=bars(r), at=when(r["logged"]["at"]))
+        for r in found["lessons"])
+    head = Html('<thead><tr><th>What</th><th>Status</th><th>Rate before → since</th><th>{}</th></tr></thead>')
+    body = Html('<div class="title-row"><h1>Lessons</h1><p class="lead" id="lessons-answer">{answer}</p>'
+                '</div><p class="hint">{project}: per 100 tool calls (a cache cause: per 100 requests),'
+                ' the last 10 sessions before retrod first named it against the last 10 since.'
+                ' <a href="/api/lessons?{params}">JSON</a></p>{patterns}{lessons}').format(
+        answer=found["answer"], project=found["project"], params=urlencode({"project": found["project"]}),
+        patterns=Html('<section><h2>Patterns the brief named</h2><table class="list" id="lesson-patterns">'
+                      '{}<tbody>{}</tbody></table></section>').format(head.format("First named"), pattern_rows)
+        if pattern_rows else NOTHING,
+        lessons=Html('<section><h2>Lessons logged</h2><table class="list" id="lesson-lessons">'
+                     '{}<tbody>{}</tbody></table></section>').format(head.format("First logged"), lesson_rows)
+        if lesson_rows else NOTHING)
     return _document("Lessons", body, "Lessons", alternate=alternate)
 
 
-def live_row(row: Mapping) -> str:
+def live_row(row: Mapping) -> Html:
     link = f"/sessions/{quote(row['uuid'])}"
-    name = e(row["description"]) if row["description"] else e(row["uuid"][:8])
-    return (f'<tr data-uuid="{e(row["uuid"])}"><td><a href="{link}">{name}</a></td>'
-            f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">'
-            f'{e(project(row))}</td>'
-            f'<td class="num" data-field="cost">{e(money(row["cost"]["usd"], row["cost"]["complete"]))}</td>'
-            f'<td class="num" data-field="output">{count(row["tokens"]["output"])}</td>'
-            f'<td class="num" data-field="tokens">{count(row["total_tokens"])}</td>'
-            f'<td class="num" data-field="requests">{count(row["requests"])}</td>'
-            f'<td class="num" data-field="tool_calls">{count(row["tool_calls"])}</td>'
-            f'<td class="num" data-field="efficiency">{percent(row["efficiency"])}</td>'
-            f'<td class="num" data-field="wall">{e(duration(row["wall_s"]))}</td>'
-            f'<td data-field="ended_at">{e(when(row["ended_at"]))}</td></tr>')
+    return Html('<tr data-uuid="{uuid}"><td><a href="{link}">{name}</a></td>'
+                '<td class="project" title="{path}">{project}</td>'
+                '<td class="num" data-field="cost">{cost}</td>'
+                '<td class="num" data-field="output">{output}</td>'
+                '<td class="num" data-field="tokens">{tokens}</td>'
+                '<td class="num" data-field="requests">{requests}</td>'
+                '<td class="num" data-field="tool_calls">{tool_calls}</td>'
+                '<td class="num" data-field="efficiency">{efficiency}</td>'
+                '<td class="num" data-field="wall">{wall}</td>'
+                '<td data-field="ended_at">{ended}</td></tr>').format(
+        uuid=row["uuid"], link=link, name=row["description"] or row["uuid"][:8],
+        path=row["project_path"] or row["project_slug"], project=project(row),
+        cost=money(row["cost"]["usd"], row["cost"]["complete"]), output=count(row["tokens"]["output"]),
+        tokens=count(row["total_tokens"]), requests=count(row["requests"]), tool_calls=count(row["tool_calls"]),
+        efficiency=percent(row["efficiency"]), wall=duration(row["wall_s"]), ended=when(row["ended_at"]))
 
 
-def live_page(rows: list[dict], alternate: str | None = None) -> str:
-    body = ('<div class="title-row"><h1>Live</h1><p class="lead">'
-            f'<span id="live-status" class="status">connecting…</span>'
-            '</p></div>'
-            f'<p class="hint">Sessions with transcript lines in the last hour, and any session that writes '
-            'while this page is open: their figures move as the daemon reads each line.</p>'
-            f'<table class="list" id="live"><thead>{LIVE_HEAD}</thead>'
-            f'<tbody>{"".join(live_row(r) for r in rows)}'
-            '</tbody></table><p class="empty" id="live-empty"' + (' hidden' if rows else '') +
-            '>No session is active right now. Start Claude Code, and its session appears here.</p>')
+def live_page(rows: list[dict], alternate: str | None = None) -> Html:
+    body = Html('<div class="title-row"><h1>Live</h1><p class="lead">'
+                '<span id="live-status" class="status">connecting…</span>'
+                '</p></div>'
+                '<p class="hint">Sessions with transcript lines in the last hour, and any session that writes '
+                'while this page is open: their figures move as the daemon reads each line.</p>'
+                '<table class="list" id="live"><thead>{}</thead>'
+                '<tbody>{}'
+                '</tbody></table><p class="empty" id="live-empty"{}'
+                '>No session is active right now. Start Claude Code, and its session appears here.</p>').format(
+        LIVE_HEAD, NOTHING.join(live_row(r) for r in rows), Html(" hidden") if rows else "")
     return _document("Live", body, "Live", alternate=alternate)
