@@ -116,7 +116,7 @@ SIGNAL_DURING_A_LOG_LINE = """
 import os, signal, sys
 import structlog
 from structlog._output import _get_lock_for_file
-from retrod import log
+from retrod.basics import log
 from retrod.daemon import Stop, install_signal_handlers
 
 log.configure()
