@@ -14,19 +14,18 @@ from html import escape
 from importlib.resources import files
 from urllib.parse import quote, urlencode
 
+from ..basics.format import count, duration, points, share, size, tokens, usd, usd_change
 from ..basics.stored_text import flat
 from ..basics.verdicts import VERDICTS
 from ..history.trends import has_figures, period_name, shown_periods
-from ..report import markdown
 from ..report.markdown import (
     CAUSE_TITLES,
     SIGNAL_TITLES,
+    cost_cell,
     costliest_task,
-    duration,
     outside_tasks_s,
     task_cells,
     task_status,
-    usd,
 )
 from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
 
@@ -47,31 +46,9 @@ def e(value: object) -> str:
     return escape(flat(value))
 
 
-def money(usd: float | None, complete: bool = True) -> str:
-    if usd is None:
-        return "not priced"
-    return f"{'' if complete else '≥ '}${usd:,.2f}"
-
-
-def count(n: int | None) -> str:
-    return "—" if n is None else f"{n:,}"
-
-
-def percent(share: float | None) -> str:
-    return "—" if share is None else f"{share * 100:.0f}%"
-
-
 def when(iso: str | None) -> str:
     """An ISO time as the pages show it: UTC, to the minute."""
     return "—" if not iso else iso[:16].replace("T", " ")
-
-
-def short(tokens: int) -> str:
-    """Tokens for a small cell: 15.4M, 38.9k."""
-    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if tokens >= size:
-            return f"{tokens / size:.1f}{unit}"
-    return str(tokens)
 
 
 def project(row: Mapping, shorts: Mapping[str, str] | None = None) -> str:
@@ -146,7 +123,7 @@ def sessions_page(listing: dict, choices: dict, query: SessionQuery, today: date
     heads = "".join(_sort_head(name, query) for name in ("start",)) + "<th>Project</th><th>Description</th>" + \
         "".join(_sort_head(name, query) for name in ("wall", "tokens", "cost", "cache", "efficiency")) + \
         '<th class="num">Requests</th><th class="num">Tool calls</th><th class="num">Phases</th>'
-    shown = f"{listing['total']:,} session{'s' if listing['total'] != 1 else ''}"
+    shown = f"{count(listing['total'])} session{'s' if listing['total'] != 1 else ''}"
     pager = _pager(listing, query)
     body = (f'<div class="title-row"><h1>Sessions</h1><p class="lead" id="count">{shown}'
             f'{" match" if query.params(sort="start", order=FIRST_ORDER["start"], page=1) else ""}</p></div>'
@@ -166,10 +143,10 @@ def _session_row(row: Mapping) -> str:
             f'<td><a href="{link}">{described}</a></td>'
             f'<td class="num" data-field="wall">{e(duration(row["wall_s"]))}</td>'
             f'<td class="num" data-field="tokens" title="{count(row["total_tokens"])}">'
-            f'{e(short(row["total_tokens"]))}</td>'
-            f'<td class="num" data-field="cost">{e(money(row["cost"]["usd"], row["cost"]["complete"]))}</td>'
-            f'<td class="num" data-field="cache">{e(markdown.usd(row["cache_waste_usd"]))}</td>'
-            f'<td class="num" data-field="efficiency">{percent(row["efficiency"])}</td>'
+            f'{e(tokens(row["total_tokens"]))}</td>'
+            f'<td class="num" data-field="cost">{e(cost_cell(row["cost"]))}</td>'
+            f'<td class="num" data-field="cache">{e(usd(row["cache_waste_usd"]))}</td>'
+            f'<td class="num" data-field="efficiency">{share(row["efficiency"])}</td>'
             f'<td class="num" data-field="requests">{count(row["requests"])}</td>'
             f'<td class="num" data-field="tool_calls">{count(row["tool_calls"])}</td>'
             f'<td class="num" data-field="phases">{count(row["phases"])}</td></tr>')
@@ -290,20 +267,20 @@ def _miss_tip(miss: dict) -> str:
     reason = f" ({flat(miss['reason'])})" if miss["reason"] else ""
     agent = f" · {flat(miss['agent'])}" if miss["agent"] else ""
     return (f"Cache miss: {CAUSE_TITLES[miss['cause']]}{reason} · {miss['at'][:19].replace('T', ' ')} UTC{agent} · "
-            f"{miss['rewritten']:,} tokens rewritten · {usd(miss['extra_usd'])} extra")
+            f"{count(miss['rewritten'])} tokens rewritten · {usd(miss['extra_usd'])} extra")
 
 
 def _cards(report: dict) -> str:
     summary = report["summary"]
     cost = summary["cost"]
-    items = [("cost", "Est. cost", money(cost["usd"], cost["complete"])),
+    items = [("cost", "Est. cost", cost_cell(cost)),
              ("wall", "Wall clock", duration(summary["wall_s"])),
              ("claude", "Claude", duration(summary["claude_s"])), ("tool", "Tool", duration(summary["tool_s"])),
              ("human", "Human", duration(summary["human_s"])), ("away", "Away", duration(summary["away_s"])),
              ("output", "Output tokens", count(summary["tokens"]["total"]["output"])),
              ("requests", "Requests", count(summary["requests"])),
              ("tool_calls", "Tool calls", count(summary["tool_use"]["calls"])),
-             ("efficiency", "Efficiency", percent(summary["tool_use"]["efficiency"])),
+             ("efficiency", "Efficiency", share(summary["tool_use"]["efficiency"])),
              ("compactions", "Compactions", count(summary["compactions"])),
              ("subagents", "Subagents", count(len(report["subagents"])))]
     return _card_section("summary", items)
@@ -378,25 +355,25 @@ def _phases(report: dict) -> str:
     total_output = report["summary"]["tokens"]["total"]["output"] or 1
     rows = []
     for n, p in enumerate(phases, 1):
-        share = p["tokens"]["output"] / total_output
+        part = p["tokens"]["output"] / total_output
         signals = ", ".join(f"{SIGNAL_TITLES[k]} {v}" for k, v in p["tool_use"]["signals"].items() if v) or "—"
         rows.append(
             f'<tr data-phase="{n}"><td>{n}</td><td>{e(p["task"])} / {e(p["phase"])}</td>'
             f'<td>{verdict_chip(p["verdict"])}</td>'
             f'<td>{e(when(p["started_at"]))} → {e(when(p["ended_at"]) if p["ended_at"] else "open")}</td>'
             f'<td class="num" data-field="output">{count(p["tokens"]["output"])}'
-            f'<div class="bar"><i style="width:{min(100.0, share * 100):.1f}%"></i></div></td>'
-            f'<td class="num" data-field="cost">{e(money(p["cost"]["usd"], p["cost"]["complete"]))}</td>'
+            f'<div class="bar"><i style="width:{min(100.0, part * 100):.1f}%"></i></div></td>'
+            f'<td class="num" data-field="cost">{e(cost_cell(p["cost"]))}</td>'
             f'<td class="num">{e(duration(p["claude_s"]))}</td>'
-            f'<td class="num" data-field="efficiency">{percent(p["tool_use"]["efficiency"])}</td>'
+            f'<td class="num" data-field="efficiency">{share(p["tool_use"]["efficiency"])}</td>'
             f'<td class="signals">{e(signals)}</td><td>{e(p["lessons_learned"] or "")}</td></tr>')
     outside = report.get("outside_phases")
     if outside and (outside["requests"] or outside["tool_use"]["calls"]):
         rows.append(f'<tr class="muted"><td></td><td>outside any phase</td><td></td><td></td>'
                     f'<td class="num">{count(outside["tokens"]["output"])}</td>'
-                    f'<td class="num">{e(money(outside["cost"]["usd"], outside["cost"]["complete"]))}</td>'
+                    f'<td class="num">{e(cost_cell(outside["cost"]))}</td>'
                     f'<td class="num">{e(duration(outside["claude_s"]))}</td>'
-                    f'<td class="num">{percent(outside["tool_use"]["efficiency"])}</td><td></td><td>'
+                    f'<td class="num">{share(outside["tool_use"]["efficiency"])}</td><td></td><td>'
                     f'</td></tr>')
     return ('<section><h2>Phases</h2><table class="list" id="phases"><thead><tr><th>#</th>'
             f'<th>Task / phase</th>'
@@ -449,7 +426,7 @@ def _models(summary: dict) -> str:
         f'<td class="num">{count(m["output"])}</td><td class="num">{count(m["input"])}</td>'
         f'<td class="num">{count(m["cache_read"])}</td><td class="num">{count(m["cache_create"])}</td>'
         + (f'<td class="num" data-field="web_searches">{count(m["web_searches"])}</td>' if searched else '')
-        + f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
+        + f'<td class="num" data-field="cost">{e(usd(m["cost_usd"]))}</td>'
         f'</tr>' for m in summary["tokens_by_model"])
     return ('<section><h2>Cost and tokens by model</h2><table class="list" id="models"><thead><tr>'
             f'<th>Model</th>'
@@ -466,16 +443,12 @@ def _tools(tools: list[dict]) -> str:
     rows = "".join(
         f'<tr><td>{e(t["name"])}</td><td class="num">{count(t["calls"])}</td>'
         f'<td class="num">{count(t["failed"])}</td>'
-        f'<td class="num">{count(t["rejected"])}</td><td class="num">{count(t["result_bytes"])}</td>'
-        f'<td class="num">{_secs(t["median_result_s"])}</td></tr>' for t in tools)
+        f'<td class="num">{count(t["rejected"])}</td><td class="num">{e(size(t["result_bytes"]))}</td>'
+        f'<td class="num">{e(duration(t["median_result_s"]))}</td></tr>' for t in tools)
     return ('<section><h2>Tool use</h2><table class="list" id="tools"><thead><tr><th>Tool</th>'
             f'<th class="num">Calls</th>'
             '<th class="num">Failed</th><th class="num">Declined</th><th class="num">Result bytes</th>'
             f'<th class="num">Median time to result</th></tr></thead><tbody>{rows}</tbody></table></section>')
-
-
-def _secs(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds:,.1f} s"
 
 
 def _subagents(subagents: list[dict]) -> str:
@@ -486,7 +459,7 @@ def _subagents(subagents: list[dict]) -> str:
         f'<td>{e(a["description"])}</td>'
         f'<td>{e(a["phase"] or "")}</td><td class="num">{count(a["tokens"]["output"])}</td>'
         f'<td class="num">{count(a["requests"])}</td><td class="num">{e(duration(a["seconds"]))}</td>'
-        f'<td class="num">{percent(a["tool_use"]["efficiency"])}</td></tr>' for a in subagents)
+        f'<td class="num">{share(a["tool_use"]["efficiency"])}</td></tr>' for a in subagents)
     return ('<section><h2>Subagents</h2><table class="list" id="subagents"><thead><tr><th>Agent</th>'
             f'<th>Type</th>'
             '<th>Description</th><th>Phase</th><th class="num">Output</th><th class="num">Requests</th>'
@@ -554,19 +527,19 @@ def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> str:
     average = total["cost_per_session"]
     listed = "/?" + urlencode({"sort": "cost", **({"project": project_listed} if project_listed else {})})
 
-    def times(usd: float | None) -> str:
-        return "—" if usd is None or not average else f"{usd / average:,.1f}×"
+    def times(spent: float | None) -> str:
+        return "—" if spent is None or not average else f"{spent / average:,.1f}×"
 
     body = "".join(
         f'<tr data-uuid="{e(r["uuid"])}"><td><a href="/sessions/{quote(r["uuid"])}">{e(when(r["started_at"]))}</a></td>'
         f'<td class="project" title="{e(r["project_path"] or r["project_slug"])}">{e(project(r))}</td>'
         f'<td>{e(r["description"] or "")}</td>'
-        f'<td class="num" data-field="cost">{e(money(r["cost"]["usd"], r["cost"]["complete"]))}</td>'
+        f'<td class="num" data-field="cost">{e(cost_cell(r["cost"]))}</td>'
         f'<td class="num" data-field="times">{times(r["cost"]["usd"])}</td>'
-        f'<td class="num" data-field="efficiency">{percent(r["efficiency"])}</td>'
+        f'<td class="num" data-field="efficiency">{share(r["efficiency"])}</td>'
         f'<td class="num" data-field="wall">{e(duration(r["wall_s"]))}</td></tr>' for r in rows)
     return ('<section id="outliers"><h2>Costliest sessions</h2><p class="hint">Of the sessions these figures'
-            f' add up, those that cost the most, each against their average ({e(money(average))}).'
+            f' add up, those that cost the most, each against their average ({e(usd(average))}).'
             f' <a href="{e(listed)}">All sessions by cost</a></p>'
             '<table class="list" id="costliest"><thead><tr><th>Started (UTC)</th><th>Project</th>'
             '<th>Description</th><th class="num">Est. cost</th><th class="num">× average</th>'
@@ -606,11 +579,11 @@ def _trend_filters(projects: Iterable[str], query: TrendsQuery, machines: list[s
 
 def _trend_cards(total: dict) -> str:
     items = [("sessions", "Sessions", count(total["sessions"])),
-             ("cost", "Est. cost", money(total["cost"]["usd"], total["cost"]["complete"])),
-             ("cost_per_session", "Per session", money(total["cost_per_session"])),
-             ("cache_waste", "Cache waste", markdown.usd(total["cache"]["waste_usd"])
-              + (f" ({total['cache']['waste_share'] * 100:.1f}%)" if total["cache"]["waste_share"] else "")),
-             ("efficiency", "Efficiency", percent(total["tool_use"]["efficiency"])),
+             ("cost", "Est. cost", cost_cell(total["cost"])),
+             ("cost_per_session", "Per session", usd(total["cost_per_session"])),
+             ("cache_waste", "Cache waste", usd(total["cache"]["waste_usd"])
+              + (f" ({share(total['cache']['waste_share'])})" if total["cache"]["waste_share"] else "")),
+             ("efficiency", "Efficiency", share(total["tool_use"]["efficiency"])),
              ("claude", "Claude", duration(total["claude_s"])), ("tool", "Tool", duration(total["tool_s"])),
              ("human", "Human", duration(total["human_s"])),
              ("output", "Output tokens", count(total["tokens"]["total"]["output"]))]
@@ -644,38 +617,35 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict,
         for m in p["tokens_by_model"]:
             out.append(f'<tr class="sub" data-model="{e(m["model"] or "")}"><td>{e(m["model"] or "unknown model")}'
                        f'</td><td class="num">{count(m["sessions"])}</td>'
-                       f'<td class="num" data-field="cost">{e(money(m["cost_usd"]))}</td>'
+                       f'<td class="num" data-field="cost">{e(usd(m["cost_usd"]))}</td>'
                        f'<td colspan="2"></td>'
-                       f'<td class="num" data-field="cache_waste">{e(markdown.usd(m["cache_waste_usd"]))}</td>'
+                       f'<td class="num" data-field="cache_waste">{e(usd(m["cache_waste_usd"]))}</td>'
                        f'<td colspan="3"></td><td class="num" data-field="output">{count(m["output"])}</td>'
                        f'<td colspan="4"></td></tr>')
     return "".join(out)
 
 
-def _share(share: float | None) -> str:
-    return "" if share is None else f"{share * 100:.1f}% of the estimated cost"
+def _share(ratio: float | None) -> str:
+    return "" if ratio is None else f"{share(ratio)} of the estimated cost"
 
 
 def _delta(change: dict | None, key: str) -> str:
     """A change from the period before: dollars per session, or efficiency in points."""
     value = None if change is None else change[key]
-    if value is None:
-        return "—"
-    sign = "+" if value >= 0 else "−"
-    return f"{sign}${abs(value):,.2f}" if key == "cost_per_session" else f"{sign}{abs(value) * 100:.0f}"
+    return usd_change(value) if key == "cost_per_session" else points(value)
 
 
 def _trend_cells(f: dict, change: dict | None) -> str:
     """A period's (or project's, or the total's) cells under TREND_HEAD."""
     cost = f["cost"]
     return (f'<td class="num" data-field="sessions">{count(f["sessions"])}</td>'
-            f'<td class="num" data-field="cost">{e(money(cost["usd"], cost["complete"]))}</td>'
-            f'<td class="num" data-field="cost_per_session">{e(money(f["cost_per_session"]))}</td>'
+            f'<td class="num" data-field="cost">{e(cost_cell(cost))}</td>'
+            f'<td class="num" data-field="cost_per_session">{e(usd(f["cost_per_session"]))}</td>'
             f'<td class="num" data-field="change_cost_per_session">'
             f'{_delta(change, "cost_per_session")}</td>'
             f'<td class="num" data-field="cache_waste" title="{e(_share(f["cache"]["waste_share"]))}">'
-            f'{e(markdown.usd(f["cache"]["waste_usd"]))}</td>'
-            f'<td class="num" data-field="efficiency">{percent(f["tool_use"]["efficiency"])}</td>'
+            f'{e(usd(f["cache"]["waste_usd"]))}</td>'
+            f'<td class="num" data-field="efficiency">{share(f["tool_use"]["efficiency"])}</td>'
             f'<td class="num" data-field="change_efficiency">'
             f'{_delta(change, "efficiency")}</td>'
             f'<td class="num" data-field="tool_calls">{count(f["tool_use"]["calls"])}</td>'
@@ -759,12 +729,12 @@ def live_row(row: Mapping) -> str:
     return (f'<tr data-uuid="{e(row["uuid"])}"><td><a href="{link}">{name}</a></td>'
             f'<td class="project" title="{e(row["project_path"] or row["project_slug"])}">'
             f'{e(project(row))}</td>'
-            f'<td class="num" data-field="cost">{e(money(row["cost"]["usd"], row["cost"]["complete"]))}</td>'
+            f'<td class="num" data-field="cost">{e(cost_cell(row["cost"]))}</td>'
             f'<td class="num" data-field="output">{count(row["tokens"]["output"])}</td>'
             f'<td class="num" data-field="tokens">{count(row["total_tokens"])}</td>'
             f'<td class="num" data-field="requests">{count(row["requests"])}</td>'
             f'<td class="num" data-field="tool_calls">{count(row["tool_calls"])}</td>'
-            f'<td class="num" data-field="efficiency">{percent(row["efficiency"])}</td>'
+            f'<td class="num" data-field="efficiency">{share(row["efficiency"])}</td>'
             f'<td class="num" data-field="wall">{e(duration(row["wall_s"]))}</td>'
             f'<td data-field="ended_at">{e(when(row["ended_at"]))}</td></tr>')
 
