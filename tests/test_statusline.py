@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool
 
 from helpers import HOST, ingest
 from retrod import tracking
+from retrod.basics import format
 from retrod.claude_code import settings as claude_settings
 from retrod.claude_code import statusline as install
 from retrod.fastpath.client import SOCKET_NAME, STATUSLINE
@@ -131,7 +132,7 @@ def test_it_shows_the_reports_cost_the_open_phase_efficiency_and_today(served: d
     shown = lines(statusline(dict(served["env"], COLUMNS="90"), payload(projects=served["projects"])))
     fits(shown, 90)
     money, work = shown
-    assert money.startswith(f"{markdown.usd(expected['cost']['usd'])} session | ")  # the report's, to the cent
+    assert money.startswith(f"{format.usd(expected['cost']['usd'])} session | ")  # the report's, to the cent
     assert "Claude Code $12.01" in money or "CC $12.01" in money  # beside it, Claude Code's own estimate
     use = expected["tool_use"]
     assert f"eff {round(use['efficiency'] * 100)}% ({use['calls'] - use['productive']} " in money
@@ -157,7 +158,7 @@ def test_the_daemons_figures_are_the_reports_to_the_micro_dollar(served: dict) -
 @pytest.mark.parametrize("columns", [40, 200])
 def test_narrow_and_wide_lines_keep_what_must_stay(served: dict, columns: int) -> None:
     open_phase(served["db_url"], "build", "implement", minutes_ago=3)
-    cost = markdown.usd(report(served["db_url"])["summary"]["cost"]["usd"])
+    cost = format.usd(report(served["db_url"])["summary"]["cost"]["usd"])
     shown = lines(statusline(dict(served["env"], COLUMNS=str(columns)), payload(projects=served["projects"])))
     fits(shown, columns)
     money, work = shown
@@ -174,7 +175,7 @@ def test_old_claude_code_without_context_or_rate_limits_shows_no_zeros(served: d
     shown = lines(statusline(dict(served["env"], COLUMNS="80"), payload(OLD, projects=served["projects"])))
     fits(shown, 80)
     money, work = shown
-    assert money.startswith(markdown.usd(report(served["db_url"])["summary"]["cost"]["usd"]))
+    assert money.startswith(format.usd(report(served["db_url"])["summary"]["cost"]["usd"]))
     assert "CC $0.01" in money or "Claude Code $0.01" in money
     assert work.startswith("no phase logged") and "Sonnet 4.5" in work
     assert "ctx" not in work and "5h" not in work and "7d" not in work  # unknown: left out, not 0%
@@ -193,7 +194,7 @@ def test_the_session_is_found_by_its_transcript_when_the_id_is_missing(served: d
     nameless = payload(projects=served["projects"])
     del nameless["session_id"]
     money, _ = lines(statusline(served["env"], nameless))
-    assert money.startswith(markdown.usd(report(served["db_url"])["summary"]["cost"]["usd"]) + " session")
+    assert money.startswith(format.usd(report(served["db_url"])["summary"]["cost"]["usd"]) + " session")
 
 
 def test_garbage_or_empty_stdin_is_a_minimal_line_with_todays_cost(served: dict) -> None:
@@ -241,7 +242,7 @@ def test_today_is_the_users_local_day_across_all_sessions(served: dict) -> None:
     assert answer["today"]["requests"] == 3
     money, _ = lines(statusline(dict(served["env"], TZ="Asia/Tokyo", COLUMNS="100"),
                                 payload(projects=served["projects"])))
-    assert f"today {markdown.usd(expected)}" in money
+    assert f"today {format.usd(expected)}" in money
 
 
 def write(path: Path, session: str, times: list[datetime]) -> None:
@@ -290,7 +291,7 @@ def test_what_only_the_status_line_sees_is_kept_and_reported(served: dict) -> No
     assert got["claude_code"]["cost_usd"] == 0.01234
     text = markdown.render(got)
     assert "## Claude Code's Own Figures" in text
-    assert f"- **Estimated cost:** Claude Code $0.01, retrod {markdown.usd(got['summary']['cost']['usd'])}" in text
+    assert f"- **Estimated cost:** Claude Code $0.01, retrod {format.usd(got['summary']['cost']['usd'])}" in text
     assert "- **Rate limits reached during the session:** 5-hour window 31% (of the window that resets " in text
     assert "; 7-day window 41% (" in text
     assert report(served["db_url"], "6c2214d7-b87e-4432-8e41-22ba294ea584")["claude_code"] is None  # never seen
@@ -724,7 +725,8 @@ def test_install_keeps_every_other_key_backs_up_and_runs_this_retrod(tmp_path: P
     # The command it wrote works as Claude Code runs it: through a shell, with the JSON on stdin.
     shell = subprocess.run(["/bin/sh", "-c", entry["command"]], input=json.dumps(payload()), capture_output=True,
                            text=True, env=dict(env, NO_COLOR="1"), timeout=60)
-    assert shell.returncode == 0 and shell.stdout.startswith("$12.01 session (Claude Code) | 1h 10m | retrod: no daemon")
+    assert shell.returncode == 0
+    assert shell.stdout.startswith("$12.01 session (Claude Code) | 1h 10m | retrod: no daemon")
 
 
 def test_an_entry_of_retrods_gains_the_refresh_and_keeps_its_other_keys(tmp_path: Path) -> None:
