@@ -16,6 +16,7 @@ import pytest
 
 from conftest import FIXTURES
 from helpers import ingest, reports, rollups_match_raw
+from report_checks import utc_ms
 from retrod.store.migrate import load, migrate
 
 # The per-minute rollups summed per session, by what the per-session ones are keyed by.
@@ -79,8 +80,8 @@ def test_per_session_rollups_equal_the_minutes_and_the_reports(db_url: str, proj
         first, last, claude_us, tool_us, human_us, tool_bytes = spans[session]
         summary = report["summary"]
         if first is not None:
-            assert first.isoformat() == report["session"]["started_at"]
-            assert last.isoformat() == report["session"]["ended_at"]
+            assert utc_ms(first) == report["session"]["started_at"]
+            assert utc_ms(last) == report["session"]["ended_at"]
             assert round((last - first).total_seconds(), 3) == summary["wall_s"]
         assert round(claude_us / 1e6, 3) == summary["claude_s"]
         assert round(tool_us / 1e6, 3) == summary["tool_s"]

@@ -71,7 +71,10 @@ def screenshot(page, name: str) -> None:
 
 
 def money(usd: float | None) -> str:
-    return "not priced" if usd is None else f"${usd:,.2f}"
+    """docs/reference.md's rule for a cost: to the cent, and money spent never reads as none."""
+    if usd is None:
+        return "not priced"
+    return "<$0.01" if 0 < usd < 0.005 else f"${usd:,.2f}"
 
 
 def cells(page, selector: str) -> list[dict[str, str]]:
@@ -247,7 +250,7 @@ def test_the_session_page_draws_the_plans_tasks_and_the_cache_misses(page, serve
         assert row["calls"] == f"{use['calls']:,}" and row["wasted"] == f"{use['calls'] - use['productive']:,}"
         assert row["efficiency"] == ("—" if use["efficiency"] is None else f"{use['efficiency'] * 100:.0f}%")
         usd = task["cost"]["usd"]
-        assert row["cost"] == ("<$0.01" if 0 < usd < 0.005 else money(usd))
+        assert row["cost"] == money(usd)
         assert row["status"] == task["status"] + ("" if task["ended_at"] else " (current)")
         assert [row[k] for k in ("status", "time", "output", "tokens", "cost", "calls", "efficiency", "wasted")] \
             == written[2:], task["number"]
@@ -299,7 +302,7 @@ def test_the_session_page_draws_the_plans_tasks_and_the_cache_misses(page, serve
     agent = f" · {miss['agent']}" if miss["agent"] else ""
     assert tip.text_content() == (f"Cache miss: {titles[miss['cause']]}{reason} · {miss['at'][:10]} "
                                   f"{miss['at'][11:19]} UTC{agent} · {miss['rewritten']:,} tokens rewritten · "
-                                  f"{money(miss['extra_usd']) if miss['extra_usd'] >= 0.005 else '<$0.01'} extra")
+                                  f"{money(miss['extra_usd'])} extra")
     widest = max(((t, w) for t in tasks for w in t["windows"] if w["end"]),
                  key=lambda tw: epoch(tw[1]["end"]) - epoch(tw[1]["start"]))
     middle = (x_of(widest[1]["start"]) + x_of(widest[1]["end"])) / 2
