@@ -15,6 +15,7 @@ from importlib.resources import files
 from urllib.parse import quote, urlencode
 
 from ..basics.format import count, duration, points, share, size, tokens, usd, usd_change
+from ..basics.format import rate as per_100
 from ..basics.stored_text import flat
 from ..basics.verdicts import VERDICTS
 from ..history.trends import has_figures, period_name, shown_periods
@@ -690,7 +691,7 @@ def lessons_page(found: dict | None, projects: list[str]) -> str:
         for side in ("before", "after"):
             rate = r[side]["rate"]
             width = 0 if not top or rate is None else rate / top * 100
-            label = "—" if rate is None else f"{rate:.1f}"
+            label = per_100(rate)
             mark = " (all projects)" if side == "before" and r["baseline"] == "all projects" else ""
             out.append(f'<div class="lesson-bar" data-field="{side}" data-sessions="{r[side]["sessions"]}">'
                        f'<span class="muted">{side}{mark}</span> <b>{label}</b>'
