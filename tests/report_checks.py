@@ -20,6 +20,12 @@ from retrod.ingest.ingester import Ingester
 from retrod.report import prices
 from retrod.store.store import Store
 
+
+def utc_ms(ts: datetime) -> str:
+    """An instant as the report's JSON writes it (docs/accounting.md §4): RFC 3339 UTC, milliseconds
+    truncated (isoformat's milliseconds cut, never round)."""
+    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CACHE_FIGURES = ("read", "create", "misses", "waste_usd")
 TASK_FIGURES = ("requests", "tool_turns", "text_turns", "claude_s", "tool_s", "human_s", "away_s", "tokens")
@@ -64,7 +70,7 @@ def cache_mismatches(session: str, report: dict, want: dict) -> list[tuple]:
     ratio = want["summary"]["hit_ratio"]
     if cache["hit_ratio"] != (None if ratio is None else pytest.approx(ratio, rel=1e-12)):
         out.append((session, "cache.hit_ratio", cache["hit_ratio"], ratio))
-    costliest = [{"at": (EPOCH + timedelta(microseconds=m["at_us"])).isoformat(), "agent": m["agent"],
+    costliest = [{"at": utc_ms(EPOCH + timedelta(microseconds=m["at_us"])), "agent": m["agent"],
                   "cause": m["cause"], "reason": m["reason"], "rewritten": m["rewritten"],
                   "extra_usd": reference.usd(m["extra"]), "pause_s": m["pause_s"], "prefix_before": m["prefix_before"]}
                  for m in want["costliest"]]

@@ -96,7 +96,7 @@ def test_the_worked_example(db_url: str, tmp_path: Path) -> None:
     assert (got["read"], got["create"]) == (read, create)
     assert got["hit_ratio"] == pytest.approx(read / (6 * 3 + read + create), rel=1e-12)
     c, f = sorted(got["costliest"], key=lambda m: m["at"])
-    assert c == {"at": "2025-11-03T10:06:00+00:00", "agent": "", "cause": "expired", "reason": None,
+    assert c == {"at": "2025-11-03T10:06:00.000Z", "agent": "", "cause": "expired", "reason": None,
                  "rewritten": 21_000, "extra_usd": 0.07245, "pause_s": 350.0, "prefix_before": 21_000}
     assert (f["cause"], f["reason"], f["pause_s"], f["prefix_before"]) == ("invalidated", "messages_changed",
                                                                               55.0, 26_800)
@@ -224,13 +224,13 @@ def test_the_markdown_names_the_waste_and_the_costliest_misses(db_url: str, tmp_
     worked_example(tmp_path)
     text = markdown.render(report_of(db_url, tmp_path))
     section = text.split("## Prompt Cache", 1)[1].split("\n## ", 1)[0]
-    # By hand: 71,000 read over 18 input + 71,000 read + 67,600 written = 138,618 → 51.2%.
-    assert "Hit ratio 51.2%: 71,000 tokens read from the cache, 67,600 written to it." in section
+    # By hand: 71,000 read over 18 input + 71,000 read + 67,600 written = 138,618 → 51.2%: 51%.
+    assert "Hit ratio 51%: 71,000 tokens read from the cache, 67,600 written to it." in section
     assert "| Pause past the cache's lifetime | 1 | 21,000 | $0.07 |" in section
     assert "| Prefix changed or dropped | 1 | 19,800 | $0.07 |" in section
     assert "After a compaction" not in section  # no such miss: no row
     assert "| 11-03 10:06:00 | main | expired | 5m 50s | 21,000 | 21,000 | $0.07 |" in section
-    assert "| 11-03 10:07:00 | main | invalidated (messages_changed) | 55.0 s | 26,800 | 19,800 | $0.07 |" in section
+    assert "| 11-03 10:07:00 | main | invalidated (messages_changed) | 55s | 26,800 | 19,800 | $0.07 |" in section
     # Made long after 10:07: the cache is cold, and the next message writes f's 22,800 again.
     assert ("When this report was made the cache was cold: the next message writes 22,800 tokens again"
             " (≈ $0.08 more than reading it).") in section

@@ -12,8 +12,9 @@ import pytest
 
 import reference
 from helpers import ingest, reports
+from retrod.basics import format
 from retrod.history import trends
-from retrod.report import markdown, model
+from retrod.report import model
 from retrod.ui import data
 from test_cache import SESSION, request, user, write
 
@@ -66,9 +67,9 @@ def test_a_session_changed_counts_its_new_misses_at_once(db_url: str, tmp_path: 
     lines = trends.render(answer).splitlines()
     assert "cache$" in lines[1].split()
     day = next(line for line in lines if line.startswith("2025-11-03"))
-    assert day.split()[5] == "$0.14" == markdown.usd(after["waste_usd"])  # (sess, cost, $/sess, Δ$/sess, cache$)
-    share = after["waste_usd"] / report["summary"]["cost"]["usd"] * 100
-    assert f"cache misses: expired 1, invalidated 1 ({share:.1f}% of cost)" in lines[lines.index(day) + 1]
+    assert day.split()[5] == "$0.14" == format.usd(after["waste_usd"])  # (sess, cost, $/sess, Δ$/sess, cache$)
+    assert round(after["waste_usd"] / report["summary"]["cost"]["usd"] * 100, 1) == 51.0  # a whole percent:
+    assert "cache misses: expired 1, invalidated 1 (51% of cost)" in lines[lines.index(day) + 1]
 
 
 def test_a_miss_is_priced_in_its_own_price_tier(db_url: str, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import reference
 from conftest import FIXTURES, fresh_database
 from helpers import ingest
 from plan_transcripts import BASE, Transcript, at, session_id
-from report_checks import chunked, plan_mismatches
+from report_checks import chunked, plan_mismatches, utc_ms
 from retrod.report import markdown, model
 
 
@@ -157,7 +157,7 @@ def test_a_task_counts_what_its_windows_hold(hand_made) -> None:
     assert (parse["claude_s"], parse["tool_s"], parse["human_s"], parse["away_s"]) == (9.0, 1.0, 0.0, 0.0)
     assert parse["tool_use"]["calls"] == 1
     assert parse["cost"]["usd"] is not None and parse["cost"]["usd"] > 0
-    assert test["started_at"] == at(20).isoformat() and test["ended_at"] == at(30).isoformat()
+    assert (test["started_at"], test["ended_at"]) == (utc_ms(at(20)), utc_ms(at(30)))
 
 
 def test_fixtures_equal_the_reference(db_url) -> None:
@@ -207,10 +207,10 @@ def test_markdown_shows_the_tasks_after_the_phases(hand_made) -> None:
     section = text[text.index("## Tasks (from Claude's plan)"):]
     assert "`TaskCreate` / `TaskUpdate`, 7 calls" in section
     rows = [line for line in section.splitlines() if line.startswith(("| 1 ", "| 2 "))]
-    assert rows[0].startswith("| 1 | Parse config | completed | 0m 10s |")
-    assert rows[1].startswith("| 2 | Test **(costliest)** | deleted | 0m 19s |")
+    assert rows[0].startswith("| 1 | Parse config | completed | 10s |")
+    assert rows[1].startswith("| 2 | Test **(costliest)** | deleted | 19s |")
     # The session's times add to 60 s (0 to 60); the tasks hold 10 + 19.
-    assert "Outside every task: 0m 31s." in section
+    assert "Outside every task: 31s." in section
     assert 'Never started: "Ghost" (pending).' in section
     assert "## Tasks (from Claude's plan)" not in markdown.render(reports["no_plan"])
     open_task = markdown.render(reports["open_last_window"])

@@ -327,6 +327,7 @@ def test_the_saved_report_reads_as_a_person_wants_it(db_url: str, projects: Path
     """Issue 20, 11: only the verdicts given, a row for what no phase holds (its figures the
     reference's for the time between the phases), times to result as durations, no citation of a
     document the reader does not have, and the project as the folder Claude Code ran in."""
+    from retrod.basics import format
     from retrod.report import markdown, model
 
     ingest(db_url, [projects])
@@ -361,7 +362,7 @@ def test_the_saved_report_reads_as_a_person_wants_it(db_url: str, projects: Path
     for tool in report["tools"]:
         shown = tool_rows[tool["name"]][6]  # Time to result
         seconds = tool["result_s"]
-        assert shown == (markdown.duration(seconds) if seconds >= 60 else f"{seconds:,.1f} s")
+        assert shown == format.duration(seconds)  # the one rendering: "0.5s", "45s", "23m 04s"
     assert any(tool["result_s"] >= 60 for tool in report["tools"])  # e.g. "23m 04s", not "1,384.1 s"
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import FIXTURES
 from helpers import ingest, reports, rollups_match_raw
+from report_checks import utc_ms
 from retrod.store.migrate import load, migrate
 
 # The per-minute rollups summed per session, by what the per-session ones are keyed by.
@@ -79,8 +80,8 @@ def test_per_session_rollups_equal_the_minutes_and_the_reports(db_url: str, proj
         first, last, claude_us, tool_us, human_us, tool_bytes = spans[session]
         summary = report["summary"]
         if first is not None:
-            assert first.isoformat() == report["session"]["started_at"]
-            assert last.isoformat() == report["session"]["ended_at"]
+            assert utc_ms(first) == report["session"]["started_at"]
+            assert utc_ms(last) == report["session"]["ended_at"]
             assert round((last - first).total_seconds(), 3) == summary["wall_s"]
         assert round(claude_us / 1e6, 3) == summary["claude_s"]
         assert round(tool_us / 1e6, 3) == summary["tool_s"]
@@ -121,10 +122,12 @@ def test_a_database_with_rows_from_before_the_migration_gets_them_summed(pg_clus
             conn.execute("DROP TABLE cc_session_phases, cc_sessions")
             migrate(conn, before)
             assert (conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None) == (version == 18)
-            # today's ingest writes the subagent timeline's column, as migration 0022 adds it, and
-            # a request's web searches, as 0027 adds them
+            # today's ingest writes the subagent timeline's column, as migration 0022 adds it,
+            # a request's web searches, as 0027 adds them, and its chosen record's place, as 0035
             conn.execute("ALTER TABLE retrod.events ADD COLUMN sub BOOLEAN NOT NULL DEFAULT false")
             conn.execute("ALTER TABLE retrod.requests ADD COLUMN web_searches BIGINT NOT NULL DEFAULT 0")
+            conn.execute('ALTER TABLE retrod.requests ADD COLUMN usage_path TEXT COLLATE "C",'
+                         " ADD COLUMN usage_offset BIGINT")
             # and it sets 0031's deferred trigger immediate by name (one that does nothing here)
             conn.execute(STUB_CACHE_STREAM_TRIGGER)
         ingest(url, [projects])

@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool
 
 from helpers import HOST, ingest
 from retrod import tracking
+from retrod.basics import format
 from retrod.claude_code import settings as claude_settings
 from retrod.claude_code import statusline as install
 from retrod.fastpath.client import SOCKET_NAME, STATUSLINE
@@ -128,16 +129,16 @@ def open_phase(db_url: str, task: str, phase: str, minutes_ago: float, session: 
 def test_it_shows_the_reports_cost_the_open_phase_efficiency_and_today(served: dict) -> None:
     open_phase(served["db_url"], "build", "implement", minutes_ago=12.5)
     expected = report(served["db_url"])["summary"]
-    shown = lines(statusline(dict(served["env"], COLUMNS="80"), payload(projects=served["projects"])))
-    fits(shown, 80)
+    shown = lines(statusline(dict(served["env"], COLUMNS="90"), payload(projects=served["projects"])))
+    fits(shown, 90)
     money, work = shown
-    assert money.startswith(f"{markdown.usd(expected['cost']['usd'])} session | ")  # the report's, to the cent
+    assert money.startswith(f"{format.usd(expected['cost']['usd'])} session | ")  # the report's, to the cent
     assert "Claude Code $12.01" in money or "CC $12.01" in money  # beside it, Claude Code's own estimate
     use = expected["tool_use"]
     assert f"eff {round(use['efficiency'] * 100)}% ({use['calls'] - use['productive']} " in money
     assert "today $0.00" in money  # the fixture session is from February: nothing of it today
-    assert work.startswith("build / implement 12m | ctx 43%")
-    assert "5h 24% 1h04m" in work or "5h 24% 1h05m" in work  # the seconds between building and asking
+    assert work.startswith(("phase build / implement 12m 30s | ctx 43%", "phase build / implement 12m 31s | ctx 43%"))
+    assert "5h 24% 1h 05m" in work or "5h 24% 1h 04m" in work  # the seconds between building and asking
 
 
 def test_the_daemons_figures_are_the_reports_to_the_micro_dollar(served: dict) -> None:
@@ -157,7 +158,7 @@ def test_the_daemons_figures_are_the_reports_to_the_micro_dollar(served: dict) -
 @pytest.mark.parametrize("columns", [40, 200])
 def test_narrow_and_wide_lines_keep_what_must_stay(served: dict, columns: int) -> None:
     open_phase(served["db_url"], "build", "implement", minutes_ago=3)
-    cost = markdown.usd(report(served["db_url"])["summary"]["cost"]["usd"])
+    cost = format.usd(report(served["db_url"])["summary"]["cost"]["usd"])
     shown = lines(statusline(dict(served["env"], COLUMNS=str(columns)), payload(projects=served["projects"])))
     fits(shown, columns)
     money, work = shown
@@ -165,15 +166,16 @@ def test_narrow_and_wide_lines_keep_what_must_stay(served: dict, columns: int) -
     assert "implement 3m" in work
     if columns == 200:  # room for every figure at its longest
         assert money.startswith(f"{cost} session | Claude Code $12.01 | today $0.00 | tools 93% efficient, ")
-        assert work.startswith("phase build / implement 3m | ctx 43% of 200k | 5h 24% (resets in 1h0")
-        assert "Opus 4.8 (high)" in work and "7d 41% (resets in 3d0" in work and "+156 -23" in work
+        assert work.startswith("phase build / implement 3m 0")
+        assert "| ctx 43% of 200k | 5h 24% (resets in 1h 0" in work
+        assert "Opus 4.8 (high)" in work and "7d 41% (resets in 3d 0" in work and "+156 -23" in work
 
 
 def test_old_claude_code_without_context_or_rate_limits_shows_no_zeros(served: dict) -> None:
     shown = lines(statusline(dict(served["env"], COLUMNS="80"), payload(OLD, projects=served["projects"])))
     fits(shown, 80)
     money, work = shown
-    assert money.startswith(markdown.usd(report(served["db_url"])["summary"]["cost"]["usd"]))
+    assert money.startswith(format.usd(report(served["db_url"])["summary"]["cost"]["usd"]))
     assert "CC $0.01" in money or "Claude Code $0.01" in money
     assert work.startswith("no phase logged") and "Sonnet 4.5" in work
     assert "ctx" not in work and "5h" not in work and "7d" not in work  # unknown: left out, not 0%
@@ -182,7 +184,7 @@ def test_old_claude_code_without_context_or_rate_limits_shows_no_zeros(served: d
 def test_a_session_the_daemon_has_not_seen_shows_claude_codes_figures_and_says_so(served: dict) -> None:
     unseen = payload(session_id="12345678-1234-4234-8234-123456789abc", transcript_path="/nowhere/x.jsonl")
     money, work = lines(statusline(dict(served["env"], COLUMNS="100"), unseen))
-    assert money == "$12.01 session (Claude Code) | today $0.00 | 1h09m | retrod: no figures of this session yet"
+    assert money == "$12.01 session (Claude Code) | today $0.00 | 1h 10m | retrod: no figures of this session yet"
     assert work.startswith("ctx 43% of 200k | 5h 24%")
     with psycopg.connect(served["db_url"]) as conn:  # what it reported is kept all the same
         assert conn.execute("SELECT cc_cost_usd FROM retrod.session_status").fetchall() == [(12.01,)]
@@ -192,7 +194,7 @@ def test_the_session_is_found_by_its_transcript_when_the_id_is_missing(served: d
     nameless = payload(projects=served["projects"])
     del nameless["session_id"]
     money, _ = lines(statusline(served["env"], nameless))
-    assert money.startswith(markdown.usd(report(served["db_url"])["summary"]["cost"]["usd"]) + " session")
+    assert money.startswith(format.usd(report(served["db_url"])["summary"]["cost"]["usd"]) + " session")
 
 
 def test_garbage_or_empty_stdin_is_a_minimal_line_with_todays_cost(served: dict) -> None:
@@ -204,7 +206,7 @@ def test_another_database_or_a_failing_daemon_leaves_claude_codes_figures_and_a_
                                                                                     tmp_path: Path) -> None:
     other = dict(served["env"], RETROD_DATABASE_URL=served["db_url"] + "?application_name=other", COLUMNS="100")
     money, _ = lines(statusline(other, payload(projects=served["projects"])))
-    assert money == "$12.01 session (Claude Code) | 1h09m | retrod: its daemon serves another database"
+    assert money == "$12.01 session (Claude Code) | 1h 10m | retrod: its daemon serves another database"
     bad = tmp_path / "prices.json"
     bad.write_text("{not json")
     failing = statusline(dict(served["env"], RETROD_PRICES=str(bad), COLUMNS="120"),
@@ -240,7 +242,7 @@ def test_today_is_the_users_local_day_across_all_sessions(served: dict) -> None:
     assert answer["today"]["requests"] == 3
     money, _ = lines(statusline(dict(served["env"], TZ="Asia/Tokyo", COLUMNS="100"),
                                 payload(projects=served["projects"])))
-    assert f"today {markdown.usd(expected)}" in money
+    assert f"today {format.usd(expected)}" in money
 
 
 def write(path: Path, session: str, times: list[datetime]) -> None:
@@ -289,7 +291,7 @@ def test_what_only_the_status_line_sees_is_kept_and_reported(served: dict) -> No
     assert got["claude_code"]["cost_usd"] == 0.01234
     text = markdown.render(got)
     assert "## Claude Code's Own Figures" in text
-    assert f"- **Estimated cost:** Claude Code $0.01, retrod {markdown.usd(got['summary']['cost']['usd'])}" in text
+    assert f"- **Estimated cost:** Claude Code $0.01, retrod {format.usd(got['summary']['cost']['usd'])}" in text
     assert "- **Rate limits reached during the session:** 5-hour window 31% (of the window that resets " in text
     assert "; 7-day window 41% (" in text
     assert report(served["db_url"], "6c2214d7-b87e-4432-8e41-22ba294ea584")["claude_code"] is None  # never seen
@@ -362,16 +364,16 @@ def test_the_cache_counts_down_from_retrods_figures_and_flips_cold_at_the_report
     cached_session(tmp_path, CACHED, [("10:00:01", 0, 40_000, False), ("10:00:10", 40_000, 2_000, False)])
     ingest(db_url, [tmp_path])
     warm = answer_at(db_url, CACHED, LATER + timedelta(seconds=108))
-    assert "| cache 3m12s |" in work_line(warm, LATER + timedelta(seconds=108))
-    assert "| cache 3m02s |" in work_line(warm, LATER + timedelta(seconds=118))  # a timed refresh
-    assert "| cache 0s |" in work_line(warm, LATER + timedelta(seconds=300))
+    assert "| cache 3m 12s |" in work_line(warm, LATER + timedelta(seconds=108))
+    assert "| cache 3m 02s |" in work_line(warm, LATER + timedelta(seconds=118))  # a timed refresh
+    assert "| cache 0.0s |" in work_line(warm, LATER + timedelta(seconds=300))
     # 42,000 tokens written again at $3.75 instead of read at $0.30 a million: $0.1449
     assert "| cache cold: next msg rewrites 42k ≈ $0.14 |" in work_line(warm, LATER + timedelta(seconds=301))
     cold_at = LATER + timedelta(minutes=20)
     cold, live = answer_at(db_url, CACHED, cold_at)["session"]["cache"], live_at(db_url, CACHED, cold_at)
     assert (cold["state"], cold["prefix_tokens"], cold["rewrite_usd"], cold["ttl_s"]) \
         == (live["state"], live["prefix_tokens"], live["rewrite_usd"], live["ttl_s"]) == ("cold", 42_000, 0.1449, 300)
-    assert datetime.fromtimestamp(cold["last_request_at"], UTC).isoformat() == live["last_request_at"]
+    assert datetime.fromtimestamp(cold["last_request_at"], UTC) == datetime.fromisoformat(live["last_request_at"])
 
 
 def test_the_lifetime_is_the_last_writes_though_the_last_request_wrote_nothing(db_url: str, tmp_path: Path) -> None:
@@ -384,7 +386,7 @@ def test_the_lifetime_is_the_last_writes_though_the_last_request_wrote_nothing(d
     ours, live = answer_at(db_url, CACHED, at)["session"]["cache"], live_at(db_url, CACHED, at)
     assert (ours["state"], ours["ttl_s"], ours["seconds_left"]) == (live["state"], live["ttl_s"],
                                                                    live["seconds_left"]) == ("warm", 3600, 600)
-    assert "| cache 10m00s |" in work_line({"session": {**ANSWER["session"], "cache": ours}}, at)
+    assert "| cache 10m 00s |" in work_line({"session": {**ANSWER["session"], "cache": ours}}, at)
     after = LATER + timedelta(hours=1, seconds=1)
     ours, live = answer_at(db_url, CACHED, after)["session"]["cache"], live_at(db_url, CACHED, after)
     assert ours["rewrite_usd"] == live["rewrite_usd"] == 0.228  # 40,000 tokens at $6 less $0.30 a million
@@ -486,12 +488,12 @@ def test_claude_codes_prompt_cache_decides_warm_or_cold_and_retrod_prices_the_re
     ours = {"state": "warm", "ttl_s": 300, "seconds_left": 192, "prefix_tokens": 420_000, "rewrite_usd": 2.6,
             "last_request_at": LATER.timestamp()}
     answer = {"session": {**ANSWER["session"], "cache": ours}}
-    assert "| cache 3m12s |" in work_line(answer, now)
+    assert "| cache 3m 12s |" in work_line(answer, now)
     expiring = dict(PROMPT_CACHE, expires_at=now.timestamp() + 250)
-    assert "| cache 4m10s |" in work_line(answer, now, prompt_cache=expiring)  # its expiry wins
+    assert "| cache 4m 10s |" in work_line(answer, now, prompt_cache=expiring)  # its expiry wins
     in_ms = dict(PROMPT_CACHE, expires_at=(now.timestamp() + 250) * 1000)
-    assert "| cache 4m10s |" in work_line(answer, now, prompt_cache=in_ms)
-    assert "| cache 4m10s |" in work_line(None, now, prompt_cache=expiring)  # with no daemon too
+    assert "| cache 4m 10s |" in work_line(answer, now, prompt_cache=in_ms)
+    assert "| cache 4m 10s |" in work_line(None, now, prompt_cache=expiring)  # with no daemon too
     expired = dict(PROMPT_CACHE, expires_at=now.timestamp() - 1)
     assert "| cache cold: next msg rewrites 420k ≈ $2.60 |" in work_line(answer, now, prompt_cache=expired)
     cold = dict(PROMPT_CACHE, warm=False)
@@ -508,10 +510,12 @@ def test_where_the_line_is_narrow_a_cold_caches_price_outlasts_the_7_day_window_
                                   "rewrite_usd": 0.73, "last_request_at": now - 400}
     for columns in range(1, 161):
         fits([_plain(line) for line in render.render(payload(now=now), answer, None, columns, True, now)], columns)
-    for columns in (80, 60):
+    # (85 and 65 columns: the phase's "12m 00s" is the line's only duration there, so these widths are
+    # the 80 and 60 of when it read "12m")
+    for columns in (85, 65):
         work = render.render(payload(now=now), answer, None, columns, False, now)[1]
         assert work.endswith(" | cold: 77k ≈ $0.73") and "7d" not in work and "+156" not in work
-    assert "| Opus 4.8 |" in render.render(payload(now=now), answer, None, 80, False, now)[1]
+    assert "| Opus 4.8 |" in render.render(payload(now=now), answer, None, 85, False, now)[1]
     wide = render.render(payload(now=now), answer, None, 200, False, now)[1]
     assert "| cache cold: next msg rewrites 77k ≈ $0.73 |" in wide and "7d 41%" in wide
 
@@ -525,12 +529,12 @@ def test_without_a_daemon_what_the_json_gives_and_a_mark_and_no_cluster_started(
     env = environment(data, COLUMNS="80")
     shown = lines(statusline(env, payload()))
     fits(shown, 80)
-    assert shown == ["$12.01 session (Claude Code) | 1h09m | retrod: no daemon running (retrod run)",
-                     "ctx 43% of 200k | 5h 24% 1h04m | Opus 4.8 (high) | 7d 41% 3d03h | +156 -23"]
+    assert shown == ["$12.01 session (Claude Code) | 1h 10m | retrod: no daemon running (retrod run)",
+                     "ctx 43% of 200k | 5h 24% 1h 05m | Opus 4.8 (high) | 7d 41% 3d 04h | +156 -23"]
     assert sorted(p.name for p in data.iterdir()) == ["pgdata"]  # no lock taken: nothing started
     narrow = lines(statusline(dict(env, COLUMNS="40"), payload()))
     fits(narrow, 40)
-    assert narrow[0] == "$12.01 (CC) | 1h09m | retrod: no daemon"
+    assert narrow[0] == "$12.01 (CC) | 1h 10m | retrod: no daemon"
     assert lines(statusline(env, payload(OLD))) == [
         "$0.01 session (Claude Code) | 45s | retrod: no daemon running (retrod run)", "Sonnet 4.5 | +156 -23"]
     assert lines(statusline(env, b"")) == ["retrod: no daemon running (retrod run)"]
@@ -634,7 +638,7 @@ def test_a_window_that_has_reset_is_left_out_and_milliseconds_are_seconds() -> N
     seen["rate_limits"]["five_hour"]["resets_at"] = now - 60  # over: its use now is not known
     seen["rate_limits"]["seven_day"]["resets_at"] = (now + 7200) * 1000
     work = render.render(seen, None, client.NO_DAEMON, 200, False, now)[1]
-    assert "5h" not in work and "7d 41% (resets in 2h00m)" in work
+    assert "5h" not in work and "7d 41% (resets in 2h 00m)" in work
 
 
 def test_wide_characters_take_two_cells() -> None:
@@ -721,7 +725,8 @@ def test_install_keeps_every_other_key_backs_up_and_runs_this_retrod(tmp_path: P
     # The command it wrote works as Claude Code runs it: through a shell, with the JSON on stdin.
     shell = subprocess.run(["/bin/sh", "-c", entry["command"]], input=json.dumps(payload()), capture_output=True,
                            text=True, env=dict(env, NO_COLOR="1"), timeout=60)
-    assert shell.returncode == 0 and shell.stdout.startswith("$12.01 session (Claude Code) | 1h09m | retrod: no daemon")
+    assert shell.returncode == 0
+    assert shell.stdout.startswith("$12.01 session (Claude Code) | 1h 10m | retrod: no daemon")
 
 
 def test_an_entry_of_retrods_gains_the_refresh_and_keeps_its_other_keys(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from retrod.basics import format
 from retrod.report import markdown, model
 from retrod.ui import data, opener, secret
 from test_ui import SPOTTER, fixture_db, free_port, log_phases, reports, served  # noqa: F401 - fixtures
@@ -70,7 +71,10 @@ def screenshot(page, name: str) -> None:
 
 
 def money(usd: float | None) -> str:
-    return "not priced" if usd is None else f"${usd:,.2f}"
+    """docs/reference.md's rule for a cost: to the cent, and money spent never reads as none."""
+    if usd is None:
+        return "not priced"
+    return "<$0.01" if 0 < usd < 0.005 else f"${usd:,.2f}"
 
 
 def cells(page, selector: str) -> list[dict[str, str]]:
@@ -136,7 +140,7 @@ def test_the_sessions_page_sorts_by_cache_waste(page, served, reports) -> None: 
     assert "sort=cache" in page.url
     shown = cells(page, "#sessions tbody tr")
     waste = [reports[row["uuid"]]["summary"]["cache"]["waste_usd"] for row in shown]
-    assert [row["cache"] for row in shown] == [markdown.usd(w) for w in waste]
+    assert [row["cache"] for row in shown] == [format.usd(w) for w in waste]
     assert waste == sorted(waste, reverse=True)
     assert waste[0] == max(r["summary"]["cache"]["waste_usd"] for r in reports.values()) > 0
     assert "▼" in page.text_content("a[data-sort=cache]")
@@ -246,7 +250,7 @@ def test_the_session_page_draws_the_plans_tasks_and_the_cache_misses(page, serve
         assert row["calls"] == f"{use['calls']:,}" and row["wasted"] == f"{use['calls'] - use['productive']:,}"
         assert row["efficiency"] == ("—" if use["efficiency"] is None else f"{use['efficiency'] * 100:.0f}%")
         usd = task["cost"]["usd"]
-        assert row["cost"] == ("<$0.01" if 0 < usd < 0.005 else money(usd))
+        assert row["cost"] == money(usd)
         assert row["status"] == task["status"] + ("" if task["ended_at"] else " (current)")
         assert [row[k] for k in ("status", "time", "output", "tokens", "cost", "calls", "efficiency", "wasted")] \
             == written[2:], task["number"]
@@ -254,7 +258,7 @@ def test_the_session_page_draws_the_plans_tasks_and_the_cache_misses(page, serve
     summary = report["summary"]
     times = ("claude_s", "tool_s", "human_s", "away_s")
     want = sum(summary[k] for k in times) - sum(t[k] for t in tasks for k in times)
-    assert outside == markdown.duration(max(want, 0)) and f"Outside every task: {outside}." in markdown.render(report)
+    assert outside == format.duration(max(want, 0)) and f"Outside every task: {outside}." in markdown.render(report)
 
     # the timeline: each window a bar in the tasks' lane, in its task's shade
     where = page.eval_on_selector("#timeline", """el => ({left: el.chart.bbox.left, top: el.chart.bbox.top,
@@ -298,7 +302,7 @@ def test_the_session_page_draws_the_plans_tasks_and_the_cache_misses(page, serve
     agent = f" · {miss['agent']}" if miss["agent"] else ""
     assert tip.text_content() == (f"Cache miss: {titles[miss['cause']]}{reason} · {miss['at'][:10]} "
                                   f"{miss['at'][11:19]} UTC{agent} · {miss['rewritten']:,} tokens rewritten · "
-                                  f"{money(miss['extra_usd']) if miss['extra_usd'] >= 0.005 else '<$0.01'} extra")
+                                  f"{money(miss['extra_usd'])} extra")
     widest = max(((t, w) for t in tasks for w in t["windows"] if w["end"]),
                  key=lambda tw: epoch(tw[1]["end"]) - epoch(tw[1]["start"]))
     middle = (x_of(widest[1]["start"]) + x_of(widest[1]["end"])) / 2
@@ -351,7 +355,7 @@ def test_the_trends_page_adds_up_the_reports_of_each_month_and_names_the_costlie
         costs = [s["cost"] for s in summaries]
         usd = sum(c["usd"] or 0 for c in costs)
         assert row["cost"] == (money(usd) if all(c["complete"] for c in costs) else f"≥ {money(usd)}"), period
-        assert row["cache_waste"] == markdown.usd(sum(s["cache"]["waste_usd"] for s in summaries)), period
+        assert row["cache_waste"] == format.usd(sum(s["cache"]["waste_usd"] for s in summaries)), period
     total = cells(page, "#trends tfoot tr")[0]
     assert total["sessions"] == f"{len(reports):,}"
     cards = dict(page.eval_on_selector_all(

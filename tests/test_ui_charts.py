@@ -128,7 +128,7 @@ def test_a_ten_second_phase_is_a_band_to_see_and_point_at(page, served) -> None:
     page.mouse.move(box[0] + where["x"] / where["ratio"], box[1] + where["top"] / where["ratio"] + 60)
     tip = page.wait_for_selector("#timeline .phase-tip:not([hidden])", timeout=2000)
     assert tip.text_content() == ("checks / quick check · Exploratory, waste · "
-                                  "2025-11-29 16:30 → 2025-11-29 16:30 UTC (0m 10s)")
+                                  "2025-11-29 16:30 → 2025-11-29 16:30 UTC (10s)")
 
 
 def test_a_three_minute_sessions_time_ticks_are_all_different(page, served) -> None:  # noqa: F811

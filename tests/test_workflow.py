@@ -303,7 +303,7 @@ def test_times_print_local_with_their_offset(project: dict, db_url: str) -> None
     listed = ok(retrod(env, "phases", A)).stdout
     assert "1. 2026-05-04 15:30:00+05:30 → 2026-05-04 15:31:00+05:30" in listed
     report = _report(env, A)
-    assert report["phases"][0]["started_at"] == "2026-05-04T10:00:00+00:00"  # stored exactly
+    assert report["phases"][0]["started_at"] == "2026-05-04T10:00:00.000Z"  # stored exactly, shown in UTC
 
 
 # -- finding sessions, and the small things ---------------------------------------------------
@@ -372,7 +372,7 @@ def test_with_a_daemon_sessions_leaves_the_reading_to_it_and_says_when_it_is_beh
             note = catchup.catch_up(settings, pool)
         finally:
             under_way.end()
-    assert note == ("the daemon is still catching up (12.5 of 300.0 MB read): sessions it has not reached yet"
+    assert note == ("the daemon is still catching up (12.5 MB of 300 MB read): sessions it has not reached yet"
                     " are missing or short")
 
 
@@ -594,7 +594,7 @@ def test_sessions_json_times_and_a_project_path_with_dots(project: dict, db_url:
     dotted = project["work"] / "src" / ".." / ".." / project["work"].name
     rows = json.loads(ok(retrod(env, "sessions", "--json", "--project", str(dotted))).stdout)["sessions"]
     assert [r["uuid"] for r in rows] == [B, A]
-    assert rows[0]["started_at"] == "2026-05-04T10:01:40+00:00"
+    assert rows[0]["started_at"] == "2026-05-04T10:01:40.000Z"  # RFC 3339 UTC, milliseconds
 
 
 def test_sessions_project_takes_a_claude_code_folder_name_and_a_folder_inside_a_project(project: dict,

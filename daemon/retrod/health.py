@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import dict_row
 
+from .basics.format import count, duration, instant, size
 from .basics.redact import mask_password
 from .basics.stored_text import quoted
 from .ingest import progress
@@ -75,7 +76,7 @@ def status(settings: Settings) -> dict:
              "worst": [{"path": p, "bytes": b} for b, p in lag[:WORST_FILES]]},
         waiting_for_line_end={"bytes": sum(b for b, _ in waiting), "files": len(waiting),
                               "largest": [{"path": p, "bytes": b} for b, p in waiting[:WORST_FILES]]},
-        last_ingest=files["last_ingest"].isoformat() if files["last_ingest"] else None,
+        last_ingest=instant(files["last_ingest"]),
         bad_lines=files["bad_lines"],
         sessions_active_last_hour=active,
     )
@@ -104,20 +105,20 @@ def waiting_bytes(path: Path, start: int, size: int) -> int:
 
 def render_status(s: dict) -> str:
     d = s["daemon"]
-    daemon = f"running, pid {d['pid']}, up {d['uptime_s']}s" if d["running"] else "not running"
+    daemon = f"running, pid {d['pid']}, up {duration(d['uptime_s'])}" if d["running"] else "not running"
     lines = [
         f"daemon:    {daemon}",
         f"database:  {s['database']['location']}",
-        (f"           PostgreSQL {s['database']['version']}, {s['database']['size_bytes'] / 1e6:.1f} MB, "
+        (f"           PostgreSQL {s['database']['version']}, {size(s['database']['size_bytes'])}, "
          f"{s['database']['round_trip_ms']} ms to answer"),
         f"projects:  {', '.join(s['projects'])}",
         *_backfill_lines(s.get("backfill")),
         f"files:     {s['files']['tracked']} tracked ({s['files']['deleted_since']} deleted since, kept)",
-        f"lag:       {s['lag']['bytes']:,} bytes not yet ingested in {s['lag']['files']} files",
-        *(f"           {w['bytes']:,} bytes  {quoted(w['path'])}" for w in s["lag"]["worst"]),
+        f"lag:       {count(s['lag']['bytes'])} bytes not yet ingested in {s['lag']['files']} files",
+        *(f"           {count(w['bytes'])} bytes  {quoted(w['path'])}" for w in s["lag"]["worst"]),
         *_waiting_lines(s["waiting_for_line_end"]),
         f"last ingest: {s['last_ingest'] or 'never'}",
-        f"bad lines: {s['bad_lines']:,} (skipped and counted)",
+        f"bad lines: {count(s['bad_lines'])} (skipped and counted)",
         f"sessions active in the last hour: {s['sessions_active_last_hour']}",
     ]
     return "\n".join(lines) + "\n"
@@ -126,16 +127,16 @@ def render_status(s: dict) -> str:
 def _waiting_lines(w: dict) -> list[str]:
     if not w["files"]:
         return []
-    return [f"waiting:   {w['bytes']:,} bytes in {w['files']} files wait for their line's end (not lag)",
-            *(f"           {f['bytes']:,} bytes  {quoted(f['path'])}" for f in w["largest"])]
+    return [f"waiting:   {count(w['bytes'])} bytes in {w['files']} files wait for their line's end (not lag)",
+            *(f"           {count(f['bytes'])} bytes  {quoted(f['path'])}" for f in w["largest"])]
 
 
 def _backfill_lines(b: dict | None) -> list[str]:
     if not b:
         return []
-    left = "time left unknown" if b["left_s"] is None else f"about {b['left_s']:.0f} s left"
-    return [(f"backfill:  {b['files_done']:,} of {b['files_total']:,} files, "
-             f"{b['bytes_done'] / 1e6:,.1f} of {b['bytes_total'] / 1e6:,.1f} MB in, "
+    left = "time left unknown" if b["left_s"] is None else f"about {duration(b['left_s'])} left"
+    return [(f"backfill:  {count(b['files_done'])} of {count(b['files_total'])} files, "
+             f"{size(b['bytes_done'])} of {size(b['bytes_total'])} in, "
              f"{b['mb_s']} MB/s, {left}")]
 
 

@@ -12,9 +12,10 @@ import math
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import NotRequired, TypedDict
 
+from .basics.format import instant
 from .basics.stored_text import one_line
 
 SIGNAL_PATTERNS = ("sibling_error", "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
@@ -280,11 +281,6 @@ def shown(value: object) -> str:
     return one_line(value)
 
 
-def _iso(ts: datetime) -> str:
-    """RFC 3339 UTC, milliseconds (accounting.md §4), whatever zone the connection gave the time in."""
-    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def pattern_rows(history: History, given: Mapping[str, set[str]],
                  calls: Mapping[str, Mapping[str, Mapping[str, int]]]) -> list[PatternRow]:
     """`patterns[]`: one row per pattern given to at least one of the project's sessions.
@@ -302,7 +298,7 @@ def pattern_rows(history: History, given: Mapping[str, set[str]],
         rows.append({
             "pattern": pattern, "family": "cache" if pattern in CACHE_PATTERNS else "signal", "what": WHAT[pattern],
             "example": example(pattern, found.before, after, calls),
-            "first_given": {"session": first.uuid, "started_at": _iso(first.start)},
+            "first_given": {"session": first.uuid, "started_at": instant(first.start)},
             "sessions_given": len(sessions_given), "baseline": found.baseline,
             "before": side(pattern, found.before), "after": side(pattern, after), "status": state, "back": back})
     return sorted(rows, key=lambda r: (STATUS_ORDER.index(r["status"]), PATTERNS.index(r["pattern"])))
@@ -381,7 +377,7 @@ def lesson_rows(history: History, logged: Mapping[str, tuple[Phase, Phase]],
         rows.append((m, text, {
             "lesson": shown(first.lessons_learned),
             "logged": {"session": first.session, "task": shown(first.task), "phase": shown(first.phase),
-                       "at": _iso(m)},
+                       "at": instant(m)},
             "baseline": found.baseline, "before": side("lesson", found.before), "after": side("lesson", after),
             "status": state, "back": back,
             "waste_phase_share": {"before": waste_share(found.before, by_session),
@@ -486,6 +482,6 @@ def brief_lessons(logged: Mapping[str, tuple[Phase, Phase]], now: datetime, limi
     out: list[ProjectLesson] = []
     for _, (_, newest) in found[:limit]:
         out.append({"lesson": newest.lessons_learned, "task": newest.task, "phase": newest.phase,
-                    "session": newest.session, "at": _iso(newest.moment),
+                    "session": newest.session, "at": instant(newest.moment),
                     "age_days": math.floor((now - newest.moment).total_seconds() / 86_400)})
     return out

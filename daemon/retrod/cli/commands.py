@@ -235,6 +235,7 @@ def _cmd_phases(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
     # (catchup: the parser and fold, the transcripts read first when no daemon runs)
     from .. import resolve, tracking
+    from ..basics.format import count
     from ..ingest import catchup
     from ..report import model
     from ..report.prices import load as load_prices
@@ -264,7 +265,7 @@ def _cmd_sessions(settings: Settings, args: argparse.Namespace) -> int:
         for line in _sessions_table(rows):
             print(line)
     if listing["more"]:
-        print(f"… and {listing['more']:,} more (--limit {args.limit})")
+        print(f"… and {count(listing['more'])} more (--limit {args.limit})")
     return EXIT_OK
 
 
@@ -272,6 +273,7 @@ def _sessions_table(rows: list[dict]) -> list[str]:
     """`retrod sessions`' rows under a header, each column as wide as its widest cell (numbers to
     the right), the member's column only when several members' sessions are listed."""
     from .. import tracking
+    from ..basics.format import count, duration
     from ..basics.stored_text import one_line, quoted
     from ..report import markdown
 
@@ -281,8 +283,8 @@ def _sessions_table(rows: list[dict]) -> list[str]:
     right = {"WALL", "COST", "TOKENS", "REQUESTS", "CALLS", "EFF", "PHASES"}
     cells = [[one_line(row["uuid"]), *([one_line(row["member"])] if members else []),
               tracking.local(row["started_at"])[:16] if row["started_at"] else "undated",
-              markdown.duration(row["wall_s"]), markdown.cost_cell(row["cost"]), f"{row['total_tokens']:,}",
-              f"{row['requests']:,}", f"{row['tool_calls']:,}", markdown.efficiency(row), quoted(row["project"]),
+              duration(row["wall_s"]), markdown.cost_cell(row["cost"]), count(row["total_tokens"]),
+              count(row["requests"]), count(row["tool_calls"]), markdown.efficiency(row), quoted(row["project"]),
               f"{row['phases']}" if row["tracked"] else "", quoted(row["description"]) if row["description"] else ""]
              for row in rows]
     widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
@@ -446,8 +448,18 @@ def _task_completed_hook(args: argparse.Namespace) -> int:
 
 
 def _json(rows: list[dict] | dict) -> str:
-    """Times as the report's JSON writes them (ISO 8601, UTC)."""
-    return json.dumps(rows, indent=2, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
+    """Instants as the report's JSON writes them (format.instant: RFC 3339 UTC, milliseconds)."""
+    from datetime import datetime
+
+    from ..basics.format import instant
+
+    def plain(v: object) -> object:
+        if isinstance(v, datetime):
+            return instant(v)
+        isoformat = getattr(v, "isoformat", None)
+        return isoformat() if isoformat else str(v)
+
+    return json.dumps(rows, indent=2, default=plain)
 
 
 def _cmd_status(settings: Settings, args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from psycopg_pool import ConnectionPool
 from .. import lessons as lessons_rules
 from .. import tracking
 from ..basics import invocation
+from ..basics.format import NONE, duration, instant, rate, share, usd
 from ..basics.stored_text import quoted
 from ..basics.verdicts import shown
 from ..fastpath.client import HOOK_TIMEOUT_S
@@ -94,7 +95,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
         if f is None:  # (gone between the two queries: a team's member removed it)
             continue
         out["sessions"].append({
-            "session": r["session_uuid"], "started_at": r["started_at"].isoformat(),
+            "session": r["session_uuid"], "started_at": instant(r["started_at"]),
             "description": described.get(r["session_uuid"]),
             "cost": f["cost"], "tool_use": f["tool_use"], "output_tokens": f["tokens"]["total"]["output"],
             "wall_s": f["wall_s"], "claude_s": f["claude_s"], "verdicts": f["verdicts"]})
@@ -148,7 +149,7 @@ def _lessons(phases: list[dict]) -> list[dict]:
                 continue
             seen.add(key)
             out.append({"kind": kind, "text": " ".join(text.split()), "task": p["task"], "phase": p["phase"],
-                        "verdict": p["verdict"], "session": p["session_uuid"], "at": p["started_at"].isoformat()})
+                        "verdict": p["verdict"], "session": p["session_uuid"], "at": instant(p["started_at"])})
     return out
 
 
@@ -177,7 +178,7 @@ def _waste_phase(conn: Connection, p: dict, away_after_s: float, prices: pricing
                  member: str) -> shapes.WastePhase:
     figures = model.phase(conn, p["session_uuid"], p, member, away_after_s, prices)
     return {"task": p["task"], "phase": p["phase"], "verdict": p["verdict"], "session": p["session_uuid"],
-            "started_at": p["started_at"].isoformat(), "ended_at": p["ended_at"] and p["ended_at"].isoformat(),
+            "started_at": instant(p["started_at"]), "ended_at": instant(p["ended_at"]),
             "cost": figures and figures["cost"], "claude_s": figures and figures["claude_s"],
             "tool_use": figures and figures["tool_use"],
             "actions_summary": p["actions_summary"], "lessons_learned": p["lessons_learned"]}
@@ -281,8 +282,8 @@ def render(data: dict) -> str:
     if data["waste_phases"]:
         items = []
         for p in data["waste_phases"][:SHOWN["waste_phases"]]:
-            cost = markdown.cost_cell(p["cost"]) if p["cost"] else "—"
-            claude = markdown.duration(p["claude_s"]) if p["claude_s"] is not None else "—"
+            cost = markdown.cost_cell(p["cost"]) if p["cost"] else NONE
+            claude = duration(p["claude_s"])
             what = f": {quoted(p['actions_summary'])}" if p["actions_summary"] else ""
             items.append(f"- {shown(p['verdict'])}: {quoted(p['task'])} / {quoted(p['phase'])}"
                          f" ({_day(p['started_at'])}), {cost}, Claude {claude}{what}")
@@ -299,7 +300,7 @@ def render(data: dict) -> str:
     if data.get("costliest_tasks"):
         section("Costliest tasks of Claude's plan in these sessions (their verdicts when logged):", [
             f"- {quoted(t['name'])} ({t['status']}, {_day(t['started_at'])}): {markdown.cost_cell(t['cost'])},"
-            f" Claude {markdown.duration(t['claude_s'])}, {t['calls']} tool calls, "
+            f" Claude {duration(t['claude_s'])}, {t['calls']} tool calls, "
             + (", ".join(shown(v) for v in t["verdicts"]) if t["verdicts"] else "no verdict logged")
             for t in data["costliest_tasks"]])
     items = []
@@ -338,28 +339,20 @@ def pattern_line(p: dict, project: str | None, recent: int) -> str:
     if row is not None:
         b, a = row["before"], row["after"]
         mark = " (all projects)" if row["baseline"] == "all projects" else ""
-        text = (f"- `{pattern}` {p['mode']}: {_rate(b['rate'])}{mark} → {_rate(a['rate'])} per 100 {unit}"
+        text = (f"- `{pattern}` {p['mode']}: {rate(b['rate'])}{mark} → {rate(a['rate'])} per 100 {unit}"
                 f" since {row['first_given']['started_at'][:10]}")
         if "extra_usd" in a:
-            text += f", {_usd(b['extra_usd'])} → {_usd(a['extra_usd'])} extra per session"
+            text += f", {usd(b['extra_usd'], NONE)} → {usd(a['extra_usd'], NONE)} extra per session"
     else:
         r = p["recent"]
         text = (f"- `{pattern}` {p['mode']}: {r['count']} in the last {recent} session{'s' if recent > 1 else ''}"
-                f" ({_rate(r['rate'])} per 100 {unit})")
+                f" ({rate(r['rate'])} per 100 {unit})")
         if "extra_usd" in r:
-            text += f", {_usd(r['extra_usd'])} extra per session"
+            text += f", {usd(r['extra_usd'], NONE)} extra per session"
     if p["example"] is not None:
         example = p["example"] if pattern in lessons_rules.CACHE_PATTERNS else short_path(p["example"], project)
         text += f", e.g. {quoted(example)}"
     return text
-
-
-def _rate(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}"
-
-
-def _usd(value: float | None) -> str:
-    return "—" if value is None else markdown.usd(value)
 
 
 def _direction_line(d: dict) -> str:
@@ -367,10 +360,10 @@ def _direction_line(d: dict) -> str:
     cost = d["cost_per_session"]
     if cost["direction"]:
         parts.append(f"cost per session {cost['direction']}"
-                     f" ({markdown.usd(cost['older'])} → {markdown.usd(cost['newer'])})")
+                     f" ({usd(cost['older'])} → {usd(cost['newer'])})")
     eff = d["efficiency"]
     if eff["direction"]:
-        parts.append(f"tool-use efficiency {eff['direction']} ({eff['older'] * 100:.0f}% → {eff['newer'] * 100:.0f}%)")
+        parts.append(f"tool-use efficiency {eff['direction']} ({share(eff['older'])} → {share(eff['newer'])})")
     n = d["sessions_compared"]
     return (f"Direction, newest {n} against oldest {n}: " + "; ".join(parts) + ".") if parts else (
         f"Direction, newest {n} against oldest {n}: not enough figures to tell.")

@@ -19,6 +19,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from .. import lessons as rules
+from ..basics.format import NONE, rate, usd
 from ..basics.stored_text import quoted
 from ..report import model
 from ..report import prices as pricing
@@ -175,10 +176,6 @@ def lessons(conn: Connection, *, folder: Path | None = None, project: str | None
 
 # -- text ------------------------------------------------------------------------------------
 
-def rate(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}"
-
-
 def unit(pattern: str) -> str:
     return "per 100 requests" if pattern in rules.CACHE_PATTERNS else "per 100 calls"
 
@@ -193,7 +190,7 @@ def render(data: Mapping[str, Any]) -> str:
         mark = " (all projects)" if r["baseline"] == "all projects" else ""
         extra = ""
         if r["family"] == "cache":
-            extra = f"; extra per session {_usd(b['extra_usd'])} → {_usd(a['extra_usd'])}"
+            extra = f"; extra per session {usd(b['extra_usd'], NONE)} → {usd(a['extra_usd'], NONE)}"
         lines.append(f"- {r['pattern']}: {r['status']}{', came back' if r['back'] else ''} — {r['what']}")
         lines.append(f"    {rate(b['rate'])}{mark} → {rate(a['rate'])} {unit(r['pattern'])}"
                      f" ({b['sessions']} sessions before, {a['sessions']} after){extra};"
@@ -212,7 +209,3 @@ def render(data: Mapping[str, Any]) -> str:
                      f" ({b['sessions']} sessions before, {a['sessions']} after);"
                      f" logged {logged['at'][:10]} in {quoted(logged['task'])} / {quoted(logged['phase'])}")
     return "".join(f"{line}\n" for line in lines)
-
-
-def _usd(value: float | None) -> str:
-    return "—" if value is None else f"${value:.2f}"

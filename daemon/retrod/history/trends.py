@@ -31,6 +31,7 @@ from psycopg.rows import dict_row
 
 from ..basics import invocation
 from ..basics.errors import UserError
+from ..basics.format import NONE, count, duration, points, rate, share, tokens, usd, usd_change
 from ..basics.stored_text import one_line, quoted
 from ..basics.verdicts import shown
 from ..lessons import PATTERNS
@@ -582,33 +583,15 @@ HEADER = (f"{'sess':>5} {'cost':>10} {'$/sess':>8} {'Δ$/sess':>8} {'cache$':>8}
           f" {'output':>7} {'Claude':>7} {'tool':>7} {'human':>7} {'away':>7}")
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.0f}%"
-
-
-def _signed_usd(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{'+' if value >= 0 else '−'}${abs(value):,.2f}"
-
-
-def _tokens(n: int) -> str:
-    return f"{n / 1e6:,.1f}M" if n >= 100_000 else f"{n:,}"
-
-
-def _per_session(f: dict) -> str:
-    return "—" if f["cost_per_session"] is None else markdown.usd(f["cost_per_session"])
-
-
 def _row(f: dict, ch: dict | None) -> str:
     """A period's (or a project's) figures under HEADER; `ch`: the change from the period before."""
-    eff_change = "—" if ch is None or ch["efficiency"] is None else f"{ch['efficiency'] * 100:+.0f}"
-    return (f"{f['sessions']:>5} {markdown.cost_cell(f['cost']):>10} {_per_session(f):>8}"
-            f" {_signed_usd(ch['cost_per_session']) if ch else '—':>8} {markdown.usd(f['cache']['waste_usd']):>8}"
-            f" {_pct(f['tool_use']['efficiency']):>4}"
-            f" {eff_change:>5} {f['tool_use']['calls']:>6,} {_tokens(f['tokens']['total']['output']):>7}"
-            f" {markdown.duration(f['claude_s']):>7} {markdown.duration(f['tool_s']):>7}"
-            f" {markdown.duration(f['human_s']):>7} {markdown.duration(f['away_s']):>7}")
+    return (f"{f['sessions']:>5} {markdown.cost_cell(f['cost']):>10} {usd(f['cost_per_session'], NONE):>8}"
+            f" {usd_change(ch['cost_per_session'] if ch else None):>8} {usd(f['cache']['waste_usd']):>8}"
+            f" {share(f['tool_use']['efficiency']):>4}"
+            f" {points(ch['efficiency'] if ch else None):>5} {count(f['tool_use']['calls']):>6}"
+            f" {tokens(f['tokens']['total']['output']):>7}"
+            f" {duration(f['claude_s']):>7} {duration(f['tool_s']):>7}"
+            f" {duration(f['human_s']):>7} {duration(f['away_s']):>7}")
 
 
 def _detail(f: dict) -> str | None:
@@ -619,9 +602,9 @@ def _detail(f: dict) -> str | None:
         parts.append("waste: " + ", ".join(f"{w['signal']} {w['count']}" for w in f["top_waste"]))
     misses = [(c, f["cache"]["misses"][c]["count"]) for c in cache.WASTE_CAUSES if f["cache"]["misses"][c]["count"]]
     if misses:
-        share = f["cache"]["waste_share"]
+        part = f["cache"]["waste_share"]
         parts.append("cache misses: " + ", ".join(f"{c} {n}" for c, n in misses)
-                     + (f" ({share * 100:.1f}% of cost)" if share else ""))
+                     + (f" ({share(part)} of cost)" if part else ""))
     return " · ".join(parts) or None
 
 
@@ -678,16 +661,16 @@ def render(data: dict) -> str:
         if data["split"] == "model":
             for m in p["tokens_by_model"]:
                 model = quoted(m["model"]) if m["model"] else "unknown model"
-                out.append(f"{'':<10} {m['sessions']:>5} {markdown.usd(m['cost_usd']):>10} {'':>8} {'':>8}"
-                           f" {markdown.usd(m['cache_waste_usd']):>8} {'':>4}"
-                           f" {'':>5} {'':>6} {_tokens(m['output']):>7}  {model}")
+                out.append(f"{'':<10} {m['sessions']:>5} {usd(m['cost_usd']):>10} {'':>8} {'':>8}"
+                           f" {usd(m['cache_waste_usd']):>8} {'':>4}"
+                           f" {'':>5} {'':>6} {tokens(m['output']):>7}  {model}")
     out.append(f"{'total':<10} {_row(data['total'], None)}")
     if data.get("patterns"):
         out.append("Waste patterns the brief named here, per 100 calls (cache causes: per 100 requests;"
                    " retrod lessons: since when):")
         for p, _, _ in shown_periods(data["periods"], data["by"]):
             if has_figures(p):
-                rates = ", ".join(f"{x} {'—' if r is None else f'{r:.1f}'}" for x, r in p["pattern_rates"].items())
+                rates = ", ".join(f"{x} {rate(r)}" for x, r in p["pattern_rates"].items())
                 out.append(f"{period_name(p, data['by']):<10} {rates}")
     prices = data["prices"]
     out.append(f"Costs are estimates at API list prices ({prices['source']} {prices['version']}), not a bill.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from psycopg_pool import ConnectionPool
 
 from .. import tracking
+from ..basics.format import size
 from ..service.daemon_lock import running_daemon
 from ..settings import Settings
 from ..store.store import OUTAGE, Store
@@ -28,8 +29,8 @@ def catch_up(settings: Settings, pool: ConnectionPool) -> str | None:
         under_way = progress.read(settings.data_dir, daemon.get("pid"))
         if under_way is None:
             return None
-        return (f"the daemon is still catching up ({under_way['bytes_done'] / 1e6:,.1f} of"
-                f" {under_way['bytes_total'] / 1e6:,.1f} MB read): sessions it has not reached yet are"
+        return (f"the daemon is still catching up ({size(under_way['bytes_done'])} of"
+                f" {size(under_way['bytes_total'])} read): sessions it has not reached yet are"
                 " missing or short")
     with pool.connection() as conn:
         if not tracking.may_write(conn):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,11 +20,13 @@ from psycopg.pq import TransactionStatus
 
 from .. import resolve, tracking
 from ..basics.errors import UserError
+from ..basics.format import count, duration, instant, share, usd
 from ..basics.stored_text import one_line, quoted
 from ..basics.verdicts import VERDICTS, shown
 from ..history import brief, lesson_data, trends
 from ..ingest.ingester import Ingester
 from ..report import model, plan, retrospective, shapes
+from ..report.markdown import cost_cell
 from ..report.prices import load as load_prices
 from ..settings import Settings
 from ..store.db import configure
@@ -91,10 +92,6 @@ class OneConnection:
                 self._conn = None
 
 
-def _iso(ts: datetime | None) -> str | None:
-    return ts.isoformat() if ts is not None else None
-
-
 def _tasks_text(tasks: list[shapes.Task]) -> str:
     """The plan's tasks in the answer's text: how many, the current one and the costliest, each
     with its number (`phase log --from-task N`) and cost."""
@@ -102,8 +99,7 @@ def _tasks_text(tasks: list[shapes.Task]) -> str:
         return ""
 
     def named(task: shapes.Task) -> str:
-        usd = task["cost"]["usd"]
-        return f"task {task['number']} {quoted(task['name'])} ({'not priced' if usd is None else f'${usd:,.2f}'})"
+        return f"task {task['number']} {quoted(task['name'])} ({cost_cell(task['cost'])})"
 
     text = f"; {len(tasks)} task{'s' if len(tasks) > 1 else ''} of Claude's plan worked on"
     current = next((t for t in tasks if t["ended_at"] is None), None)
@@ -119,7 +115,7 @@ def _rule(found: resolve.Resolved) -> str:
 
 def _phase_row(row: dict) -> dict:
     return {"number": row["number"], "task": row["task"], "phase": row["phase"], "verdict": row["verdict"],
-            "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]),
+            "started_at": instant(row["started_at"]), "ended_at": instant(row["ended_at"]),
             "actions_summary": row["actions_summary"], "subagents": row["subagents"],
             "useful_info": row["useful_info"], "lessons_learned": row["lessons_learned"], "notes": row["notes"]}
 
@@ -159,7 +155,7 @@ class Tools:
         with self.db.connection() as conn:
             found = self._resolve(conn, session)
             row = tracking.phase_start(conn, found.uuid, task, phase)
-        started = _iso(row["started_at"])
+        started = instant(row["started_at"])
         return ({"session": found.uuid, "found_by": _rule(found), "task": task, "phase": phase,
                  "started_at": started, "warnings": row["warnings"]},
                 f"phase {quoted(task)} / {quoted(phase)} started at {started}"
@@ -170,8 +166,8 @@ class Tools:
             found = self._resolve(conn, session)
             row = tracking.phase_end(conn, found.uuid, verdict, notes)
         return ({"session": found.uuid, "found_by": _rule(found), "verdict": verdict,
-                 "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"])},
-                f"phase ended at {_iso(row['ended_at'])}: {verdict}")
+                 "started_at": instant(row["started_at"]), "ended_at": instant(row["ended_at"])},
+                f"phase ended at {instant(row['ended_at'])}: {verdict}")
 
     def log_phase(self, task: str | None, phase: str, started_at: str | None, ended_at: str | None, verdict: str,
                   notes: tracking.PhaseNotes, session: str | None, from_task: int | None = None) -> Result:
@@ -187,9 +183,10 @@ class Tools:
             found = self._resolve(conn, session)
             row = tracking.phase_log(conn, found.uuid, task, phase, start, end, verdict, notes)
         return ({"session": found.uuid, "found_by": _rule(found), "task": task, "phase": phase,
-                 "started_at": _iso(start), "ended_at": _iso(end), "verdict": verdict, "warnings": row["warnings"],
-                 "phases": [{"started_at": _iso(start), "ended_at": _iso(end)}]},
-                f"phase {quoted(task)} / {quoted(phase)} logged, {_iso(start)} → {_iso(end)}: {verdict}"
+                 "started_at": instant(start), "ended_at": instant(end), "verdict": verdict,
+                 "warnings": row["warnings"],
+                 "phases": [{"started_at": instant(start), "ended_at": instant(end)}]},
+                f"phase {quoted(task)} / {quoted(phase)} logged, {instant(start)} → {instant(end)}: {verdict}"
                 + "".join(f"; {w}" for w in row["warnings"]))
 
     def _log_task(self, number: int, name: str | None, phase: str, started_at: str | None, ended_at: str | None,
@@ -204,7 +201,7 @@ class Tools:
             task, windows = plan.task_windows(model.plan(conn, found.uuid), number, end)
             name = task.name if name is None else name
             row = tracking.phase_log_windows(conn, found.uuid, name, phase, windows, verdict, notes)
-        logged = [{"started_at": _iso(s), "ended_at": _iso(e)} for s, e in windows]
+        logged = [{"started_at": instant(s), "ended_at": instant(e)} for s, e in windows]
         return ({"session": found.uuid, "found_by": _rule(found), "task": name, "phase": phase,
                  "started_at": logged[0]["started_at"], "ended_at": logged[-1]["ended_at"], "verdict": verdict,
                  "warnings": row["warnings"], "phases": logged},
@@ -237,19 +234,20 @@ class Tools:
                      "task", "phase", "started_at", "tokens", "requests", "claude_s", "tool_s", "human_s", "away_s",
                      "tool_use", "cost")}}
         efficiency = figures["tool_use"]["efficiency"]
-        text = (f"session {found.uuid}: {figures['tokens']['total']['output']:,} output tokens,"
-                f" {figures['requests']} requests, wall clock {figures['wall_s']:.0f} s"
-                f" (Claude {figures['claude_s']:.0f}, tool {figures['tool_s']:.0f}, human {figures['human_s']:.0f},"
-                f" away {figures['away_s']:.0f}), tool-use efficiency"
-                f" {'n/a' if efficiency is None else f'{efficiency:.0%}'}")
+        text = (f"session {found.uuid}: {count(figures['tokens']['total']['output'])} output tokens,"
+                f" {count(figures['requests'])} requests, wall clock {duration(figures['wall_s'])}"
+                f" (Claude {duration(figures['claude_s'])}, tool {duration(figures['tool_s'])},"
+                f" human {duration(figures['human_s'])}, away {duration(figures['away_s'])}), tool-use efficiency"
+                f" {share(efficiency)}")
         cache = figures["cache"]
         if cache["waste_usd"]:
-            text += f", prompt-cache waste ${cache['waste_usd']:,.2f}"
+            text += f", prompt-cache waste {usd(cache['waste_usd'])}"
         if cache["live"]["state"] != "none":
             text += f", cache {cache['live']['state']}"
         if open_phase:
             text += (f"; open phase {quoted(open_phase['task'])} / {quoted(open_phase['phase'])} so far:"
-                     f" {open_phase['tokens']['output']:,} output tokens, {open_phase['requests']} requests")
+                     f" {count(open_phase['tokens']['output'])} output tokens,"
+                     f" {count(open_phase['requests'])} requests")
         return stats, text + _tasks_text(figures["plan"]["tasks"])
 
     def retrospective(self, session: str | None, close: bool, member: str | None = None) -> Result:
@@ -273,13 +271,13 @@ class Tools:
             prices = load_prices(self.settings.prices)
             costs = model.session_costs(conn, [(r["uuid"], r["member"]) for r in listing["sessions"]], prices)
             rows = model.with_cache_waste(conn, listing["sessions"], prices)
-        listed = [{**row, "started_at": _iso(row["started_at"]), "cost": costs[(row["uuid"], row["member"])][1]}
+        listed = [{**row, "started_at": instant(row["started_at"]), "cost": costs[(row["uuid"], row["member"])][1]}
                   for row in rows]
-        lines = [f"{one_line(r['uuid'])}  {r['started_at'] or 'undated'}  {r['total_tokens']:,} tokens"
-                 f"  {r['requests']} requests  {quoted(r['project'])}"
+        lines = [f"{one_line(r['uuid'])}  {r['started_at'] or 'undated'}  {count(r['total_tokens'])} tokens"
+                 f"  {count(r['requests'])} requests  {quoted(r['project'])}"
                  + (f"  {quoted(r['description'])}" if r["description"] else "") for r in listed]
         if listing["more"]:
-            lines.append(f"… and {listing['more']:,} more (raise `limit`)")
+            lines.append(f"… and {count(listing['more'])} more (raise `limit`)")
         said = resolve.matched_line(project, listing.get("projects_matched")).removeprefix("retrod: ").strip()
         text = "\n".join(([said] if said else []) + lines) or "no sessions" + (" match" if project else " yet")
         return {**listing, "sessions": listed}, text

@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple, cast
 
+from ..basics.format import instant
 from . import prices as pricing
 from . import shapes
 
@@ -271,7 +272,7 @@ def costliest(found: Iterable[Miss]) -> list[shapes.Miss]:
 def listed(found: Iterable[Miss]) -> list[shapes.Miss]:
     """Misses as the report's JSON shows them, in the order given (`cache_misses`: all of them,
     in time order, for the timeline's markers; `costliest`: the ten)."""
-    return [{"at": m.at.isoformat(), "agent": m.agent, "cause": m.cause, "reason": m.reason,
+    return [{"at": instant(m.at), "agent": m.agent, "cause": m.cause, "reason": m.reason,
              "rewritten": m.rewritten, "extra_usd": pricing.usd(m.extra), "pause_s": round(m.pause_us / 1_000_000, 3),
              "prefix_before": m.prefix_before} for m in found]
 
@@ -293,4 +294,4 @@ def live(last: Last | None, now: datetime, prices: pricing.Prices) -> shapes.Liv
         rewrite = pricing.usd(last.prefix * (write - rates.cache_read) / _MILLION)
     return {"state": "warm" if warm else "cold", "ttl_s": last.ttl_s,
             "seconds_left": round((last.ttl_s * 1_000_000 - age_us) / 1_000_000, 3) if warm else 0,
-            "prefix_tokens": last.prefix, "rewrite_usd": rewrite, "last_request_at": last.at.isoformat()}
+            "prefix_tokens": last.prefix, "rewrite_usd": rewrite, "last_request_at": instant(last.at)}

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ..basics.format import cost as shown_cost
+from ..basics.format import count, duration, share, size, usd
 from ..basics.stored_text import one_line, quoted
 from ..basics.verdicts import shown
 from .model import BUCKETS, SIGNALS
@@ -30,41 +32,15 @@ NO_PHASES = ("No phases were logged for this session, so there is no verdict bre
              "(or `retrod skills install` and let Claude do it).")
 
 
-def duration(seconds: float) -> str:
-    total = round(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
-
-
 def cell(value: object) -> str:
     """Stored text inside a table cell: stored_text.one_line (one line, no control character, at
     most 200 characters), and no column break."""
     return one_line(value).replace("|", "\\|")
 
 
-def _n(value: int) -> str:
-    return f"{value:,}"
-
-
 def efficiency(tool_use: Mapping[str, Any]) -> str:
     """Productive calls as a share of all calls (accounting.md §2.6); a dash without calls."""
-    return "—" if tool_use["efficiency"] is None else f"{tool_use['efficiency'] * 100:.0f}%"
-
-
-def _size(n: float | None) -> str:
-    if n is None:
-        return "—"
-    if abs(n) < 1000:
-        return f"{n:,.0f} B"
-    return f"{n / 1000:,.1f} KB" if abs(n) < 1_000_000 else f"{n / 1_000_000:,.1f} MB"
-
-
-def _secs(s: float | None) -> str:
-    """A time to result: seconds below a minute, else minutes or hours."""
-    if s is None:
-        return "—"
-    return f"{s:,.1f} s" if s < 60 else duration(s)
+    return share(tool_use["efficiency"])
 
 
 def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ...] = (0,)) -> list[str]:
@@ -100,22 +76,22 @@ def render(report: Mapping[str, Any]) -> str:
 
 def _summary(summary: dict) -> list[str]:
     tokens = summary["tokens"]
-    rows = [[TOKEN_TITLES[f], *(_n(tokens[b][f]) for b in BUCKETS)] for f in SHOWN]
+    rows = [[TOKEN_TITLES[f], *(count(tokens[b][f]) for b in BUCKETS)] for f in SHOWN]
     out = ["## Summary", ""]
     out += _table(["", "Wall clock", "Claude", "Tool", "Human", "Away", "Requests", "Tool calls", "Efficiency",
                    "Compactions", "Phases"],
                   [["Time and work", duration(summary["wall_s"]), duration(summary["claude_s"]),
                     duration(summary["tool_s"]), duration(summary["human_s"]), duration(summary["away_s"]),
-                    _n(summary["requests"]), _n(summary["tool_use"]["calls"]), efficiency(summary["tool_use"]),
-                    _n(summary["compactions"]), _n(summary["phases"])]])
+                    count(summary["requests"]), count(summary["tool_use"]["calls"]), efficiency(summary["tool_use"]),
+                    count(summary["compactions"]), count(summary["phases"])]])
     out += ["", ("*Claude*: the model answering (and compacting). *Tool*: tools running. *Human*: the "
                  "person reading and typing. *Tool calls*: the main thread's and its subagents'. *Away*: "
                  "pauses longer than "
                  f"{duration(summary['away_after_s'])} (`RETROD_AWAY_AFTER_S`). They add up to the wall "
                  "clock unless the first line is stamped later than one after it.")]
     out += [""] + _table(["Tokens", "Main", "Subagents", "Compaction", "Total"], rows)
-    out += ["", (f"Tool results read into context: ~{_n(summary['tool_result_tokens_est'])} tokens "
-                 f"({_n(summary['tool_result_bytes'])} bytes).")]
+    out += ["", (f"Tool results read into context: ~{count(summary['tool_result_tokens_est'])} tokens "
+                 f"({count(summary['tool_result_bytes'])} bytes).")]
     out += ["", _cost_line(summary["cost"], summary["cache"])]
     return out
 
@@ -127,22 +103,14 @@ def _cost_line(cost: dict, cache: dict) -> str:
     waste = cache["waste_usd"]
     if not waste:
         return line + "; no prompt-cache waste."
-    share = f", {waste / cost['usd'] * 100:.1f}% of it" if cost["usd"] else ""
-    return line + f"; prompt-cache waste {usd(waste)}{share} (see *Prompt Cache*)."
-
-
-def usd(value: float | None) -> str:
-    """An estimated cost; None: not priced."""
-    if value is None:
-        return "not priced"
-    return "<$0.01" if 0 < value < 0.005 else f"${value:,.2f}"
+    part = f", {share(waste / cost['usd'])} of it" if cost["usd"] else ""
+    return line + f"; prompt-cache waste {usd(waste)}{part} (see *Prompt Cache*)."
 
 
 def cost_cell(cost: Mapping[str, Any]) -> str:
-    """A total that leaves out models with no price says it is a lower bound."""
-    if cost["usd"] is None:
-        return "not priced" if cost["unknown_models"] else "—"
-    return usd(cost["usd"]) if cost["complete"] else f"≥ {usd(cost['usd'])}"
+    """A report's cost figure (`{usd, complete, unknown_models}`) as format.cost shows it: a total
+    that leaves out models with no price says it is a lower bound."""
+    return shown_cost(cost["usd"], cost["complete"], priced=not cost.get("unknown_models"))
 
 
 def model_name(name: str | None) -> str:
@@ -160,8 +128,8 @@ def _tokens_by_model(summary: dict, prices: dict) -> list[str]:
     # make none, and a column of zeros would crowd the table.
     counted = ("requests", *SHOWN, "cache_create_1h", *(("web_searches",) if any(r["web_searches"] for r in rows)
                                                          else ()))
-    table = [[model_name(r["model"]), *(_n(r[f]) for f in counted), usd(r["cost_usd"])] for r in rows]
-    table.append(["**Total**", *(_n(sum(r[f] for r in rows)) for f in counted), f"**{cost_cell(cost)}**"])
+    table = [[model_name(r["model"]), *(count(r[f]) for f in counted), usd(r["cost_usd"])] for r in rows]
+    table.append(["**Total**", *(count(sum(r[f] for r in rows)) for f in counted), f"**{cost_cell(cost)}**"])
     source = f"{prices['source']} {prices['version']}"
     if prices["override"]:
         source = f"`RETROD_PRICES` {cell(prices['override'])} over {source}"
@@ -169,10 +137,10 @@ def _tokens_by_model(summary: dict, prices: dict) -> list[str]:
             " long-context and fast-mode prices where they applied, and its web searches at the list price"
             " per search; not a bill (a subscription and batch use are not priced).")
     if summary.get("split_requests"):
-        note += (f" {_n(summary['split_requests'])} requests had several parts (a refused attempt and the model"
+        note += (f" {count(summary['split_requests'])} requests had several parts (a refused attempt and the model"
                  " that answered, an advisor): each part is counted under its own model.")
     if any(r.get("fast_requests") for r in rows):
-        note += " Fast mode: " + ", ".join(f"{model_name(r['model'])} {_n(r['fast_requests'])}"
+        note += " Fast mode: " + ", ".join(f"{model_name(r['model'])} {count(r['fast_requests'])}"
                                           for r in rows if r.get("fast_requests")) + "."
     if cost["unknown_models"]:
         names = ", ".join(model_name(m) for m in cost["unknown_models"])
@@ -188,30 +156,26 @@ CAUSE_TITLES = {"compaction": "After a compaction (expected)", "model": "Model s
                 "expired": "Pause past the cache's lifetime", "invalidated": "Prefix changed or dropped"}
 
 
-def _pct(ratio: float | None) -> str:
-    return "—" if ratio is None else f"{ratio * 100:.1f}%"
-
-
 def _cache(cache: dict) -> list[str]:
     """accounting.md §2.8: the hit ratio, the misses by cause with the tokens written again and what
     that cost beyond a cache read, and the costliest misses with their time, the pause before
     them and the context they re-wrote."""
     misses = cache["misses"]
-    count = sum(m["count"] for m in misses.values())
+    missed = sum(m["count"] for m in misses.values())
     out = ["", "## Prompt Cache", "",
-           (f"Hit ratio {_pct(cache['hit_ratio'])}: {_n(cache['read'])} tokens read from the cache, "
-            f"{_n(cache['create'])} written to it.")]
+           (f"Hit ratio {share(cache['hit_ratio'])}: {count(cache['read'])} tokens read from the cache, "
+            f"{count(cache['create'])} written to it.")]
     out += _live(cache["live"])
-    if not count:
+    if not missed:
         return out + ["", "No cache miss: every request read back what the one before it had cached."]
     out += [""] + _table(["Cause", "Misses", "Re-written", "Extra cost"],
-                         [[CAUSE_TITLES[c], _n(m["count"]), _n(m["rewritten"]), usd(m["extra_usd"])]
+                         [[CAUSE_TITLES[c], count(m["count"]), count(m["rewritten"]), usd(m["extra_usd"])]
                           for c, m in misses.items() if m["count"]])
     out += ["", (f"Waste: {usd(cache['waste_usd'])} — what the misses other than compactions cost beyond reading "
                  "the same tokens from the cache. See docs/accounting.md for what causes each and what to do.")]
     rows = [[_utc_seconds(m["at"]), cell(m["agent"]) or "main", m["cause"] + (f" ({cell(m['reason'])})"
                                                                            if m["reason"] else ""),
-             _secs(m["pause_s"]), _n(m["prefix_before"]), _n(m["rewritten"]), usd(m["extra_usd"])]
+             duration(m["pause_s"]), count(m["prefix_before"]), count(m["rewritten"]), usd(m["extra_usd"])]
             for m in cache["costliest"]]
     return out + ["", "Costliest misses:", ""] + _table(
         ["Time (UTC)", "Agent", "Cause (Claude Code's reason)", "Pause before", "Context before", "Re-written",
@@ -226,9 +190,9 @@ def _live(live: dict) -> list[str]:
     rewrite = f" (≈ {usd(live['rewrite_usd'])} more than reading it)" if live["rewrite_usd"] is not None else ""
     if live["state"] == "warm":
         return ["", (f"When this report was made the cache was warm for {duration(live['seconds_left'])} more: "
-                     f"a message after that writes {_n(live['prefix_tokens'])} tokens again{rewrite}.")]
+                     f"a message after that writes {count(live['prefix_tokens'])} tokens again{rewrite}.")]
     return ["", (f"When this report was made the cache was cold: the next message writes "
-                 f"{_n(live['prefix_tokens'])} tokens again{rewrite}.")]
+                 f"{count(live['prefix_tokens'])} tokens again{rewrite}.")]
 
 
 def _utc_seconds(iso: str) -> str:
@@ -246,7 +210,7 @@ def _claude_code(figures: dict | None, cost: dict) -> list[str]:
     lines = []
     if figures["cost_usd"] is not None:
         lines.append(f"- **Estimated cost:** Claude Code {usd(figures['cost_usd'])}, retrod {cost_cell(cost)}")
-    reached = [f"{WINDOWS[w]} {r['max_used_pct']:.0f}%"
+    reached = [f"{WINDOWS[w]} {share(r['max_used_pct'] / 100)}"
                + (f" (of the window that resets {_utc(r['max_resets_at'])})" if r["max_resets_at"] else "")
                for w, r in figures["rate_limits"].items() if r]
     if reached:
@@ -294,9 +258,9 @@ def _timeline(phases: list[dict]) -> list[str]:
 def _tool_use(tools: list[dict]) -> list[str]:
     if not tools:
         return ["", "## Tool Use", "", "No tool calls."]
-    rows = [[cell(t["name"]) or "(unnamed)", _n(t["calls"]), _n(t["failed"]), _n(t["rejected"]),
-             _size(t["result_bytes"]), _size(t["median_result_bytes"]), _secs(t["result_s"]),
-             _secs(t["median_result_s"])] for t in tools]
+    rows = [[cell(t["name"]) or "(unnamed)", count(t["calls"]), count(t["failed"]), count(t["rejected"]),
+             size(t["result_bytes"]), size(t["median_result_bytes"]), duration(t["result_s"]),
+             duration(t["median_result_s"])] for t in tools]
     note = ("Failed: the tool's errors. Declined: calls the person refused at its permission prompt (no error,"
             " and never an error retried).")
     return ["", "## Tool Use", ""] + _table(
@@ -308,7 +272,7 @@ def _waste(waste: dict, tool_use: dict) -> list[str]:
     if not tool_use["calls"]:
         return []
     out = ["", "## Waste Signals", "",
-           (f"{_n(tool_use['productive'])} of {_n(tool_use['calls'])} tool calls productive "
+           (f"{count(tool_use['productive'])} of {count(tool_use['calls'])} tool calls productive "
             f"({efficiency(tool_use)}); each call counts under the first signal that applies, in the order below.")]
     rows = []
     for signal in SIGNALS:
@@ -316,7 +280,7 @@ def _waste(waste: dict, tool_use: dict) -> list[str]:
         examples = "; ".join(
             f"{_when(e['at'])} {cell(e['tool'])} {cell(e['detail'] or '')}".strip()
             + (f" (agent {cell(e['agent'])})" if e["agent"] else "") for e in kind["examples"])
-        rows.append([SIGNAL_TITLES[signal], _n(kind["count"]), examples or "—"])
+        rows.append([SIGNAL_TITLES[signal], count(kind["count"]), examples or "—"])
     return out + [""] + _table(["Signal", "Calls", "First examples (UTC)"], rows, text_columns=(0, 2))
 
 
@@ -327,10 +291,10 @@ def _when(iso: str | None) -> str:
 
 def _verdicts(verdicts: dict, outside: dict | None) -> list[str]:
     def row(title: str, phases: str, f: dict) -> list[str]:
-        return [title, phases, *(_n(f["tokens"][t]) for t in SHOWN), duration(f["claude_s"]),
-                f"{f['output_share'] * 100:.1f}%", cost_cell(f["cost"]), efficiency(f["tool_use"])]
+        return [title, phases, *(count(f["tokens"][t]) for t in SHOWN), duration(f["claude_s"]),
+                share(f["output_share"]), cost_cell(f["cost"]), efficiency(f["tool_use"])]
 
-    rows = [row(cell(v), _n(f["phases"]), f) for v, f in verdicts.items() if f["phases"]]  # the verdicts given
+    rows = [row(cell(v), count(f["phases"]), f) for v, f in verdicts.items() if f["phases"]]  # the verdicts given
     if outside is not None:
         rows.append(row("*outside every phase*", "—", outside))
     out = ["", "## Verdict Breakdown", ""] + _table(
@@ -343,8 +307,9 @@ def _subagents(agents: list[dict]) -> list[str]:
     if not agents:
         return ["", "## Subagents", "", "No subagents."]
     rows = [[cell(a["description"]), cell(a["agent_type"]),
-             *(_n(a["tokens"][t]) for t in SHOWN), duration(a["seconds"]),
-             _n(a["tool_use"]["calls"]), efficiency(a["tool_use"]), cell(a["phase"]) or "—", cell(a["verdict"]) or "—"]
+             *(count(a["tokens"][t]) for t in SHOWN), duration(a["seconds"]),
+             count(a["tool_use"]["calls"]), efficiency(a["tool_use"]), cell(a["phase"]) or "—",
+             cell(a["verdict"]) or "—"]
             for a in agents]
     return ["", "## Subagents", ""] + _table(
         ["Description", "Type", "Output", "Input", "Cache read", "Cache create", "Time", "Tool calls", "Efficiency",
@@ -352,7 +317,7 @@ def _subagents(agents: list[dict]) -> list[str]:
 
 
 def _tasks(tasks: dict) -> list[str]:
-    rows = [[cell(task), _n(f["phases"]), *(_n(f["tokens"][t]) for t in SHOWN),
+    rows = [[cell(task), count(f["phases"]), *(count(f["tokens"][t]) for t in SHOWN),
              duration(f["claude_s"]), cost_cell(f["cost"]), efficiency(f["tool_use"]),
              ", ".join(f"{cell(v)} ×{n}" for v, n in f["verdicts"].items())]
             for task, f in tasks.items()]
@@ -379,9 +344,10 @@ def task_cells(task: Mapping[str, Any]) -> dict[str, str]:
     """A task's figures as the Tasks section writes them (the web UI's task table too): time,
     output, tokens, cost, tool calls, efficiency and wasted calls, by the UI's field names."""
     use = task["tool_use"]
-    return {"time": duration(sum(task[k] for k in TIMES)), "output": _n(task["tokens"]["output"]),
-            "tokens": _n(sum(task["tokens"].values())), "cost": cost_cell(task["cost"]), "calls": _n(use["calls"]),
-            "efficiency": efficiency(use), "wasted": _n(use["calls"] - use["productive"])}
+    return {"time": duration(sum(task[k] for k in TIMES)), "output": count(task["tokens"]["output"]),
+            "tokens": count(sum(task["tokens"].values())), "cost": cost_cell(task["cost"]),
+            "calls": count(use["calls"]),
+            "efficiency": efficiency(use), "wasted": count(use["calls"] - use["productive"])}
 
 
 def outside_tasks_s(tasks: list[dict], summary: dict) -> float:
@@ -396,7 +362,7 @@ def _plan(plan: dict, summary: dict) -> list[str]:
         return []
     tasks = plan["tasks"]
     out = ["", "## Tasks (from Claude's plan)", "",
-           (f"From Claude's own plan ({PLAN_TOOLS[plan['family']]}, {_n(plan['calls'])} calls): each task's "
+           (f"From Claude's own plan ({PLAN_TOOLS[plan['family']]}, {count(plan['calls'])} calls): each task's "
             "time is when it was the one in progress; its figures are a phase's over that time.")]
     if tasks:
         costliest = costliest_task(tasks)
@@ -420,11 +386,12 @@ def _phase_detail(phases: list[dict]) -> list[str]:
         out += ["", f"### {i}. {quoted(p['task'])} / {quoted(p['phase'])} — {shown(p['verdict'])}", "",
                 f"- **When:** {p['started_at'][:19].replace('T', ' ')} → {end} UTC",
                 f"- **Actions:** {quoted(p['actions_summary']) if one_line(p['actions_summary']) else '—'}",
-                (f"- **Tokens:** {_n(t['output'])} out, {_n(t['input'])} in, {_n(t['cache_read'])} cache read, "
-                 f"{_n(t['cache_create'])} cache create ({_n(p['requests'])} requests)"),
+                (f"- **Tokens:** {count(t['output'])} out, {count(t['input'])} in, "
+                 f"{count(t['cache_read'])} cache read, {count(t['cache_create'])} cache create "
+                 f"({count(p['requests'])} requests)"),
                 f"- **Estimated cost:** {_phase_cost(p)}",
-                f"- **Turns:** {_n(p['tool_turns'])} tool-heavy, {_n(p['text_turns'])} text",
-                f"- **Tool result input:** ~{_n(p['tool_result_tokens_est'])} tokens",
+                f"- **Turns:** {count(p['tool_turns'])} tool-heavy, {count(p['text_turns'])} text",
+                f"- **Tool result input:** ~{count(p['tool_result_tokens_est'])} tokens",
                 f"- **Tool calls:** {_tool_calls_line(p['tool_use'])}",
                 (f"- **Time:** Claude {duration(p['claude_s'])}, tool {duration(p['tool_s'])}, "
                  f"human {duration(p['human_s'])}, away {duration(p['away_s'])}")]
@@ -439,7 +406,7 @@ def _tool_calls_line(tool_use: dict) -> str:
     if not tool_use["calls"]:
         return "none"
     wasted = ", ".join(f"{n} {SIGNAL_TITLES[s].lower()}" for s, n in tool_use["signals"].items() if n)
-    return f"{_n(tool_use['calls'])}, efficiency {efficiency(tool_use)}" + (f" ({wasted})" if wasted else "")
+    return f"{count(tool_use['calls'])}, efficiency {efficiency(tool_use)}" + (f" ({wasted})" if wasted else "")
 
 
 def _phase_cost(phase: dict) -> str:

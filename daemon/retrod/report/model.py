@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
-from typing import cast, overload
+from typing import cast
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from ..basics.format import instant
 from ..basics.verdicts import VERDICTS
 from ..store.members import member_of
 from ..store.queries import generic_plans, one, q
@@ -26,14 +27,6 @@ WASTE_EXAMPLES = 3
 
 def _seconds(us: int) -> float:
     return round(us / 1_000_000, 3)
-
-
-@overload
-def _iso(ts: datetime) -> str: ...
-@overload
-def _iso(ts: datetime | None) -> str | None: ...
-def _iso(ts: datetime | None) -> str | None:
-    return ts.isoformat() if ts is not None else None
 
 
 def known_sessions(conn: Connection, prefix: str) -> list[str]:
@@ -101,8 +94,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             "project_slug": files["project_slug"],
             "project_path": files["project_path"],
             "description": user_row["description"] if user_row else None,
-            "started_at": _iso(times["first_ts"]),
-            "ended_at": _iso(times["last_ts"]),
+            "started_at": instant(times["first_ts"]),
+            "ended_at": instant(times["last_ts"]),
             "transcripts": files["transcripts"],
             "transcripts_deleted": files["transcripts_deleted"],
             "bad_lines": int(files["bad_lines"]),
@@ -281,11 +274,11 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         open_phase = None
     elif fig is None:
         open_phase = {"task": open_row["task"], "phase": open_row["phase"], "verdict": open_row["verdict"],
-                      "started_at": _iso(open_row["started_at"])}
+                      "started_at": instant(open_row["started_at"])}
     else:
         open_phase = _phase(open_row, fig, prices)
-    return {**summary, "member": member, "started_at": _iso(times["first_ts"]),
-            "ended_at": _iso(times["last_ts"]), "phases": len(phase_rows),
+    return {**summary, "member": member, "started_at": instant(times["first_ts"]),
+            "ended_at": instant(times["last_ts"]), "phases": len(phase_rows),
             "open_phase": open_phase}
 
 
@@ -329,8 +322,8 @@ def _claude_code(row: dict | None) -> shapes.ClaudeCode | None:
 
     def limit(window: str) -> shapes.RateLimit | None:
         return None if row[f"{window}_pct"] is None else {
-            "used_pct": row[f"{window}_pct"], "resets_at": _iso(row[f"{window}_resets_at"]),
-            "max_used_pct": row[f"{window}_max_pct"], "max_resets_at": _iso(row[f"{window}_max_resets_at"])}
+            "used_pct": row[f"{window}_pct"], "resets_at": instant(row[f"{window}_resets_at"]),
+            "max_used_pct": row[f"{window}_max_pct"], "max_resets_at": instant(row[f"{window}_max_resets_at"])}
 
     return {
         "version": row["cc_version"],
@@ -338,8 +331,8 @@ def _claude_code(row: dict | None) -> shapes.ClaudeCode | None:
         "duration_s": seconds(row["cc_duration_ms"]),
         "api_duration_s": seconds(row["cc_api_duration_ms"]),
         "rate_limits": {"five_hour": limit("five_hour"), "seven_day": limit("seven_day")},
-        "first_seen": _iso(row["first_seen"]),
-        "updated_at": _iso(row["updated_at"]),
+        "first_seen": instant(row["first_seen"]),
+        "updated_at": instant(row["updated_at"]),
     }
 
 
@@ -377,8 +370,8 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> shapes.Phase:
         "task": row["task"],
         "phase": row["phase"],
         "verdict": row["verdict"],
-        "started_at": _iso(row["started_at"]),
-        "ended_at": _iso(row["ended_at"]),
+        "started_at": instant(row["started_at"]),
+        "ended_at": instant(row["ended_at"]),
         **_figures(fig, prices),
         "actions_summary": row["actions_summary"],
         "subagents": row["subagents"],
@@ -397,9 +390,9 @@ def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents:
         "number": number,
         "name": task.name,
         "status": task.status,
-        "windows": [{"start": _iso(s), "end": _iso(e)} for s, e in task.windows],
-        "started_at": _iso(task.windows[0][0]),
-        "ended_at": _iso(task.windows[-1][1]),
+        "windows": [{"start": instant(s), "end": instant(e)} for s, e in task.windows],
+        "started_at": instant(task.windows[0][0]),
+        "ended_at": instant(task.windows[-1][1]),
         "tokens": figures["tokens"],
         "tokens_by_model": figures["tokens_by_model"],
         "cost": figures["cost"],
@@ -488,7 +481,7 @@ def _waste(tool_use: shapes.ToolUse, examples: list[dict]) -> dict[str, shapes.W
                                       for signal, n in cast(dict[str, int], tool_use["signals"]).items()}
     for row in examples:
         waste[row["signal"]]["examples"].append(
-            {"at": _iso(row["ts"]), "tool": row["name"], "detail": row["detail"], "agent": row["agent"]})
+            {"at": instant(row["ts"]), "tool": row["name"], "detail": row["detail"], "agent": row["agent"]})
     return waste
 
 
@@ -592,7 +585,7 @@ def _subagent(row: dict, phase: dict | None, calls_by_signal: dict[str, int], ta
         "tool_use": tool_use_figures(calls_by_signal),
         "cache": cache.figures(row, misses),
         "seconds": _seconds(row["span_us"] or 0),
-        "started_at": _iso(row["first_ts"]),
+        "started_at": instant(row["first_ts"]),
         "phase": None if phase is None else f"{phase['task']} / {phase['phase']}",
         "verdict": None if phase is None else phase["verdict"],
         "task": task,

@@ -17,11 +17,12 @@ import re
 
 from psycopg import Connection
 
+from ..basics.format import usd
 from ..basics.stored_text import quoted
 from ..basics.verdicts import VERDICTS
 from . import model, shapes
 from . import prices as pricing
-from .markdown import task_cells, usd
+from .markdown import task_cells
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 MAX_TASK_ID = 200  # Claude Code's ids are short numbers; anything longer names no task of ours

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from psycopg import Connection
 
+from ..basics.format import instant
 from ..store.members import member_of
 from ..store.queries import q
 from . import prices as pricing
@@ -46,4 +47,4 @@ def series(conn: Connection, session: str, prices: pricing.Prices = pricing.DEFA
         columns[name] = [int(row[n]) for row in rows]
     columns["cost_usd"] = [None if row[8] else round(float(row[7]), 6) for row in rows]
     columns["flagged"] = [flagged.get(row[0], 0) for row in rows]
-    return {**columns, "compactions": [at.isoformat() for at in compactions]}
+    return {**columns, "compactions": [instant(at) for at in compactions]}

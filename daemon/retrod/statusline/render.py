@@ -1,7 +1,8 @@
 """The status line's text: Claude Code's JSON and the daemon's figures laid out in at most two
 lines of `columns` cells. Standard library only, and only its lightest parts (no dataclasses,
 typing or re: each would cost milliseconds of a command that runs after every message), besides
-stored_text, which shows a stored name the way every other surface does and is as light.
+stored_text, which shows a stored name the way every other surface does, and basics/format.py,
+which shows every figure the way every other surface does; both are as light.
 
 Line 1 is the session's money and waste: retrod's cost (the report's), Claude Code's own
 estimate beside it, today's cost, tool-use efficiency and wasted calls, the time split. Line 2 is
@@ -14,6 +15,7 @@ each line sets (the steps below); what must stay is cut only when it alone does 
 
 from __future__ import annotations
 
+from ..basics.format import duration, share, tokens, usd
 from ..basics.stored_text import one_line
 
 SEPARATOR = " | "
@@ -90,47 +92,14 @@ def text(value: object) -> str | None:
     return one_line(value) or None
 
 
-def usd(value: float, cents: bool = True) -> str:
-    """$12.34; whole dollars from $1,000, or from $10 when `cents` is False (a short form)."""
-    if 0 < value < 0.005:
-        return "<$0.01"
-    if value >= 1000 or (not cents and value >= 10):
-        return f"${value:,.0f}"
-    return f"${value:,.2f}"
-
-
 def cost(figures: dict, key: str = "cost_usd", complete: str = "cost_complete", cents: bool = True) -> str | None:
+    """A cost as format.cost shows it; without `cents`, the line's short form when it is too wide:
+    whole dollars from $10 ("$12"), the cents being what a glance needs least."""
     value = number(figures.get(key))
     if value is None:
         return None
-    return usd(value, cents) if figures.get(complete, True) else f"≥{usd(value, cents)}"
-
-
-def duration(seconds: float) -> str:
-    """45s, 12m, 1h05m, 3d04h."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-def countdown(seconds: float) -> str:
-    """45s, 3m12s, 1h00m: a prompt cache's time left, to the second below an hour."""
-    s = max(0, int(seconds))
-    if s < 60 or s >= 3600:
-        return duration(s)
-    return f"{s // 60}m{s % 60:02d}s"
-
-
-def tokens(n: float) -> str:
-    """200k, 1M, 1.5M."""
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.1f}".removesuffix(".0") + "M"
-    return f"{n / 1000:.0f}k"
+    shown = usd(value) if cents or value < 10 else f"${value:,.0f}"
+    return shown if figures.get(complete, True) else f"≥ {shown}"
 
 
 def share_colour(pct: float) -> str:
@@ -267,11 +236,11 @@ def _efficiency(session: dict) -> Segment:
     calls, productive, efficiency = (number(session.get(k)) for k in ("tool_calls", "productive", "efficiency"))
     if not calls or productive is None or efficiency is None:
         return Segment("eff", ())  # no tool calls: nothing to judge
-    pct, n, wasted = round(efficiency * 100), int(calls), int(calls - productive)
-    name = "green" if pct >= 90 else "yellow" if pct >= 75 else "red"
-    return Segment("eff", [f"tools {pct}% efficient, {wasted} of {n} calls wasted",
-                           f"eff {pct}% ({wasted} of {n} wasted)", f"eff {pct}% ({wasted} wasted)",
-                           f"eff {pct}% {wasted}w"], name)
+    pct, n, wasted = share(efficiency), int(calls), int(calls - productive)
+    name = "green" if efficiency >= 0.9 else "yellow" if efficiency >= 0.75 else "red"
+    return Segment("eff", [f"tools {pct} efficient, {wasted} of {n} calls wasted",
+                           f"eff {pct} ({wasted} of {n} wasted)", f"eff {pct} ({wasted} wasted)",
+                           f"eff {pct} {wasted}w"], name)
 
 
 def _split(session: dict) -> Segment:
@@ -332,7 +301,7 @@ def _context(payload: dict) -> Segment:
             pct = 100 * sum(u or 0 for u in used) / size
     if pct is None:
         return Segment("ctx", ())
-    shown = f"ctx {pct:.0f}%"
+    shown = f"ctx {share(pct / 100)}"
     return Segment("ctx", [f"{shown} of {tokens(size)}" if size else shown, shown], share_colour(pct))
 
 
@@ -345,7 +314,7 @@ def _window(payload: dict, key: str, label: str, now: float) -> Segment:
         resets /= 1000
     if resets is not None and resets <= now:
         return Segment(label, ())  # that window is over: its use now is not known
-    shown = f"{label} {pct:.0f}%"
+    shown = f"{label} {share(pct / 100)}"
     forms = [f"{shown} (resets in {duration(resets - now)})", f"{shown} {duration(resets - now)}"] if resets else []
     return Segment(label, [*forms, shown], share_colour(pct))
 
@@ -374,7 +343,7 @@ def _cache(payload: dict, ours: object, now: float) -> Segment:
     if left is None:
         return Segment("cache", ())
     if left >= 0:
-        return Segment("cache", [f"cache {countdown(left)}"], "green")
+        return Segment("cache", [f"cache {duration(left)}"], "green")
     rewrites, price = number(ours.get("prefix_tokens")), number(ours.get("rewrite_usd"))
     if rewrites is None:  # Claude Code's count, which has no price
         rewrites, price = number(get(cache, "recache_tokens_if_cold")), None

@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ..basics.errors import UserError
+from ..basics.format import instant
 from ..history import lesson_data
 from ..history import trends as history
 from ..report import cache, model, rates, shapes, timeline
@@ -362,7 +363,7 @@ def _row(row: dict, by_model: list[shapes.ModelTokens], cost: shapes.Cost, waste
     return {
         "uuid": row["uuid"], "member": row["member"], "project": name, "project_short": shorts.get(name, name),
         "project_slug": row["project_slug"], "project_path": row["project_path"], "description": row["description"],
-        "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]), "wall_s": row["wall_s"],
+        "started_at": instant(row["started_at"]), "ended_at": instant(row["ended_at"]), "wall_s": row["wall_s"],
         "tokens": {f: int(row[f]) for f in model.TOKEN_FIELDS}, "total_tokens": int(row["total_tokens"]),
         "requests": int(row["requests"]),
         "models": sorted(m["model"] for m in by_model if m["model"] and m["requests"]), "cost": cost,
@@ -390,5 +391,3 @@ def _day(day: date | None) -> str | None:
     return day.isoformat() if day else None
 
 
-def _iso(ts: datetime | None) -> str | None:
-    return ts.isoformat() if ts is not None else None

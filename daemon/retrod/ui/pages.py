@@ -18,19 +18,19 @@ from datetime import UTC, date, datetime, timedelta
 from importlib.resources import files
 from urllib.parse import quote, urlencode
 
+from ..basics.format import count, duration, points, share, size, tokens, usd, usd_change
+from ..basics.format import rate as per_100
 from ..basics.stored_text import flat
 from ..basics.verdicts import VERDICTS
 from ..history.trends import has_figures, period_name, shown_periods
-from ..report import markdown
 from ..report.markdown import (
     CAUSE_TITLES,
     SIGNAL_TITLES,
+    cost_cell,
     costliest_task,
-    duration,
     outside_tasks_s,
     task_cells,
     task_status,
-    usd,
 )
 from .data import FIRST_ORDER, TREND_SPLITS, SessionQuery, TrendsQuery
 from .markup import Html, e
@@ -46,31 +46,9 @@ SORT_TITLES = {"start": "Started (UTC)", "wall": "Wall clock", "tokens": "Tokens
 NOTHING = Html("")
 
 
-def money(usd: float | None, complete: bool = True) -> str:
-    if usd is None:
-        return "not priced"
-    return f"{'' if complete else '≥ '}${usd:,.2f}"
-
-
-def count(n: int | None) -> str:
-    return "—" if n is None else f"{n:,}"
-
-
-def percent(share: float | None) -> str:
-    return "—" if share is None else f"{share * 100:.0f}%"
-
-
 def when(iso: str | None) -> str:
     """An ISO time as the pages show it: UTC, to the minute."""
     return "—" if not iso else iso[:16].replace("T", " ")
-
-
-def short(tokens: int) -> str:
-    """Tokens for a small cell: 15.4M, 38.9k."""
-    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if tokens >= size:
-            return f"{tokens / size:.1f}{unit}"
-    return str(tokens)
 
 
 def project(row: Mapping, shorts: Mapping[str, str] | None = None) -> str:
@@ -159,7 +137,7 @@ def sessions_page(listing: dict, choices: dict, query: SessionQuery, today: date
     heads = (_sort_head("start", query) + Html("<th>Project</th><th>Description</th>")
              + NOTHING.join(_sort_head(name, query) for name in ("wall", "tokens", "cost", "cache", "efficiency"))
              + Html('<th class="num">Requests</th><th class="num">Tool calls</th><th class="num">Phases</th>'))
-    shown = f"{listing['total']:,} session{'s' if listing['total'] != 1 else ''}"
+    shown = f"{count(listing['total'])} session{'s' if listing['total'] != 1 else ''}"
     pager = _pager(listing, query)
     body = Html('<div class="title-row"><h1>Sessions</h1><p class="lead" id="count">{shown}{match}</p></div>'
                 '{filters}<table class="list" id="sessions"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody>'
@@ -188,8 +166,8 @@ def _session_row(row: Mapping) -> Html:
         uuid=row["uuid"], link=link, started=when(row["started_at"]), path=row["project_path"] or row["project_slug"],
         lessons=urlencode({"project": row["project_path"] or row["project_slug"]}), project=project(row),
         described=described, wall=duration(row["wall_s"]), tokens=count(row["total_tokens"]),
-        short=short(row["total_tokens"]), cost=money(row["cost"]["usd"], row["cost"]["complete"]),
-        cache=markdown.usd(row["cache_waste_usd"]), efficiency=percent(row["efficiency"]),
+        short=tokens(row["total_tokens"]), cost=cost_cell(row["cost"]),
+        cache=usd(row["cache_waste_usd"]), efficiency=share(row["efficiency"]),
         requests=count(row["requests"]), tool_calls=count(row["tool_calls"]), phases=count(row["phases"]))
 
 
@@ -316,7 +294,7 @@ def _miss_tip(miss: dict) -> str:
     reason = f" ({flat(miss['reason'])})" if miss["reason"] else ""
     agent = f" · {flat(miss['agent'])}" if miss["agent"] else ""
     return (f"Cache miss: {CAUSE_TITLES[miss['cause']]}{reason} · {miss['at'][:19].replace('T', ' ')} UTC{agent} · "
-            f"{miss['rewritten']:,} tokens rewritten · {usd(miss['extra_usd'])} extra")
+            f"{count(miss['rewritten'])} tokens rewritten · {usd(miss['extra_usd'])} extra")
 
 
 
@@ -324,14 +302,14 @@ def _miss_tip(miss: dict) -> str:
 def _cards(report: dict) -> Html:
     summary = report["summary"]
     cost = summary["cost"]
-    items = [("cost", "Est. cost", money(cost["usd"], cost["complete"])),
+    items = [("cost", "Est. cost", cost_cell(cost)),
              ("wall", "Wall clock", duration(summary["wall_s"])),
              ("claude", "Claude", duration(summary["claude_s"])), ("tool", "Tool", duration(summary["tool_s"])),
              ("human", "Human", duration(summary["human_s"])), ("away", "Away", duration(summary["away_s"])),
              ("output", "Output tokens", count(summary["tokens"]["total"]["output"])),
              ("requests", "Requests", count(summary["requests"])),
              ("tool_calls", "Tool calls", count(summary["tool_use"]["calls"])),
-             ("efficiency", "Efficiency", percent(summary["tool_use"]["efficiency"])),
+             ("efficiency", "Efficiency", share(summary["tool_use"]["efficiency"])),
              ("compactions", "Compactions", count(summary["compactions"])),
              ("subagents", "Subagents", count(len(report["subagents"])))]
     return _card_section("summary", items)
@@ -414,7 +392,7 @@ def _phases(report: dict) -> Html:
     total_output = report["summary"]["tokens"]["total"]["output"] or 1
     rows = []
     for n, p in enumerate(phases, 1):
-        share = p["tokens"]["output"] / total_output
+        part = p["tokens"]["output"] / total_output
         signals = ", ".join(f"{SIGNAL_TITLES[k]} {v}" for k, v in p["tool_use"]["signals"].items() if v) or "—"
         rows.append(Html(
             '<tr data-phase="{n}"><td>{n}</td><td>{task} / {phase}</td>'
@@ -428,16 +406,16 @@ def _phases(report: dict) -> Html:
             '<td class="signals">{signals}</td><td>{lessons}</td></tr>').format(
             n=n, task=p["task"], phase=p["phase"], verdict=verdict_chip(p["verdict"]), start=when(p["started_at"]),
             end=when(p["ended_at"]) if p["ended_at"] else "open", output=count(p["tokens"]["output"]),
-            width=min(100.0, share * 100), cost=money(p["cost"]["usd"], p["cost"]["complete"]),
-            claude=duration(p["claude_s"]), efficiency=percent(p["tool_use"]["efficiency"]), signals=signals,
+            width=min(100.0, part * 100), cost=cost_cell(p["cost"]),
+            claude=duration(p["claude_s"]), efficiency=share(p["tool_use"]["efficiency"]), signals=signals,
             lessons=e(p["lessons_learned"])))
     outside = report.get("outside_phases")
     if outside and (outside["requests"] or outside["tool_use"]["calls"]):
         rows.append(Html('<tr class="muted"><td></td><td>outside any phase</td><td></td><td></td>'
                          '<td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>'
                          '<td class="num">{}</td><td></td><td></td></tr>').format(
-            count(outside["tokens"]["output"]), money(outside["cost"]["usd"], outside["cost"]["complete"]),
-            duration(outside["claude_s"]), percent(outside["tool_use"]["efficiency"])))
+            count(outside["tokens"]["output"]), cost_cell(outside["cost"]),
+            duration(outside["claude_s"]), share(outside["tool_use"]["efficiency"])))
     return Html('<section><h2>Phases</h2><table class="list" id="phases"><thead><tr><th>#</th>'
                 '<th>Task / phase</th>'
                 '<th>Verdict</th><th>Window (UTC)</th><th class="num">Output tokens</th>'
@@ -490,7 +468,7 @@ def _models(summary: dict) -> Html:
             m["model"] or "unknown", count(m["requests"]), count(m["output"]), count(m["input"]),
             count(m["cache_read"]), count(m["cache_create"]),
             Html('<td class="num" data-field="web_searches">{}</td>').format(count(m["web_searches"]))
-            if searched else NOTHING, money(m["cost_usd"]))
+            if searched else NOTHING, usd(m["cost_usd"]))
         for m in summary["tokens_by_model"])
     return Html('<section><h2>Cost and tokens by model</h2><table class="list" id="models"><thead><tr>'
                 '<th>Model</th>'
@@ -507,18 +485,14 @@ def _tools(tools: list[dict]) -> Html:
     rows = NOTHING.join(
         Html('<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>'
              '<td class="num">{}</td><td class="num">{}</td></tr>').format(
-            t["name"], count(t["calls"]), count(t["failed"]), count(t["rejected"]), count(t["result_bytes"]),
-            _secs(t["median_result_s"]))
+            t["name"], count(t["calls"]), count(t["failed"]), count(t["rejected"]), size(t["result_bytes"]),
+            duration(t["median_result_s"]))
         for t in tools)
     return Html('<section><h2>Tool use</h2><table class="list" id="tools"><thead><tr><th>Tool</th>'
                 '<th class="num">Calls</th>'
                 '<th class="num">Failed</th><th class="num">Declined</th><th class="num">Result bytes</th>'
                 '<th class="num">Median time to result</th></tr></thead><tbody>{}</tbody></table></section>').format(
         rows)
-
-
-def _secs(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds:,.1f} s"
 
 
 def _subagents(subagents: list[dict]) -> Html:
@@ -528,7 +502,7 @@ def _subagents(subagents: list[dict]) -> Html:
         Html('<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td class="num">{}</td>'
              '<td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>').format(
             e(a["agent_id"]), e(a["agent_type"]), e(a["description"]), e(a["phase"]), count(a["tokens"]["output"]),
-            count(a["requests"]), duration(a["seconds"]), percent(a["tool_use"]["efficiency"]))
+            count(a["requests"]), duration(a["seconds"]), share(a["tool_use"]["efficiency"]))
         for a in subagents)
     return Html('<section><h2>Subagents</h2><table class="list" id="subagents"><thead><tr><th>Agent</th>'
                 '<th>Type</th>'
@@ -603,8 +577,8 @@ def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> Html
     average = total["cost_per_session"]
     listed = "/?" + urlencode({"sort": "cost", **({"project": project_listed} if project_listed else {})})
 
-    def times(usd: float | None) -> str:
-        return "—" if usd is None or not average else f"{usd / average:,.1f}×"
+    def times(spent: float | None) -> str:
+        return "—" if spent is None or not average else f"{spent / average:,.1f}×"
 
     body = NOTHING.join(
         Html('<tr data-uuid="{uuid}"><td><a href="/sessions/{link}">{started}</a></td>'
@@ -616,8 +590,8 @@ def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> Html
              '<td class="num" data-field="wall">{wall}</td></tr>').format(
             uuid=r["uuid"], link=quote(r["uuid"]), started=when(r["started_at"]),
             path=r["project_path"] or r["project_slug"], project=project(r), description=e(r["description"]),
-            cost=money(r["cost"]["usd"], r["cost"]["complete"]), times=times(r["cost"]["usd"]),
-            efficiency=percent(r["efficiency"]), wall=duration(r["wall_s"]))
+            cost=cost_cell(r["cost"]), times=times(r["cost"]["usd"]),
+            efficiency=share(r["efficiency"]), wall=duration(r["wall_s"]))
         for r in rows)
     return Html('<section id="outliers"><h2>Costliest sessions</h2><p class="hint">Of the sessions these figures'
                 ' add up, those that cost the most, each against their average ({}).'
@@ -625,7 +599,7 @@ def _outliers(rows: list[dict], total: dict, project_listed: str | None) -> Html
                 '<table class="list" id="costliest"><thead><tr><th>Started (UTC)</th><th>Project</th>'
                 '<th>Description</th><th class="num">Est. cost</th><th class="num">× average</th>'
                 '<th class="num">Efficiency</th><th class="num">Wall clock</th></tr></thead><tbody>{}</tbody>'
-                '</table></section>').format(money(average), listed, body)
+                '</table></section>').format(usd(average), listed, body)
 
 
 def _listed(projects: Iterable[str], chosen: str | None) -> list[str]:
@@ -659,11 +633,11 @@ def _trend_filters(projects: Iterable[str], query: TrendsQuery, machines: list[s
 
 def _trend_cards(total: dict) -> Html:
     items = [("sessions", "Sessions", count(total["sessions"])),
-             ("cost", "Est. cost", money(total["cost"]["usd"], total["cost"]["complete"])),
-             ("cost_per_session", "Per session", money(total["cost_per_session"])),
-             ("cache_waste", "Cache waste", markdown.usd(total["cache"]["waste_usd"])
-              + (f" ({total['cache']['waste_share'] * 100:.1f}%)" if total["cache"]["waste_share"] else "")),
-             ("efficiency", "Efficiency", percent(total["tool_use"]["efficiency"])),
+             ("cost", "Est. cost", cost_cell(total["cost"])),
+             ("cost_per_session", "Per session", usd(total["cost_per_session"])),
+             ("cache_waste", "Cache waste", usd(total["cache"]["waste_usd"])
+              + (f" ({share(total['cache']['waste_share'])})" if total["cache"]["waste_share"] else "")),
+             ("efficiency", "Efficiency", share(total["tool_use"]["efficiency"])),
              ("claude", "Claude", duration(total["claude_s"])), ("tool", "Tool", duration(total["tool_s"])),
              ("human", "Human", duration(total["human_s"])),
              ("output", "Output tokens", count(total["tokens"]["total"]["output"]))]
@@ -703,22 +677,19 @@ def _trend_rows(p: dict, change: dict | None, through: str | None, data: dict,
                             '<td class="num" data-field="cache_waste">{}</td>'
                             '<td colspan="3"></td><td class="num" data-field="output">{}</td>'
                             '<td colspan="4"></td></tr>').format(
-                m["model"] or "", m["model"] or "unknown model", count(m["sessions"]), money(m["cost_usd"]),
-                markdown.usd(m["cache_waste_usd"]), count(m["output"])))
+                m["model"] or "", m["model"] or "unknown model", count(m["sessions"]), usd(m["cost_usd"]),
+                usd(m["cache_waste_usd"]), count(m["output"])))
     return NOTHING.join(out)
 
 
-def _share(share: float | None) -> str:
-    return "" if share is None else f"{share * 100:.1f}% of the estimated cost"
+def _share(ratio: float | None) -> str:
+    return "" if ratio is None else f"{share(ratio)} of the estimated cost"
 
 
 def _delta(change: dict | None, key: str) -> str:
     """A change from the period before: dollars per session, or efficiency in points."""
     value = None if change is None else change[key]
-    if value is None:
-        return "—"
-    sign = "+" if value >= 0 else "−"
-    return f"{sign}${abs(value):,.2f}" if key == "cost_per_session" else f"{sign}{abs(value) * 100:.0f}"
+    return usd_change(value) if key == "cost_per_session" else points(value)
 
 
 def _trend_cells(f: dict, change: dict | None) -> Html:
@@ -737,10 +708,10 @@ def _trend_cells(f: dict, change: dict | None) -> Html:
                 '<td class="num" data-field="tool">{tool}</td>'
                 '<td class="num" data-field="human">{human}</td>'
                 '<td class="num" data-field="away">{away}</td>').format(
-        sessions=count(f["sessions"]), cost=money(cost["usd"], cost["complete"]),
-        per_session=money(f["cost_per_session"]), change_cost=_delta(change, "cost_per_session"),
-        share=_share(f["cache"]["waste_share"]), cache_waste=markdown.usd(f["cache"]["waste_usd"]),
-        efficiency=percent(f["tool_use"]["efficiency"]), change_efficiency=_delta(change, "efficiency"),
+        sessions=count(f["sessions"]), cost=cost_cell(cost),
+        per_session=usd(f["cost_per_session"]), change_cost=_delta(change, "cost_per_session"),
+        share=_share(f["cache"]["waste_share"]), cache_waste=usd(f["cache"]["waste_usd"]),
+        efficiency=share(f["tool_use"]["efficiency"]), change_efficiency=_delta(change, "efficiency"),
         tool_calls=count(f["tool_use"]["calls"]), output=count(f["tokens"]["total"]["output"]),
         claude=duration(f["claude_s"]), tool=duration(f["tool_s"]), human=duration(f["human_s"]),
         away=duration(f["away_s"]))
@@ -780,7 +751,7 @@ def lessons_page(found: dict | None, projects: list[str], alternate: str | None 
         for side in ("before", "after"):
             rate = r[side]["rate"]
             width = 0 if not top or rate is None else rate / top * 100
-            label = "—" if rate is None else f"{rate:.1f}"
+            label = per_100(rate)
             mark = Html(" (all projects)") if side == "before" and r["baseline"] == "all projects" else NOTHING
             out.append(Html('<div class="lesson-bar" data-field="{side}" data-sessions="{sessions}">'
                             '<span class="muted">{side}{mark}</span> <b>{label}</b>'
@@ -836,9 +807,9 @@ def live_row(row: Mapping) -> Html:
                 '<td data-field="ended_at">{ended}</td></tr>').format(
         uuid=row["uuid"], link=link, name=row["description"] or row["uuid"][:8],
         path=row["project_path"] or row["project_slug"], project=project(row),
-        cost=money(row["cost"]["usd"], row["cost"]["complete"]), output=count(row["tokens"]["output"]),
+        cost=cost_cell(row["cost"]), output=count(row["tokens"]["output"]),
         tokens=count(row["total_tokens"]), requests=count(row["requests"]), tool_calls=count(row["tool_calls"]),
-        efficiency=percent(row["efficiency"]), wall=duration(row["wall_s"]), ended=when(row["ended_at"]))
+        efficiency=share(row["efficiency"]), wall=duration(row["wall_s"]), ended=when(row["ended_at"]))
 
 
 def live_page(rows: list[dict], alternate: str | None = None) -> Html:
