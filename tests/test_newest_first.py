@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool
 
 from helpers import HOST, output_tokens
 from retrod import health
+from retrod.basics.format import size
 from retrod.ingest import progress
 from retrod.ingest.ingester import Ingester
 from retrod.ingest.progress import PROGRESS_FILE, Progress
@@ -138,7 +139,8 @@ def test_a_long_scan_logs_its_progress_and_retrod_status_shows_it(db_url: str, p
     assert late["mb_s"] >= 0 and late["left_s"] == pytest.approx(
         (late["bytes_total"] - late["bytes_done"]) / (late["bytes_done"] / late["seconds"]), rel=0.05, abs=0.2)
     text = health.render_status({**seen[-1], "backfill": late})
-    assert f"backfill:  {late['files_done']:,} of 67 files, {late['bytes_done'] / 1e6:,.1f} of " in text
+    assert (f"backfill:  {late['files_done']:,} of 67 files, {size(late['bytes_done'])} of {size(late['bytes_total'])}"
+            " in, ") in text
 
     lines = [entry for entry in logs if entry["event"] == "backfill progress"]
     assert len(lines) >= 2
