@@ -8,8 +8,8 @@ from pathlib import Path
 
 import psycopg
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 
+from retrod.ingest.ingester import Ingester
 from retrod.report import cache, model, prices
 from retrod.store.store import Store
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 
 import reference
 import reference_tools
 from helpers import HOST
+from retrod.ingest.ingester import Ingester
 from retrod.report import prices
 from retrod.store.store import Store
 

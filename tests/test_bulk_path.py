@@ -15,12 +15,12 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 
 import web_search_transcripts
 from conftest import FIXTURES, fresh_database
 from helpers import HOST, reports, rollups_match_raw, snapshot
-from retrod.ingest.ingester import ingester as ingest
+from retrod.ingest import ingester as ingest
+from retrod.ingest.ingester import Ingester
 from retrod.service.cluster import Cluster
 from retrod.store.store import Lane, Pending, Store
 

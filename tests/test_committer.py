@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import psycopg
 import pytest
-from retrod.ingest.ingester.committer import Committer
 
+from retrod.ingest.committer import Committer
 from retrod.store.store import ConcurrentUpdate, FileRow, Pending, Stat
 from retrod.transcript.fold import FoldState
 

@@ -408,10 +408,10 @@ def test_an_error_in_the_work_is_not_a_watcher_failure_and_a_log_that_cannot_be_
     off its watcher for good, nor stop it; and a full disk under the log file (launchd writes
     stderr to a file) must not either: the line is dropped, the work goes on."""
     import watchfiles
-    from retrod.ingest.ingester.ingester import Ingester
 
     from retrod import daemon
     from retrod.basics import log as logging_setup
+    from retrod.ingest.ingester import Ingester
     from retrod.settings import Settings
 
     real_watch, real_scan, modes, failures = watchfiles.watch, Ingester.scan, [], [1]

@@ -412,8 +412,8 @@ def test_unmarked_fork_copies_on_the_bulk_paths_two_lanes(db_url: str, tmp_path:
     must see the other's holders and spans (one at a time, from the ranking to the commit), so
     the figures are the hand-worked ones whichever commits first."""
     from psycopg_pool import ConnectionPool
-    from retrod.ingest.ingester.ingester import Ingester
 
+    from retrod.ingest.ingester import Ingester
     from retrod.report import prices
     from retrod.store.store import Store
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from retrod.ingest.ingester.ingester import Ingester
 
 from helpers import HOST, ingest, output_tokens
 from retrod.basics.redact import mask_password
+from retrod.ingest.ingester import Ingester
 from retrod.service.cluster import Cluster
 from retrod.store.store import Store
 

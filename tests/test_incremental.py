@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 
 import web_search_transcripts
 from conftest import FIXTURES, fresh_database
 from helpers import HOST, ingest, snapshot
+from retrod.ingest.ingester import Ingester
 from retrod.report import prices
 from retrod.store.store import Store
 from test_cache import causes

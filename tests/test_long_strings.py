@@ -25,10 +25,10 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 
 import reference
 from helpers import HOST, reports, rollups_match_raw
+from retrod.ingest.ingester import Ingester
 from retrod.store.store import Store
 from retrod.transcript.keys import indexable
 from retrod.transcript.parser import storable_id

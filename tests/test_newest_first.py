@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import structlog
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
-from retrod.ingest.ingester.progress import PROGRESS_FILE, Progress
 
 from helpers import HOST, output_tokens
 from retrod import health
-from retrod.ingest.ingester import progress
+from retrod.ingest import progress
+from retrod.ingest.ingester import Ingester
+from retrod.ingest.progress import PROGRESS_FILE, Progress
 from retrod.service.daemon_lock import daemon_lock
 from retrod.settings import Settings
 from retrod.store.store import Store

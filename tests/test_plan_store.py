@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import psycopg
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 
 from helpers import HOST, ingest
 from plan_transcripts import SLUG, Transcript, session_id
+from retrod.ingest.ingester import Ingester
 from retrod.store.store import Store
 
 SESSION = session_id(901)

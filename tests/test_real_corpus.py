@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 
 import reference
 from conftest import fresh_database
 from helpers import HOST, reports
 from report_checks import cache_mismatches, chunked, plan_mismatches, reference_reads_once
+from retrod.ingest.ingester import Ingester
 from retrod.report import prices
 from retrod.store.store import Store
 from retrod.transcript.parser import storable_id

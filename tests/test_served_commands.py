@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from retrod.cli.commands import served
+from retrod.cli import served
 from retrod.fastpath.client import SOCKET_NAME, served_argv
 from test_cli_output import A, B, C, lines, slug
 

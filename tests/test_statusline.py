@@ -651,8 +651,7 @@ def test_wide_characters_take_two_cells() -> None:
 def test_refresh_near_the_transcript_finds_new_files_there_and_nothing_outside_the_roots(db_url: str,
                                                                                          projects: Path,
                                                                                          tmp_path: Path) -> None:
-    from retrod.ingest.ingester.ingester import Ingester
-
+    from retrod.ingest.ingester import Ingester
     from retrod.store.store import Store
 
     ingest(db_url, [projects])

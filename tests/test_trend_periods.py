@@ -19,12 +19,12 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 from starlette.responses import JSONResponse
 
 from helpers import HOST, ingest, rollups_match_raw
 from retrod import tracking
 from retrod.history import trend_periods, trends
+from retrod.ingest.ingester import Ingester
 from retrod.report import prices
 from retrod.store import tiers
 from retrod.store.store import Store

@@ -357,7 +357,7 @@ def test_with_a_daemon_sessions_leaves_the_reading_to_it_and_says_when_it_is_beh
                                                                                     db_url: str) -> None:
     from psycopg_pool import ConnectionPool
 
-    from retrod.ingest.ingester import catchup, progress
+    from retrod.ingest import catchup, progress
     from retrod.service.daemon_lock import daemon_lock
 
     settings = _settings(project, db_url)
@@ -383,9 +383,9 @@ def tracked_files(db_url: str) -> int:
 
 def test_sessions_says_when_a_transcript_could_not_be_read(project: dict, db_url: str, monkeypatch) -> None:
     from psycopg_pool import ConnectionPool
-    from retrod.ingest.ingester.ingester import Ingester
 
-    from retrod.ingest.ingester import catchup
+    from retrod.ingest import catchup
+    from retrod.ingest.ingester import Ingester
 
     ingest_one = Ingester._ingest
 
@@ -404,9 +404,9 @@ def test_sessions_says_when_a_transcript_could_not_be_read(project: dict, db_url
 def test_sessions_lists_what_was_read_before_when_the_database_refuses_writes(project: dict, db_url: str,
                                                                               monkeypatch) -> None:
     from psycopg_pool import ConnectionPool
-    from retrod.ingest.ingester.ingester import Ingester
 
-    from retrod.ingest.ingester import catchup
+    from retrod.ingest import catchup
+    from retrod.ingest.ingester import Ingester
 
     def refused(_self) -> None:
         raise psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction")
@@ -624,8 +624,8 @@ def test_a_file_another_ingester_committed_first_is_read_again_in_the_same_round
     """The daemon's scan meets a file a report brought up to date meanwhile: it must not wait
     for the next change or scan for the lines written after that."""
     from psycopg_pool import ConnectionPool
-    from retrod.ingest.ingester.ingester import Ingester
 
+    from retrod.ingest.ingester import Ingester
     from retrod.store.store import Store
 
     path = project["folder"] / f"{A}.jsonl"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import psycopg
 from psycopg_pool import ConnectionPool
-from retrod.ingest.ingester.ingester import Ingester
 
 import reference_tools
 from conftest import fresh_database
 from helpers import HOST, ingest
+from retrod.ingest.ingester import Ingester
 from retrod.report import model
 from retrod.store.store import Store
 

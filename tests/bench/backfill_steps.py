@@ -34,11 +34,10 @@ from psycopg_pool import ConnectionPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from retrod.ingest.ingester.ingester import Ingester
-
 from corpus import write_tree
 from harness import database, postgres_cpu_s
-from retrod.ingest.ingester import ingester as ingest
+from retrod.ingest import ingester as ingest
+from retrod.ingest.ingester import Ingester
 from retrod.store.store import Store
 
 
