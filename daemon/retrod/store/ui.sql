@@ -54,8 +54,7 @@ WITH rates AS MATERIALIZED (  -- read once, typed
 ), cost AS (  -- only when sorting by it
     SELECT g.session_uuid, g.db_role,
            sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
-               + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
-               + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
+               + g.priced_1h_tokens * r.cache_1h + (g.cache_create_tokens - g.priced_1h_tokens) * r.cache_5m
                + g.parts * r.part + g.web_searches * coalesce(r.search, 0))
                FILTER (WHERE used AND r.input IS NOT NULL) AS usd,
            coalesce(bool_or(r.input IS NOT NULL AND (tokens OR r.search IS NOT NULL)) FILTER (WHERE used), false)
@@ -186,8 +185,7 @@ SELECT g.minute, sum(g.requests)::bigint AS requests, sum(g.input_tokens)::bigin
        sum(g.cache_create_tokens)::bigint AS cache_create,
        coalesce(sum(g.output_tokens) FILTER (WHERE starts_with(g.agent, 'acompact')), 0)::bigint AS compaction_output,
        coalesce(sum(g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
-                    + least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
-                    + (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
+                    + g.priced_1h_tokens * r.cache_1h + (g.cache_create_tokens - g.priced_1h_tokens) * r.cache_5m
                     + g.parts * r.part + g.web_searches * coalesce(r.search, 0))
                 FILTER (WHERE g.used AND r.input IS NOT NULL), 0) AS usd,
        coalesce(bool_or(g.used AND (r.input IS NULL OR g.web_searches > 0 AND r.search IS NULL)), false) AS unpriced,
