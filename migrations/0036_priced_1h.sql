@@ -141,3 +141,50 @@ FROM (SELECT session_uuid, retrod.bucket_of(agent) AS bucket, model, (minute AT 
       FROM priced_1h_minutes GROUP BY 1, 2, 3, 4, 5, 6, 7) x
 WHERE x.p1 <> 0 AND (s.session_uuid, s.bucket, s.model, s.day, s.fast, s.tier_floor, s.db_role)
                   = (x.session_uuid, x.bucket, x.model, x.day, x.fast, x.tier_floor, x.db_role);
+
+-- DESIGN §2.1, §2.4, §4: an unmarked fork copy (a line whose uuid another session wrote) gives
+-- the fork no listed subagent, no subagent link and no working folder. Which lines are such copies
+-- is decided by the store, across sessions, and may change as files are read (line_holders.copy),
+-- so what such a line (a holder: an unmarked candidate line with a uuid) says is kept on its row
+-- and counts while it is no copy: its record's agent (kept already: listed when it is an
+-- agent_progress copy's named agent), its subagent link, and its working folder when it differs
+-- from the holder's before it in the file (cwd_changed; a holder's folder is that of the last one
+-- at or before it). A file's working folder (files.cwd) is worked out by the store from its
+-- holders and its first own line without a uuid (fold state cwd, cwd_offset) when they change.
+-- Files read before are read again from their start forgetting their per-file rows (fold.RULES
+-- 8), which fills these; until then a file's folder is the one its fold state named.
+-- (IF NOT EXISTS: a test stores rows as an older schema held them with today's ingest, which
+-- writes these columns, as 0027 and 0035 do)
+ALTER TABLE retrod.line_holders ADD COLUMN IF NOT EXISTS link_agent TEXT COLLATE "C",
+                                ADD COLUMN IF NOT EXISTS link_tool_use TEXT COLLATE "C",
+                                ADD COLUMN IF NOT EXISTS cwd_changed BOOLEAN NOT NULL DEFAULT false,
+                                ADD COLUMN IF NOT EXISTS cwd TEXT COLLATE "C";
+-- (a session's listed agents and links among its holders: few of its lines)
+CREATE INDEX line_holders_subagents ON retrod.line_holders (session_uuid) WHERE sidechain OR link_agent IS NOT NULL;
+ALTER TABLE retrod.files ADD COLUMN IF NOT EXISTS cwd TEXT COLLATE "C";
+UPDATE retrod.files SET cwd = state ->> 'cwd' WHERE kind = 'main' AND cwd IS NULL AND state ->> 'cwd' IS NOT NULL;
+
+-- 0034's function, with a file's working folder its column.
+CREATE OR REPLACE FUNCTION retrod.trend_files_changed() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        INSERT INTO retrod.trend_sessions AS t (session_uuid, db_role)
+        SELECT DISTINCT x.session_uuid, x.db_role FROM (
+            SELECT n.session_uuid, n.db_role, o.session_uuid AS old_session, o.db_role AS old_role
+            FROM new_rows n JOIN old_rows o ON o.id = n.id
+            WHERE (n.session_uuid, n.db_role, n.kind, n.slug, n.path, n.cwd)
+                  IS DISTINCT FROM (o.session_uuid, o.db_role, o.kind, o.slug, o.path, o.cwd)
+        ) c, LATERAL (VALUES (c.session_uuid, c.db_role), (c.old_session, c.old_role)) x(session_uuid, db_role)
+        WHERE x.session_uuid IS NOT NULL ORDER BY 1, 2
+        ON CONFLICT (session_uuid, db_role) DO UPDATE SET changed = true WHERE NOT t.changed;
+    ELSIF TG_OP = 'INSERT' THEN
+        INSERT INTO retrod.trend_sessions AS t (session_uuid, db_role)
+        SELECT DISTINCT n.session_uuid, n.db_role FROM new_rows n WHERE n.session_uuid IS NOT NULL ORDER BY 1, 2
+        ON CONFLICT (session_uuid, db_role) DO UPDATE SET changed = true WHERE NOT t.changed;
+    ELSE
+        INSERT INTO retrod.trend_sessions AS t (session_uuid, db_role)
+        SELECT DISTINCT o.session_uuid, o.db_role FROM old_rows o WHERE o.session_uuid IS NOT NULL ORDER BY 1, 2
+        ON CONFLICT (session_uuid, db_role) DO UPDATE SET changed = true WHERE NOT t.changed;
+    END IF;
+    RETURN NULL;
+END $$;

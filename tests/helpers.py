@@ -53,7 +53,7 @@ _PRICED_1H = "CASE WHEN p.cache_create_5m + p.cache_create_1h = p.cache_create T
 # Every derived row, in a canonical order and without surrogate ids or clock times, so two
 # databases can be compared for equality.
 _SNAPSHOT = {
-    "files": "SELECT path, kind, slug, session_uuid, agent_id, size, \"offset\", state, missing"
+    "files": "SELECT path, kind, slug, session_uuid, agent_id, size, \"offset\", state, missing, cwd"
              " FROM retrod.files ORDER BY path",
     "requests": "SELECT * FROM retrod.requests ORDER BY key",
     "events": "SELECT f.path, e.\"offset\", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us,"
@@ -224,6 +224,29 @@ def rollups_match_raw(db_url: str) -> None:
             assert kept == conn.execute(query).fetchall(), table
         cache_misses_match_a_walk(conn)
         trend_days_match_the_starts(conn)
+        file_folders_match_their_lines(conn)
+
+
+# DESIGN §4 with §2.1 (migration 0036): a main transcript's working folder, the first of its own
+# lines' by offset: its holders that are no fork copy (each with the folder of the last change at
+# or before it) and its first line without a uuid that names one (its fold state's).
+_FIRST_OWN_CWD = """
+SELECT f.id, f.cwd, (
+    SELECT x.cwd FROM (
+        SELECT h."offset", (SELECT c.cwd FROM retrod.line_holders c
+                            WHERE c.file_id = h.file_id AND c.cwd_changed AND c.line_uuid IS NOT NULL
+                              AND c."offset" <= h."offset" ORDER BY c."offset" DESC LIMIT 1) AS cwd
+        FROM retrod.line_holders h WHERE h.file_id = f.id AND h.line_uuid IS NOT NULL AND NOT h.copy
+        UNION ALL
+        SELECT (f.state ->> 'cwd_offset')::bigint, f.state ->> 'cwd'
+    ) x WHERE x.cwd IS NOT NULL ORDER BY x."offset" LIMIT 1)
+FROM retrod.files f WHERE f.kind = 'main' ORDER BY 1
+"""
+
+
+def file_folders_match_their_lines(conn: psycopg.Connection) -> None:
+    rows = conn.execute(_FIRST_OWN_CWD).fetchall()
+    assert [(i, kept) for i, kept, _ in rows] == [(i, first) for i, _, first in rows]
 
 
 def trend_days_match_the_starts(conn: psycopg.Connection) -> None:

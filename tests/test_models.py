@@ -881,6 +881,10 @@ def test_rows_stored_before_migration_0036_are_priced_by_the_rule(pg_cluster, tm
             conn.execute("DROP SCHEMA retrod CASCADE")
             conn.execute("DROP TABLE cc_session_phases, cc_sessions")
             migrate(conn, before)
+            # today's ingest writes a holder line's link and folder, and a file's folder, as 0036 adds them
+            conn.execute("ALTER TABLE retrod.line_holders ADD COLUMN link_agent TEXT, ADD COLUMN link_tool_use TEXT,"
+                         " ADD COLUMN cwd_changed BOOLEAN NOT NULL DEFAULT false, ADD COLUMN cwd TEXT")
+            conn.execute("ALTER TABLE retrod.files ADD COLUMN cwd TEXT")
         ingest(url, [root])
         with psycopg.connect(url, autocommit=True) as conn:
             assert migrate(conn) == [36]

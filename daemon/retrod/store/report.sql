@@ -32,7 +32,7 @@ ORDER BY session_uuid LIMIT 2;
 -- name: session_files
 SELECT
     coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-    (array_agg(state ->> 'cwd' ORDER BY slug, path) FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1]
+    (array_agg(cwd ORDER BY slug, path) FILTER (WHERE kind = 'main' AND cwd IS NOT NULL))[1]
         AS project_path,  -- the folder Claude Code ran in (the slug is its name, with / and . as -)
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root')) AS transcripts,
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root') AND missing) AS transcripts_deleted,
@@ -91,7 +91,9 @@ SELECT coalesce((SELECT tool_calls FROM retrod.session_tool_calls
                   WHERE session_uuid = %(session)s AND db_role = %(member)s), 0) AS tool_calls;
 
 -- A subagent's description and type: its .meta.json, else the Task/Agent tool_use it answers,
--- else the nearest Task/Agent tool_use before it started, else unknown (DESIGN §2.4).
+-- else the nearest Task/Agent tool_use before it started, else unknown (DESIGN §2.4). The agents
+-- listed and the links are the files' rows and those of the main transcripts' lines with a uuid
+-- (line_holders, migration 0036) that are no fork copies (§2.1).
 -- name: session_subagents
 SELECT s.agent_id, s.first_ts, s.last_ts,
        retrod.ts_to_us(s.last_ts) - retrod.ts_to_us(s.first_ts) AS span_us,
@@ -105,18 +107,33 @@ SELECT s.agent_id, s.first_ts, s.last_ts,
        coalesce(t.cache_create, 0) AS cache_create
 FROM (
     SELECT session_uuid, agent_id, min(first_ts) AS first_ts, max(last_ts) AS last_ts
-    FROM retrod.subagents WHERE session_uuid = %(session)s AND db_role = %(member)s
+    FROM (
+        SELECT session_uuid, agent_id, first_ts, last_ts
+        FROM retrod.subagents WHERE session_uuid = %(session)s AND db_role = %(member)s
+        UNION ALL  -- the named agents of its holder lines' agent_progress records, but fork copies' (§2.1)
+        SELECT session_uuid, agent, ts, ts
+        FROM retrod.line_holders
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND (sidechain OR link_agent IS NOT NULL)
+          AND sidechain AND line_uuid IS NOT NULL AND NOT copy AND agent NOT IN ('<inline>', '<unnamed>')
+          AND NOT starts_with(agent, 'acompact')
+    ) a
     GROUP BY session_uuid, agent_id
 ) s
 LEFT JOIN retrod.subagent_meta m ON m.session_uuid = s.session_uuid AND m.agent_id = s.agent_id
                                  AND m.db_role = %(member)s
 LEFT JOIN LATERAL (
     SELECT c.tool_use_id, c.subagent_type, c.description
-    FROM retrod.subagent_links l
-    JOIN retrod.tool_calls c ON c.session_uuid = l.session_uuid AND c.tool_use_id = l.tool_use_id
+    FROM (
+        SELECT l.tool_use_id FROM retrod.subagent_links l
+        WHERE l.session_uuid = s.session_uuid AND l.agent_id = s.agent_id AND l.db_role = %(member)s
+        UNION ALL  -- its holder lines' links, but fork copies' (§2.1)
+        SELECT h.link_tool_use FROM retrod.line_holders h
+        WHERE h.session_uuid = s.session_uuid AND h.db_role = %(member)s AND (h.sidechain OR h.link_agent IS NOT NULL)
+          AND h.link_agent = s.agent_id AND h.line_uuid IS NOT NULL AND NOT h.copy
+    ) l
+    JOIN retrod.tool_calls c ON c.session_uuid = s.session_uuid AND c.tool_use_id = l.tool_use_id
                              AND c.db_role = %(member)s
-    WHERE l.session_uuid = s.session_uuid AND l.agent_id = s.agent_id AND l.db_role = %(member)s
-      AND c.name IN ('Task', 'Agent')
+    WHERE c.name IN ('Task', 'Agent')
     ORDER BY c.ts NULLS LAST, c.tool_use_id LIMIT 1
 ) linked ON true
 LEFT JOIN LATERAL (

@@ -109,8 +109,8 @@ WITH rates AS (
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
            -- (each read only when asked: files_member_sessions, the covering index, holds neither)
            CASE WHEN %(by_project)s OR %(projects)s::text[] IS NOT NULL
-                THEN (array_agg(state ->> 'cwd' ORDER BY slug, path)
-                          FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] END AS project_path,
+                THEN (array_agg(cwd ORDER BY slug, path)
+                          FILTER (WHERE kind = 'main' AND cwd IS NOT NULL))[1] END AS project_path,
            CASE WHEN %(by_machine)s
                 THEN coalesce(min(host_id) FILTER (WHERE kind = 'main'), min(host_id)) END AS machine
     FROM retrod.files

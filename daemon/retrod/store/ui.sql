@@ -11,7 +11,7 @@ SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_re
 -- Every folder Claude Code ran a stored main transcript in: the names the list's short names are
 -- made distinct among (data.short_names; a few more than the projects' when a session's folder
 -- moved, which can only lengthen a name), without grouping the files by session.
-SELECT DISTINCT state ->> 'cwd' FROM retrod.files WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL;
+SELECT DISTINCT cwd FROM retrod.files WHERE kind = 'main' AND cwd IS NOT NULL;
 
 -- The list's choices: the models there are (the projects: tracking.sql's known_projects).
 -- name: ui_models
@@ -106,8 +106,8 @@ WITH rates AS MATERIALIZED (  -- read once, typed
     WHERE s.transcripts > 0
       AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
       AND (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]) AND coalesce(
-          (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
-                       FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
+          (SELECT (array_agg(f.cwd ORDER BY f.slug, f.path)
+                       FILTER (WHERE f.kind = 'main' AND f.cwd IS NOT NULL))[1]
            FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role),
           s.project_slug) = ANY(%(projects)s::text[]))
       AND (%(member)s::text IS NULL OR s.db_role = %(member)s::text)
@@ -142,8 +142,8 @@ SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, page.total, 
        s.input_tokens + s.output_tokens + s.cache_read_tokens + s.cache_create_tokens AS total_tokens,
        s.calls AS tool_calls, s.productive::float / nullif(s.calls, 0) AS efficiency,
        u.id AS user_session_id, u.description,
-       (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
-                FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
+       (SELECT (array_agg(f.cwd ORDER BY f.slug, f.path)
+                FILTER (WHERE f.kind = 'main' AND f.cwd IS NOT NULL))[1]
         FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role) AS project_path,
        (SELECT count(*) FROM public.cc_session_phases ph WHERE ph.session_id = u.id) AS phases
 FROM page
