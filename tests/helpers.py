@@ -46,11 +46,14 @@ _SIGNALS = ("sibling_error", "error_retry", "persisted_output_read", "post_write
 _SIGNAL_COLUMNS = "productive, " + ", ".join(_SIGNALS)
 _SIGNAL_COUNTS = "count(*) FILTER (WHERE signal IS NULL), " + ", ".join(
     f"count(*) FILTER (WHERE signal = '{s}')" for s in _SIGNALS)
+# A part's cache writes priced at 1h (accounting.md §2.7, migration 0036): its 1h writes when its 5m and
+# 1h writes add up to its cache writes, else none.
+_PRICED_1H = "CASE WHEN p.cache_create_5m + p.cache_create_1h = p.cache_create THEN p.cache_create_1h ELSE 0 END"
 
 # Every derived row, in a canonical order and without surrogate ids or clock times, so two
 # databases can be compared for equality.
 _SNAPSHOT = {
-    "files": "SELECT path, kind, slug, session_uuid, agent_id, size, \"offset\", state, missing"
+    "files": "SELECT path, kind, slug, session_uuid, agent_id, size, \"offset\", state, missing, cwd"
              " FROM retrod.files ORDER BY path",
     "requests": "SELECT * FROM retrod.requests ORDER BY key",
     "events": "SELECT f.path, e.\"offset\", e.session_uuid, e.ts, e.prev_ts, e.kind, e.gap_us,"
@@ -69,7 +72,8 @@ _SNAPSHOT = {
     # minute::text: 'infinity' (rows without a timestamp) does not load as a Python datetime
     "request_minutes": "SELECT session_uuid, minute::text, agent, model, fast, tier_floor, requests, parts,"
                        " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"
-                       " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches"
+                       " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches,"
+                       " priced_1h_tokens"
                        " FROM retrod.request_minutes ORDER BY 1, minute, 3, 4, 5, 6",
     "event_minutes": "SELECT session_uuid, minute::text, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.event_minutes ORDER BY 1, minute",
@@ -91,14 +95,16 @@ _SNAPSHOT = {
     # day::text: 'infinity' (requests without a timestamp) does not load as a Python date
     "session_requests": "SELECT session_uuid, bucket, model, day::text, fast, tier_floor, requests, parts,"
                         " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"
-                        " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches"
+                        " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches,"
+                        " priced_1h_tokens"
                         " FROM retrod.session_requests ORDER BY 1, 2, 3, day, 5, 6",
     "session_times": "SELECT session_uuid, events, first_ts, last_ts, claude_us, tool_us, human_us, tool_result_bytes"
                      " FROM retrod.session_times ORDER BY 1",
     # migration 0031: the hour rollups, the misses found at commit, each stream's last element
     "request_hours": "SELECT session_uuid, hour::text, agent, model, fast, tier_floor, requests, parts,"
                      " split_requests, tool_turns, input_tokens, output_tokens, cache_read_tokens,"
-                     " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches"
+                     " cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches,"
+                     " priced_1h_tokens"
                      " FROM retrod.request_hours ORDER BY 1, hour, 3, 4, 5, 6",
     "event_hours": "SELECT session_uuid, hour::text, claude_us, tool_us, human_us, tool_result_bytes"
                    " FROM retrod.event_hours ORDER BY 1, hour",
@@ -116,7 +122,8 @@ ROLLUPS_FROM_RAW = {
     "request_hours": "SELECT session_uuid, retrod.hour_of(minute)::text, agent, model, fast, tier_floor, sum(requests),"
                      " sum(parts), sum(split_requests), sum(tool_turns), sum(input_tokens), sum(output_tokens),"
                      " sum(cache_read_tokens), sum(cache_create_tokens), sum(cache_create_5m_tokens),"
-                     " sum(cache_create_1h_tokens), sum(web_searches) FROM retrod.request_minutes"
+                     " sum(cache_create_1h_tokens), sum(web_searches), sum(priced_1h_tokens)"
+                     " FROM retrod.request_minutes"
                      " GROUP BY 1, retrod.hour_of(minute), 3, 4, 5, 6 ORDER BY 1, retrod.hour_of(minute), 3, 4, 5, 6",
     "event_hours": "SELECT session_uuid, retrod.hour_of(minute)::text, sum(claude_us), sum(tool_us), sum(human_us),"
                    " sum(tool_result_bytes) FROM retrod.event_minutes GROUP BY 1, retrod.hour_of(minute)"
@@ -132,7 +139,7 @@ ROLLUPS_FROM_RAW = {
                        " count(*) FILTER (WHERE p.first AND r.parts IS NOT NULL),"
                        " count(*) FILTER (WHERE p.first AND r.has_tool_use), sum(p.input), sum(p.output),"
                        " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h),"
-                       " sum(p.web_searches)"
+                       f" sum(p.web_searches), sum({_PRICED_1H})"
                        " FROM retrod.requests r, retrod.request_parts(r) p"
                        " GROUP BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6"
                        " ORDER BY 1, retrod.minute_of(r.ts), 3, 4, 5, 6",
@@ -189,7 +196,7 @@ ROLLUPS_FROM_RAW = {
                         " count(*) FILTER (WHERE p.first AND r.parts IS NOT NULL),"
                         " count(*) FILTER (WHERE p.first AND r.has_tool_use), sum(p.input), sum(p.output),"
                         " sum(p.cache_read), sum(p.cache_create), sum(p.cache_create_5m), sum(p.cache_create_1h),"
-                        " sum(p.web_searches)"
+                        f" sum(p.web_searches), sum({_PRICED_1H})"
                         " FROM retrod.requests r, retrod.request_parts(r) p"
                         # (the day as text sorts 'infinity' last, as the date does)
                         " GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6",
@@ -217,6 +224,29 @@ def rollups_match_raw(db_url: str) -> None:
             assert kept == conn.execute(query).fetchall(), table
         cache_misses_match_a_walk(conn)
         trend_days_match_the_starts(conn)
+        file_folders_match_their_lines(conn)
+
+
+# accounting.md §4 with §2.1 (migration 0036): a main transcript's working folder, the first of its own
+# lines' by offset: its holders that are no fork copy (each with the folder of the last change at
+# or before it) and its first line without a uuid that names one (its fold state's).
+_FIRST_OWN_CWD = """
+SELECT f.id, f.cwd, (
+    SELECT x.cwd FROM (
+        SELECT h."offset", (SELECT c.cwd FROM retrod.line_holders c
+                            WHERE c.file_id = h.file_id AND c.cwd_changed AND c.line_uuid IS NOT NULL
+                              AND c."offset" <= h."offset" ORDER BY c."offset" DESC LIMIT 1) AS cwd
+        FROM retrod.line_holders h WHERE h.file_id = f.id AND h.line_uuid IS NOT NULL AND NOT h.copy
+        UNION ALL
+        SELECT (f.state ->> 'cwd_offset')::bigint, f.state ->> 'cwd'
+    ) x WHERE x.cwd IS NOT NULL ORDER BY x."offset" LIMIT 1)
+FROM retrod.files f WHERE f.kind = 'main' ORDER BY 1
+"""
+
+
+def file_folders_match_their_lines(conn: psycopg.Connection) -> None:
+    rows = conn.execute(_FIRST_OWN_CWD).fetchall()
+    assert [(i, kept) for i, kept, _ in rows] == [(i, first) for i, _, first in rows]
 
 
 def trend_days_match_the_starts(conn: psycopg.Connection) -> None:

@@ -428,3 +428,119 @@ def test_unmarked_fork_copies_on_the_bulk_paths_two_lanes(db_url: str, tmp_path:
     assert {s: _figures(got[s]["summary"]) for s in FORKS} == FORKS
     assert (got[R1]["summary"]["wall_s"], got[R2]["summary"]["wall_s"]) == (0.0, 50.0)
     rollups_match_raw(db_url)
+
+
+# --- (e) an unmarked fork copy gives the fork no working folder, subagent or link (§2.1, §2.4, §4) --
+
+def _agents_chain() -> list[dict]:
+    """ORIG's own lines, in its folder: 0 U, 5 A calling Task toolu_t, 6 an agent_progress line of
+    sub1 answering toolu_t (its record ks1), 20 U the Task's result naming sub1."""
+    call = [{"type": "tool_use", "id": "toolu_t", "name": "Task",
+             "input": {"description": "look", "subagent_type": "Explore", "prompt": "p"}}]
+    result = [{"type": "tool_result", "tool_use_id": "toolu_t", "content": "done"}]
+    here = {"cwd": "/home/me/app"}
+    progress = {"type": "progress", "sessionId": ORIG, "timestamp": ts(6), "uuid": "o3", "parentToolUseID": "toolu_t",
+                "data": {"type": "agent_progress", "agentId": "sub1",
+                         "message": {"type": "assistant", "timestamp": ts(6),
+                                     "message": {"id": "ks1", "content": [],
+                                                 "usage": {"input_tokens": 1, "output_tokens": 3}}}}, **here}
+    return [
+        user(ORIG, 0, uuid="o1", **here),
+        {**assistant(ORIG, 5, "k1", 10, uuid="o2", **here),
+         "message": {"id": "k1", "content": call, "usage": {"input_tokens": 1, "output_tokens": 10}}},
+        progress,
+        {**user(ORIG, 20, uuid="o4", toolUseResult={"agentId": "sub1"}, **here), "message": {"content": result}},
+    ]
+
+
+def agents_fork_tree(root: Path) -> None:
+    """F, an unmarked background fork of ORIG, and G of F: each re-writes the lines before it (in
+    ORIG's folder), then writes its own in its own folder."""
+    o = _agents_chain()
+    f_own = [user(F, 1000, uuid="f1", sessionKind="bg", cwd="/home/me/fork"),
+             assistant(F, 1010, "k3", 30, uuid="f2", sessionKind="bg", cwd="/home/me/fork")]
+    g_own = [user(G, 2000, uuid="g1", sessionKind="bg", cwd="/home/me/g"),
+             assistant(G, 2004, "k4", 40, uuid="g2", sessionKind="bg", cwd="/home/me/g")]
+    write(root / SLUG / f"{ORIG}.jsonl", o)
+    write(root / SLUG / f"{F}.jsonl", _copy(o, F, None) + f_own)
+    write(root / SLUG / f"{G}.jsonl", _copy(o, G, None) + _copy(f_own, G, None) + g_own)
+
+
+# Worked out from accounting.md §4 (the first cwd of the session's own lines) and §2.4 (links: a
+# toolUseResult.agentId, or an agent_progress line's agent and parentToolUseID, of its own lines).
+PROJECTS = {ORIG: "/home/me/app", F: "/home/me/fork", G: "/home/me/g"}
+LINKS = {ORIG: [("sub1", "toolu_t"), ("sub1", "toolu_t")], F: [], G: []}
+# a session's links as the report reads them: its files' and its holder lines' that are no fork copies
+SESSION_LINKS = """
+SELECT session_uuid, agent_id, tool_use_id FROM retrod.subagent_links
+UNION ALL
+SELECT session_uuid, link_agent, link_tool_use FROM retrod.line_holders
+WHERE link_agent IS NOT NULL AND line_uuid IS NOT NULL AND NOT copy
+ORDER BY 1, 2, 3
+"""
+
+
+def test_unmarked_fork_copies_give_the_fork_no_folder_subagent_or_link_in_any_order(pg_cluster,
+                                                                                    tmp_path: Path) -> None:
+    """The forks' copies of ORIG's lines name ORIG's folder, list sub1 (an agent_progress record)
+    and link it to toolu_t twice: none of it is the forks'. Read in any order, in halves (a fork
+    read first holds the copies as its own until ORIG comes), each session's project, listed
+    subagents (as the reference lists them) and links are its own lines'; ORIG's sub1 is matched
+    by its tool_use."""
+    from conftest import fresh_database
+
+    whole = tmp_path / "whole" / "projects"
+    agents_fork_tree(whole)
+    expected = reference.compute(whole)
+    assert {s: expected[s]["subagents"] for s in PROJECTS} == {ORIG: ["sub1"], F: [], G: []}
+    for order in ((G, F, ORIG), (ORIG, F, G), (F, ORIG, G)):
+        root = tmp_path / "-".join(s[:2] for s in order) / "projects"
+        (root / SLUG).mkdir(parents=True)
+        with fresh_database(pg_cluster) as url:
+            for session in order:
+                lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
+                for upto in (len(lines) // 2, len(lines)):
+                    (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
+                    ingest(url, [root], batch_bytes=512)
+            got = reports(url)
+            assert {s: got[s]["session"]["project_path"] for s in PROJECTS} == PROJECTS, order
+            assert {s: sorted(a["agent_id"] for a in got[s]["subagents"]) for s in PROJECTS} \
+                == {s: expected[s]["subagents"] for s in PROJECTS}, order
+            assert [(a["agent_id"], a["matched_by"]) for a in got[ORIG]["subagents"]] == [("sub1", "tool_use")]
+            with psycopg.connect(url) as conn:
+                links = conn.execute(SESSION_LINKS).fetchall()
+            assert {s: [(a, t) for k, a, t in links if k == s] for s in PROJECTS} == LINKS, order
+            rollups_match_raw(url)
+
+
+def test_forks_read_under_rules_7_are_read_again_forgetting_what_their_copies_gave(db_url: str,
+                                                                                 tmp_path: Path) -> None:
+    """A main transcript read under fold rules 7 (before migration 0036) listed the subagents of
+    its copied lines, linked them and took its folder from them: read again from its start, its
+    own rows forgotten (fold.FORGET_MAIN_BELOW_RULES), each session has only its own."""
+    from retrod.transcript.fold import FORGET_MAIN_BELOW_RULES
+
+    root = tmp_path / "projects"
+    agents_fork_tree(root)
+    ingest(db_url, [root])
+    want = reports(db_url)
+    assert FORGET_MAIN_BELOW_RULES == 8
+    with psycopg.connect(db_url) as conn:  # what rules 7 left in F: its copies' agent, link and folder
+        f_id = conn.execute("SELECT id FROM retrod.files WHERE session_uuid = %s AND kind = 'main'", (F,)).fetchone()[0]
+        conn.execute("INSERT INTO retrod.subagents (file_id, session_uuid, agent_id, first_ts, last_ts)"
+                     " VALUES (%s, %s, 'sub1', %s, %s)", (f_id, F, ts(6), ts(6)))
+        conn.execute("INSERT INTO retrod.subagent_links (file_id, session_uuid, agent_id, tool_use_id)"
+                     " VALUES (%s, %s, 'sub1', 'toolu_t')", (f_id, F))
+        conn.execute("UPDATE retrod.files SET cwd = '/home/me/app', state = jsonb_set(state, '{rules}', '7')"
+                     " WHERE id = %s", (f_id,))
+    stale = reports(db_url)[F]
+    assert (stale["session"]["project_path"], [a["agent_id"] for a in stale["subagents"]]) == ("/home/me/app", ["sub1"])
+    ingest(db_url, [root])
+    got = reports(db_url)
+    assert {s: (got[s]["session"]["project_path"], got[s]["subagents"]) for s in PROJECTS} \
+        == {s: (want[s]["session"]["project_path"], want[s]["subagents"]) for s in PROJECTS}
+    assert got[F]["session"]["project_path"] == "/home/me/fork" and got[F]["subagents"] == []
+    with psycopg.connect(db_url) as conn:
+        links = conn.execute(SESSION_LINKS).fetchall()
+    assert {s: [(a, t) for k, a, t in links if k == s] for s in PROJECTS} == LINKS
+    rollups_match_raw(db_url)

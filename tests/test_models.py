@@ -30,10 +30,13 @@ import reference
 from helpers import HOST, ingest, reports, rollups_match_raw, snapshot
 from retrod.fastpath import client
 from retrod.fastpath.server import ReportServer
-from retrod.report import model
+from retrod.history import trends
+from retrod.report import model, timeline
 from retrod.report import prices as pricing
 from retrod.settings import Settings
+from retrod.statusline import figures as statusline
 from retrod.store import tiers
+from retrod.ui import data
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 FIGURES = ("requests", "input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h",
@@ -70,7 +73,8 @@ def test_a_group_of_parts_costs_what_its_parts_cost_one_by_one() -> None:
     dollars, to the last digit, as calc_price on each part (random parts of every Anthropic
     model, unknown ones too, over two years, fast or not, around the tier thresholds, with web
     searches: accounting.md §2.7's web-search unit; a model without a web-search price leaves them
-    unpriced, its tokens priced — docs/decisions.md)."""
+    unpriced, its tokens priced — docs/decisions.md; and splits that do not add up, whose writes
+    are all 5m ones)."""
     rnd = random.Random(19)
     names = [m.id for m in ANTHROPIC.models] + ["claude-opus-4-6-20260205", "claude-imaginary-9"]
     groups: dict[tuple, list[dict]] = {}
@@ -81,6 +85,10 @@ def test_a_group_of_parts_costs_what_its_parts_cost_one_by_one() -> None:
                 "cache_create_1h": rnd.choice([0, rnd.randrange(0, cc + 1)]),
                 "web_searches": rnd.choice([0, 0, 0, rnd.randrange(1, 40)])}
         part["cache_create_5m"] = cc - part["cache_create_1h"]
+        if rnd.random() < 0.1:  # a split that does not add up: all of its writes are 5m ones (§2.7)
+            part["cache_create_5m"] = max(0, part["cache_create_5m"] + rnd.choice([-1, 1]) * rnd.randrange(1, 500))
+        adds_up = part["cache_create_5m"] + part["cache_create_1h"] == cc
+        part["priced_1h"] = part["cache_create_1h"] if adds_up else 0
         size = part["input"] + part["cache_read"] + part["cache_create"]
         floor = max([t for t in pricing.thresholds() if size > t], default=0)
         key = (rnd.choice(names), date(2025, 9, 1) + timedelta(days=rnd.randrange(0, 600)), rnd.random() < 0.3, floor)
@@ -92,7 +100,7 @@ def test_a_group_of_parts_costs_what_its_parts_cost_one_by_one() -> None:
                 one = calc_price(Usage(input_tokens=part["input"] + part["cache_read"] + part["cache_create"],
                                        output_tokens=part["output"], cache_read_tokens=part["cache_read"],
                                        cache_write_tokens=part["cache_create"],
-                                       cache_write_1h_tokens=part["cache_create_1h"],
+                                       cache_write_1h_tokens=part["priced_1h"],
                                        web_searches=part["web_searches"]),
                                  name, provider_id="anthropic",
                                  genai_request_timestamp=datetime.combine(day, time(rnd.randrange(24)), UTC),
@@ -102,11 +110,12 @@ def test_a_group_of_parts_costs_what_its_parts_cost_one_by_one() -> None:
                 break
             want += one.total_price  # (the package prices searches its model has no price for at 0)
             unpriced = unpriced or (part["web_searches"] > 0 and one.model_price.web_searches_kcount is None)
-        summed = {f: sum(p[f] for p in parts) for f in pricing.TOKENS}
+        summed = {f: sum(p[f] for p in parts) for f in (*pricing.TOKENS, pricing.PRICED_1H)}
         searches = sum(p["web_searches"] for p in parts)
         got = pricing.group_cost(pricing.DEFAULT, name, day, fast, floor, summed, len(parts), searches)
         assert got == (want, unpriced), name
     assert any(p["web_searches"] for ps in groups.values() for p in ps)
+    assert any(p["priced_1h"] != p["cache_create_1h"] for ps in groups.values() for p in ps)
 
 
 # ---- the fixture corpus against the reference -------------------------------------------------
@@ -771,3 +780,115 @@ def test_a_commands_settings_go_with_it_to_the_daemon(priced: dict, db_url: str,
 
         assert away_after() == 1800.0  # the default, not the daemon's 60
         assert away_after(RETROD_AWAY_AFTER_S="90") == 90.0  # the command's own
+
+
+# ---- accounting.md §2.7: a split that does not add up is all 5m -----------------------------------------
+
+C = "cccccccc-1111-4000-8000-000000000003"
+D = "dddddddd-1111-4000-8000-000000000004"
+OPUS46 = "claude-opus-4-6"
+
+
+def _split_session(session: str, day: int, malformed: tuple[int, int], extra_output: int = 0) -> list[dict]:
+    """Requests of one price group (Opus 4.6 on 2026-03-0`day`+), where `malformed` is the (5m, 1h)
+    split given with 1,000 cache writes, once as a request of one part and once as a part of a
+    request split in two; beside them well-formed 1h writes, whose 1h rate stands. They fall in a
+    phase's edge, its whole minutes and its whole hours (see the windows below)."""
+    base = (day - 1) * 86400
+    five, hour = malformed
+    part_a = usage(5, 7, 0, 3000, 0, 3000)
+    part_b = usage(5, 9, 0, 1000, five, hour)
+    return [
+        record(f"{session}-r1", base + 10, usage(10, 100 + extra_output, 0, 1000, five, hour), OPUS46,
+               session=session),
+        record(f"{session}-r2", base + 20, usage(10, 50, 0, 5000, 0, 5000), OPUS46, session=session),
+        record(f"{session}-r3", base + 30, {**usage(10, 16, 0, 4000), "iterations": [part_a, part_b]}, OPUS46,
+               session=session),
+        record(f"{session}-r4", base + 130, usage(3, 4, 0, 1000, five, hour), OPUS46, session=session),
+        record(f"{session}-r5", base + 3700, usage(3, 4, 0, 1000, five, hour), OPUS46, session=session),
+    ]
+
+
+def test_a_split_that_does_not_add_up_is_priced_all_5m_on_every_surface(db_url: str, tmp_path: Path) -> None:
+    """accounting.md §2.7: "When a part's 5m and 1h writes do not add up to its cache writes, all of its
+    cache writes count as 5m": 1,000 writes given as 5m 200 and 1h 900 cost 1,000 at the 5m rate,
+    per part, whatever else its price group holds; the split is shown as given. A is priced as the
+    reference prices it, and exactly as C, the same usage with those writes given as 5m 1,000: by
+    the report, a phase (its edges, minutes and hours), the session lists (`retrod sessions`'
+    and the web UI's, whose sort by cost puts D — C with one more output token — before A),
+    trends, the web UI's timeline and the status line's today."""
+    root = tmp_path / "projects"
+    write(root / "-p" / f"{A}.jsonl", _split_session(A, 1, (200, 900)))
+    write(root / "-p" / f"{C}.jsonl", _split_session(C, 2, (1000, 0)))
+    write(root / "-p" / f"{D}.jsonl", _split_session(D, 3, (1000, 0), extra_output=1))
+    ingest(db_url, [root])
+    rollups_match_raw(db_url)
+    want = reference.compute(root)
+    got = reports(db_url)
+    summary = got[A]["summary"]
+    assert by_model(summary["tokens_by_model"]) == want[A]["tokens_by_model"]
+    opus = by_model(summary["tokens_by_model"])[OPUS46]  # the split shown as given
+    assert (opus["cache_create"], opus["cache_create_5m"], opus["cache_create_1h"]) == (12000, 4 * 200, 8000 + 4 * 900)
+    assert summary["cost"] == want[A]["cost"] == got[C]["summary"]["cost"]
+    # by hand, per million at $5 input, $25 output, $6.25 5m and $10 1h writes: r1 50 + 2,500 +
+    # 6,250; r2 50 + 1,250 + 50,000; r3 25 + 175 + 30,000 and 25 + 225 + 6,250; r4, r5 15 + 100 +
+    # 6,250 (the four malformed parts' 1,000 writes at 5m: at 900 1h and 100 5m, $0.0135 more)
+    cost = summary["cost"]["usd"]
+    assert cost == 0.10953
+    assert got[D]["summary"]["cost"]["usd"] == 0.109555  # (its one output token more)
+
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    windows = [(start + timedelta(seconds=5), start + timedelta(seconds=25)),  # an edge: raw parts
+               (start + timedelta(seconds=25), start + timedelta(hours=3, seconds=30))]  # minutes, hours
+    _log_phases(db_url, A, windows)
+    with psycopg.connect(db_url) as conn:
+        member = conn.execute("SELECT current_user").fetchone()[0]
+        phases = sorted(model.build(conn, A)["phases"], key=lambda p: int(p["phase"]))
+        expected = reference.compute_phase_models(root, A, windows, with_cost=True)
+        assert [by_model(p["tokens_by_model"]) for p in phases] == [e["tokens_by_model"] for e in expected]
+        assert [p["cost"] for p in phases] == [e["cost"] for e in expected]
+
+        listed = model.session_costs(conn, [(A, member), (C, member)], pricing.DEFAULT)
+        assert listed[(A, member)][1] == listed[(C, member)][1] == summary["cost"]
+        page = data.sessions(conn, data.SessionQuery(sort="cost", order="desc"))  # ui.sql's cost, in doubles
+        assert page["sessions"][0]["uuid"] == D  # (A at 900 1h writes a part would cost more)
+        assert {row["uuid"]: row["cost"] for row in page["sessions"]}[A] == summary["cost"]
+
+        days = {p["period"]: p for p in trends.trends(conn, by="day", tz="UTC")["periods"]}
+        assert days["2026-03-01"]["cost"] == summary["cost"]
+        assert timeline.series(conn, A)["cost_usd"] == timeline.series(conn, C)["cost_usd"]
+        today = statusline.figures(conn, None, (start, start + timedelta(days=1)))["today"]
+        assert today["cost_usd"] == cost
+
+
+def test_rows_stored_before_migration_0036_are_priced_by_the_rule(pg_cluster, tmp_path: Path) -> None:
+    """A database whose rollups were summed before 0036 (no priced 1h writes): the migration works
+    the writes priced at 1h out of the raw parts (a split that does not add up gives none), in the
+    minutes, the hours and the sessions, and the report prices as the reference does."""
+    from conftest import fresh_database
+    from retrod.store.migrate import load, migrate
+
+    root = tmp_path / "projects"
+    write(root / "-p" / f"{A}.jsonl", _split_session(A, 1, (200, 900)))
+    write(root / "-p" / f"{C}.jsonl", _split_session(C, 2, (1000, 0)))
+    before = tmp_path / "before"
+    before.mkdir()
+    for m in load():
+        if m.version < 36:
+            (before / f"{m.version:04d}_{m.name}.sql").write_text(m.sql)
+    with fresh_database(pg_cluster) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA retrod CASCADE")
+            conn.execute("DROP TABLE cc_session_phases, cc_sessions")
+            migrate(conn, before)
+            # today's ingest writes a holder line's link and folder, and a file's folder, as 0036 adds them
+            conn.execute("ALTER TABLE retrod.line_holders ADD COLUMN link_agent TEXT, ADD COLUMN link_tool_use TEXT,"
+                         " ADD COLUMN cwd_changed BOOLEAN NOT NULL DEFAULT false, ADD COLUMN cwd TEXT")
+            conn.execute("ALTER TABLE retrod.files ADD COLUMN cwd TEXT")
+        ingest(url, [root])
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert migrate(conn) == [36]
+            for table in ("request_minutes", "request_hours", "session_requests"):  # A's and C's 1h parts
+                assert conn.execute(f"SELECT sum(priced_1h_tokens) FROM retrod.{table}").fetchone()[0] == 2 * 8000
+        rollups_match_raw(url)
+        assert reports(url)[A]["summary"]["cost"] == reference.compute(root)[A]["cost"]

@@ -123,11 +123,15 @@ def test_a_database_with_rows_from_before_the_migration_gets_them_summed(pg_clus
             migrate(conn, before)
             assert (conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None) == (version == 18)
             # today's ingest writes the subagent timeline's column, as migration 0022 adds it,
-            # a request's web searches, as 0027 adds them, and its chosen record's place, as 0035
+            # a request's web searches, as 0027 adds them, and its chosen record's place, as 0035,
             conn.execute("ALTER TABLE retrod.events ADD COLUMN sub BOOLEAN NOT NULL DEFAULT false")
             conn.execute("ALTER TABLE retrod.requests ADD COLUMN web_searches BIGINT NOT NULL DEFAULT 0")
             conn.execute('ALTER TABLE retrod.requests ADD COLUMN usage_path TEXT COLLATE "C",'
                          " ADD COLUMN usage_offset BIGINT")
+            # and a holder line's link and folder, and a file's folder, as 0036 adds them
+            conn.execute("ALTER TABLE retrod.line_holders ADD COLUMN link_agent TEXT, ADD COLUMN link_tool_use TEXT,"
+                         " ADD COLUMN cwd_changed BOOLEAN NOT NULL DEFAULT false, ADD COLUMN cwd TEXT")
+            conn.execute("ALTER TABLE retrod.files ADD COLUMN cwd TEXT")
             # and it sets 0031's deferred trigger immediate by name (one that does nothing here)
             conn.execute(STUB_CACHE_STREAM_TRIGGER)
         ingest(url, [projects])

@@ -230,9 +230,9 @@ def test_a_tracked_session_re_keyed_and_new_price_tiers_change_the_kept_answers(
     # a retime may change an away gap alone (an event's row, not the session's sums)
     ("UPDATE retrod.events SET gap_us = gap_us + 7200000000 WHERE kind = 'human'"
     " AND session_uuid = (SELECT min(session_uuid) FROM retrod.events WHERE kind = 'human')"),
-    # a working folder read at last (a file's fold state, not its lines' figures)
-    ("UPDATE retrod.files SET state = jsonb_set(state, '{cwd}', '\"/somewhere/else\"')"
-    " WHERE id = (SELECT min(id) FROM retrod.files WHERE kind = 'main' AND state ? 'cwd')"),
+    # a working folder read at last (a file's column, not its lines' figures: migration 0036)
+    ("UPDATE retrod.files SET cwd = '/somewhere/else'"
+    " WHERE id = (SELECT min(id) FROM retrod.files WHERE kind = 'main' AND cwd IS NOT NULL)"),
     # a phase's verdict changed, by another tool
     ("UPDATE public.cc_session_phases SET verdict = 'exploratory_waste' WHERE id = (SELECT min(id) FROM"
     " public.cc_session_phases WHERE verdict <> 'exploratory_waste')"),

@@ -17,7 +17,7 @@ import structlog
 
 from ..store.store import OUTAGE, FileRow, Meta, Pending, Stat, Store
 from ..transcript.discovery import FileRef, classify, session_paths, walk
-from ..transcript.fold import FORGET_BELOW_RULES, RULES, first_session_id, fold
+from ..transcript.fold import FORGET_BELOW_RULES, FORGET_MAIN_BELOW_RULES, RULES, first_session_id, fold
 from ..transcript.parser import parse_line, storable_text
 from ..transcript.tailer import read_chunk
 from .committer import Committer, log_not_ingested
@@ -78,7 +78,8 @@ def _head_len(head: str) -> int:
 
 def _older_rules(file: FileRow) -> bool:
     """A transcript read (some way) under older fold rules: read it again (below
-    fold.FORGET_BELOW_RULES, its per-file rows forgotten first; its requests stay)."""
+    fold.FORGET_BELOW_RULES, or FORGET_MAIN_BELOW_RULES for a main transcript, its per-file rows
+    forgotten first; its requests stay)."""
     return file.kind in ("main", "subagent", "agent_root") and file.offset > 0 and file.state.rules < RULES
 
 
@@ -438,7 +439,8 @@ class Ingester:
                      and _head(fd, _head_len(file.head)) != file.head)
         # Read under rules that counted lines as its own which may be fork copies (§2.1): its rows
         # go, as a replaced file's.
-        forgotten = _older_rules(file) and file.state.rules < FORGET_BELOW_RULES
+        forgotten = _older_rules(file) and file.state.rules < (
+            FORGET_MAIN_BELOW_RULES if file.kind == "main" else FORGET_BELOW_RULES)
         reset = replaced or truncated or rewritten or forgotten
         if reset:
             log.info("file re-read from its start", path=str(ref.path),

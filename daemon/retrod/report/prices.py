@@ -32,6 +32,10 @@ PROVIDER = "anthropic"
 # USD per million tokens, by the token figure they price (RETROD_PRICES' shape).
 RATES = ("input", "output", "cache_read", "cache_create_5m", "cache_create_1h")
 TOKENS = ("input", "output", "cache_read", "cache_create", "cache_create_5m", "cache_create_1h")
+# What a price group's cache writes cost at the 1-hour rate: the sum, over its parts, of each one's
+# 1h writes when its 5m and 1h writes add up to its cache writes, else none (accounting.md §2.7; the
+# store's rollups sum it, migration 0036). A figure priced, never shown.
+PRICED_1H = "priced_1h"
 # What a price group sums besides its tokens and is priced too (accounting.md §2.2, §2.7).
 WEB_SEARCHES = "web_searches"
 _TOP_LEVEL = {"date", "source", "notes", "models"}
@@ -247,11 +251,12 @@ def _probe(flat: tuple, model_price: type) -> Rates:
 
 
 def _cost(rate: Rates, tokens: Mapping[str, int], parts: int, web_searches: int = 0) -> Decimal:
-    """USD for summed tokens at flat rates. Cache writes: those in the 1-hour split at the 1-hour
-    price, all others — the 5-minute ones, and those a usage gave without a split — at the
-    5-minute price (Claude Code's default cache lifetime). Web searches at the web-search price
-    (none: they add nothing here, and the caller says they are unpriced)."""
-    one_hour = min(tokens["cache_create_1h"], tokens["cache_create"])
+    """USD for summed tokens at flat rates. Cache writes: those priced at 1 hour (PRICED_1H) at
+    the 1-hour price, all others — the 5-minute ones, those a usage gave without a split, and all
+    of a part whose split does not add up — at the 5-minute price (Claude Code's default cache
+    lifetime). Web searches at the web-search price (none: they add nothing here, and the caller
+    says they are unpriced)."""
+    one_hour = tokens[PRICED_1H]
     per_million = (tokens["input"] * rate.input + tokens["output"] * rate.output
                    + tokens["cache_read"] * rate.cache_read + one_hour * rate.cache_create_1h
                    + (tokens["cache_create"] - one_hour) * rate.cache_create_5m)
@@ -294,7 +299,7 @@ def usd(value: Decimal) -> float:
 
 def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[shapes.ModelTokens], shapes.Cost]:
     """Price groups (rows of model — '' when the transcript named none —, day, fast, tier_floor,
-    parts and the token figures) summed by model and priced: see `summarize`."""
+    parts, the token figures and PRICED_1H) summed by model and priced: see `summarize`."""
     models: dict[str, dict] = {}
     for group in groups:
         model = group["model"]
@@ -309,7 +314,8 @@ def by_model(groups: Iterable[Mapping], prices: Prices) -> tuple[list[shapes.Mod
             row[f] += tokens[f]
         row[WEB_SEARCHES] += searches
         price, unpriced = group_cost(prices, model, _day(group["day"]), bool(group["fast"]),
-                                     int(group["tier_floor"]), tokens, int(group["parts"]), searches)
+                                     int(group["tier_floor"]), {**tokens, PRICED_1H: int(group[PRICED_1H])},
+                                     int(group["parts"]), searches)
         row["cost"] += price
         row["unpriced"] = row["unpriced"] or unpriced
     return summarize(models.values())

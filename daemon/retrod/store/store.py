@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -178,6 +179,7 @@ class Store:
             held = [row[0] for row in conn.execute(q("ingest_forget_file_line_holders"), {"id": file.id})]
             mine = [file.session_uuid] if file.session_uuid is not None else []
             copies, lines = _decide_fork_copies(conn, mine if file.kind == "main" else [], held)
+            _settle_cwds(conn, [file.id], [file.id], lines if copies else "[]")
             if copies:
                 conn.execute(q("ingest_reown_requests"), {"changed": lines, "batch": "[]"})
                 conn.execute(q("ingest_park_tool_calls"), {"changed": lines, "sessions": []})
@@ -343,6 +345,8 @@ class Store:
             conn.execute(q("ingest_park_tool_calls"), {"changed": lines, "sessions": called})
         if copies:
             conn.execute(q("ingest_unpark_tool_calls"), {"changed": lines})
+        _settle_cwds(conn, [p.file.id for p in batch if p.file.kind == "main" and p.result is not None],
+                     [p.file.id for p in batch if p.start == 0], lines if copies else "[]")
         timed = [(p.session, p.file.id) for p in batch
                  if p.session and p.result is not None and any(not e.sub for e in p.result.events)]
         _retime(conn, timed, copies + met,
@@ -376,6 +380,16 @@ def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: li
     return (sorted({session for session, _, _ in rows}),
             _json([{"session_uuid": session, "file_id": file_id, "offset": offset}
                    for session, file_id, offset in rows]))
+
+
+def _settle_cwds(conn: psycopg.Connection, files: list[int], again: list[int], lines: str) -> None:
+    """accounting.md §4 with §2.1: the working folder of the main transcripts among `files` whose is not
+    found yet, of those read `again` from their start, and of those holding the `lines` that
+    became or stopped being fork copies (a JSON list of {session_uuid, file_id, offset})."""
+    changed = sorted({line["file_id"] for line in json.loads(lines)})
+    if files or changed:
+        conn.execute(q("ingest_settle_file_cwds"), {"ids": sorted(set(files) | set(changed)),
+                                                    "again": sorted(set(again) | set(changed))})
 
 
 def _retime(conn: psycopg.Connection, timed: list[tuple[str, int]], copies: list[str],

@@ -56,11 +56,17 @@ class Source:
 # 6: a call without a path keeps its example text (§2.10; 0028).
 # 7: requests carry the place (path below the root, line) of the record whose usage counts,
 #    which breaks ties on the usage tuple (§2.2; 0035).
-RULES = 7
+# 8: an unmarked candidate line with a uuid keeps its subagent link and its working folder on
+#    its holder row, and lists no subagent (its record's agent is there): a fork copy's give the
+#    fork nothing (§2.1, §2.4, §4; 0036).
+RULES = 8
 # A file read under rules below this is read again forgetting its per-file rows (events, calls,
 # subagents, links; requests stay counted), not keeping them: lines the file once counted as its
 # own may be fork copies under rules 3.
 FORGET_BELOW_RULES = 3
+# The same for a main transcript: under rules 8 the subagents and links of its lines that may be
+# fork copies are no longer its own rows (a subagent's file keeps its own).
+FORGET_MAIN_BELOW_RULES = 8
 
 
 @dataclass(slots=True)
@@ -69,7 +75,15 @@ class FoldState:
 
     high_water_us: int | None = None  # the latest event time so far: the next gap starts there
     first_event_us: int | None = None  # the earliest (lines are not always in time order)
-    cwd: str | None = None  # the first own line's working folder: the project's path, as the report names it
+    # §4: the working folder of the first own line without a uuid that has one, and its offset
+    # (a line with a uuid may be a fork copy: its holder row carries its folder, and the store
+    # works the file's first own folder out, files.cwd)
+    cwd: str | None = None
+    cwd_offset: int | None = None
+    # the working folder of the last line with a uuid (a holder) so far: a holder's row carries its
+    # own only when it differs (held_cwd: whether any holder was seen)
+    held_cwd: str | None = None
+    held_cwd_seen: bool = False
     # §2.1 unmarked fork copies: the earliest and latest timestamp of the file's unmarked
     # candidate lines (any type), which rank the sessions holding a uuid
     span_first_us: int | None = None
@@ -200,13 +214,13 @@ class Boundary:
     ts_us: int
 
 
-@dataclass(slots=True)
-class Holder:
+class Holder(msgspec.Struct, omit_defaults=True):
     """An unmarked candidate line of a main transcript with a uuid (§2.1: neither copied history,
     nor sidechain, nor marked): the store decides across sessions which one wrote the uuid. With
     the record on it, if any (its own, or the one an agent_progress line embeds: a line holds one
     at most), which ranks as foreign (§2.2) when the line turns out a fork copy; key None: none.
-    One row of retrod.line_holders (migration 0030)."""
+    One row of retrod.line_holders (migration 0030). (A struct whose defaults are left out of its
+    JSON: most lines hold no record, link or change of folder, and every line with a uuid is one.)"""
 
     offset: int
     uuid: str
@@ -215,6 +229,14 @@ class Holder:
     sidechain: bool | None = None
     ts_us: int | None = None
     agent: str | None = None
+    # §2.4: the subagent link on the line (toolUseResult.agentId, or an agent_progress line's),
+    # which counts in the session while the line is no fork copy
+    link_agent: str | None = None
+    link_tool_use: str | None = None
+    # §4: the line's working folder when it differs from the holder before it in the file (the
+    # first holder's always): cwd_changed; a holder's folder is that of the last one at or before it
+    cwd_changed: bool = False
+    cwd: str | None = None
 
     def hold(self, key: str, sidechain: bool, ts_us: int | None, agent: str) -> None:
         self.key, self.sidechain, self.ts_us, self.agent = key, sidechain, ts_us, agent
@@ -325,6 +347,9 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
     held: Holder | None = None
     if source.kind == "main" and not sidechain and not foreign and entry.uuid is not None:
         held = Holder(offset, entry.uuid, entry.bg)
+        if not state.held_cwd_seen or entry.cwd != state.held_cwd:
+            held.cwd_changed, held.cwd = True, entry.cwd
+            state.held_cwd, state.held_cwd_seen = entry.cwd, True
         out.holders.append(held)
 
     if in_subagent_file and source.agent_id in out.subagents:
@@ -347,7 +372,7 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
         _fold_agent_progress(source, out, offset, entry, entry.embedded, held)
 
     if entry.result_agent_id and msg.tool_results and msg.tool_results[0].tool_use_id and not foreign:
-        out.links.add((entry.result_agent_id, msg.tool_results[0].tool_use_id))
+        _add_link(out, held, entry.result_agent_id, msg.tool_results[0].tool_use_id)
 
     if msg.type == "assistant" and msg.tool_uses and not foreign and (in_subagent_file or not entry.is_sidechain):
         _add_calls(out, source.agent_id if in_subagent_file else "", offset, msg)
@@ -357,6 +382,8 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
 
     if source.kind == "main" and not sidechain and not foreign:
         _widen_span(state, entry)
+        if held is None and state.cwd is None and entry.cwd is not None:
+            state.cwd, state.cwd_offset = entry.cwd, offset
         _fold_own_line(state, out, offset, entry)
 
 
@@ -378,15 +405,24 @@ def _fold_agent_progress(source: Source, out: FoldResult, offset: int, entry: En
                or is_marked_fork_copy(source, entry))  # (a fork's copy of a progress line: its record too)
     agent = entry.progress_agent_id
     if agent and not foreign and entry.parent_tool_use_id:
-        out.links.add((agent, entry.parent_tool_use_id))
+        _add_link(out, held, agent, entry.parent_tool_use_id)
     if not foreign:
         _add_sub_event(out, offset, embedded, ts)
     if embedded.type != "assistant" or embedded.usage is None:
         return
     _add_record(out, source, offset, embedded, embedded.usage, ts, True, foreign, agent or UNNAMED_AGENT,
                 None if foreign else held)
-    if agent and not foreign and not agent.startswith(COMPACTION_PREFIX):
-        out.subagents.setdefault(agent, Span()).add(ts)  # listed through its copied records
+    if agent and not foreign and not agent.startswith(COMPACTION_PREFIX) and held is None:
+        # listed through its copied records (a holder's is on its row: listed while no fork copy)
+        out.subagents.setdefault(agent, Span()).add(ts)
+
+
+def _add_link(out: FoldResult, held: Holder | None, agent: str, tool_use_id: str) -> None:
+    """A subagent link (§2.4): the file's, or its holder line's (counted while no fork copy)."""
+    if held is None:
+        out.links.add((agent, tool_use_id))
+    else:
+        held.link_agent, held.link_tool_use = agent, tool_use_id
 
 
 def _add_sub_event(out: FoldResult, offset: int, msg: Message, ts: int | None) -> None:
@@ -454,8 +490,6 @@ def _add_result(out: FoldResult, result: ToolResult) -> None:
 
 def _fold_own_line(state: FoldState, out: FoldResult, offset: int, entry: Entry) -> None:
     msg = entry.msg
-    if state.cwd is None and entry.cwd is not None:
-        state.cwd = entry.cwd
     if msg.type == "system":
         if entry.subtype == "compact_boundary":
             out.events.append(Event(offset, None, None, None, 0, 0, entry.uuid, None, compaction=True))

@@ -108,7 +108,8 @@ WITH held AS (
 ), gone AS (
     DELETE FROM retrod.line_holders WHERE file_id = %(id)s AND key IS NULL
 ), kept AS (
-    UPDATE retrod.line_holders SET line_uuid = NULL, bg = false, shared = false, copy = false
+    UPDATE retrod.line_holders SET line_uuid = NULL, bg = false, shared = false, copy = false,
+                                   link_agent = NULL, link_tool_use = NULL, cwd_changed = false, cwd = NULL
     WHERE file_id = %(id)s AND key IS NOT NULL AND line_uuid IS NOT NULL
 )
 SELECT DISTINCT line_uuid FROM held WHERE shared;
@@ -385,10 +386,12 @@ ON CONFLICT DO NOTHING;
 -- index by every uuid of the batch (= ANY): a lookup per line (LATERAL) cost an executor rescan
 -- each, most of them finding nothing.
 WITH batch AS (
-    SELECT f.file_id, h."offset", f.session_uuid, h.uuid, h.bg, h.key, h.agent, h.sidechain, h.ts_us
+    SELECT f.file_id, h."offset", f.session_uuid, h.uuid, h.bg, h.key, h.agent, h.sidechain, h.ts_us,
+           h.link_agent, h.link_tool_use, coalesce(h.cwd_changed, false) AS cwd_changed, h.cwd  -- (absent: default)
     FROM json_to_recordset(%(files)s::json) AS f(file_id BIGINT, session_uuid TEXT, rows JSON),
          json_to_recordset(f.rows)
-         AS h("offset" BIGINT, uuid TEXT, bg BOOL, key TEXT, agent TEXT, sidechain BOOL, ts_us BIGINT)
+         AS h("offset" BIGINT, uuid TEXT, bg BOOL, key TEXT, agent TEXT, sidechain BOOL, ts_us BIGINT,
+              link_agent TEXT, link_tool_use TEXT, cwd_changed BOOL, cwd TEXT)
 ), others AS (  -- (the holders of a line's uuid at other lines: the session of each)
     SELECT b.session_uuid, b.uuid, o.session_uuid AS holder
     FROM retrod.line_holders o JOIN batch b ON b.uuid = o.line_uuid
@@ -403,28 +406,35 @@ WITH batch AS (
     FROM (SELECT DISTINCT file_id FROM batch) f
 ), new AS (
     INSERT INTO retrod.line_holders (file_id, "offset", session_uuid, line_uuid, bg, shared,
-                                     key, agent, sidechain, ts)
+                                     key, agent, sidechain, ts, link_agent, link_tool_use, cwd_changed, cwd)
     SELECT b.file_id, b."offset", b.session_uuid, b.uuid, b.bg, b.uuid IN (SELECT uuid FROM found),
-           b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us)
+           b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us), b.link_agent, b.link_tool_use, b.cwd_changed,
+           b.cwd
     FROM batch b JOIN last l USING (file_id)
     WHERE l."offset" IS NULL OR b."offset" > l."offset"
 ), written AS (
     INSERT INTO retrod.line_holders AS h (file_id, "offset", session_uuid, line_uuid, bg, shared,
-                                          key, agent, sidechain, ts)
+                                          key, agent, sidechain, ts, link_agent, link_tool_use, cwd_changed, cwd)
     SELECT b.file_id, b."offset", b.session_uuid, b.uuid, b.bg, b.uuid IN (SELECT uuid FROM found),
-           b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us)
+           b.key, b.agent, b.sidechain, retrod.us_to_ts(b.ts_us), b.link_agent, b.link_tool_use, b.cwd_changed,
+           b.cwd
     FROM batch b JOIN last l USING (file_id)
     WHERE b."offset" <= l."offset"
     ON CONFLICT (file_id, "offset") DO UPDATE SET
         -- (a row that holds no uuid: its file was read again from its start, store.reset)
         line_uuid = coalesce(h.line_uuid, excluded.line_uuid),
         bg = CASE WHEN h.line_uuid IS NULL THEN excluded.bg ELSE h.bg END,
+        -- (what the line says, as its file's fold said it last: a line read again says the same)
+        (link_agent, link_tool_use, cwd_changed, cwd)
+            = (excluded.link_agent, excluded.link_tool_use, excluded.cwd_changed, excluded.cwd),
         shared = h.shared OR coalesce(h.line_uuid, excluded.line_uuid) IN (SELECT uuid FROM found),
         (key, agent, sidechain, ts) = (
             SELECT excluded.key, excluded.agent, excluded.sidechain, excluded.ts WHERE excluded.key IS NOT NULL
             UNION ALL
             SELECT h.key, h.agent, h.sidechain, h.ts WHERE excluded.key IS NULL)
     WHERE h.line_uuid IS NULL OR (NOT h.shared AND h.line_uuid IN (SELECT uuid FROM found))
+       OR (h.link_agent, h.link_tool_use, h.cwd_changed, h.cwd)
+          IS DISTINCT FROM (excluded.link_agent, excluded.link_tool_use, excluded.cwd_changed, excluded.cwd)
        OR (excluded.key IS NOT NULL
            AND (h.key, h.agent, h.sidechain, h.ts)
                IS DISTINCT FROM (excluded.key, excluded.agent, excluded.sidechain, excluded.ts))
@@ -436,6 +446,34 @@ WITH batch AS (
 SELECT session_uuid FROM others WHERE holder = session_uuid
 UNION
 SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
+
+-- name: ingest_settle_file_cwds
+-- accounting.md §4 with §2.1: each given main transcript's working folder, the first `cwd` of its own
+-- lines: its first holder that is no fork copy and whose folder (its last change at or before it,
+-- line_holders.cwd_changed) is one, unless its first own line without a uuid that has one
+-- (`cwd_offset` of its fold state) comes before. Only the files whose folder is not found yet,
+-- or `again` (read from their start, or holding lines that became or stopped being fork copies):
+-- an own line found stays the first, as later lines cannot come before it.
+WITH f AS (
+    SELECT id, state ->> 'cwd' AS own_cwd, (state ->> 'cwd_offset')::bigint AS own_offset, cwd
+    FROM retrod.files
+    WHERE id = ANY(%(ids)s::bigint[]) AND kind = 'main' AND (cwd IS NULL OR id = ANY(%(again)s::bigint[]))
+), found AS (
+    SELECT f.id, f.cwd, coalesce((
+        SELECT r.cwd FROM (  -- (a file's changes of folder: few)
+            SELECT c."offset" AS start, lead(c."offset") OVER (ORDER BY c."offset") AS stop, c.cwd
+            FROM retrod.line_holders c WHERE c.file_id = f.id AND c.cwd_changed AND c.line_uuid IS NOT NULL
+        ) r
+        WHERE r.cwd IS NOT NULL AND (f.own_offset IS NULL OR r.start < f.own_offset)
+          AND EXISTS (SELECT FROM retrod.line_holders h
+                      WHERE h.file_id = f.id AND h."offset" >= r.start AND (r.stop IS NULL OR h."offset" < r.stop)
+                        AND (f.own_offset IS NULL OR h."offset" < f.own_offset)
+                        AND h.line_uuid IS NOT NULL AND NOT h.copy)
+        ORDER BY r.start LIMIT 1), f.own_cwd) AS first
+    FROM f
+)
+UPDATE retrod.files x SET cwd = found.first
+FROM found WHERE x.id = found.id AND x.cwd IS DISTINCT FROM found.first;
 
 -- name: ingest_uuid_writers
 -- accounting.md §2.1 unmarked fork copies: which session wrote each uuid more than one session holds.

@@ -21,10 +21,10 @@ SELECT f.session_uuid, f.project_slug, p.cwd AS project_path, coalesce(p.cwd, f.
 FROM retrod.session_figures f
 LEFT JOIN retrod.session_times t ON t.session_uuid = f.session_uuid AND t.db_role = f.db_role
 LEFT JOIN (
-    SELECT DISTINCT ON (session_uuid) session_uuid, state ->> 'cwd' AS cwd
+    SELECT DISTINCT ON (session_uuid) session_uuid, cwd
     FROM retrod.files
     WHERE %(projects)s AND db_role = %(member)s AND kind = 'main' AND session_uuid IS NOT NULL
-      AND state ->> 'cwd' IS NOT NULL
+      AND cwd IS NOT NULL
     ORDER BY session_uuid, slug, path
 ) p ON p.session_uuid = f.session_uuid
 LEFT JOIN (

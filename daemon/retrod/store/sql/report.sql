@@ -32,7 +32,7 @@ ORDER BY session_uuid LIMIT 2;
 -- name: report_session_files
 SELECT
     coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
-    (array_agg(state ->> 'cwd' ORDER BY slug, path) FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1]
+    (array_agg(cwd ORDER BY slug, path) FILTER (WHERE kind = 'main' AND cwd IS NOT NULL))[1]
         AS project_path,  -- the folder Claude Code ran in (the slug is its name, with / and . as -)
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root')) AS transcripts,
     count(*) FILTER (WHERE kind IN ('main', 'subagent', 'agent_root') AND missing) AS transcripts_deleted,
@@ -65,7 +65,7 @@ SELECT model, CASE WHEN day = 'infinity' THEN NULL ELSE day END AS day, fast, ti
        sum(parts)::bigint AS parts, sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
        sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h,
-       sum(web_searches)::bigint AS web_searches
+       sum(web_searches)::bigint AS web_searches, sum(priced_1h_tokens)::bigint AS priced_1h
 FROM retrod.session_requests WHERE session_uuid = %(session)s AND db_role = %(member)s
 GROUP BY 1, 2, 3, 4;
 
@@ -92,7 +92,9 @@ SELECT coalesce((SELECT tool_calls FROM retrod.session_tool_calls
 
 -- name: report_session_subagents
 -- A subagent's description and type: its .meta.json, else the Task/Agent tool_use it answers,
--- else the nearest Task/Agent tool_use before it started, else unknown (accounting.md §2.4).
+-- else the nearest Task/Agent tool_use before it started, else unknown (accounting.md §2.4). The agents
+-- listed and the links are the files' rows and those of the main transcripts' lines with a uuid
+-- (line_holders, migration 0036) that are no fork copies (§2.1).
 SELECT s.agent_id, s.first_ts, s.last_ts,
        retrod.ts_to_us(s.last_ts) - retrod.ts_to_us(s.first_ts) AS span_us,
        m.agent_type AS meta_type, m.description AS meta_description,
@@ -105,18 +107,33 @@ SELECT s.agent_id, s.first_ts, s.last_ts,
        coalesce(t.cache_create, 0) AS cache_create
 FROM (
     SELECT session_uuid, agent_id, min(first_ts) AS first_ts, max(last_ts) AS last_ts
-    FROM retrod.subagents WHERE session_uuid = %(session)s AND db_role = %(member)s
+    FROM (
+        SELECT session_uuid, agent_id, first_ts, last_ts
+        FROM retrod.subagents WHERE session_uuid = %(session)s AND db_role = %(member)s
+        UNION ALL  -- the named agents of its holder lines' agent_progress records, but fork copies' (§2.1)
+        SELECT session_uuid, agent, ts, ts
+        FROM retrod.line_holders
+        WHERE session_uuid = %(session)s AND db_role = %(member)s AND (sidechain OR link_agent IS NOT NULL)
+          AND sidechain AND line_uuid IS NOT NULL AND NOT copy AND agent NOT IN ('<inline>', '<unnamed>')
+          AND NOT starts_with(agent, 'acompact')
+    ) a
     GROUP BY session_uuid, agent_id
 ) s
 LEFT JOIN retrod.subagent_meta m ON m.session_uuid = s.session_uuid AND m.agent_id = s.agent_id
                                  AND m.db_role = %(member)s
 LEFT JOIN LATERAL (
     SELECT c.tool_use_id, c.subagent_type, c.description
-    FROM retrod.subagent_links l
-    JOIN retrod.tool_calls c ON c.session_uuid = l.session_uuid AND c.tool_use_id = l.tool_use_id
+    FROM (
+        SELECT l.tool_use_id FROM retrod.subagent_links l
+        WHERE l.session_uuid = s.session_uuid AND l.agent_id = s.agent_id AND l.db_role = %(member)s
+        UNION ALL  -- its holder lines' links, but fork copies' (§2.1)
+        SELECT h.link_tool_use FROM retrod.line_holders h
+        WHERE h.session_uuid = s.session_uuid AND h.db_role = %(member)s AND (h.sidechain OR h.link_agent IS NOT NULL)
+          AND h.link_agent = s.agent_id AND h.line_uuid IS NOT NULL AND NOT h.copy
+    ) l
+    JOIN retrod.tool_calls c ON c.session_uuid = s.session_uuid AND c.tool_use_id = l.tool_use_id
                              AND c.db_role = %(member)s
-    WHERE l.session_uuid = s.session_uuid AND l.agent_id = s.agent_id AND l.db_role = %(member)s
-      AND c.name IN ('Task', 'Agent')
+    WHERE c.name IN ('Task', 'Agent')
     ORDER BY c.ts NULLS LAST, c.tool_use_id LIMIT 1
 ) linked ON true
 LEFT JOIN LATERAL (
@@ -173,16 +190,16 @@ FROM (
 -- name: report_window_price_groups
 -- The request parts whose timestamp falls in window `p` (a row of window_bounds), as rows of the
 -- rollups' columns — model, minute (an hour row's hour), fast, tier_floor, requests (n), parts
--- (np), tool turns, tokens, web searches — to be summed by price group (accounting.md §2.5, §2.7): the
--- minutes around its whole hours, the hours, and the parts of the requests in its edges. (A
--- fragment: `-- include: report_window_price_groups`.)
+-- (np), tool turns, tokens, web searches, the writes priced at 1h (p1, migration 0036) — to be
+-- summed by price group (accounting.md §2.5, §2.7): the minutes around its whole hours, the hours, and
+-- the parts of the requests in its edges. (A fragment: `-- include: report_window_price_groups`.)
 -- Each range (the minutes before and after the whole hours, the two edges) is a LATERAL of its
 -- own, kept apart by OFFSET 0: as one OR of two ranges, or a plain join to them, the planner
 -- scanned the session's every minute and event per window (0.2 s for 12 phases of the ~200 MB
 -- benchmark session under a prepared statement's plans).
 SELECT model, minute, fast, tier_floor, requests AS n, parts AS np, tool_turns AS tools,
        input_tokens AS i, output_tokens AS o, cache_read_tokens AS cr, cache_create_tokens AS cc,
-       cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws
+       cache_create_5m_tokens AS c5, cache_create_1h_tokens AS c1, web_searches AS ws, priced_1h_tokens AS p1
 FROM (VALUES (p.whole_from, p.hours_from), (p.hours_to, p.whole_to)) AS span(a, b),
      LATERAL (SELECT * FROM retrod.request_minutes
               WHERE session_uuid = %(session)s AND db_role = %(member)s
@@ -190,7 +207,8 @@ FROM (VALUES (p.whole_from, p.hours_from), (p.hours_to, p.whole_to)) AS span(a, 
 WHERE span.a < span.b
 UNION ALL
 SELECT model, hour, fast, tier_floor, requests, parts, tool_turns, input_tokens, output_tokens,
-       cache_read_tokens, cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches
+       cache_read_tokens, cache_create_tokens, cache_create_5m_tokens, cache_create_1h_tokens, web_searches,
+       priced_1h_tokens
 FROM retrod.request_hours
 WHERE p.hours_from < p.hours_to AND session_uuid = %(session)s AND db_role = %(member)s
   AND hour >= p.hours_from AND hour < p.hours_to
@@ -199,7 +217,8 @@ SELECT q.model, retrod.minute_of(q.ts), q.fast,
        retrod.tier_floor(q.input + q.cache_read + q.cache_create,
                          (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
        q.first::int, 1, (q.first AND q.has_tool_use)::int, q.input, q.output, q.cache_read,
-       q.cache_create, q.cache_create_5m, q.cache_create_1h, q.web_searches
+       q.cache_create, q.cache_create_5m, q.cache_create_1h, q.web_searches,
+       retrod.priced_1h(q.cache_create, q.cache_create_5m, q.cache_create_1h)
 FROM (VALUES (p.s, p.edge1_end), (p.edge2_start, p.e)) AS edge(a, b),
      LATERAL (SELECT r.ts, r.fast, r.has_tool_use, q.* FROM retrod.requests r, retrod.request_parts(r) q
               WHERE r.session_uuid = %(session)s AND r.db_role = %(member)s
@@ -326,7 +345,7 @@ WITH longest AS (  -- no span is longer: bounds the spans that can overlap a win
     SELECT p.id, x.model, CASE WHEN x.minute = 'infinity' THEN NULL ELSE (x.minute AT TIME ZONE 'UTC')::date END AS day,
            x.fast, x.tier_floor, sum(n)::bigint AS n, sum(np)::bigint AS np, sum(tools)::bigint AS tools,
            sum(i)::bigint AS i, sum(o)::bigint AS o, sum(cr)::bigint AS cr, sum(cc)::bigint AS cc,
-           sum(c5)::bigint AS c5, sum(c1)::bigint AS c1, sum(ws)::bigint AS ws
+           sum(c5)::bigint AS c5, sum(c1)::bigint AS c1, sum(ws)::bigint AS ws, sum(p1)::bigint AS p1
     FROM p CROSS JOIN LATERAL (
         -- include: report_window_price_groups
     ) x
@@ -347,7 +366,7 @@ LEFT JOIN (
     SELECT id, json_agg(json_build_object(
                'model', model, 'day', day, 'fast', fast, 'tier_floor', tier_floor, 'requests', n, 'parts', np,
                'tool_turns', tools, 'input', i, 'output', o, 'cache_read', cr, 'cache_create', cc,
-               'cache_create_5m', c5, 'cache_create_1h', c1, 'web_searches', ws)
+               'cache_create_5m', c5, 'cache_create_1h', c1, 'web_searches', ws, 'priced_1h', p1)
                ORDER BY model, day, fast, tier_floor) AS by_model
     FROM groups GROUP BY id
 ) m USING (id);
@@ -363,7 +382,7 @@ SELECT model, CASE WHEN minute = 'infinity' THEN NULL ELSE (minute AT TIME ZONE 
        fast, tier_floor, sum(n)::bigint AS requests, sum(np)::bigint AS parts,
        sum(i)::bigint AS input, sum(o)::bigint AS output, sum(cr)::bigint AS cache_read,
        sum(cc)::bigint AS cache_create, sum(c5)::bigint AS cache_create_5m, sum(c1)::bigint AS cache_create_1h,
-       sum(ws)::bigint AS web_searches
+       sum(ws)::bigint AS web_searches, sum(p1)::bigint AS priced_1h
 FROM p CROSS JOIN LATERAL (
     -- include: report_window_price_groups
 ) x
@@ -438,7 +457,7 @@ CROSS JOIN LATERAL (
 SELECT g.session_uuid, g.db_role, g.model, CASE WHEN g.day = 'infinity' THEN NULL ELSE g.day END AS day, g.fast,
        g.tier_floor, g.parts, g.input_tokens AS input, g.output_tokens AS output, g.cache_read_tokens AS cache_read,
        g.cache_create_tokens AS cache_create, g.cache_create_5m_tokens AS cache_create_5m,
-       g.cache_create_1h_tokens AS cache_create_1h, g.web_searches
+       g.cache_create_1h_tokens AS cache_create_1h, g.web_searches, g.priced_1h_tokens AS priced_1h
 FROM unnest(%(sessions)s::text[], %(members)s::text[]) AS k(session_uuid, db_role)
 JOIN retrod.session_requests g ON g.session_uuid = k.session_uuid AND g.db_role = k.db_role;
 

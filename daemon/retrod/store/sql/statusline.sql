@@ -68,7 +68,7 @@ SELECT model, (minute AT TIME ZONE 'UTC')::date AS day, fast, tier_floor, sum(pa
        sum(input_tokens)::bigint AS input, sum(output_tokens)::bigint AS output,
        sum(cache_read_tokens)::bigint AS cache_read, sum(cache_create_tokens)::bigint AS cache_create,
        sum(cache_create_5m_tokens)::bigint AS cache_create_5m, sum(cache_create_1h_tokens)::bigint AS cache_create_1h,
-       sum(web_searches)::bigint AS web_searches
+       sum(web_searches)::bigint AS web_searches, sum(priced_1h_tokens)::bigint AS priced_1h
 FROM retrod.request_minutes
 WHERE db_role = %(member)s AND minute >= %(start)s AND minute < %(end)s
 GROUP BY 1, 2, 3, 4;

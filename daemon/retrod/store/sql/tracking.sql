@@ -134,8 +134,8 @@ WITH s AS (
 ), candidates AS (  -- `matching`: how many there are before the limit
     SELECT *, count(*) OVER () AS matching FROM s
     WHERE (%(slugs)s::text[] IS NULL OR project_slug = ANY(%(slugs)s::text[])
-                                      AND coalesce((SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
-                                                     FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
+                                      AND coalesce((SELECT (array_agg(f.cwd ORDER BY f.slug, f.path)
+                                                     FILTER (WHERE f.kind = 'main' AND f.cwd IS NOT NULL))[1]
                                                 FROM retrod.files f
                                                 WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role),
                                                project_slug) = ANY(%(projects)s::text[]))
@@ -158,8 +158,8 @@ WITH s AS (
     ) c ON true
 )
 SELECT f.session_uuid AS uuid, f.db_role AS member, f.project_slug,
-       (SELECT (array_agg(w.state ->> 'cwd' ORDER BY w.slug, w.path)  -- (worked out after the limit)
-                    FILTER (WHERE w.kind = 'main' AND w.state ->> 'cwd' IS NOT NULL))[1]
+       (SELECT (array_agg(w.cwd ORDER BY w.slug, w.path)  -- (worked out after the limit)
+                    FILTER (WHERE w.kind = 'main' AND w.cwd IS NOT NULL))[1]
         FROM retrod.files w WHERE w.session_uuid = f.session_uuid AND w.db_role = f.db_role) AS project_path,
        f.matching, retrod.us_to_ts(f.first_us) AS started_at,
        round(coalesce(f.last_us - f.first_us, 0) / 1e6, 3)::float AS wall_s,
@@ -181,8 +181,8 @@ LIMIT %(limit)s;
 -- session_figures holds for a session with no main transcript). `member`: whose sessions (null:
 -- every one the role may read). Only the main transcripts are grouped: a third of the files.
 SELECT DISTINCT project_path, project_slug FROM (
-    SELECT (array_agg(state ->> 'cwd' ORDER BY slug, path)
-                FILTER (WHERE state ->> 'cwd' IS NOT NULL))[1] AS project_path,
+    SELECT (array_agg(cwd ORDER BY slug, path)
+                FILTER (WHERE cwd IS NOT NULL))[1] AS project_path,
            min(slug) AS project_slug
     FROM retrod.files
     WHERE kind = 'main' AND session_uuid IS NOT NULL AND (%(member)s::text IS NULL OR db_role = %(member)s::text)

@@ -106,8 +106,8 @@ WITH rates AS (
     SELECT session_uuid, coalesce(min(slug) FILTER (WHERE kind = 'main'), min(slug)) AS project_slug,
            -- (each read only when asked: files_member_sessions, the covering index, holds neither)
            CASE WHEN %(by_project)s OR %(projects)s::text[] IS NOT NULL
-                THEN (array_agg(state ->> 'cwd' ORDER BY slug, path)
-                          FILTER (WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL))[1] END AS project_path,
+                THEN (array_agg(cwd ORDER BY slug, path)
+                          FILTER (WHERE kind = 'main' AND cwd IS NOT NULL))[1] END AS project_path,
            CASE WHEN %(by_machine)s
                 THEN coalesce(min(host_id) FILTER (WHERE kind = 'main'), min(host_id)) END AS machine
     FROM retrod.files
@@ -212,10 +212,9 @@ WITH rates AS (
                -- each per-session price group as a report prices it (prices.py _cost)
                coalesce(sum((q.input_tokens * r.input + q.output_tokens * r.output
                              + q.cache_read_tokens * r.cache_read
-                             + least(q.cache_create_1h_tokens, q.cache_create_tokens) * r.cache_create_1h
-                             + (q.cache_create_tokens - least(q.cache_create_1h_tokens, q.cache_create_tokens))
-                               * r.cache_create_5m) / 1000000 + q.parts * r.per_part
-                             + q.web_searches * coalesce(r.web_search, 0)), 0) AS cost,
+                             + q.priced_1h_tokens * r.cache_create_1h
+                             + (q.cache_create_tokens - q.priced_1h_tokens) * r.cache_create_5m) / 1000000
+                             + q.parts * r.per_part + q.web_searches * coalesce(r.web_search, 0)), 0) AS cost,
                coalesce(bool_or(r.input IS NULL AND (q.input_tokens, q.output_tokens, q.cache_read_tokens,
                                                      q.cache_create_tokens, q.cache_create_5m_tokens,
                                                      q.cache_create_1h_tokens) <> (0, 0, 0, 0, 0, 0)
@@ -225,7 +224,7 @@ WITH rates AS (
         JOIN (
             SELECT session_uuid, NULL AS machine, bucket, model, day, fast, tier_floor, requests, parts,
                    input_tokens, output_tokens, cache_read_tokens, cache_create_tokens, cache_create_5m_tokens,
-                   cache_create_1h_tokens, web_searches
+                   cache_create_1h_tokens, web_searches, priced_1h_tokens
             FROM retrod.session_requests WHERE db_role = %(member)s AND NOT %(by_machine)s
               AND (%(started_from)s::timestamptz IS NULL OR session_uuid = ANY(ARRAY(SELECT session_uuid FROM c)))
             UNION ALL  -- by machine: the same price groups (migration 0018's), per attributed record's machine
@@ -234,7 +233,8 @@ WITH rates AS (
                    retrod.tier_floor(pt.input + pt.cache_read + pt.cache_create,
                                      (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s)),
                    count(*) FILTER (WHERE pt.first), count(*), sum(pt.input), sum(pt.output), sum(pt.cache_read),
-                   sum(pt.cache_create), sum(pt.cache_create_5m), sum(pt.cache_create_1h), sum(pt.web_searches)
+                   sum(pt.cache_create), sum(pt.cache_create_5m), sum(pt.cache_create_1h), sum(pt.web_searches),
+                   sum(retrod.priced_1h(pt.cache_create, pt.cache_create_5m, pt.cache_create_1h))
             FROM retrod.requests r, retrod.request_parts(r) pt
             WHERE r.db_role = %(member)s AND %(by_machine)s
             GROUP BY 1, 2, 3, 4, 5, 6, 7

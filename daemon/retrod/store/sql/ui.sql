@@ -11,7 +11,7 @@ SELECT DISTINCT model, day::text AS day, fast, tier_floor FROM retrod.session_re
 -- Every folder Claude Code ran a stored main transcript in: the names the list's short names are
 -- made distinct among (data.short_names; a few more than the projects' when a session's folder
 -- moved, which can only lengthen a name), without grouping the files by session.
-SELECT DISTINCT state ->> 'cwd' FROM retrod.files WHERE kind = 'main' AND state ->> 'cwd' IS NOT NULL;
+SELECT DISTINCT cwd FROM retrod.files WHERE kind = 'main' AND cwd IS NOT NULL;
 
 -- name: ui_models
 -- The list's choices: the models there are (the projects: tracking.sql's known_projects).
@@ -34,10 +34,10 @@ FROM retrod.typed_rates(%(rates)s::json)
 -- name: ui_group_usd
 -- A fragment (`-- include: ui_group_usd`): the cost in doubles of a price group `g` (a row of
 -- session_requests or request_minutes) at its rates `r` (ui_rates_per_token), as prices.py's
--- `_cost` prices it: the 1h cache writes at the 1h rate, the rest of them at the 5m rate.
+-- `_cost` prices it: the writes priced at 1h (migration 0036: a part's 1h writes when its 5m and
+-- 1h writes add up to its cache writes) at the 1h rate, the rest of them at the 5m rate.
 g.input_tokens * r.input + g.output_tokens * r.output + g.cache_read_tokens * r.cache_read
-+ least(g.cache_create_1h_tokens, g.cache_create_tokens) * r.cache_1h
-+ (g.cache_create_tokens - least(g.cache_create_1h_tokens, g.cache_create_tokens)) * r.cache_5m
++ g.priced_1h_tokens * r.cache_1h + (g.cache_create_tokens - g.priced_1h_tokens) * r.cache_5m
 + g.parts * r.part + g.web_searches * coalesce(r.search, 0)
 
 -- name: ui_sessions
@@ -117,8 +117,8 @@ WITH rates AS MATERIALIZED (  -- read once
     WHERE s.transcripts > 0
       AND (%(sessions)s::text[] IS NULL OR s.session_uuid = ANY(%(sessions)s::text[]))
       AND (%(slugs)s::text[] IS NULL OR s.project_slug = ANY(%(slugs)s::text[]) AND coalesce(
-          (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
-                       FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
+          (SELECT (array_agg(f.cwd ORDER BY f.slug, f.path)
+                       FILTER (WHERE f.kind = 'main' AND f.cwd IS NOT NULL))[1]
            FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role),
           s.project_slug) = ANY(%(projects)s::text[]))
       AND (%(member)s::text IS NULL OR s.db_role = %(member)s::text)
@@ -153,8 +153,8 @@ SELECT s.session_uuid AS uuid, s.db_role AS member, s.project_slug, page.total, 
        s.input_tokens + s.output_tokens + s.cache_read_tokens + s.cache_create_tokens AS total_tokens,
        s.calls AS tool_calls, s.productive::float / nullif(s.calls, 0) AS efficiency,
        u.id AS user_session_id, u.description,
-       (SELECT (array_agg(f.state ->> 'cwd' ORDER BY f.slug, f.path)
-                FILTER (WHERE f.kind = 'main' AND f.state ->> 'cwd' IS NOT NULL))[1]
+       (SELECT (array_agg(f.cwd ORDER BY f.slug, f.path)
+                FILTER (WHERE f.kind = 'main' AND f.cwd IS NOT NULL))[1]
         FROM retrod.files f WHERE f.session_uuid = s.session_uuid AND f.db_role = s.db_role) AS project_path,
        (SELECT count(*) FROM public.cc_session_phases ph WHERE ph.session_id = u.id) AS phases
 FROM page
