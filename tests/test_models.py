@@ -887,7 +887,7 @@ def test_rows_stored_before_migration_0036_are_priced_by_the_rule(pg_cluster, tm
             conn.execute("ALTER TABLE retrod.files ADD COLUMN cwd TEXT")
         ingest(url, [root])
         with psycopg.connect(url, autocommit=True) as conn:
-            assert migrate(conn) == [36]
+            assert migrate(conn) == [m.version for m in load() if m.version >= 36]
             for table in ("request_minutes", "request_hours", "session_requests"):  # A's and C's 1h parts
                 assert conn.execute(f"SELECT sum(priced_1h_tokens) FROM retrod.{table}").fetchone()[0] == 2 * 8000
         rollups_match_raw(url)
