@@ -357,6 +357,8 @@ def test_html_escapes_what_it_is_given_unless_it_is_html() -> None:
     assert Html("<p>{}</p>").format(Html("<b>x</b>")) == "<p><b>x</b></p>"  # Html is kept as it is
     assert Html("{}").format("a\u202eb\nc") == "a b c"  # on one line, no override (stored_text.flat)
     assert Html('<a title="{}">').format("\"'&") == '<a title="&quot;&#x27;&amp;">'
+    # a missing value shows as nothing, as e(None) does, never as the text "None"
+    assert Html("<td>{}</td><td>{x}</td>").format(None, x=None) == "<td></td><td></td>" == f"<td>{e(None)}</td>" * 2
 
 
 def test_no_markup_is_made_from_an_fstring() -> None:

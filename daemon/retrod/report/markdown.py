@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..basics.format import cost as shown_cost
-from ..basics.format import count, duration, share, size, usd
+from ..basics.format import count, duration, instant, share, size, usd
 from ..basics.stored_text import one_line, quoted
 from ..basics.verdicts import shown
 from .model import BUCKETS, SIGNALS
@@ -248,7 +248,7 @@ def _timeline(phases: list[dict]) -> list[str]:
         if p["task"] != section:
             section = p["task"]
             out.append(f"    section {_gantt_text(section)}")
-        end = p["ended_at"] or datetime.now(UTC).isoformat()  # an open phase runs until now
+        end = p["ended_at"] or instant(datetime.now(UTC))  # an open phase runs until now
         tag = GANTT_TAG.get(p["verdict"], "")
         out.append(f"    {_gantt_text(p['phase'])} ({_gantt_text(p['verdict'])}) :{tag}p{i}, "
                    f"{_gantt_time(p['started_at'])}, {_gantt_time(end)}")

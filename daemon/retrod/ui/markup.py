@@ -29,6 +29,12 @@ class Html(Markup):
             return cls(s.__html__())
         return cls(html.escape(flat(s)))
 
+    def format(self, *args: Any, **kwargs: Any) -> Html:
+        # A missing value shows as nothing, as e(None) does, never as the text "None" (MarkupSafe's
+        # formatter writes str(None) before escaping it).
+        return super().format(*("" if a is None else a for a in args),
+                              **{k: "" if v is None else v for k, v in kwargs.items()})
+
 
 def e(value: object) -> Html:
     """A text as HTML, escaped (Html.escape)."""
