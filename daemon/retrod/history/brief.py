@@ -37,6 +37,7 @@ from ..fastpath.client import HOOK_TIMEOUT_S
 from ..report import markdown, model
 from ..report import prices as pricing
 from ..report.model import AWAY_AFTER_S, SIGNALS
+from ..report.task_completed import read_payload  # (every hook's stdin is read alike)
 from ..resolve import ENV_VAR, UUID_RE, project_slugs
 from ..settings import Settings
 from ..store.members import current_role
@@ -370,15 +371,6 @@ def _direction_line(d: dict) -> str:
 
 
 # -- the SessionStart hook -------------------------------------------------------------------
-
-def read_payload(data: bytes) -> dict:
-    """The hook's JSON (Claude Code's SessionStart input); {} for anything else."""
-    try:
-        payload = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return {}
-    return payload if isinstance(payload, dict) else {}
-
 
 def hook(conn: Connection, payload: dict, *, sessions: int = DEFAULT_SESSIONS,
          prices: pricing.Prices = pricing.DEFAULT, away_after_s: float = AWAY_AFTER_S,
