@@ -248,8 +248,8 @@ class Outside(TypedDict):
     cost: Cost
 
 
-class Figures(TypedDict):
-    """A window's figures (accounting.md §2.5): a phase's, or a task's over its windows."""
+class WindowFigures(TypedDict):
+    """What a phase and a task both show of their windows (accounting.md §2.5)."""
 
     tokens: Tokens
     tokens_by_model: list[ModelTokens]
@@ -261,9 +261,14 @@ class Figures(TypedDict):
     tool_s: float
     human_s: float
     away_s: float
+    tool_use: ToolUse
+
+
+class Figures(WindowFigures):
+    """A window's figures (accounting.md §2.5): a phase's, or a task's over its windows."""
+
     tool_result_bytes: int
     tool_result_tokens_est: int
-    tool_use: ToolUse
 
 
 class Phase(Figures):
@@ -313,7 +318,7 @@ class Window(TypedDict):
     end: str | None
 
 
-class Task(TypedDict):
+class Task(WindowFigures):
     """`plan.tasks[]`: a task of Claude's plan (accounting.md §2.9) with its windows' figures."""
 
     number: int
@@ -322,17 +327,6 @@ class Task(TypedDict):
     windows: list[Window]
     started_at: str | None
     ended_at: str | None
-    tokens: Tokens
-    tokens_by_model: list[ModelTokens]
-    cost: Cost
-    requests: int
-    tool_turns: int
-    text_turns: int
-    claude_s: float
-    tool_s: float
-    human_s: float
-    away_s: float
-    tool_use: ToolUse
     cache: Cache
     subagents: list[str]
 
