@@ -7,9 +7,9 @@ read time as the report prices (report/prices.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Annotated, Self, cast
+from typing import Annotated, Self, TypeVar, cast
 from zoneinfo import ZoneInfo
 
 from psycopg import Connection
@@ -180,26 +180,28 @@ class LessonsQuery(_Query):
     project: Text = None
 
 
+T = TypeVar("T")
+
+
 def trends(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
            away_after_s: float = model.AWAY_AFTER_S) -> dict:
     """`/api/trends`: what `retrod trends --json` prints for the same choices, as it is."""
-    zone, since = _trends_zone_and_since(query)
-    try:
-        return history.trends(conn, by=query.by, project=query.project, since=since, split=query.split,
-                              prices=prices, tz=zone, member=query.member, away_after_s=away_after_s,
-                              machine=query.machine)
-    except (history.TrendsError, ProjectError) as exc:
-        raise QueryError(str(exc)) from None
+    return _trends_asked(history.trends, conn, query, prices, away_after_s)
 
 
 def trends_json(conn: Connection, query: TrendsQuery, prices: pricing.Prices = pricing.DEFAULT,
                 away_after_s: float = model.AWAY_AFTER_S) -> bytes:
     """`/api/trends`'s body: `trends`, as JSON (its kept periods' made once)."""
+    return _trends_asked(history.trends_json, conn, query, prices, away_after_s)
+
+
+def _trends_asked(answer: Callable[..., T], conn: Connection, query: TrendsQuery, prices: pricing.Prices,
+                  away_after_s: float) -> T:
+    """`answer` (history's trends or its JSON) for the query's choices; its refusals are QueryErrors."""
     zone, since = _trends_zone_and_since(query)
     try:
-        return history.trends_json(conn, by=query.by, project=query.project, since=since, split=query.split,
-                                   prices=prices, tz=zone, member=query.member, away_after_s=away_after_s,
-                                   machine=query.machine)
+        return answer(conn, by=query.by, project=query.project, since=since, split=query.split, prices=prices,
+                      tz=zone, member=query.member, away_after_s=away_after_s, machine=query.machine)
     except (history.TrendsError, ProjectError) as exc:
         raise QueryError(str(exc)) from None
 
