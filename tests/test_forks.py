@@ -513,6 +513,28 @@ def test_unmarked_fork_copies_give_the_fork_no_folder_subagent_or_link_in_any_or
             rollups_match_raw(url)
 
 
+def test_a_fork_read_again_keeping_its_rows_keeps_its_own_folder(db_url: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A main transcript read again from its start keeping its rows (newer fold rules that do not
+    forget them: Store.rewind) saves the folder of its first own line that names one, which in F
+    is a fork copy of ORIG's line (its holder still marked so): its folder is settled again from
+    its holders, its own line's (§4 with §2.1)."""
+    from retrod.ingest import ingester
+
+    root = tmp_path / "projects"
+    agents_fork_tree(root)
+    ingest(db_url, [root])
+    assert {s: r["session"]["project_path"] for s, r in reports(db_url).items()} == PROJECTS
+    monkeypatch.setattr(ingester, "RULES", ingester.RULES + 1)  # (read again, rows kept: not below FORGET_*)
+    with psycopg.connect(db_url) as conn:
+        rewound = conn.execute("SELECT count(*) FROM retrod.files WHERE kind = 'main' AND (state->>'rules')::int < %s",
+                               (ingester.RULES,)).fetchone()[0]
+    assert rewound == len(PROJECTS)
+    ingest(db_url, [root])
+    assert {s: r["session"]["project_path"] for s, r in reports(db_url).items()} == PROJECTS
+    rollups_match_raw(db_url)
+
+
 def test_forks_read_under_rules_7_are_read_again_forgetting_what_their_copies_gave(db_url: str,
                                                                                  tmp_path: Path) -> None:
     """A main transcript read under fold rules 7 (before migration 0036) listed the subagents of
