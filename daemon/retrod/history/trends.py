@@ -372,7 +372,7 @@ def _periods(rows: list[dict], machine_rows: list[dict]) -> dict[date | None, _P
     return {period: _Period(sums, parts.get(period, [])) for period, sums in whole.items()}
 
 
-def _price_identity(prices: pricing.Prices) -> str:
+def price_identity(prices: pricing.Prices) -> str:
     """What a price table's prices are (a RETROD_PRICES file as read now)."""
     return json.dumps([prices.describe(), prices.override_models], default=str, sort_keys=True)
 
@@ -480,7 +480,7 @@ def _answer(conn: Connection, *, by: str, project: str | None, since: datetime |
     try:
         if sessions is None and machine is None and split not in ("machine", "session"):
             answer = ("trends", by, tz, split == "project", args["projects"] and tuple(args["projects"]),
-                      args["slugs"] and tuple(args["slugs"]), since, args["away_us"], _price_identity(prices))
+                      args["slugs"] and tuple(args["slugs"]), since, args["away_us"], price_identity(prices))
             kept = trend_periods.periods(conn, answer, member, by, tz, summed, lambda p: 1 + len(p.parts))
         else:  # (the brief's few sessions, and machines, read from the stored rows: summed each time)
             kept = trend_periods.Kept({}, summed(trend_periods.EVERY_SESSION))
