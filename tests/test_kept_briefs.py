@@ -1,8 +1,8 @@
-"""The brief kept between asks (issue 32, history/kept_briefs.py, migration 0039): the daemon
-answers `retrod brief` from what it kept while nothing the brief reads changed, and after any
-change — a phase logged, a verdict changed or a lesson written by another tool, a session's new
-lines committed, a brief given to a stored session, a session's description — its next answer
-is the one read from scratch."""
+"""The brief and `retrod lessons` kept between asks (issue 32, history/kept_briefs.py, migration
+0039): the daemon answers `retrod brief` from what it kept while nothing the brief reads changed,
+and after any change — a phase logged, a verdict changed or a lesson written by another tool, a
+session's new lines committed, a brief given to a stored session, a session's description — its
+next answer is the one read from scratch."""
 
 from __future__ import annotations
 
@@ -168,3 +168,18 @@ def test_without_the_phase_triggers_nothing_is_kept(asked: dict) -> None:
     with psycopg.connect(asked["url"], autocommit=True) as conn:
         conn.execute("UPDATE public.cc_session_phases SET lessons_learned = 'unseen by the marks'")
     assert asked["ask"]() != first and len(asked["reads"]) == 2
+
+
+def test_lessons_are_kept_as_the_brief_is(asked: dict) -> None:
+    """`retrod lessons` (its command, MCP tool and page) is kept alike: read once while nothing
+    changes, read again after a lesson is written."""
+    with psycopg.connect(asked["url"]) as conn:
+        first = lesson_data.lessons(conn, project=PROJECT)
+        reads = len(asked["reads"])
+        assert lesson_data.lessons(conn, project=PROJECT) == first and len(asked["reads"]) == reads
+        conn.execute("UPDATE public.cc_session_phases SET lessons_learned = 'read the error before retrying'")
+        conn.commit()
+        again = lesson_data.lessons(conn, project=PROJECT)
+        kept_briefs._kept.clear()
+        assert again == lesson_data.lessons(conn, project=PROJECT) and len(asked["reads"]) == reads + 2
+        assert again["lessons"] != first["lessons"]

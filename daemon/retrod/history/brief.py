@@ -92,7 +92,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
     mine = kept_briefs.kept(marks, ("sessions", *asked), lambda: frozenset(r["session_uuid"] for r in found()[1]))
     left_out = exclude if exclude in mine else None  # (a session not among the project's changes nothing)
     figures = kept_briefs.kept(
-        marks, ("brief", *asked, sessions, left_out, trends.price_identity(prices), away_after_s),
+        marks, ("brief", *asked, sessions, left_out, prices.identity(), away_after_s),
         lambda: _figures(conn, member, *found(), sessions=sessions, exclude=left_out, prices=prices,
                          away_after_s=away_after_s))
     return _answer(conn, member, figures, now or datetime.now(UTC))
