@@ -15,6 +15,7 @@ The session that asks (the hook's, or CLAUDE_CODE_SESSION_ID) is left out: it is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -42,7 +43,7 @@ from ..resolve import ENV_VAR, UUID_RE, project_slugs
 from ..settings import Settings
 from ..store.members import current_role
 from ..store.queries import q
-from . import lesson_data, shapes, trends
+from . import kept_briefs, lesson_data, shapes, trends
 
 DEFAULT_SESSIONS = 5
 # The whole text's size (accounting.md §2.10): it goes into Claude's context at every session start.
@@ -72,11 +73,45 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
           member: str | None = None, now: datetime | None = None) -> dict:
     """The brief as data (JSON-able): `sessions` is empty when the project has no history.
     `patterns`: what accounting.md §2.10's policy names, `{pattern, mode, status, back}` in its order
-    (`pattern_rows`: their figures, for the text); `project_lessons`: the project's newest lessons."""
+    (`pattern_rows`: their figures, for the text); `project_lessons`: the project's newest lessons.
+    Its figures are kept between asks until something they are read from changes (kept_briefs.py)."""
     member = member or current_role(conn)
-    every = lesson_data.member_sessions(conn, member, projects=bool(project))  # (read once: the project's and §2.10's)
-    where, mine, matched = lesson_data.find_sessions(conn, member, folder=folder, project=project, exclude=None,
-                                                     every=every)
+    marks = kept_briefs.marks(conn, member)
+    read: dict[str, tuple] = {}
+
+    def found() -> tuple:
+        """(the project's name, its sessions, projects_matched, the member's sessions): read once
+        an ask, however many of the kept values need them."""
+        if not read:
+            every = lesson_data.member_sessions(conn, member, projects=bool(project))  # (the project's and §2.10's)
+            read["found"] = (*lesson_data.find_sessions(conn, member, folder=folder, project=project, exclude=None,
+                                                        every=every), every)
+        return read["found"]
+
+    asked = (None if folder is None else str(folder), project)
+    mine = kept_briefs.kept(marks, ("sessions", *asked), lambda: frozenset(r["session_uuid"] for r in found()[1]))
+    left_out = exclude if exclude in mine else None  # (a session not among the project's changes nothing)
+    figures = kept_briefs.kept(
+        marks, ("brief", *asked, sessions, left_out, prices.identity(), away_after_s),
+        lambda: _figures(conn, member, *found(), sessions=sessions, exclude=left_out, prices=prices,
+                         away_after_s=away_after_s))
+    return _answer(conn, member, figures, now or datetime.now(UTC))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Figures:
+    """A brief as kept: `out`, the answer but for what is read at each ask (the sessions'
+    descriptions; the patterns, which depend on the project's last mentions; the lessons, whose
+    ages depend on the day), and `measured`, what accounting.md §2.10 measured those from (None:
+    no history)."""
+
+    out: dict
+    measured: lesson_data.Measured | None
+
+
+def _figures(conn: Connection, member: str, where: str | None, mine: list[dict], matched: list[str] | None,
+             every: list[dict], *, sessions: int, exclude: str | None, prices: pricing.Prices,
+             away_after_s: float) -> _Figures:
     rows = [r for r in mine if r["session_uuid"] != exclude][:sessions]
     out: dict[str, Any] = {"project": where, **({"projects_matched": matched} if matched else {}),
                            "sessions_asked": sessions, "sessions": [], "patterns": [], "pattern_rows": [],
@@ -84,10 +119,11 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
                            "waste_phases": [], "waste_phases_total": 0, "recurring_waste": [], "direction": None,
                            "prices": prices.describe()}
     if not rows:
-        return out
-    _measure(conn, out, member, every, mine, rows, where, prices, away_after_s, now or datetime.now(UTC))
+        return _Figures(out, None)
     uuids = [r["session_uuid"] for r in rows]
-    described = lesson_data.descriptions(conn, member, uuids)
+    found = lesson_data.measure(conn, member, every, {r["session_uuid"] for r in mine}, tuple(uuids), prices,
+                                away_after_s)
+    measured = dataclasses.replace(found, project=[], member=[])  # (what the patterns need: not 10,000 sessions)
     data = trends.trends(conn, by="month", tz="UTC", split="session", sessions=uuids, prices=prices,
                          member=member, away_after_s=away_after_s)
     figures = {f["session"]: f for p in data["periods"] for f in p.get("per_session", [])}
@@ -96,8 +132,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
         if f is None:  # (gone between the two queries: a team's member removed it)
             continue
         out["sessions"].append({
-            "session": r["session_uuid"], "started_at": instant(r["started_at"]),
-            "description": described.get(r["session_uuid"]),
+            "session": r["session_uuid"], "started_at": instant(r["started_at"]), "description": None,
             "cost": f["cost"], "tool_use": f["tool_use"], "output_tokens": f["tokens"]["total"]["output"],
             "wall_s": f["wall_s"], "claude_s": f["claude_s"], "verdicts": f["verdicts"]})
     with conn.cursor(row_factory=dict_row) as cur:
@@ -111,19 +146,28 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
     out["waste_phases_total"] = len(wasted)
     out["recurring_waste"] = _recurring(out["sessions"], examples)
     out["direction"] = _direction(out["sessions"])
+    return _Figures(out, measured)
+
+
+def _answer(conn: Connection, member: str, figures: _Figures, now: datetime) -> dict:
+    """The brief of these kept figures, with what is read at each ask (a new dict: the kept one
+    is never changed)."""
+    out = dict(figures.out)
+    if figures.measured is None:
+        return out
+    _patterns(conn, out, member, figures.measured, now)
+    described = lesson_data.descriptions(conn, member, [s["session"] for s in out["sessions"]])
+    out["sessions"] = [{**s, "description": described.get(s["session"])} for s in out["sessions"]]
     return out
 
 
-def _measure(conn: Connection, out: dict, member: str, every: list[dict], mine: list[dict], recent: list[dict],
-             where: str | None, prices: pricing.Prices, away_after_s: float, now: datetime) -> None:
+def _patterns(conn: Connection, out: dict, member: str, found: lesson_data.Measured, now: datetime) -> None:
     """accounting.md §2.10's policy: each pattern's mode from its status (as `retrod lessons` answers it
-    now), whether it recurs in the recent sessions and its last mention in a stored brief.
-    `every`: the member's sessions; `mine`: the project's."""
-    found = lesson_data.measure(conn, member, every, {r["session_uuid"] for r in mine},
-                                tuple(r["session_uuid"] for r in recent), prices, away_after_s)
+    now), whether it recurs in the recent sessions and its last mention in a stored brief; and
+    the project's newest lessons."""
     with conn.cursor(row_factory=dict_row) as cur:
         last = {r["pattern"]: r["mode"] for r in cur.execute(q("lessons_last_mentions"),
-                                                             {"member": member, "project": where})}
+                                                             {"member": member, "project": out["project"]})}
     named = lessons_rules.modes(found.patterns, found.recent, last)
     rows = {r["pattern"]: r for r in found.patterns}
     out["patterns"] = [{"pattern": m["pattern"], "mode": m["mode"], "status": m["status"], "back": m["back"]}

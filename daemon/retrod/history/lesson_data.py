@@ -27,7 +27,7 @@ from ..report.model import AWAY_AFTER_S
 from ..resolve import match_project, project_slugs, projects_of
 from ..store.members import current_role
 from ..store.queries import q
-from . import shapes
+from . import kept_briefs, shapes
 
 
 def member_sessions(conn: Connection, member: str, projects: bool = True) -> list[dict]:
@@ -163,15 +163,22 @@ def lessons(conn: Connection, *, folder: Path | None = None, project: str | None
     """`{project, answer, patterns[], lessons[]}` (and `projects_matched` when `project` matched by
     a part): a project with no history has no rows and the first answer."""
     member = member or current_role(conn)
-    every = member_sessions(conn, member, projects=bool(project))
-    where, rows, matched = find_sessions(conn, member, folder=folder, project=project, exclude=None, every=every)
-    found = measure(conn, member, every, {r["session_uuid"] for r in rows}, prices=prices,
-                    away_after_s=away_after_s) if rows else None
-    patterns = found.patterns if found else []
-    # (cast: mypy cannot follow a key written only when there is one; the shape declares it)
-    return cast(shapes.Lessons, {"project": where, **({"projects_matched": matched} if matched else {}),
-                                 "answer": rules.answer(patterns), "patterns": patterns,
-                                 "lessons": found.lessons if found else []})
+
+    def read() -> shapes.Lessons:
+        every = member_sessions(conn, member, projects=bool(project))
+        where, rows, matched = find_sessions(conn, member, folder=folder, project=project, exclude=None, every=every)
+        found = measure(conn, member, every, {r["session_uuid"] for r in rows}, prices=prices,
+                        away_after_s=away_after_s) if rows else None
+        patterns = found.patterns if found else []
+        # (cast: mypy cannot follow a key written only when there is one; the shape declares it)
+        return cast(shapes.Lessons, {"project": where, **({"projects_matched": matched} if matched else {}),
+                                     "answer": rules.answer(patterns), "patterns": patterns,
+                                     "lessons": found.lessons if found else []})
+
+    # Kept between asks as a brief is (kept_briefs.py): it reads nothing the marks do not tell of.
+    return kept_briefs.kept(kept_briefs.marks(conn, member),
+                            ("lessons", None if folder is None else str(folder), project, prices.identity(),
+                             away_after_s), read)
 
 
 # -- text ------------------------------------------------------------------------------------

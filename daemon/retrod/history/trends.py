@@ -372,11 +372,6 @@ def _periods(rows: list[dict], machine_rows: list[dict]) -> dict[date | None, _P
     return {period: _Period(sums, parts.get(period, [])) for period, sums in whole.items()}
 
 
-def _price_identity(prices: pricing.Prices) -> str:
-    """What a price table's prices are (a RETROD_PRICES file as read now)."""
-    return json.dumps([prices.describe(), prices.override_models], default=str, sort_keys=True)
-
-
 @lru_cache(maxsize=4096)
 def _bounds(period: date, by: str, zone: str) -> tuple[str, str]:
     tz = ZoneInfo(zone)
@@ -480,7 +475,7 @@ def _answer(conn: Connection, *, by: str, project: str | None, since: datetime |
     try:
         if sessions is None and machine is None and split not in ("machine", "session"):
             answer = ("trends", by, tz, split == "project", args["projects"] and tuple(args["projects"]),
-                      args["slugs"] and tuple(args["slugs"]), since, args["away_us"], _price_identity(prices))
+                      args["slugs"] and tuple(args["slugs"]), since, args["away_us"], prices.identity())
             kept = trend_periods.periods(conn, answer, member, by, tz, summed, lambda p: 1 + len(p.parts))
         else:  # (the brief's few sessions, and machines, read from the stored rows: summed each time)
             kept = trend_periods.Kept({}, summed(trend_periods.EVERY_SESSION))

@@ -61,6 +61,11 @@ class Prices:
     def describe(self) -> shapes.Prices:
         return {"source": SOURCE, "version": package_version(), "override": self.override}
 
+    def identity(self) -> str:
+        """What its prices are (a RETROD_PRICES file as read now): part of the key of what is kept
+        between asks (trends' periods, a brief)."""
+        return json.dumps([self.describe(), self.override_models], default=str, sort_keys=True)
+
 
 DEFAULT = Prices({})
 
