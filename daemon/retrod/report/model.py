@@ -13,7 +13,7 @@ from ..basics.format import instant
 from ..basics.verdicts import VERDICTS
 from ..store.members import member_of
 from ..store.queries import generic_plans, one, q
-from . import cache, shapes
+from . import cache, kept_windows, shapes
 from . import prices as pricing
 from .plan import Plan, PlanCall, Task, derive
 
@@ -71,8 +71,7 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         examples = cur.execute(q("report_session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
         status = cur.execute(q("statusline_session_status"), args).fetchone()
-        plan = _plan(cur, args)
-        task_figures = _task_window_figures(cur, args, plan)
+        plan, task_figures, plan_kept = _kept_tasks(cur, args)
         now = datetime.now(UTC)  # the live state's and open phases' "now"
         misses, session_cache = _cache(cur, args, summary["tokens"]["total"], prices, now)
 
@@ -84,7 +83,8 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}),
                            _task_at(plan.tasks, row["first_ts"]), cache.of_agent(misses, row["agent_id"]))
                  for row in subagent_rows]
-    tasks = _tasks(plan, task_figures, prices, [(s["agent_id"], s["task"]) for s in subagents], misses, now)
+    tasks = _tasks(plan, task_figures, prices, [(s["agent_id"], s["task"]) for s in subagents], misses, now,
+                   plan_kept)
     tool_use = summary["tool_use"]
     total_output = tokens["total"]["output"]
     return {
@@ -138,18 +138,35 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     }
 
 
+def _kept_tasks(cur, args: dict) -> tuple[Plan, dict[str, dict], dict[int, list[tuple]]]:
+    """The session's plan and each of its tasks' figures, by its number: as _plan and
+    _task_window_figures read them, what is kept of them since the last ask reused; and what
+    _tasks keeps with the plan (its windows as text)."""
+    return kept_windows.task_figures(cur, args, lambda: _plan(cur, args),
+                                     lambda windows: window_figures(cur, args, windows))
+
+
 def _task_window_figures(cur, args: dict, plan: Plan) -> dict[str, dict]:
     """The figures of each of the plan's tasks, by its number: its windows' (which never
-    overlap), summed by window_figures."""
+    overlap), summed by window_figures (all of them: what a first ask costs, kept_windows' oracle)."""
     return window_figures(cur, args, [{"id": n, "s": s, "e": e} for n, task in enumerate(plan.tasks, 1)
                                       for s, e in task.windows])
 
 
 def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
-           subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime) -> list[shapes.Task]:
-    """`plan.tasks[]` (accounting.md §2.9): `subagents` the listed ones as (agent id, task number)."""
+           subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime,
+           kept: dict) -> list[shapes.Task]:
+    """`plan.tasks[]` (accounting.md §2.9): `subagents` the listed ones as (agent id, task number);
+    `kept`: what is made of the plan alone, filled here when empty and kept with the plan (its
+    windows as text, and in time order: a plan's thousands of windows take longer to write and
+    sort than to sum)."""
+    if not kept:
+        kept["text"] = [[(instant(s), instant(e)) for s, e in task.windows] for task in plan.tasks]
+        kept["windows"] = sorted(((s, e, i) for i, task in enumerate(plan.tasks) for s, e in task.windows),
+                                 key=lambda w: w[0])
+    task_misses = cache.in_tasks(misses, kept["windows"], len(plan.tasks), now)
     return [_task(n, task, task_figures[str(n)], prices, [agent for agent, number in subagents if number == n],
-                  cache.in_windows(misses, task.windows, now))
+                  task_misses[n - 1], kept["text"][n - 1])
             for n, task in enumerate(plan.tasks, 1)]
 
 
@@ -264,11 +281,10 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             if not cache_figures:
                 del summary["cache"]
         if task_figures:
-            plan = _plan(cur, args)
+            plan, by_task, plan_kept = _kept_tasks(cur, args)
             subagents = [(row["agent_id"], _task_at(plan.tasks, row["first_ts"]))
                          for row in cur.execute(q("report_session_subagents"), args)] if plan.tasks else []
-            summary["plan"] = _plan_json(plan, _tasks(plan, _task_window_figures(cur, args, plan), prices, subagents,
-                                                      misses, now))
+            summary["plan"] = _plan_json(plan, _tasks(plan, by_task, prices, subagents, misses, now, plan_kept))
     open_phase: shapes.Phase | shapes.OpenPhase | None
     if open_row is None:
         open_phase = None
@@ -382,17 +398,18 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> shapes.Phase:
 
 
 def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents: list[str],
-          misses: list[cache.Miss]) -> shapes.Task:
+          misses: list[cache.Miss], windows_text: list[tuple]) -> shapes.Task:
     """A task of the plan (accounting.md §2.9) with a phase's figures over its windows (`fig`: they never
-    overlap, so their figures add up); `misses`: the cache misses in its windows (§2.8)."""
+    overlap, so their figures add up); `misses`: the cache misses in its windows (§2.8);
+    `windows_text`: its windows' start and end as the JSON writes them."""
     figures = _figures(fig, prices)
     return {
         "number": number,
         "name": task.name,
         "status": task.status,
-        "windows": [{"start": instant(s), "end": instant(e)} for s, e in task.windows],
-        "started_at": instant(task.windows[0][0]),
-        "ended_at": instant(task.windows[-1][1]),
+        "windows": [{"start": s, "end": e} for s, e in windows_text],
+        "started_at": windows_text[0][0],
+        "ended_at": windows_text[-1][1],
         "tokens": figures["tokens"],
         "tokens_by_model": figures["tokens_by_model"],
         "cost": figures["cost"],

@@ -1,0 +1,168 @@
+"""The plan and its tasks' window figures kept between reports (issue 30): a plan of thousands of
+windows (the report benchmark's planned ~200 MB session: 2,262) cost ~0.2 s of window figures and
+~40 ms of plan calls read and derived on every report, where the rest of it costs ~15 ms.
+
+A window's figures (accounting.md §2.5 over its range) depend only on the session's rows whose
+time is in its range, so they are kept in this process (the daemon's, `retrod mcp`'s, a command's
+for its one report), keyed by the window; the store says what changed (migration 0038): per
+session and UTC hour, a count that goes up at every statement changing a row whose time is in
+that hour, and one for the plan calls. An ask reads the session's counts (one small read), drops
+the kept windows over an hour whose count moved, reads the plan again only if the plan calls'
+count moved, and sums the windows it does not hold in one window_figures statement. A window still
+open (the current task's, until now) is never kept. Counts are read before the figures, so a
+window summed after a change it did not see yet is summed again at the next ask, never kept
+stale. Everything else the figures depend on is the key: the database, the role reading, the
+member, the session, the away threshold, the member's price tiers, the tables' emptyings.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from ..store.queries import one, q
+from .plan import Plan
+
+KEPT_SESSIONS = 16  # sessions whose plan is kept, least recently asked out
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_HOUR = timedelta(hours=1)
+_US = timedelta(microseconds=1)
+# What window_figures sums by id: the figures, and the price groups' (by their key)
+_SUMMED = ("claude_us", "tool_us", "human_us", "tool_result_bytes", "away_us", "productive", "sibling_error",
+           "error_retry", "persisted_output_read", "post_write_read", "duplicate", "re_read")
+_GROUP_KEY = ("model", "day", "fast", "tier_floor")
+_GROUP_SUMMED = ("requests", "parts", "tool_turns", "input", "output", "cache_read", "cache_create",
+                 "cache_create_5m", "cache_create_1h", "web_searches", "priced_1h")
+
+Window = tuple[datetime, datetime]
+
+
+@dataclass(frozen=True)
+class Kept:
+    plan_changes: int
+    plan: Plan
+    hours: dict[int, int]  # the session's counts of changes by hour, as of these figures
+    windows: dict[Window, dict]  # closed windows' figures (window_figures' rows)
+    sums: dict[int, tuple[tuple[Window, ...], dict]]  # by task number: its closed windows, their sum
+    memo: dict  # what the caller makes of the plan, kept with it (emptied when it is read again)
+
+
+_lock = threading.Lock()
+_kept: OrderedDict[tuple, Kept] = OrderedDict()
+
+
+def hour_of(ts: datetime) -> int:
+    """The hour's number since the epoch, as migration 0038's window_hour."""
+    return (ts - _EPOCH) // _HOUR
+
+
+def task_figures(cur, args: dict, read_plan: Callable[[], Plan],
+                 window_figures: Callable[[list[dict]], dict[str, dict]]) -> tuple[Plan, dict[str, dict], dict]:
+    """The session's plan, its tasks' figures by number (as text), each its windows' summed:
+    window_figures' rows, as it sums windows given one id; and a dict the caller may fill with
+    what it makes of the plan alone, kept with it. `read_plan()` reads and derives the plan;
+    `window_figures(windows)` sums windows `{id, s, e}` by id."""
+    marks = one(cur.execute(q("report_window_marks"), args))
+    conn = cur.connection
+    key = (conn.info.host, conn.info.port, conn.info.dbname, marks["database"], marks["started"], marks["reader"],
+           args["member"], args["session"], args["away_us"], tuple(marks["thresholds"] or ()), marks["emptied"])
+    hours = dict(zip(marks["hours"], marks["changes"], strict=True))
+    with _lock:
+        kept = _kept.get(key)
+        if kept is not None:
+            _kept.move_to_end(key)
+    windows: dict[Window, dict] = {}
+    sums: dict[int, tuple[tuple[Window, ...], dict]] = {}
+    same = False  # the kept plan, and every one of its windows' figures kept
+    changed: set[int] = set()
+    if kept is not None:
+        changed = {h for h in hours.keys() | kept.hours.keys() if hours.get(h, 0) != kept.hours.get(h, 0)}
+        if changed:
+            windows = {w: fig for w, fig in kept.windows.items() if not _touches(w, changed)}
+            sums = {n: found for n, found in kept.sums.items() if all(w in windows for w in found[0])}
+        else:
+            windows, sums = kept.windows, kept.sums
+    if kept is not None and kept.plan_changes == marks["plan_changes"]:
+        plan, memo = kept.plan, kept.memo
+        same = len(sums) == len(plan.tasks)
+    else:
+        plan, memo = read_plan(), {}
+    if same:
+        if changed:
+            _keep(key, Kept(marks["plan_changes"], plan, hours, windows, sums, memo))
+        return plan, {str(n): _open(n, task, sums[n][1], window_figures) for n, task in enumerate(plan.tasks, 1)}, memo
+    windows = dict(windows)  # (the kept ones are read by other asks meanwhile)
+
+    asked: list[dict] = []  # the windows not kept, and every open one
+    for n, task in enumerate(plan.tasks, 1):
+        for i, (s, e) in enumerate(task.windows):
+            if e is None or (s, e) not in windows:
+                asked.append({"id": f"{n}:{i}", "s": s, "e": e})
+    found = window_figures(asked) if asked else {}
+    for w in asked:
+        if w["e"] is not None:
+            windows[(w["s"], w["e"])] = found[w["id"]]
+
+    figures: dict[str, dict] = {}
+    kept_windows: dict[Window, dict] = {}  # (only the plan's: those of a plan before are dropped)
+    kept_sums: dict[int, tuple[tuple[Window, ...], dict]] = {}
+    for n, task in enumerate(plan.tasks, 1):
+        closed = tuple((s, e) for s, e in task.windows if e is not None)
+        kept_windows.update((w, windows[w]) for w in closed)
+        kept_sums[n] = sums[n] if n in sums and sums[n][0] == closed else (closed, _sum([windows[w] for w in closed]))
+        total = kept_sums[n][1]
+        if task.windows[-1][1] is None:
+            total = _sum([total, found[f"{n}:{len(task.windows) - 1}"]])
+        figures[str(n)] = total
+    _keep(key, Kept(marks["plan_changes"], plan, hours, kept_windows, kept_sums, memo))
+    return plan, figures, memo
+
+
+def _keep(key: tuple, kept: Kept) -> None:
+    with _lock:
+        _kept[key] = kept
+        _kept.move_to_end(key)
+        while len(_kept) > KEPT_SESSIONS:
+            _kept.popitem(last=False)
+
+
+def _open(n: int, task, closed: dict, window_figures: Callable[[list[dict]], dict[str, dict]]) -> dict:
+    """Task `n`'s figures from its closed windows' sum, and its open window's (read now) if it has one."""
+    s, e = task.windows[-1]
+    if e is not None:
+        return closed
+    return _sum([closed, window_figures([{"id": "open", "s": s, "e": None}])["open"]])
+
+
+def _touches(window: Window, changed: set[int]) -> bool:
+    s, e = window
+    return any(h in changed for h in range(hour_of(s), hour_of(e - _US) + 1))
+
+
+def _sum(rows: list[dict]) -> dict:
+    """Rows of window_figures added up as it adds windows of one id: the figures, and the price
+    groups of one key (model, day, fast, tier floor) into one."""
+    total: dict = dict.fromkeys(_SUMMED, 0)
+    groups: dict[tuple, dict] = {}
+    for row in rows:
+        for f in _SUMMED:
+            total[f] += row[f]
+        for group in row["by_model"]:
+            k = tuple(group[f] for f in _GROUP_KEY)
+            into = groups.get(k)
+            if into is None:
+                groups[k] = dict(group)
+            else:
+                for f in _GROUP_SUMMED:
+                    into[f] += group[f]
+    total["by_model"] = list(groups.values())
+    return total
+
+
+def forget() -> None:
+    """Every kept plan dropped (the tests')."""
+    with _lock:
+        _kept.clear()
