@@ -182,3 +182,18 @@ def test_rows_stored_before_the_migration_are_marked(pg_cluster, tmp_path: Path)
         session = PLANNED["-src-deep-manifest"]
         kept, summed, _ = kept_and_summed(conn, session)
         assert kept == summed
+
+
+def test_the_least_recently_asked_session_goes_past_the_windows_kept(
+        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "projects"
+    Transcript(OPEN).user(0).todos(10, ("A", "in_progress")).say(20).write(root)
+    TestChanges()._write(root)
+    ingest(db_url, [root])
+    monkeypatch.setattr(kept_windows, "KEPT_WINDOWS", 2)
+    with psycopg.connect(db_url) as conn:
+        kept_and_summed(conn, OPEN)
+        kept_and_summed(conn, TWO_WINDOWS)  # three closed windows: more than 2, kept as the last asked
+        assert [key[7] for key in kept_windows._kept] == [TWO_WINDOWS]
+        kept, summed, asked = kept_and_summed(conn, TWO_WINDOWS)
+        assert kept == summed and not asked

@@ -27,6 +27,10 @@ from ..store.queries import one, q
 from .plan import Plan
 
 KEPT_SESSIONS = 16  # sessions whose plan is kept, least recently asked out
+# Windows' figures kept in all, ~3 kB each with the plan: the benchmark's planned ~200 MB session
+# holds 2,262 (6.8 MB), a real session's plan a few dozen. Past it (~45 MB, as trends' periods
+# may hold ~50), the least recently asked sessions go; the last asked stays, however many.
+KEPT_WINDOWS = 15_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _HOUR = timedelta(hours=1)
 _US = timedelta(microseconds=1)
@@ -125,7 +129,8 @@ def _keep(key: tuple, kept: Kept) -> None:
     with _lock:
         _kept[key] = kept
         _kept.move_to_end(key)
-        while len(_kept) > KEPT_SESSIONS:
+        while len(_kept) > KEPT_SESSIONS or (
+                len(_kept) > 1 and sum(len(k.windows) for k in _kept.values()) > KEPT_WINDOWS):
             _kept.popitem(last=False)
 
 

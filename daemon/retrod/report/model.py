@@ -138,10 +138,10 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     }
 
 
-def _kept_tasks(cur, args: dict) -> tuple[Plan, dict[str, dict], dict[int, list[tuple]]]:
+def _kept_tasks(cur, args: dict) -> tuple[Plan, dict[str, dict], dict]:
     """The session's plan and each of its tasks' figures, by its number: as _plan and
     _task_window_figures read them, what is kept of them since the last ask reused; and what
-    _tasks keeps with the plan (its windows as text)."""
+    _tasks keeps with the plan."""
     return kept_windows.task_figures(cur, args, lambda: _plan(cur, args),
                                      lambda windows: window_figures(cur, args, windows))
 
