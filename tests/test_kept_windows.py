@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+import plan_transcripts
 from conftest import FIXTURES, fresh_database
 from helpers import ingest, window_marks_cover_the_rows
 from plan_transcripts import Transcript, at, session_id
@@ -51,9 +53,11 @@ def _normal(figures: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
-def kept_and_summed(conn: psycopg.Connection, session: str) -> tuple[dict, dict, list[dict]]:
+def kept_and_summed(conn: psycopg.Connection, session: str,
+                    phases: list[dict] | None = None) -> tuple[dict, dict, list[dict]]:
     """The tasks' figures as a report asks them (kept), as summing every window gives them, and
-    the windows the kept ask summed."""
+    the windows the kept ask summed. With `phases` (`{id, s, e}`), the phases' figures too, under
+    "phase <id>" beside the tasks' numbers."""
     args = {"session": session, "member": _member(conn), "away_us": int(model.AWAY_AFTER_S * 1_000_000)}
     asked: list[dict] = []
 
@@ -62,8 +66,12 @@ def kept_and_summed(conn: psycopg.Connection, session: str) -> tuple[dict, dict,
         return model.window_figures(cur, args, windows)
 
     with conn.cursor(row_factory=dict_row) as cur:
-        _plan, kept, _memo = kept_windows.task_figures(cur, args, lambda: model._plan(cur, args), window_figures)
+        _plan, kept, by_phase, _memo = kept_windows.figures(cur, args, lambda: model._plan(cur, args),
+                                                            window_figures, phases or ())
         summed = model._task_window_figures(cur, args, model._plan(cur, args))
+        if phases:
+            kept.update({f"phase {i}": fig for i, fig in by_phase.items()})
+            summed.update({f"phase {i}": fig for i, fig in model.window_figures(cur, args, phases).items()})
     return _normal(kept), _normal(summed), asked
 
 
@@ -121,18 +129,24 @@ class TestChanges:
             assert (at(10), at(2 * H)) in touched and (at(2 * H), at(4 * H)) not in touched
 
     def test_a_row_changed_by_hand(self, db_url: str, tmp_path: Path) -> None:
-        """Whatever wrote the change (here an UPDATE of the raw rows, the rollups following)."""
+        """Whatever wrote the change (here a DELETE of raw rows, the rollups following); a phase's
+        window (the report's phases are kept the same way) as a task's."""
         root = tmp_path / "projects"
         self._write(root)
         ingest(db_url, [root])
+        phases = [{"id": 7, "s": at(0), "e": at(3 * H)}, {"id": 8, "s": at(5 * H), "e": at(6 * H)}]
         with psycopg.connect(db_url, autocommit=True) as conn:
-            before, _summed, _ = kept_and_summed(conn, TWO_WINDOWS)
+            before, summed, _ = kept_and_summed(conn, TWO_WINDOWS, phases)
+            assert before == summed
+            _again, _summed, asked = kept_and_summed(conn, TWO_WINDOWS, phases)
+            assert not asked
             deleted = conn.execute("DELETE FROM retrod.requests WHERE session_uuid = %s AND ts >= %s AND ts < %s",
                                    (TWO_WINDOWS, at(2 * H), at(4 * H))).rowcount
             assert deleted
-            after, summed, _ = kept_and_summed(conn, TWO_WINDOWS)
+            after, summed, _ = kept_and_summed(conn, TWO_WINDOWS, phases)
             assert after == summed
             assert after["2"] != before["2"] and after["1"] == before["1"]
+            assert after["phase 7"] != before["phase 7"] and after["phase 8"] == before["phase 8"]
 
     def test_a_plan_call_added(self, db_url: str, tmp_path: Path) -> None:
         root = tmp_path / "projects"
@@ -146,14 +160,31 @@ class TestChanges:
             assert after == summed
             assert after["2"] != before["2"]  # B current again, its window open until now
 
+    def test_a_live_sessions_open_window_is_summed_at_every_ask(
+            self, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A task still current in a session with rows in the last two hours: its open window,
+        until now, moves with the session, and is never kept."""
+        monkeypatch.setattr(plan_transcripts, "BASE", datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=10))
+        root = tmp_path / "projects"
+        Transcript(OPEN).user(0).todos(10, ("A", "in_progress")).say(20).write(root)
+        ingest(db_url, [root])
+        with psycopg.connect(db_url) as conn:
+            for _ in range(2):
+                kept, summed, asked = kept_and_summed(conn, OPEN)
+                assert kept == summed
+                assert [(w["s"], w["e"]) for w in asked] == [(at(10), None)]
+
     def test_the_open_window_grows(self, db_url: str, tmp_path: Path) -> None:
-        """A task still current: its open window moves with the session, never kept."""
+        """A task still current in a session at rest (its open window kept, as its figures until
+        now are those until any time later): a line read later, after its start, sums it again."""
         root = tmp_path / "projects"
         path = Transcript(OPEN).user(0).todos(10, ("A", "in_progress")).say(20).write(root)
         ingest(db_url, [root])
         with psycopg.connect(db_url) as conn:
             before, summed, _ = kept_and_summed(conn, OPEN)
             assert before == summed
+            _again, _summed, asked = kept_and_summed(conn, OPEN)
+            assert not asked
             _append(path, 300, lambda t: t.say(30).say(40))
             ingest(db_url, [root])
             after, summed, _ = kept_and_summed(conn, OPEN)

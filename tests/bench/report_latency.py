@@ -77,8 +77,8 @@ def plan_figures(conn: psycopg.Connection, session: str) -> tuple[int, int, floa
         plan = model._plan(cur, args)
         derive_ms = 1000 * median_seconds(lambda: model._plan(cur, args), 5)
         windows_ms = 1000 * median_seconds(lambda: model._task_window_figures(cur, args, plan), 5)
-        model._kept_tasks(cur, args)
-        kept_ms = 1000 * median_seconds(lambda: model._kept_tasks(cur, args), 5)
+        model._kept_windows(cur, args)
+        kept_ms = 1000 * median_seconds(lambda: model._kept_windows(cur, args), 5)
     return len(plan.tasks), sum(len(t.windows) for t in plan.tasks), derive_ms, windows_ms, kept_ms
 
 

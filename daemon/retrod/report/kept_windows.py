@@ -1,6 +1,7 @@
-"""The plan and its tasks' window figures kept between reports (issue 30): a plan of thousands of
-windows (the report benchmark's planned ~200 MB session: 2,262) cost ~0.2 s of window figures and
-~40 ms of plan calls read and derived on every report, where the rest of it costs ~15 ms.
+"""The plan and the windows' figures (its tasks', the phases') kept between reports (issue 30): a
+plan of thousands of windows (the report benchmark's planned ~200 MB session: 2,262) cost ~0.2 s
+of window figures and ~40 ms of plan calls read and derived on every report, where the rest of
+it costs ~15 ms.
 
 A window's figures (accounting.md §2.5 over its range) depend only on the session's rows whose
 time is in its range, so they are kept in this process (the daemon's, `retrod mcp`'s, a command's
@@ -8,8 +9,10 @@ for its one report), keyed by the window; the store says what changed (migration
 session and UTC hour, a count that goes up at every statement changing a row whose time is in
 that hour, and one for the plan calls. An ask reads the session's counts (one small read), drops
 the kept windows over an hour whose count moved, reads the plan again only if the plan calls'
-count moved, and sums the windows it does not hold in one window_figures statement. A window still
-open (the current task's, until now) is never kept. Counts are read before the figures, so a
+count moved, and sums the windows it does not hold in one window_figures statement. A window
+still open (the current task's, an open phase's: until now) is kept only while the session is
+at rest (no row in its last two hours): its figures until now are then those until any time
+later; in a live session it is summed at every ask. Counts are read before the figures, so a
 window summed after a change it did not see yet is summed again at the next ask, never kept
 stale. Everything else the figures depend on is the key: the database, the role reading, the
 member, the session, the away threshold, the member's price tiers, the tables' emptyings.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -41,7 +44,7 @@ _GROUP_KEY = ("model", "day", "fast", "tier_floor")
 _GROUP_SUMMED = ("requests", "parts", "tool_turns", "input", "output", "cache_read", "cache_create",
                  "cache_create_5m", "cache_create_1h", "web_searches", "priced_1h")
 
-Window = tuple[datetime, datetime]
+Window = tuple[datetime, datetime | None]  # (an end None: open, until now)
 
 
 @dataclass(frozen=True)
@@ -63,24 +66,27 @@ def hour_of(ts: datetime) -> int:
     return (ts - _EPOCH) // _HOUR
 
 
-def task_figures(cur, args: dict, read_plan: Callable[[], Plan],
-                 window_figures: Callable[[list[dict]], dict[str, dict]]) -> tuple[Plan, dict[str, dict], dict]:
-    """The session's plan, its tasks' figures by number (as text), each its windows' summed:
-    window_figures' rows, as it sums windows given one id; and a dict the caller may fill with
-    what it makes of the plan alone, kept with it. `read_plan()` reads and derives the plan;
-    `window_figures(windows)` sums windows `{id, s, e}` by id."""
+def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Callable[[list[dict]], dict[str, dict]],
+            phases: Sequence[dict] = ()) -> tuple[Plan, dict[str, dict], dict[str, dict], dict]:
+    """The session's plan; its tasks' figures by number (as text), each its windows' summed
+    (window_figures' rows, as it sums windows given one id); the figures of the windows `phases`
+    (`{id, s, e}`, a phase's) by id (as text); and a dict the caller may fill with what it makes of
+    the plan alone, kept with it. `read_plan()` reads and derives the plan; `window_figures(windows)`
+    sums windows `{id, s, e}` by id: called once, for the windows not kept, if any."""
     marks = one(cur.execute(q("report_window_marks"), args))
     conn = cur.connection
     key = (conn.info.host, conn.info.port, conn.info.dbname, marks["database"], marks["started"], marks["reader"],
            args["member"], args["session"], args["away_us"], tuple(marks["thresholds"] or ()), marks["emptied"])
     hours = dict(zip(marks["hours"], marks["changes"], strict=True))
+    # No row of the session in the last two hours (the database's clock may be a little off ours):
+    # an open window's figures, until now, are its figures until any time later, and are kept too.
+    settled = not hours or max(hours) < hour_of(datetime.now(UTC)) - 1
     with _lock:
         kept = _kept.get(key)
         if kept is not None:
             _kept.move_to_end(key)
     windows: dict[Window, dict] = {}
     sums: dict[int, tuple[tuple[Window, ...], dict]] = {}
-    same = False  # the kept plan, and every one of its windows' figures kept
     changed: set[int] = set()
     if kept is not None:
         changed = {h for h in hours.keys() | kept.hours.keys() if hours.get(h, 0) != kept.hours.get(h, 0)}
@@ -91,38 +97,65 @@ def task_figures(cur, args: dict, read_plan: Callable[[], Plan],
             windows, sums = kept.windows, kept.sums
     if kept is not None and kept.plan_changes == marks["plan_changes"]:
         plan, memo = kept.plan, kept.memo
-        same = len(sums) == len(plan.tasks)
     else:
         plan, memo = read_plan(), {}
-    if same:
-        if changed:
-            _keep(key, Kept(marks["plan_changes"], plan, hours, windows, sums, memo))
-        return plan, {str(n): _open(n, task, sums[n][1], window_figures) for n, task in enumerate(plan.tasks, 1)}, memo
-    windows = dict(windows)  # (the kept ones are read by other asks meanwhile)
 
-    asked: list[dict] = []  # the windows not kept, and every open one
+    def held(s: datetime, e: datetime | None) -> bool:
+        return (s, e) in windows and _keeps(s, e, settled)
+
+    asked: list[dict] = []  # the windows not kept (a task's: its number and place)
     for n, task in enumerate(plan.tasks, 1):
-        for i, (s, e) in enumerate(task.windows):
-            if e is None or (s, e) not in windows:
-                asked.append({"id": f"{n}:{i}", "s": s, "e": e})
+        if n in sums and sums[n][0] == tuple((s, e) for s, e in task.windows if e is not None):
+            s, e = task.windows[-1]  # (its closed windows' sum kept: none of them asked)
+            if e is None and not held(s, e):
+                asked.append({"id": f"{n}:{len(task.windows) - 1}", "s": s, "e": e})
+            continue
+        asked += [{"id": f"{n}:{i}", "s": s, "e": e} for i, (s, e) in enumerate(task.windows) if not held(s, e)]
+    asked += [{**w, "id": f"phase {w['id']}"} for w in phases if not held(w["s"], w["e"])]
     found = window_figures(asked) if asked else {}
-    for w in asked:
-        if w["e"] is not None:
-            windows[(w["s"], w["e"])] = found[w["id"]]
+    new = {(w["s"], w["e"]): found[w["id"]] for w in asked if _keeps(w["s"], w["e"], settled)}
+    if new:
+        windows = {**windows, **new}
 
-    figures: dict[str, dict] = {}
-    kept_windows: dict[Window, dict] = {}  # (only the plan's: those of a plan before are dropped)
+    # Kept again when anything changed or was summed: only the plan's windows and the phases' (those
+    # no longer asked for go)
+    keep = kept is None or bool(changed) or plan is not kept.plan or bool(new)
+    kept_windows: dict[Window, dict] = {}
     kept_sums: dict[int, tuple[tuple[Window, ...], dict]] = {}
+    tasks: dict[str, dict] = {}
     for n, task in enumerate(plan.tasks, 1):
         closed = tuple((s, e) for s, e in task.windows if e is not None)
-        kept_windows.update((w, windows[w]) for w in closed)
-        kept_sums[n] = sums[n] if n in sums and sums[n][0] == closed else (closed, _sum([windows[w] for w in closed]))
+        if n in sums and sums[n][0] == closed:
+            kept_sums[n] = sums[n]
+            if keep:
+                kept_windows.update((w, windows[w]) for w in closed)
+        else:
+            rows = [windows[w] for w in closed]
+            kept_windows.update(zip(closed, rows, strict=True))
+            kept_sums[n] = (closed, _sum(rows))
         total = kept_sums[n][1]
-        if task.windows[-1][1] is None:
-            total = _sum([total, found[f"{n}:{len(task.windows) - 1}"]])
-        figures[str(n)] = total
-    _keep(key, Kept(marks["plan_changes"], plan, hours, kept_windows, kept_sums, memo))
-    return plan, figures, memo
+        s, e = task.windows[-1]
+        if e is None:
+            last = found.get(f"{n}:{len(task.windows) - 1}") or windows[(s, e)]
+            total = _sum([total, last])
+            if _keeps(s, e, settled):
+                kept_windows[(s, e)] = last
+        tasks[str(n)] = total
+    by_phase: dict[str, dict] = {}
+    for w in phases:
+        window = (w["s"], w["e"])
+        by_phase[str(w["id"])] = found.get(f"phase {w['id']}") or windows[window]
+        if _keeps(w["s"], w["e"], settled):
+            kept_windows[window] = by_phase[str(w["id"])]
+    if keep:
+        _keep(key, Kept(marks["plan_changes"], plan, hours, kept_windows, kept_sums, memo))
+    return plan, tasks, by_phase, memo
+
+
+def _keeps(s: datetime, e: datetime | None, settled: bool) -> bool:
+    """Whether a window's figures may be kept: a closed one not empty; an open one (until now, moving
+    with the session) only while the session is `settled`."""
+    return settled if e is None else s < e
 
 
 def _keep(key: tuple, kept: Kept) -> None:
@@ -134,16 +167,10 @@ def _keep(key: tuple, kept: Kept) -> None:
             _kept.popitem(last=False)
 
 
-def _open(n: int, task, closed: dict, window_figures: Callable[[list[dict]], dict[str, dict]]) -> dict:
-    """Task `n`'s figures from its closed windows' sum, and its open window's (read now) if it has one."""
-    s, e = task.windows[-1]
-    if e is not None:
-        return closed
-    return _sum([closed, window_figures([{"id": "open", "s": s, "e": None}])["open"]])
-
-
 def _touches(window: Window, changed: set[int]) -> bool:
     s, e = window
+    if e is None:
+        return any(h >= hour_of(s) for h in changed)
     return any(h in changed for h in range(hour_of(s), hour_of(e - _US) + 1))
 
 

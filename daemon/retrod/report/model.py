@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -65,18 +66,17 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         subagent_rows = cur.execute(q("report_session_subagents"), args).fetchall()
         user_row = cur.execute(q("report_user_session"), args).fetchone()
         phase_rows = cur.execute(q("report_session_phases"), args).fetchall()
-        figures = {int(i): fig for i, fig in window_figures(cur, args, _phase_windows(phase_rows)).items()}
         tools = [_tool(row) for row in cur.execute(q("report_session_tools"), args)]
         wasted = sorted({signal for calls in by_agent.values() for signal, n in calls.items() if n and signal})
         examples = cur.execute(q("report_session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
         status = cur.execute(q("statusline_session_status"), args).fetchone()
-        plan, task_figures, plan_kept = _kept_tasks(cur, args)
+        plan, task_figures, figures, plan_kept = _kept_windows(cur, args, _phase_windows(phase_rows))
         now = datetime.now(UTC)  # the live state's and open phases' "now"
         misses, session_cache = _cache(cur, args, summary["tokens"]["total"], prices, now)
 
     tokens = summary["tokens"]
-    phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
+    phases = [_phase(row, figures[str(row["id"])], prices) for row in phase_rows]
     for row, phase_figures in zip(phase_rows, phases, strict=True):
         phase_figures["cache"] = cache.figures(
             phase_figures["tokens"], cache.in_window(misses, row["started_at"], row["ended_at"], now))
@@ -138,12 +138,12 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     }
 
 
-def _kept_tasks(cur, args: dict) -> tuple[Plan, dict[str, dict], dict]:
-    """The session's plan and each of its tasks' figures, by its number: as _plan and
-    _task_window_figures read them, what is kept of them since the last ask reused; and what
-    _tasks keeps with the plan."""
-    return kept_windows.task_figures(cur, args, lambda: _plan(cur, args),
-                                     lambda windows: window_figures(cur, args, windows))
+def _kept_windows(cur, args: dict, phases: Sequence[dict] = ()) -> tuple[Plan, dict[str, dict], dict[str, dict], dict]:
+    """The session's plan, each of its tasks' figures by its number, and the figures of the windows
+    `phases` by id, as _plan, _task_window_figures and window_figures read them, what is kept of
+    them since the last ask reused (kept_windows.py); and what _tasks keeps with the plan."""
+    return kept_windows.figures(cur, args, lambda: _plan(cur, args),
+                                lambda windows: window_figures(cur, args, windows), phases)
 
 
 def _task_window_figures(cur, args: dict, plan: Plan) -> dict[str, dict]:
@@ -281,7 +281,7 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             if not cache_figures:
                 del summary["cache"]
         if task_figures:
-            plan, by_task, plan_kept = _kept_tasks(cur, args)
+            plan, by_task, _phases, plan_kept = _kept_windows(cur, args)
             subagents = [(row["agent_id"], _task_at(plan.tasks, row["first_ts"]))
                          for row in cur.execute(q("report_session_subagents"), args)] if plan.tasks else []
             summary["plan"] = _plan_json(plan, _tasks(plan, by_task, prices, subagents, misses, now, plan_kept))
