@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from ..store.queries import one, q
-from .plan import Plan
+from .plan import Plan, Task
 
 KEPT_SESSIONS = 16  # sessions whose plan is kept, least recently asked out
 # Windows' figures kept in all, ~3 kB each with the plan: the benchmark's planned ~200 MB session
@@ -100,12 +100,19 @@ def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Call
     else:
         plan, memo = read_plan(), {}
 
+    def sum_kept(n: int, task: Task) -> bool:
+        """Whether task `n`'s closed windows' sum is kept (those kept with a plan are its own)."""
+        return n in sums and (plan is kept_plan or sums[n][0] == tuple((s, e) for s, e in task.windows
+                                                                       if e is not None))
+
+    kept_plan = kept.plan if kept is not None else None
+
     def held(s: datetime, e: datetime | None) -> bool:
         return (s, e) in windows and _keeps(s, e, settled)
 
     asked: list[dict] = []  # the windows not kept (a task's: its number and place)
     for n, task in enumerate(plan.tasks, 1):
-        if n in sums and sums[n][0] == tuple((s, e) for s, e in task.windows if e is not None):
+        if sum_kept(n, task):
             s, e = task.windows[-1]  # (its closed windows' sum kept: none of them asked)
             if e is None and not held(s, e):
                 asked.append({"id": f"{n}:{len(task.windows) - 1}", "s": s, "e": e})
@@ -124,12 +131,12 @@ def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Call
     kept_sums: dict[int, tuple[tuple[Window, ...], dict]] = {}
     tasks: dict[str, dict] = {}
     for n, task in enumerate(plan.tasks, 1):
-        closed = tuple((s, e) for s, e in task.windows if e is not None)
-        if n in sums and sums[n][0] == closed:
+        if sum_kept(n, task):
             kept_sums[n] = sums[n]
             if keep:
-                kept_windows.update((w, windows[w]) for w in closed)
+                kept_windows.update((w, windows[w]) for w in sums[n][0])
         else:
+            closed = tuple((s, e) for s, e in task.windows if e is not None)
             rows = [windows[w] for w in closed]
             kept_windows.update(zip(closed, rows, strict=True))
             kept_sums[n] = (closed, _sum(rows))

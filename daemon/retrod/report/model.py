@@ -159,15 +159,31 @@ def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
     """`plan.tasks[]` (accounting.md §2.9): `subagents` the listed ones as (agent id, task number);
     `kept`: what is made of the plan alone, filled here when empty and kept with the plan (its
     windows as text, and in time order: a plan's thousands of windows take longer to write and
-    sort than to sum)."""
+    sort than to sum; each task's figures priced, while its kept sum and the prices are those)."""
     if not kept:
         kept["text"] = [[(instant(s), instant(e)) for s, e in task.windows] for task in plan.tasks]
         kept["windows"] = sorted(((s, e, i) for i, task in enumerate(plan.tasks) for s, e in task.windows),
                                  key=lambda w: w[0])
+        kept["priced"] = {}  # by task number: (the figures kept, the prices, what _figures made of them)
     task_misses = cache.in_tasks(misses, kept["windows"], len(plan.tasks), now)
-    return [_task(n, task, task_figures[str(n)], prices, [agent for agent, number in subagents if number == n],
-                  task_misses[n - 1], kept["text"][n - 1])
-            for n, task in enumerate(plan.tasks, 1)]
+    out = []
+    for n, task in enumerate(plan.tasks, 1):
+        fig = task_figures[str(n)]
+        priced = kept["priced"].get(n)
+        if priced is None or priced[0] is not fig or priced[1] is not prices:  # (a kept sum is the same object)
+            priced = kept["priced"][n] = (fig, prices, _figures(fig, prices))
+        out.append(_task(n, task, _copy(priced[2]), [agent for agent, number in subagents if number == n],
+                         task_misses[n - 1], kept["text"][n - 1]))
+    return out
+
+
+def _copy(value):
+    """A JSON value copied (a kept task's priced figures: each report gets its own)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def _plan_json(plan: Plan, tasks: list[shapes.Task]) -> shapes.Plan:
@@ -397,12 +413,11 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> shapes.Phase:
     }
 
 
-def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents: list[str],
+def _task(number: int, task: Task, figures: shapes.Figures, subagents: list[str],
           misses: list[cache.Miss], windows_text: list[tuple]) -> shapes.Task:
-    """A task of the plan (accounting.md §2.9) with a phase's figures over its windows (`fig`: they never
-    overlap, so their figures add up); `misses`: the cache misses in its windows (§2.8);
+    """A task of the plan (accounting.md §2.9) with a phase's figures over its windows (`figures`: they
+    never overlap, so their figures add up; _figures'); `misses`: the cache misses in its windows (§2.8);
     `windows_text`: its windows' start and end as the JSON writes them."""
-    figures = _figures(fig, prices)
     return {
         "number": number,
         "name": task.name,
