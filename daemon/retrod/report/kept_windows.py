@@ -120,9 +120,8 @@ def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Call
         asked += [{"id": f"{n}:{i}", "s": s, "e": e} for i, (s, e) in enumerate(task.windows) if not held(s, e)]
     asked += [{**w, "id": f"phase {w['id']}"} for w in phases if not held(w["s"], w["e"])]
     found = window_figures(asked) if asked else {}
-    new = {(w["s"], w["e"]): found[w["id"]] for w in asked if _keeps(w["s"], w["e"], settled)}
-    if new:
-        windows = {**windows, **new}
+    summed = {(w["s"], w["e"]): found[w["id"]] for w in asked}  # (one window, one figures: its rows')
+    new = {w: fig for w, fig in summed.items() if _keeps(*w, settled)}
 
     # Kept again when anything changed or was summed: only the plan's windows and the phases' (those
     # no longer asked for go)
@@ -137,13 +136,13 @@ def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Call
                 kept_windows.update((w, windows[w]) for w in sums[n][0])
         else:
             closed = tuple((s, e) for s, e in task.windows if e is not None)
-            rows = [windows[w] for w in closed]
-            kept_windows.update(zip(closed, rows, strict=True))
+            rows = [summed[w] if w in summed else windows[w] for w in closed]
+            kept_windows.update((w, fig) for w, fig in zip(closed, rows, strict=True) if _keeps(*w, settled))
             kept_sums[n] = (closed, _sum(rows))
         total = kept_sums[n][1]
         s, e = task.windows[-1]
         if e is None:
-            last = found.get(f"{n}:{len(task.windows) - 1}") or windows[(s, e)]
+            last = summed[(s, e)] if (s, e) in summed else windows[(s, e)]
             total = _sum([total, last])
             if _keeps(s, e, settled):
                 kept_windows[(s, e)] = last
@@ -151,8 +150,8 @@ def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Call
     by_phase: dict[str, dict] = {}
     for w in phases:
         window = (w["s"], w["e"])
-        by_phase[str(w["id"])] = found.get(f"phase {w['id']}") or windows[window]
-        if _keeps(w["s"], w["e"], settled):
+        by_phase[str(w["id"])] = summed[window] if window in summed else windows[window]
+        if _keeps(*window, settled):
             kept_windows[window] = by_phase[str(w["id"])]
     if keep:
         _keep(key, Kept(marks["plan_changes"], plan, hours, kept_windows, kept_sums, memo))

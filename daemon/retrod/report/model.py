@@ -160,11 +160,11 @@ def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
     `kept`: what is made of the plan alone, filled here when empty and kept with the plan (its
     windows as text, and in time order: a plan's thousands of windows take longer to write and
     sort than to sum; each task's figures priced, while its kept sum and the prices are those)."""
-    if not kept:
-        kept["text"] = [[(instant(s), instant(e)) for s, e in task.windows] for task in plan.tasks]
-        kept["windows"] = sorted(((s, e, i) for i, task in enumerate(plan.tasks) for s, e in task.windows),
-                                 key=lambda w: w[0])
-        kept["priced"] = {}  # by task number: (the figures kept, the prices, what _figures made of them)
+    if "priced" not in kept:  # (filled at once: another thread may be reading it)
+        kept.update(text=[[(instant(s), instant(e)) for s, e in task.windows] for task in plan.tasks],
+                    windows=sorted(((s, e, i) for i, task in enumerate(plan.tasks) for s, e in task.windows),
+                                   key=lambda w: w[0]),
+                    priced={})  # by task number: (the figures kept, the prices, what _figures made of them)
     task_misses = cache.in_tasks(misses, kept["windows"], len(plan.tasks), now)
     out = []
     for n, task in enumerate(plan.tasks, 1):
