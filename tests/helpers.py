@@ -224,6 +224,7 @@ def rollups_match_raw(db_url: str) -> None:
             assert kept == conn.execute(query).fetchall(), table
         cache_misses_match_a_walk(conn)
         trend_days_match_the_starts(conn)
+        window_marks_cover_the_rows(conn)
         file_folders_match_their_lines(conn)
 
 
@@ -266,6 +267,26 @@ def trend_days_match_the_starts(conn: psycopg.Connection) -> None:
     assert conn.execute("SELECT count(*) FROM retrod.trend_sessions WHERE changed").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM retrod.trend_sessions s WHERE NOT EXISTS (SELECT FROM retrod.trend_days d"
                         " WHERE d.db_role = s.db_role AND d.day = s.day AND d.changes > 0)").fetchone()[0] == 0
+
+
+def window_marks_cover_the_rows(conn: psycopg.Connection) -> None:
+    """Migration 0038: every hour that holds a request's or a call's time, or overlaps an event's
+    gap, has been marked (a count above 0), and one that holds a plan call as the plan's too."""
+    assert conn.execute("""
+        WITH held AS (
+            SELECT session_uuid, db_role, retrod.window_hour(ts) AS a, retrod.window_hour(ts) AS b, false AS plan
+            FROM retrod.requests WHERE ts IS NOT NULL
+            UNION ALL
+            SELECT session_uuid, db_role, retrod.window_hour(ts), retrod.window_hour(ts), plan IS NOT NULL
+            FROM retrod.tool_uses WHERE ts IS NOT NULL
+            UNION ALL
+            SELECT session_uuid, db_role, retrod.window_hour(coalesce(prev_ts, ts)), retrod.window_hour(ts), false
+            FROM retrod.events WHERE ts IS NOT NULL
+        )
+        SELECT count(*) FROM held h, generate_series(h.a, h.b) hour
+        WHERE NOT EXISTS (SELECT FROM retrod.window_marks m
+                          WHERE (m.session_uuid, m.db_role, m.hour) = (h.session_uuid, h.db_role, hour)
+                            AND m.changes > 0 AND (NOT h.plan OR m.plan_changes > 0))""").fetchone()[0] == 0
 
 
 # A stream's elements in §2.8's order, named as the main stream (cache.walk keeps the last

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -14,7 +15,7 @@ import pytest
 import reference
 from helpers import ingest, reports
 from report_checks import cache_mismatches
-from retrod.report import markdown, model
+from retrod.report import cache, markdown, model
 
 SESSION = "c0c0c0c0-0000-4000-8000-000000000001"
 SONNET = "claude-sonnet-4-5-20250929"  # $3 input, $3.75 5m write, $6 1h write, $0.30 read per million
@@ -325,3 +326,21 @@ def test_claude_codes_reason_is_a_string_or_an_objects_type(diagnostics: object,
     entry = parse_line(json.dumps(line).encode())
     assert entry is not None and entry.msg.usage is not None and entry.msg.usage.input == 4
     assert entry.msg.cache_miss_reason == reason
+
+
+def test_each_tasks_misses_are_those_in_its_windows() -> None:
+    """accounting.md §2.8 over a task's windows (§2.9): cache.in_tasks looks each miss up once among
+    every task's windows, and gives each task the misses in_window finds in its windows, in order."""
+    base = datetime(2026, 3, 1, 10, tzinfo=UTC)
+
+    def t(m: float) -> datetime:
+        return base + timedelta(minutes=m)
+
+    misses = [cache.Miss(t(m), "", "ttl", None, 1, Decimal(0), 0, 0) for m in (0, 1, 2, 5, 9, 10, 12, 20, 31, 40)]
+    tasks = [[[t(1), t(5)], [t(10), t(12)]], [[t(5), t(9)], [t(30), None]], [[t(12), t(20)]]]  # never overlapping
+    now = t(35)
+    windows = sorted(((s, e, i) for i, task in enumerate(tasks) for s, e in task), key=lambda w: w[0])
+    assert cache.in_tasks(misses, windows, len(tasks), now) == [
+        [m for s, e in task for m in cache.in_window(misses, s, e, now)] for task in tasks]
+    assert [[m.at for m in found] for found in cache.in_tasks(misses, windows, len(tasks), now)] == [
+        [t(1), t(2), t(10)], [t(5), t(31)], [t(12)]]

@@ -248,12 +248,19 @@ def in_window(found: Sequence[Miss], start: datetime, end: datetime | None, now:
     return list(found[bisect.bisect_left(found, start, key=_at):bisect.bisect_left(found, stop, key=_at)])
 
 
-def in_windows(found: Sequence[Miss], windows: Sequence[Sequence], now: datetime) -> list[Miss]:
-    """The misses in any of `windows` ([start, end or None] that never overlap: a task's), in
-    their windows' order, as in_window finds each: the times are listed once for thousands of windows."""
-    times = [m.at for m in found]
-    return [m for start, end in windows
-            for m in found[bisect.bisect_left(times, start):bisect.bisect_left(times, end if end is not None else now)]]
+def in_tasks(found: Sequence[Miss], windows: Sequence[tuple[datetime, datetime | None, int]],
+             tasks: int, now: datetime) -> list[list[Miss]]:
+    """The misses in each task's windows, by task (0 the first of `tasks`), in time order: `windows`
+    are every task's, as (start, end or None: open, until now, task), sorted by start; no two
+    overlap (accounting.md §2.9: one task is current at a time). Each miss is looked for once among
+    them, as a long session's plan has thousands of windows and hundreds of misses."""
+    starts = [w[0] for w in windows]
+    out: list[list[Miss]] = [[] for _ in range(tasks)]
+    for miss in found:
+        i = bisect.bisect_right(starts, miss.at) - 1
+        if i >= 0 and miss.at < (windows[i][1] or now):
+            out[windows[i][2]].append(miss)
+    return out
 
 
 def _at(miss: Miss) -> datetime:

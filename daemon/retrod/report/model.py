@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -13,7 +14,7 @@ from ..basics.format import instant
 from ..basics.verdicts import VERDICTS
 from ..store.members import member_of
 from ..store.queries import generic_plans, one, q
-from . import cache, shapes
+from . import cache, kept_windows, shapes
 from . import prices as pricing
 from .plan import Plan, PlanCall, Task, derive
 
@@ -65,26 +66,25 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
         subagent_rows = cur.execute(q("report_session_subagents"), args).fetchall()
         user_row = cur.execute(q("report_user_session"), args).fetchone()
         phase_rows = cur.execute(q("report_session_phases"), args).fetchall()
-        figures = {int(i): fig for i, fig in window_figures(cur, args, _phase_windows(phase_rows)).items()}
         tools = [_tool(row) for row in cur.execute(q("report_session_tools"), args)]
         wasted = sorted({signal for calls in by_agent.values() for signal, n in calls.items() if n and signal})
         examples = cur.execute(q("report_session_waste_examples"),
                                {**args, "signals": wasted, "examples": WASTE_EXAMPLES}).fetchall() if wasted else []
         status = cur.execute(q("statusline_session_status"), args).fetchone()
-        plan = _plan(cur, args)
-        task_figures = _task_window_figures(cur, args, plan)
+        plan, task_figures, figures, plan_kept = _kept_windows(cur, args, _phase_windows(phase_rows))
         now = datetime.now(UTC)  # the live state's and open phases' "now"
         misses, session_cache = _cache(cur, args, summary["tokens"]["total"], prices, now)
 
     tokens = summary["tokens"]
-    phases = [_phase(row, figures[row["id"]], prices) for row in phase_rows]
+    phases = [_phase(row, figures[str(row["id"])], prices) for row in phase_rows]
     for row, phase_figures in zip(phase_rows, phases, strict=True):
         phase_figures["cache"] = cache.figures(
             phase_figures["tokens"], cache.in_window(misses, row["started_at"], row["ended_at"], now))
     subagents = [_subagent(row, _phase_at(phase_rows, row["first_ts"]), by_agent.get(row["agent_id"], {}),
                            _task_at(plan.tasks, row["first_ts"]), cache.of_agent(misses, row["agent_id"]))
                  for row in subagent_rows]
-    tasks = _tasks(plan, task_figures, prices, [(s["agent_id"], s["task"]) for s in subagents], misses, now)
+    tasks = _tasks(plan, task_figures, prices, [(s["agent_id"], s["task"]) for s in subagents], misses, now,
+                   plan_kept)
     tool_use = summary["tool_use"]
     total_output = tokens["total"]["output"]
     return {
@@ -138,19 +138,52 @@ def build(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
     }
 
 
+def _kept_windows(cur, args: dict, phases: Sequence[dict] = ()) -> tuple[Plan, dict[str, dict], dict[str, dict], dict]:
+    """The session's plan, each of its tasks' figures by its number, and the figures of the windows
+    `phases` by id, as _plan, _task_window_figures and window_figures read them, what is kept of
+    them since the last ask reused (kept_windows.py); and what _tasks keeps with the plan."""
+    return kept_windows.figures(cur, args, lambda: _plan(cur, args),
+                                lambda windows: window_figures(cur, args, windows), phases)
+
+
 def _task_window_figures(cur, args: dict, plan: Plan) -> dict[str, dict]:
     """The figures of each of the plan's tasks, by its number: its windows' (which never
-    overlap), summed by window_figures."""
+    overlap), summed by window_figures (all of them: what a first ask costs, kept_windows' oracle)."""
     return window_figures(cur, args, [{"id": n, "s": s, "e": e} for n, task in enumerate(plan.tasks, 1)
                                       for s, e in task.windows])
 
 
 def _tasks(plan: Plan, task_figures: dict[str, dict], prices: pricing.Prices,
-           subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime) -> list[shapes.Task]:
-    """`plan.tasks[]` (accounting.md §2.9): `subagents` the listed ones as (agent id, task number)."""
-    return [_task(n, task, task_figures[str(n)], prices, [agent for agent, number in subagents if number == n],
-                  cache.in_windows(misses, task.windows, now))
-            for n, task in enumerate(plan.tasks, 1)]
+           subagents: list[tuple[str, int | None]], misses: list[cache.Miss], now: datetime,
+           kept: dict) -> list[shapes.Task]:
+    """`plan.tasks[]` (accounting.md §2.9): `subagents` the listed ones as (agent id, task number);
+    `kept`: what is made of the plan alone, filled here when empty and kept with the plan (its
+    windows as text, and in time order: a plan's thousands of windows take longer to write and
+    sort than to sum; each task's figures priced, while its kept sum and the prices are those)."""
+    if "priced" not in kept:  # (filled at once: another thread may be reading it)
+        kept.update(text=[[(instant(s), instant(e)) for s, e in task.windows] for task in plan.tasks],
+                    windows=sorted(((s, e, i) for i, task in enumerate(plan.tasks) for s, e in task.windows),
+                                   key=lambda w: w[0]),
+                    priced={})  # by task number: (the figures kept, the prices, what _figures made of them)
+    task_misses = cache.in_tasks(misses, kept["windows"], len(plan.tasks), now)
+    out = []
+    for n, task in enumerate(plan.tasks, 1):
+        fig = task_figures[str(n)]
+        priced = kept["priced"].get(n)
+        if priced is None or priced[0] is not fig or priced[1] is not prices:  # (a kept sum is the same object)
+            priced = kept["priced"][n] = (fig, prices, _figures(fig, prices))
+        out.append(_task(n, task, _copy(priced[2]), [agent for agent, number in subagents if number == n],
+                         task_misses[n - 1], kept["text"][n - 1]))
+    return out
+
+
+def _copy(value):
+    """A JSON value copied (a kept task's priced figures: each report gets its own)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def _plan_json(plan: Plan, tasks: list[shapes.Task]) -> shapes.Plan:
@@ -264,11 +297,10 @@ def stats(conn: Connection, session: str, away_after_s: float = AWAY_AFTER_S,
             if not cache_figures:
                 del summary["cache"]
         if task_figures:
-            plan = _plan(cur, args)
+            plan, by_task, _phases, plan_kept = _kept_windows(cur, args)
             subagents = [(row["agent_id"], _task_at(plan.tasks, row["first_ts"]))
                          for row in cur.execute(q("report_session_subagents"), args)] if plan.tasks else []
-            summary["plan"] = _plan_json(plan, _tasks(plan, _task_window_figures(cur, args, plan), prices, subagents,
-                                                      misses, now))
+            summary["plan"] = _plan_json(plan, _tasks(plan, by_task, prices, subagents, misses, now, plan_kept))
     open_phase: shapes.Phase | shapes.OpenPhase | None
     if open_row is None:
         open_phase = None
@@ -381,18 +413,18 @@ def _phase(row: dict, fig: dict, prices: pricing.Prices) -> shapes.Phase:
     }
 
 
-def _task(number: int, task: Task, fig: dict, prices: pricing.Prices, subagents: list[str],
-          misses: list[cache.Miss]) -> shapes.Task:
-    """A task of the plan (accounting.md §2.9) with a phase's figures over its windows (`fig`: they never
-    overlap, so their figures add up); `misses`: the cache misses in its windows (§2.8)."""
-    figures = _figures(fig, prices)
+def _task(number: int, task: Task, figures: shapes.Figures, subagents: list[str],
+          misses: list[cache.Miss], windows_text: list[tuple]) -> shapes.Task:
+    """A task of the plan (accounting.md §2.9) with a phase's figures over its windows (`figures`: they
+    never overlap, so their figures add up; _figures'); `misses`: the cache misses in its windows (§2.8);
+    `windows_text`: its windows' start and end as the JSON writes them."""
     return {
         "number": number,
         "name": task.name,
         "status": task.status,
-        "windows": [{"start": instant(s), "end": instant(e)} for s, e in task.windows],
-        "started_at": instant(task.windows[0][0]),
-        "ended_at": instant(task.windows[-1][1]),
+        "windows": [{"start": s, "end": e} for s, e in windows_text],
+        "started_at": windows_text[0][0],
+        "ended_at": windows_text[-1][1],
         "tokens": figures["tokens"],
         "tokens_by_model": figures["tokens_by_model"],
         "cost": figures["cost"],

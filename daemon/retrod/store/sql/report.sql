@@ -388,6 +388,22 @@ FROM p CROSS JOIN LATERAL (
 ) x
 GROUP BY 1, 2, 3, 4;
 
+-- name: report_window_marks
+-- What the tasks' kept window figures are checked against (report/kept_windows.py, migration
+-- 0038): the database and role reading (with the cluster's start: a database made again gets a
+-- new oid), the member's price tiers (the edges' tier floors), the count of the tables' emptyings,
+-- and the session's marks: its hours (their numbers since the epoch, in order) with their counts
+-- of changes, and the sum of its plan calls' counts.
+SELECT (SELECT oid FROM pg_database WHERE datname = current_database()) AS database,
+       pg_postmaster_start_time() AS started, current_user AS reader,
+       (SELECT thresholds FROM retrod.price_tiers WHERE db_role = %(member)s) AS thresholds,
+       (SELECT changes FROM retrod.window_marks WHERE session_uuid = '' AND db_role = '' AND hour = -1) AS emptied,
+       m.*
+FROM (SELECT coalesce(array_agg(hour ORDER BY hour), '{}') AS hours,
+             coalesce(array_agg(changes ORDER BY hour), '{}') AS changes,
+             coalesce(sum(plan_changes), 0)::bigint AS plan_changes
+      FROM retrod.window_marks WHERE session_uuid = %(session)s AND db_role = %(member)s) m;
+
 -- name: report_session_plan_calls
 -- accounting.md §2.6: the session's counted calls by agent, productive or by signal, from the rollup.
 -- accounting.md §2.9: the session's plan calls (migration 0025) — its counted calls of the main thread
