@@ -207,7 +207,7 @@ def test_rows_stored_before_the_migration_are_marked(pg_cluster, tmp_path: Path)
         conn.execute("DROP TABLE cc_session_phases, cc_sessions")
         migrate(conn, before)
         ingest(url, [root])
-        assert migrate(conn) == [38]
+        assert migrate(conn) == [m.version for m in load() if m.version >= 38]
         window_marks_cover_the_rows(conn)
         assert conn.execute("SELECT sum(plan_changes) FROM retrod.window_marks").fetchone()[0] > 0
         session = PLANNED["-src-deep-manifest"]
