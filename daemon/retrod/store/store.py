@@ -296,8 +296,7 @@ class Store:
         conn.execute(q("ingest_save_files"), {"files": _json([
             {"id": p.file.id, "session_uuid": p.session, "device": p.stat.device, "inode": p.stat.inode,
              "size": p.stat.size, "offset": p.offset, "state": p.state,
-             "head": p.file.head if p.head is None else p.head, "from_start": _read_from_start(p),
-             "cwd": p.result.first_cwd if p.result is not None else None} for p in batch])})
+             "head": p.file.head if p.head is None else p.head} for p in batch])})
 
     @staticmethod
     def _write_rows(conn: psycopg.Connection, batch: Sequence[Pending], host_id: str) -> None:
@@ -347,7 +346,7 @@ class Store:
         if copies:
             conn.execute(q("ingest_unpark_tool_calls"), {"changed": lines})
         _settle_cwds(conn, [p.file.id for p in batch if p.file.kind == "main" and p.result is not None],
-                     [], lines if copies else "[]", [p.file.id for p in batch if _read_from_start(p)])
+                     [p.file.id for p in batch if p.start == 0], lines if copies else "[]")
         timed = [(p.session, p.file.id) for p in batch
                  if p.session and p.result is not None and any(not e.sub for e in p.result.events)]
         _retime(conn, timed, copies + met,
@@ -383,23 +382,14 @@ def _decide_fork_copies(conn: psycopg.Connection, sessions: list[str], uuids: li
                    for session, file_id, offset in rows]))
 
 
-def _read_from_start(p: Pending) -> bool:
-    """A main transcript's chunk read from the file's start: its folder is the chunk's first own
-    line's, but where a fork copy holds it (_settle_cwds)."""
-    return p.start == 0 and p.result is not None and p.file.kind == "main"
-
-
-def _settle_cwds(conn: psycopg.Connection, files: list[int], again: list[int], lines: str,
-                 from_start: Sequence[int] = ()) -> None:
+def _settle_cwds(conn: psycopg.Connection, files: list[int], again: list[int], lines: str) -> None:
     """accounting.md §4 with §2.1: the working folder of the main transcripts among `files` whose is not
-    found yet, of those read `again` from their start, of those holding the `lines` that became
-    or stopped being fork copies (a JSON list of {session_uuid, file_id, offset}), and of those
-    read `from_start` in this batch (their folder saved from the fold) that hold a fork copy."""
+    found yet, of those read `again` from their start, and of those holding the `lines` that
+    became or stopped being fork copies (a JSON list of {session_uuid, file_id, offset})."""
     changed = sorted({line["file_id"] for line in json.loads(lines)})
     if files or changed:
         conn.execute(q("ingest_settle_file_cwds"), {"ids": sorted(set(files) | set(changed)),
-                                                    "again": sorted(set(again) | set(changed)),
-                                                    "from_start": list(from_start)})
+                                                    "again": sorted(set(again) | set(changed))})
 
 
 def _retime(conn: psycopg.Connection, timed: list[tuple[str, int]], copies: list[str],

@@ -298,9 +298,6 @@ class FoldResult:
     results: dict[str, ToolResult] = field(default_factory=dict)  # the first of each id in this chunk
     boundaries: list[Boundary] = field(default_factory=list)
     holders: list[Holder] = field(default_factory=list)  # with the records on their lines
-    # §4: the folder of the chunk's first own line that names one (fork copies not known here:
-    # the file's folder when it has none, see store.ingest_save_files)
-    first_cwd: str | None = None
 
 
 def first_session_id(entries: Iterable[Entry | None]) -> str | None:
@@ -385,8 +382,6 @@ def _fold_entry(source: Source, state: FoldState, out: FoldResult, offset: int, 
 
     if source.kind == "main" and not sidechain and not foreign:
         _widen_span(state, entry)
-        if out.first_cwd is None:
-            out.first_cwd = entry.cwd
         if held is None and state.cwd is None and entry.cwd is not None:
             state.cwd, state.cwd_offset = entry.cwd, offset
         _fold_own_line(state, out, offset, entry)

@@ -57,16 +57,12 @@ FROM retrod.files
 WHERE host_id = %(host_id)s AND session_uuid = %(session)s AND NOT missing AND db_role = current_user;
 
 -- name: ingest_save_files
--- A main transcript read from its start takes the folder of its first own line that names one
--- (accounting.md §4), in this update rather than a second one of the row (and of the rollups
--- its triggers keep): ingest_settle_file_cwds corrects it where that line is a fork copy (§2.1).
 UPDATE retrod.files f
 SET session_uuid = x.session_uuid, device = x.device, inode = x.inode, size = x.size,
-    "offset" = x."offset", state = x.state, head = x.head, missing = false, updated_at = now(),
-    cwd = CASE WHEN x.from_start THEN x.cwd ELSE f.cwd END
+    "offset" = x."offset", state = x.state, head = x.head, missing = false, updated_at = now()
 FROM json_to_recordset(%(files)s::json)
      AS x(id BIGINT, session_uuid TEXT, device BIGINT, inode BIGINT, size BIGINT, "offset" BIGINT, state JSONB,
-          head TEXT, from_start BOOLEAN, cwd TEXT)
+          head TEXT)
 WHERE f.id = x.id;
 
 -- name: ingest_mark_missing
@@ -456,17 +452,12 @@ SELECT session_uuid FROM batch GROUP BY session_uuid, uuid HAVING count(*) > 1;
 -- lines: its first holder that is no fork copy and whose folder (its last change at or before it,
 -- line_holders.cwd_changed) is one, unless its first own line without a uuid that has one
 -- (`cwd_offset` of its fold state) comes before. Only the files whose folder is not found yet,
--- or `again` (read from their start, or holding lines that became or stopped being fork copies),
--- or read `from_start` in this batch holding a fork copy (ingest_save_files gave them their first
--- own line's folder, which is this unless a fork copy comes first): an own line found stays the
--- first, as later lines cannot come before it.
+-- or `again` (read from their start, or holding lines that became or stopped being fork copies):
+-- an own line found stays the first, as later lines cannot come before it.
 WITH f AS (
     SELECT id, state ->> 'cwd' AS own_cwd, (state ->> 'cwd_offset')::bigint AS own_offset, cwd
-    FROM retrod.files x
-    WHERE id = ANY(%(ids)s::bigint[]) AND kind = 'main'
-      AND (cwd IS NULL OR id = ANY(%(again)s::bigint[])
-           OR (id = ANY(%(from_start)s::bigint[])
-               AND EXISTS (SELECT FROM retrod.line_holders c WHERE c.file_id = x.id AND c.copy)))
+    FROM retrod.files
+    WHERE id = ANY(%(ids)s::bigint[]) AND kind = 'main' AND (cwd IS NULL OR id = ANY(%(again)s::bigint[]))
 ), found AS (
     SELECT f.id, f.cwd, coalesce((
         SELECT r.cwd FROM (  -- (a file's changes of folder: few)
