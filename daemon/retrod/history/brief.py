@@ -43,7 +43,7 @@ from ..resolve import ENV_VAR, UUID_RE, project_slugs
 from ..settings import Settings
 from ..store.members import current_role
 from ..store.queries import q
-from . import kept_briefs, lesson_data, shapes, trends
+from . import kept_briefs, lesson_data, shapes, trend_periods, trends
 
 DEFAULT_SESSIONS = 5
 # The whole text's size (accounting.md §2.10): it goes into Claude's context at every session start.
@@ -76,7 +76,7 @@ def brief(conn: Connection, *, folder: Path | None = None, project: str | None =
     (`pattern_rows`: their figures, for the text); `project_lessons`: the project's newest lessons.
     Its figures are kept between asks until something they are read from changes (kept_briefs.py)."""
     member = member or current_role(conn)
-    marks = kept_briefs.marks(conn, member)
+    marks = trend_periods.marks(conn, member)
     read: dict[str, tuple] = {}
 
     def found() -> tuple:

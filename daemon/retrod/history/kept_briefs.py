@@ -4,14 +4,14 @@ and read again only once something it reads has changed.
 What changed is the store's to tell, by trends' marks (migration 0034, trend_periods.py): per
 member and UTC day a count that goes up at every commit that changes one of the member's
 sessions — its rollups, files, events, phases (by retrod or another tool), a tracked session
-re-keyed or deleted — and, since migration 0039, the patterns a stored brief gave it
-(accounting.md §2.10 "Given"). Counts only go up and are never deleted, so their sum over the
-member's days moves at every such commit: a kept brief remembers the sum it was read at, and an
-ask reads it (one small read). It is read before the brief, so a brief read after a change it
-did not see yet is read again at the next ask, never kept stale. What the marks do not tell of
-is read at each ask (brief.py): the sessions' descriptions, the project's last mentions and the
-lessons' ages. Everything else a brief depends on is its key: the arguments, the database, the
-role reading and the member's price tiers.
+re-keyed or deleted — and, since migration 0039, the patterns a stored brief gave it (accounting.md
+§2.10 "Given"), read by trend_periods.marks. Counts only go up and are never deleted, so their
+sum over the member's days moves at every such commit: a kept brief remembers the sum it was
+read at, and an ask reads it (one small read). It is read before the brief, so a brief read
+after a change it did not see yet is read again at the next ask, never kept stale. What the
+marks do not tell of is read at each ask (brief.py): the sessions' descriptions, the project's
+last mentions and the lessons' ages. Everything else a brief depends on is its key: the
+arguments, the database, the role reading and the member's price tiers.
 
 Nothing is kept where the triggers on the user's phase tables are missing or disabled (a role
 that may not add them migrated): a phase logged there would not be seen.
@@ -19,45 +19,19 @@ that may not add them migrated): a phase logged there would not be seen.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from psycopg import Connection
-from psycopg.rows import dict_row
-
-from ..store.queries import one, q
+from .trend_periods import Marks
 
 KEPT = 16  # values kept in all (a project's place and its briefs by their arguments), least recent out
 
 T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class Marks:
-    """What a kept value is checked against: `key` (the database, the role reading, the member's
-    price tiers), `changes` (the sum of the member's counts); None when nothing may be kept."""
-
-    key: tuple
-    changes: int
-
-
 _lock = threading.Lock()
 _kept: OrderedDict[tuple, tuple[int, Any]] = OrderedDict()
-
-
-def marks(conn: Connection, member: str) -> Marks | None:
-    """The member's marks now (None: the phase tables tell of no change, nothing is kept)."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        row = one(cur.execute(q("trends_marks"), {"member": member}))
-    if not row["phases_marked"]:
-        return None
-    key = (conn.info.host, conn.info.port, conn.info.dbname, row["database"], row["started"], row["reader"],
-           tuple(row["thresholds"] or ()), member)
-    return Marks(key, sum(json.loads(row["days"]).values()))
 
 
 def kept(found: Marks | None, key: tuple, compute: Callable[[], T]) -> T:

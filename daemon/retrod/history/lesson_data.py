@@ -27,7 +27,7 @@ from ..report.model import AWAY_AFTER_S
 from ..resolve import match_project, project_slugs, projects_of
 from ..store.members import current_role
 from ..store.queries import q
-from . import kept_briefs, shapes
+from . import kept_briefs, shapes, trend_periods
 
 
 def member_sessions(conn: Connection, member: str, projects: bool = True) -> list[dict]:
@@ -176,7 +176,7 @@ def lessons(conn: Connection, *, folder: Path | None = None, project: str | None
                                      "lessons": found.lessons if found else []})
 
     # Kept between asks as a brief is (kept_briefs.py): it reads nothing the marks do not tell of.
-    return kept_briefs.kept(kept_briefs.marks(conn, member),
+    return kept_briefs.kept(trend_periods.marks(conn, member),
                             ("lessons", None if folder is None else str(folder), project, prices.identity(),
                              away_after_s), read)
 

@@ -53,6 +53,32 @@ class Kept(Generic[T]):
     weight: int = 0  # its figures: see KEPT_FIGURES
 
 
+@dataclass(frozen=True)
+class Marks:
+    """The member's marks (migration 0034), as a kept value is checked against them: `key` (the
+    database, the role reading, the member's price tiers), `days` (the member's count of changes
+    by UTC day). Counts only go up, so their sum moves at every change (kept_briefs.py)."""
+
+    key: tuple
+    days: dict[str, int]
+
+    @property
+    def changes(self) -> int:
+        return sum(self.days.values())
+
+
+def marks(conn: Connection, member: str) -> Marks | None:
+    """The member's marks now; None when the user's phase tables tell of no change (their
+    triggers missing or disabled): nothing may be kept."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = one(cur.execute(q("trends_marks"), {"member": member}))
+    if not row["phases_marked"]:
+        return None
+    key = (conn.info.host, conn.info.port, conn.info.dbname, row["database"], row["started"], row["reader"],
+           tuple(row["thresholds"] or ()), member)
+    return Marks(key, json.loads(row["days"]))
+
+
 _lock = threading.Lock()
 _kept: OrderedDict[tuple, Kept] = OrderedDict()
 
@@ -63,13 +89,11 @@ def periods(conn: Connection, key: tuple, member: str, by: str, tz: str,
     as kept, the changed ones summed again by `compute(span)`, which returns the periods of the
     sessions started in `span` (trend_figures' arguments: EVERY_SESSION, or a span of starts);
     `weigh`: how many figures a period holds."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        marks = one(cur.execute(q("trends_marks"), {"member": member}))
-    if not marks["phases_marked"]:
+    found_marks = marks(conn, member)
+    if found_marks is None:
         return Kept({}, compute(EVERY_SESSION))
-    whole_key = (conn.info.host, conn.info.port, conn.info.dbname, marks["database"], marks["started"],
-                 marks["reader"], tuple(marks["thresholds"] or ()), *key)
-    days: dict[str, int] = json.loads(marks["days"])
+    whole_key = (*found_marks.key, *key)
+    days = found_marks.days
     with _lock:
         kept = _kept.get(whole_key)
         if kept is not None:
