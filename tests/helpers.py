@@ -271,7 +271,8 @@ def trend_days_match_the_starts(conn: psycopg.Connection) -> None:
 
 def window_marks_cover_the_rows(conn: psycopg.Connection) -> None:
     """Migration 0038: every hour that holds a request's or a call's time, or overlaps an event's
-    gap, has been marked (a count above 0), and one that holds a plan call as the plan's too."""
+    gap or holds its time (one behind the high-water mark: prev_ts after ts), has been marked (a
+    count above 0), and one that holds a plan call as the plan's too."""
     assert conn.execute("""
         WITH held AS (
             SELECT session_uuid, db_role, retrod.window_hour(ts) AS a, retrod.window_hour(ts) AS b, false AS plan
@@ -280,7 +281,7 @@ def window_marks_cover_the_rows(conn: psycopg.Connection) -> None:
             SELECT session_uuid, db_role, retrod.window_hour(ts), retrod.window_hour(ts), plan IS NOT NULL
             FROM retrod.tool_uses WHERE ts IS NOT NULL
             UNION ALL
-            SELECT session_uuid, db_role, retrod.window_hour(coalesce(prev_ts, ts)), retrod.window_hour(ts), false
+            SELECT session_uuid, db_role, retrod.window_hour(least(prev_ts, ts)), retrod.window_hour(ts), false
             FROM retrod.events WHERE ts IS NOT NULL
         )
         SELECT count(*) FROM held h, generate_series(h.a, h.b) hour

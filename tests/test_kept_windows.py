@@ -128,6 +128,30 @@ class TestChanges:
             touched = {(w["s"], w["e"]) for w in asked}  # the window it touched, not B's hours later
             assert (at(10), at(2 * H)) in touched and (at(2 * H), at(4 * H)) not in touched
 
+    def test_a_line_behind_the_high_water_mark(self, db_url: str, tmp_path: Path) -> None:
+        """A tool result stamped inside task A's first window, read after the session's last line:
+        stored behind the high-water mark (its prev_ts later than its time), it still counts there
+        (its bytes), so the window is summed again though the line's span is no gap."""
+        root = tmp_path / "projects"
+        path = self._write(root)
+        ingest(db_url, [root])
+        with psycopg.connect(db_url) as conn:
+            before, summed, _ = kept_and_summed(conn, TWO_WINDOWS)
+            assert before == summed
+            late = {"type": "user", "sessionId": TWO_WINDOWS, "timestamp": plan_transcripts.ts(H),
+                    "message": {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_late", "content": "x" * 5000}]}}
+            with path.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(late) + "\n")
+            ingest(db_url, [root])
+            prev_ts, ts = conn.execute("SELECT prev_ts, ts FROM retrod.events WHERE session_uuid = %s AND ts = %s",
+                                       (TWO_WINDOWS, at(H))).fetchone()
+            assert prev_ts > ts  # (behind the mark)
+            after, summed, _ = kept_and_summed(conn, TWO_WINDOWS)
+            assert after == summed
+            assert after["1"]["tool_result_bytes"] == before["1"]["tool_result_bytes"] + 5000
+            window_marks_cover_the_rows(conn)
+
     def test_a_row_changed_by_hand(self, db_url: str, tmp_path: Path) -> None:
         """Whatever wrote the change (here a DELETE of raw rows, the rollups following); a phase's
         window (the report's phases are kept the same way) as a task's."""
