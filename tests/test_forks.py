@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -35,6 +37,24 @@ def user(session: str, second: int, **extra) -> dict:
 def assistant(session: str, second: int, key: str, output: int, **extra) -> dict:
     return {"type": "assistant", "sessionId": session, "timestamp": ts(second), "requestId": key,
             "message": {"id": key, "content": [], "usage": {"input_tokens": 1, "output_tokens": output}}, **extra}
+
+
+@contextmanager
+def read_in_halves(pg_cluster, whole: Path, tmp_path: Path, order: tuple[str, ...]) -> Iterator[str]:
+    """A fresh database that has read the sessions of `whole` in `order`, each transcript's first
+    half and then the whole of it, in batches of 512 bytes (a fork read before or after what it
+    copies, and mid-file): its URL."""
+    from conftest import fresh_database
+
+    root = tmp_path / "-".join(s[:2] for s in order) / "projects"
+    (root / SLUG).mkdir(parents=True)
+    with fresh_database(pg_cluster) as url:
+        for session in order:
+            lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
+            for upto in (len(lines) // 2, len(lines)):
+                (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
+                ingest(url, [root], batch_bytes=512)
+        yield url
 
 
 def write(path: Path, lines: list[dict]) -> None:
@@ -287,22 +307,13 @@ def test_stored_holders_decide_who_wrote_each_uuid_in_any_order(pg_cluster, tmp_
     """Whatever order the files come in, in halves: ORIG wrote its lines (its copies are stamped
     "bg" in F and G), F wrote its own two (G's copies tie on stamp and first time, F ended first),
     and R2 wrote the line it shares with R1 (ended first)."""
-    from conftest import fresh_database
-
     whole = tmp_path / "whole" / "projects"
     fork_tree(whole, marked=False)
     resumes(whole)
     want = {**dict.fromkeys(("o1", "o2", "o3", "o4", "o5"), ORIG), "f1": F, "f2": F, "r0": R2}
     assert _shared_writers(whole) == want
     for order in ((G, F, R1, ORIG, R2), (ORIG, R2, F, G, R1), (F, R1, G, R2, ORIG)):
-        root = tmp_path / "-".join(s[:2] for s in order) / "projects"
-        (root / SLUG).mkdir(parents=True)
-        with fresh_database(pg_cluster) as url:
-            for session in order:
-                lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
-                for upto in (len(lines) // 2, len(lines)):
-                    (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
-                    ingest(url, [root], batch_bytes=512)
+        with read_in_halves(pg_cluster, whole, tmp_path, order) as url:
             assert _stored_writers(url) == want, order
 
 
@@ -357,8 +368,6 @@ def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_
     wrote the line it shares with R1) starts at 0, R1 at 100. The copies' requests stay with the
     session that wrote them, though the forks' ids sort first: ORIG k1 and k2 (30 output tokens),
     F k3 (30), G k4 (40)."""
-    from conftest import fresh_database
-
     whole = tmp_path / "whole" / "projects"
     fork_tree(whole, marked=False)
     resumes(whole)
@@ -368,14 +377,7 @@ def test_unmarked_fork_copies_are_no_events_and_own_no_requests_in_any_order(pg_
     expected = reference.compute(whole)
     assert {s: _timeline(expected[s]["summary"]) for s in want} == want
     for order in ((G, F, R1, ORIG, R2), (ORIG, R2, F, G, R1)):
-        root = tmp_path / "-".join(s[:2] for s in order) / "projects"
-        (root / SLUG).mkdir(parents=True)
-        with fresh_database(pg_cluster) as url:
-            for session in order:
-                lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
-                for upto in (len(lines) // 2, len(lines)):
-                    (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
-                    ingest(url, [root], batch_bytes=512)
+        with read_in_halves(pg_cluster, whole, tmp_path, order) as url:
             got = reports(url)
             assert {s: _timeline(got[s]["summary"]) for s in want} == want, order
             assert {s: datetime.fromisoformat(got[s]["session"]["started_at"]) for s in want} \
@@ -487,21 +489,12 @@ def test_unmarked_fork_copies_give_the_fork_no_folder_subagent_or_link_in_any_or
     read first holds the copies as its own until ORIG comes), each session's project, listed
     subagents (as the reference lists them) and links are its own lines'; ORIG's sub1 is matched
     by its tool_use."""
-    from conftest import fresh_database
-
     whole = tmp_path / "whole" / "projects"
     agents_fork_tree(whole)
     expected = reference.compute(whole)
     assert {s: expected[s]["subagents"] for s in PROJECTS} == {ORIG: ["sub1"], F: [], G: []}
     for order in ((G, F, ORIG), (ORIG, F, G), (F, ORIG, G)):
-        root = tmp_path / "-".join(s[:2] for s in order) / "projects"
-        (root / SLUG).mkdir(parents=True)
-        with fresh_database(pg_cluster) as url:
-            for session in order:
-                lines = (whole / SLUG / f"{session}.jsonl").read_bytes().splitlines(keepends=True)
-                for upto in (len(lines) // 2, len(lines)):
-                    (root / SLUG / f"{session}.jsonl").write_bytes(b"".join(lines[:upto]))
-                    ingest(url, [root], batch_bytes=512)
+        with read_in_halves(pg_cluster, whole, tmp_path, order) as url:
             got = reports(url)
             assert {s: got[s]["session"]["project_path"] for s in PROJECTS} == PROJECTS, order
             assert {s: sorted(a["agent_id"] for a in got[s]["subagents"]) for s in PROJECTS} \
