@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 from ..basics.errors import UserError
 from ..store.queries import q
 from ..tracking import PhaseNotes, TrackingError, ensure_session, give_verdict, may_write
-from . import markdown, model, shapes
+from . import kept_reports, markdown, model, shapes
 from .prices import DEFAULT, Prices
 
 INT_MAX = 2**31 - 1  # cc_sessions keeps the original design's INT columns
@@ -100,7 +100,15 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
                 give_verdict(cur, user_session["id"], verdict, notes or PhaseNotes())
             if close:
                 cur.execute(q("tracking_close_open_phases"), {"session_id": user_session["id"]})
-        report: shapes.Retrospective = {**model.build(conn, session, away_after_s, prices, member)}
+        if html is None and not close:  # (what closing changes, or a page reads, is not kept)
+            built, text = kept_reports.report(
+                conn, session, away_after_s, prices, member, "json" if as_json else "md",
+                lambda r: json_text(r) + "\n" if as_json else markdown.render(r))
+        else:
+            built = model.build(conn, session, away_after_s, prices, member)
+            text = html(conn, built) if html is not None else json_text(built) + "\n" if as_json \
+                else markdown.render(built)
+        report: shapes.Retrospective = {**built}  # (a kept report is shared: only its top level is added to)
         summary = report["summary"]
         if writable:
             cur.execute(q("tracking_fill_session_totals"), {
@@ -108,10 +116,6 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
                 **{f: min(cast(dict[str, int], summary["tokens"]["total"])[f], INT_MAX) for f in model.TOKEN_FIELDS},
                 "claude_s": summary["claude_s"], "tool_s": summary["tool_s"], "human_s": summary["human_s"],
             })
-        if html is not None:
-            text = html(conn, report)
-        else:
-            text = json_text(report) + "\n" if as_json else markdown.render(report)
         extension = "html" if html else "json" if as_json else "md"
         path = output or (reports_dir / file_name(report, extension) if reports_dir else None)
         if path is not None:

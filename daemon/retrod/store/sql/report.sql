@@ -489,3 +489,24 @@ ORDER BY ts, agent, place_path IS NOT NULL, CASE WHEN place_path IS NULL THEN ke
 -- accounting.md §2.8: the main stream's last element and the lifetime in force after it (the live state).
 SELECT last_ts, last_model, last_fast, last_prefix, last_ttl_s FROM retrod.cache_streams
 WHERE session_uuid = %(session)s AND agent = '' AND db_role = %(member)s AND last_ts IS NOT NULL;
+
+-- name: report_session_state
+-- What a kept report (report/kept_reports.py) is checked against beside the window marks: its
+-- files' rows as written (every commit that reads one of them writes its row: its offset, its
+-- time; a folder settled or a file gone), its tracked row (what the report reads of it: the
+-- totals it fills are not), its phases (whole rows; any open), and the status Claude Code last
+-- gave. Hashed, as only their change is asked.
+SELECT (SELECT md5(string_agg(row(f.id, f.updated_at, f.kind, f.slug, f.path, f.cwd, f.missing, f.size,
+                                  f."offset")::text, ',' ORDER BY f.id))
+        FROM retrod.files f WHERE f.session_uuid = %(session)s AND f.db_role = %(member)s) AS files,
+       (SELECT md5(string_agg(row(s.id, s.description, s.started_at, s.ended_at)::text, ',' ORDER BY s.id))
+        FROM public.cc_sessions s
+        WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s) AS tracked,
+       (SELECT md5(string_agg(p::text, ',' ORDER BY p.id))
+        FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
+        WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s) AS phases,
+       EXISTS (SELECT FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
+               WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s
+                 AND p.ended_at IS NULL) AS phase_open,
+       (SELECT md5(st::text) FROM retrod.session_status st
+        WHERE st.session_uuid = %(session)s AND st.db_role = %(member)s) AS status;
