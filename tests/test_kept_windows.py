@@ -245,10 +245,12 @@ def test_the_least_recently_asked_session_goes_past_the_windows_kept(
     Transcript(OPEN).user(0).todos(10, ("A", "in_progress")).say(20).write(root)
     TestChanges()._write(root)
     ingest(db_url, [root])
-    monkeypatch.setattr(kept_windows, "KEPT_WINDOWS", 2)
+    monkeypatch.setattr(kept_windows._kept, "most_weight", 3)
     with psycopg.connect(db_url) as conn:
         kept_and_summed(conn, OPEN)
-        kept_and_summed(conn, TWO_WINDOWS)  # three closed windows: more than 2, kept as the last asked
-        assert [key[7] for key in kept_windows._kept] == [TWO_WINDOWS]
+        kept_and_summed(conn, TWO_WINDOWS)  # three closed windows: with OPEN's one, more than 3
+        assert [len(k.windows) for k in kept_windows._kept.values()] == [3]
         kept, summed, asked = kept_and_summed(conn, TWO_WINDOWS)
         assert kept == summed and not asked
+        kept, summed, asked = kept_and_summed(conn, OPEN)
+        assert kept == summed and asked  # (gone: summed again)

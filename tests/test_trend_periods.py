@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse
 
 from helpers import HOST, ingest, rollups_match_raw
 from retrod import tracking
+from retrod.basics.kept import KeptValues
 from retrod.history import trend_periods, trends
 from retrod.ingest.ingester import Ingester
 from retrod.report import prices
@@ -39,13 +40,12 @@ SHAPES = ({"by": "day", "tz": "Asia/Kolkata"}, {"by": "week", "tz": "America/St_
 @contextmanager
 def apart() -> Iterator[None]:
     """Asks summed from scratch, the kept answers set aside meanwhile (and kept on after)."""
-    kept = dict(trend_periods._kept)
-    trend_periods._kept.clear()
+    kept = trend_periods._kept
+    trend_periods._kept = KeptValues(kept.most, kept.most_weight, kept.weigh)
     try:
         yield
     finally:
-        trend_periods._kept.clear()
-        trend_periods._kept.update(kept)
+        trend_periods._kept = kept
 
 
 def answers(conn: psycopg.Connection, shapes: tuple[dict, ...] = SHAPES) -> list[dict]:
@@ -320,23 +320,24 @@ def test_a_backfill_gathers_the_statistics_trends_is_planned_by(db_url: str, pro
 
 
 def test_answers_are_kept_within_a_number_of_figures(db_url: str, projects: Path, monkeypatch) -> None:
-    """An answer of more figures than KEPT_FIGURES is summed on each ask (and right), and the
+    """An answer of more figures than the kept ones may hold (KEPT_FIGURES) is summed on each ask (and right), and the
     least recently asked answers go first when the kept ones would hold more."""
     ingest(db_url, [projects])
     with psycopg.connect(db_url) as conn:
         small, large = {"by": "month", "tz": "UTC"}, {"by": "day", "tz": "UTC", "split": "project"}
         with apart():
-            monkeypatch.setattr(trend_periods, "KEPT_FIGURES", 60)
+            monkeypatch.setattr(trend_periods._kept, "most_weight", 60)
             month = trends.trends(conn, **small)
-            assert len(month["periods"]) < 60 and len(trend_periods._kept) == 1
+            assert len(month["periods"]) < 60 and len(trend_periods._kept.values()) == 1
             day = trends.trends(conn, **large)
             assert sum(1 + len(p["projects"]) for p in day["periods"] if p["sessions"]) > 60
-            assert len(trend_periods._kept) == 1  # (not kept: the month's stays)
+            assert len(trend_periods._kept.values()) == 1  # (not kept: the month's stays)
             assert trends.trends(conn, **large) == day and trends.trends(conn, **small) == month
-            monkeypatch.setattr(trend_periods, "KEPT_FIGURES", 10_000)
+            monkeypatch.setattr(trend_periods._kept, "most_weight", 10_000)
             trends.trends(conn, **large)
-            assert len(trend_periods._kept) == 2
-            monkeypatch.setattr(trend_periods, "KEPT_FIGURES", sum(k.weight for k in trend_periods._kept.values()) - 1)
+            assert len(trend_periods._kept.values()) == 2
+            weights = sum(k.weight for k in trend_periods._kept.values())
+            monkeypatch.setattr(trend_periods._kept, "most_weight", weights - 1)
             trends.trends(conn, by="week", tz="UTC")  # a third: the month's, asked least recently, goes first
             assert [k.weight for k in trend_periods._kept.values()][-1] < 60
-            assert sum(k.weight for k in trend_periods._kept.values()) <= trend_periods.KEPT_FIGURES
+            assert sum(k.weight for k in trend_periods._kept.values()) <= trend_periods._kept.most_weight

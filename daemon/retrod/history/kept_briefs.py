@@ -19,19 +19,17 @@ that may not add them migrated): a phase logged there would not be seen.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..basics.kept import KeptValues
 from .trend_periods import Marks
 
 KEPT = 16  # values kept in all (a project's place and its briefs by their arguments), least recent out
 
 T = TypeVar("T")
 
-_lock = threading.Lock()
-_kept: OrderedDict[tuple, tuple[int, Any]] = OrderedDict()
+_kept: KeptValues[tuple[int, Any]] = KeptValues(KEPT)  # (the changes it was read at, the value)
 
 
 def kept(found: Marks | None, key: tuple, compute: Callable[[], T]) -> T:
@@ -39,15 +37,9 @@ def kept(found: Marks | None, key: tuple, compute: Callable[[], T]) -> T:
     if found is None:
         return compute()
     whole_key = (*found.key, *key)
-    with _lock:
-        value = _kept.get(whole_key)
-        if value is not None and value[0] == found.changes:
-            _kept.move_to_end(whole_key)
-            return value[1]
+    value = _kept.get(whole_key)
+    if value is not None and value[0] == found.changes:
+        return value[1]
     fresh = compute()
-    with _lock:
-        _kept[whole_key] = (found.changes, fresh)
-        _kept.move_to_end(whole_key)
-        while len(_kept) > KEPT:
-            _kept.popitem(last=False)
+    _kept.put(whole_key, (found.changes, fresh))
     return fresh

@@ -17,8 +17,6 @@ that may not add them migrated): a phase logged there would not be seen.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -27,6 +25,7 @@ from typing import Generic, TypeVar
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from ..basics.kept import KeptValues
 from ..store.queries import one, q
 
 KEPT_ANSWERS = 8  # answers (periods by day, week, month; per project or not; zones) kept, least recent out
@@ -79,8 +78,7 @@ def marks(conn: Connection, member: str) -> Marks | None:
     return Marks(key, json.loads(row["days"]))
 
 
-_lock = threading.Lock()
-_kept: OrderedDict[tuple, Kept] = OrderedDict()
+_kept: KeptValues[Kept] = KeptValues(KEPT_ANSWERS, KEPT_FIGURES, weigh=lambda kept: kept.weight)
 
 
 def periods(conn: Connection, key: tuple, member: str, by: str, tz: str,
@@ -94,10 +92,7 @@ def periods(conn: Connection, key: tuple, member: str, by: str, tz: str,
         return Kept({}, compute(EVERY_SESSION))
     whole_key = (*found_marks.key, *key)
     days = found_marks.days
-    with _lock:
-        kept = _kept.get(whole_key)
-        if kept is not None:
-            _kept.move_to_end(whole_key)
+    kept = _kept.get(whole_key)
     if kept is None:
         found = compute(EVERY_SESSION)
     else:
@@ -106,12 +101,7 @@ def periods(conn: Connection, key: tuple, member: str, by: str, tz: str,
             return kept
         found = _summed_again(conn, kept.periods, changed, by, tz, compute)
     fresh = Kept(days, found, weight=sum(weigh(value) for value in found.values()))
-    with _lock:
-        _kept.pop(whole_key, None)
-        if fresh.weight <= KEPT_FIGURES:
-            _kept[whole_key] = fresh
-        while len(_kept) > KEPT_ANSWERS or sum(k.weight for k in _kept.values()) > KEPT_FIGURES:
-            _kept.popitem(last=False)
+    _kept.put(whole_key, fresh)
     return fresh
 
 

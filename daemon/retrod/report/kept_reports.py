@@ -24,8 +24,6 @@ A report asked to close its session, or as a page, is never kept (produce builds
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +31,7 @@ from datetime import UTC, datetime
 from psycopg import Connection
 from psycopg.rows import dict_row
 
+from ..basics.kept import KeptValues
 from ..store.members import member_of
 from ..store.queries import one, q
 from . import model, shapes
@@ -49,8 +48,7 @@ class _Kept:
     texts: dict[str, str]  # its text by format, as asked
 
 
-_lock = threading.Lock()
-_kept: OrderedDict[tuple, _Kept] = OrderedDict()
+_kept: KeptValues[_Kept] = KeptValues(KEPT)
 
 
 def report(conn: Connection, session: str, away_after_s: float, prices: Prices, member: str | None,
@@ -69,27 +67,18 @@ def report(conn: Connection, session: str, away_after_s: float, prices: Prices, 
     key = (info.host, info.port, info.dbname, session, member, away_after_s, prices.identity(), now.date())
     state = (*marks.values(), *found.values())
     settled = not found["phase_open"] and (not marks["hours"] or max(marks["hours"]) < hour_of(now) - 1)
-    with _lock:
-        kept = _kept.get(key)
-        if kept is not None and kept.state == state:
-            _kept.move_to_end(key)
-            text = kept.texts.get(text_format)
-            if text is not None:
-                return kept.report, text
+    kept = _kept.get(key)
+    if kept is not None and kept.state == state and text_format in kept.texts:
+        return kept.report, kept.texts[text_format]
     if kept is None or kept.state != state:
         built = model.build(conn, session, away_after_s, prices, member)
         kept = _Kept(state, built, {})
     text = render(kept.report)
     if settled:
-        with _lock:
-            _kept[key] = _Kept(state, kept.report, {**kept.texts, text_format: text})
-            _kept.move_to_end(key)
-            while len(_kept) > KEPT:
-                _kept.popitem(last=False)
+        _kept.put(key, _Kept(state, kept.report, {**kept.texts, text_format: text}))
     return kept.report, text
 
 
 def forget() -> None:
     """Every kept report dropped (the tests')."""
-    with _lock:
-        _kept.clear()
+    _kept.clear()

@@ -20,19 +20,18 @@ member, the session, the away threshold, the member's price tiers, the tables' e
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from ..basics.kept import KeptValues
 from ..store.queries import one, q
 from .plan import Plan, Task
 
 KEPT_SESSIONS = 16  # sessions whose plan is kept, least recently asked out
 # Windows' figures kept in all, ~3 kB each with the plan: the benchmark's planned ~200 MB session
 # holds 2,262 (6.8 MB), a real session's plan a few dozen. Past it (~45 MB, as trends' periods
-# may hold ~50), the least recently asked sessions go; the last asked stays, however many.
+# may hold ~50), the least recently asked sessions go; a session of more is summed at every ask.
 KEPT_WINDOWS = 15_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _HOUR = timedelta(hours=1)
@@ -57,8 +56,7 @@ class Kept:
     memo: dict  # what the caller makes of the plan, kept with it (emptied when it is read again)
 
 
-_lock = threading.Lock()
-_kept: OrderedDict[tuple, Kept] = OrderedDict()
+_kept: KeptValues[Kept] = KeptValues(KEPT_SESSIONS, KEPT_WINDOWS, weigh=lambda kept: len(kept.windows))
 
 
 def hour_of(ts: datetime) -> int:
@@ -81,10 +79,7 @@ def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Call
     # No row of the session in the last two hours (the database's clock may be a little off ours):
     # an open window's figures, until now, are its figures until any time later, and are kept too.
     settled = not hours or max(hours) < hour_of(datetime.now(UTC)) - 1
-    with _lock:
-        kept = _kept.get(key)
-        if kept is not None:
-            _kept.move_to_end(key)
+    kept = _kept.get(key)
     windows: dict[Window, dict] = {}
     sums: dict[int, tuple[tuple[Window, ...], dict]] = {}
     changed: set[int] = set()
@@ -154,7 +149,7 @@ def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Call
         if _keeps(*window, settled):
             kept_windows[window] = by_phase[str(w["id"])]
     if keep:
-        _keep(key, Kept(marks["plan_changes"], plan, hours, kept_windows, kept_sums, memo))
+        _kept.put(key, Kept(marks["plan_changes"], plan, hours, kept_windows, kept_sums, memo))
     return plan, tasks, by_phase, memo
 
 
@@ -162,15 +157,6 @@ def _keeps(s: datetime, e: datetime | None, settled: bool) -> bool:
     """Whether a window's figures may be kept: a closed one not empty; an open one (until now, moving
     with the session) only while the session is `settled`."""
     return settled if e is None else s < e
-
-
-def _keep(key: tuple, kept: Kept) -> None:
-    with _lock:
-        _kept[key] = kept
-        _kept.move_to_end(key)
-        while len(_kept) > KEPT_SESSIONS or (
-                len(_kept) > 1 and sum(len(k.windows) for k in _kept.values()) > KEPT_WINDOWS):
-            _kept.popitem(last=False)
 
 
 def _touches(window: Window, changed: set[int]) -> bool:
@@ -202,5 +188,4 @@ def _sum(rows: list[dict]) -> dict:
 
 def forget() -> None:
     """Every kept plan dropped (the tests')."""
-    with _lock:
-        _kept.clear()
+    _kept.clear()
