@@ -20,7 +20,10 @@ from plan_transcripts import BASE, Transcript, session_id
 from retrod.report import kept_reports, kept_windows, markdown, model, retrospective
 from retrod.report.prices import DEFAULT, Prices, load
 from retrod.tracking import PhaseNotes, phase_log, phase_start
-from test_forks import ORIG, R1, R2, SLUG, F, G, fork_tree, resumes
+from test_forks import ORIG, R1, R2, SLUG, F, G, fork_tree, resumes, write
+from test_forks import assistant as said
+from test_forks import ts as at
+from test_forks import user as asked_by
 
 PLANNED = "a7da6a22-facc-4fcd-8bab-f83c87862004"  # a fixture session with a plan and subagents
 PLANNED_FOLDER = "-src-deep-manifest"
@@ -155,6 +158,23 @@ class TestChanges:
         assert asked(conn, MADE)[1] is not text  # (each kept under its own prices)
 
 
+def test_another_session_of_the_same_day_read_leaves_the_report_kept(db_url: str, tmp_path: Path) -> None:
+    """Migration 0041: its own count of changes, not its day's, tells a report it changed."""
+    root = tmp_path / "projects"
+    _made(root, DAY_AFTER)
+    other = Transcript(session_id(822)).user((DAY_AFTER - BASE).total_seconds() + 60)
+    other.write(root)
+    ingest(db_url, [root])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        first, text = asked(conn, MADE)
+        other.say((DAY_AFTER - BASE).total_seconds() + 90).write(root)
+        ingest(db_url, [root])
+        assert conn.execute("SELECT count(*) FROM retrod.requests WHERE session_uuid = %s",
+                            (other.session,)).fetchone()[0] == 1
+        again, text_again = asked(conn, MADE)
+        assert kept(first, again) and text_again is text
+
+
 def test_a_live_session_is_built_at_every_ask(db_url: str, tmp_path: Path) -> None:
     root = tmp_path / "projects"
     _made(root, datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5))
@@ -195,3 +215,95 @@ def test_forks_read_in_halves_in_any_order(pg_cluster, tmp_path: Path, order: tu
                 ingest(url, [root], batch_bytes=512)
                 for other in order[:order.index(session) + 1]:
                     assert asked(conn, other)[1] == afresh(conn, other), (session, upto, other)
+
+
+def _undated(session: str, msg: str, output: int = 5) -> str:
+    """An assistant record with no timestamp (and no uuid): an undated request of `session`."""
+    return json.dumps({"type": "assistant", "sessionId": session,
+                       "message": {"id": msg, "model": "claude-sonnet-4-5",
+                                   "usage": {"input_tokens": 10, "output_tokens": output},
+                                   "content": [{"type": "text", "text": "ok"}]}}) + "\n"
+
+
+def test_an_undated_request_owned_by_another_session_read_later(db_url: str, tmp_path: Path) -> None:
+    """Session Y's undated request is owned by X (a smaller uuid) once X's copy of the record is
+    read: Y's requests change, with no dated row of Y moved (no window mark) and no file of Y written."""
+    x, y = session_id(901), session_id(902)  # x < y: x owns a record both hold
+    root = tmp_path / "projects"
+    (root / "-p").mkdir(parents=True)
+    (root / "-p" / f"{y}.jsonl").write_text(_undated(y, "msg_shared") + _undated(y, "msg_y_own"))
+    ingest(db_url, [root])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        first, _ = asked(conn, y)
+        assert first["summary"]["requests"] == 2
+        assert kept(first, asked(conn, y)[0])
+        (root / "-p" / f"{x}.jsonl").write_text(_undated(x, "msg_shared"))
+        ingest(db_url, [root])
+        fresh = afresh(conn, y)
+        assert json.loads(fresh)["summary"]["requests"] == 1  # (the shared record is x's now)
+        assert asked(conn, y)[1] == fresh
+
+
+def test_an_undated_request_edited_by_hand(db_url: str, tmp_path: Path) -> None:
+    """The window marks pass over rows with no time: the session's trends mark moves (its rollup)."""
+    root = tmp_path / "projects"
+    path = _made(root, DAY_AFTER)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(_undated(MADE, "msg_undated", output=7))
+    ingest(db_url, [root])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        first, _ = asked(conn, MADE)
+        assert kept(first, asked(conn, MADE)[0])
+        conn.execute("UPDATE retrod.requests SET output_tokens = 70000 WHERE session_uuid = %s AND ts IS NULL",
+                     (MADE,))
+        assert asked(conn, MADE)[1] == afresh(conn, MADE)
+
+
+def test_a_fork_copys_link_taken_back_by_its_original(db_url: str, tmp_path: Path) -> None:
+    """F (a background session) holds a line that ORIG wrote: an agent_progress line linking its
+    subagent sub1 to its Task call, with no record on it. Read before ORIG, the line is F's and
+    links sub1 (matched_by tool_use); ORIG read, it is a fork copy: the link is gone from F's
+    report, where only line_holders.copy of F changed (no dated row of F, no file of F)."""
+    call = [{"type": "tool_use", "id": "toolu_t", "name": "Task",
+             "input": {"description": "look", "subagent_type": "Explore", "prompt": "p"}}]
+    progress = {"type": "progress", "timestamp": at(6), "uuid": "o3", "parentToolUseID": "toolu_t",
+                "data": {"type": "agent_progress", "agentId": "sub1",
+                         "message": {"type": "user", "timestamp": at(6), "message": {"content": "look"}}}}
+    root = tmp_path / "projects"
+    write(root / SLUG / f"{F}.jsonl", [
+        asked_by(F, 0, uuid="f0", sessionKind="bg"),
+        {**said(F, 5, "kf", 10, uuid="f1", sessionKind="bg"),
+         "message": {"id": "kf", "content": call, "usage": {"input_tokens": 1, "output_tokens": 10}}},
+        {**progress, "sessionId": F, "sessionKind": "bg"},
+        asked_by(F, 20, uuid="f2", sessionKind="bg")])
+    write(root / SLUG / F / "subagents" / "agent-sub1.jsonl", [
+        asked_by(F, 7, uuid="s1", isSidechain=True, agentId="sub1"),
+        said(F, 9, "ks", 3, uuid="s2", isSidechain=True, agentId="sub1")])
+    ingest(db_url, [root])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        first, _ = asked(conn, F)
+        assert [(a["agent_id"], a["matched_by"]) for a in first["subagents"]] == [("sub1", "tool_use")]
+        assert kept(first, asked(conn, F)[0])
+        write(root / SLUG / f"{ORIG}.jsonl", [{**progress, "sessionId": ORIG}])
+        ingest(db_url, [root])
+        fresh = json.loads(afresh(conn, F))
+        assert [(a["agent_id"], a["matched_by"]) for a in fresh["subagents"]] == [("sub1", "timestamp")]
+        assert asked(conn, F)[1] == afresh(conn, F)
+
+
+def test_a_fork_copys_compaction_taken_back_by_its_original(db_url: str, tmp_path: Path) -> None:
+    """As above with a compact_boundary line: its event has no time (no mark) when it stops counting in F."""
+    boundary = {"type": "system", "subtype": "compact_boundary", "uuid": "o5", "timestamp": at(80)}
+    root = tmp_path / "projects"
+    write(root / SLUG / f"{F}.jsonl", [
+        asked_by(F, 0, uuid="f0", sessionKind="bg"), said(F, 5, "kf", 10, uuid="f1", sessionKind="bg"),
+        {**boundary, "sessionId": F, "sessionKind": "bg"}, asked_by(F, 100, uuid="f2", sessionKind="bg")])
+    ingest(db_url, [root])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        first, _ = asked(conn, F)
+        assert first["summary"]["compactions"] == 1
+        assert kept(first, asked(conn, F)[0])
+        write(root / SLUG / f"{ORIG}.jsonl", [{**boundary, "sessionId": ORIG}])
+        ingest(db_url, [root])
+        assert json.loads(afresh(conn, F))["summary"]["compactions"] == 0
+        assert asked(conn, F)[1] == afresh(conn, F)

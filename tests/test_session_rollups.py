@@ -134,9 +134,13 @@ def test_a_database_with_rows_from_before_the_migration_gets_them_summed(pg_clus
             conn.execute("ALTER TABLE retrod.files ADD COLUMN cwd TEXT")
             # and it sets 0031's deferred trigger immediate by name (one that does nothing here)
             conn.execute(STUB_CACHE_STREAM_TRIGGER)
+            # and the fork decision marks the sessions whose lines it changes in 0034's table
+            conn.execute('CREATE TABLE retrod.trend_sessions (session_uuid TEXT COLLATE "C", db_role TEXT'
+                         ' COLLATE "C", changed BOOLEAN NOT NULL DEFAULT true, PRIMARY KEY (session_uuid, db_role))')
         ingest(url, [projects])
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("DROP FUNCTION retrod.stub_trigger() CASCADE")
+            conn.execute("DROP TABLE retrod.trend_sessions")  # (0034 makes it)
             assert migrate(conn)[0] == version
             assert conn.execute("SELECT to_regclass('retrod.session_prices')").fetchone()[0] is None
         rollups_match_raw(url)

@@ -9,9 +9,11 @@ kept stale):
   up at every statement changing one of its requests, calls or events (the rollups, gaps and
   misses the report reads are kept from these in the same transaction); its plan calls' count;
   the count of the tables' emptyings; the member's price tiers;
-- `report_session_state`: its files' rows (every commit reading a line of one writes its row, so
-  an undated line, a meta file, a persisted output or a file gone moves it too), its tracked row,
-  its phases and the status Claude Code last gave it.
+- `report_session_state`: the session's own count of changes (migration 0041: every commit that
+  changes its rollups, events, files, phases or tracked row, undated rows and fork copies decided
+  in another session's commit included); its files' rows (every commit reading a line of one
+  writes its row, so a malformed line, a meta file, a persisted output or a file gone moves it
+  too); its tracked row, its phases and the status Claude Code last gave it.
 
 A report depends on the clock only while its session is live: an open phase runs until now, a
 warm cache counts down, a task's open window grows. So only a session at rest is kept: no row in

@@ -499,7 +499,9 @@ SELECT pg_advisory_xact_lock(hashtext('retrod.line_holders'), hashtext(current_u
 -- The shared uuids of the given sessions (their span may have moved) and the given uuids (a
 -- file's, forgotten) are ranked again; each holder is a fork copy unless its session wrote the
 -- uuid. Returns the lines that changed: their sessions are re-timed, their requests owned again
--- and their calls counted again.
+-- and their calls counted again. Their sessions are marked changed (migrations 0034, 0041): a
+-- line that became a copy may change what a session's report lists (a subagent's link) with no
+-- row of a marked table changing.
 WITH uuids AS (
     SELECT line_uuid FROM retrod.line_holders
     WHERE session_uuid = ANY(%(sessions)s::text[]) AND shared AND db_role = current_user
@@ -513,6 +515,10 @@ WITH uuids AS (
     WHERE h.line_uuid = ANY(ARRAY(SELECT line_uuid FROM writers)) AND h.line_uuid = w.line_uuid
       AND h.db_role = current_user AND h.copy <> (h.session_uuid <> w.session_uuid)
     RETURNING h.session_uuid, h.file_id, h."offset"
+), marked AS (
+    INSERT INTO retrod.trend_sessions AS t (session_uuid, db_role)
+    SELECT DISTINCT session_uuid, current_user FROM changed ORDER BY 1, 2
+    ON CONFLICT (session_uuid, db_role) DO UPDATE SET changed = true WHERE NOT t.changed
 )
 SELECT session_uuid, file_id, "offset" FROM changed;
 

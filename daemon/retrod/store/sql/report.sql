@@ -493,10 +493,13 @@ WHERE session_uuid = %(session)s AND agent = '' AND db_role = %(member)s AND las
 -- name: report_session_state
 -- What a kept report (report/kept_reports.py) is checked against beside the window marks: its
 -- files' rows as written (every commit that reads one of them writes its row: its offset, its
--- time; a folder settled or a file gone), its tracked row (what the report reads of it: the
--- totals it fills are not), its phases (whole rows; any open), and the status Claude Code last
--- gave. Hashed, as only their change is asked.
-SELECT (SELECT md5(string_agg(row(f.id, f.updated_at, f.kind, f.slug, f.path, f.cwd, f.missing, f.size,
+-- time; a folder settled or a file gone), its count of changes (migration 0041: any commit
+-- changing its rollups, its events or its fork copies, §2.1, undated rows too, whoever wrote),
+-- its tracked row (what the report reads of it: the totals it fills are not), its phases (whole
+-- rows; any open), and the status Claude Code last gave. Hashed, as only their change is asked.
+SELECT (SELECT t.changes FROM retrod.trend_sessions t
+        WHERE t.session_uuid = %(session)s AND t.db_role = %(member)s) AS changes,
+       (SELECT md5(string_agg(row(f.id, f.updated_at, f.kind, f.slug, f.path, f.cwd, f.missing, f.size,
                                   f."offset")::text, ',' ORDER BY f.id))
         FROM retrod.files f WHERE f.session_uuid = %(session)s AND f.db_role = %(member)s) AS files,
        (SELECT md5(string_agg(row(s.id, s.description, s.started_at, s.ended_at)::text, ',' ORDER BY s.id))
