@@ -6,6 +6,10 @@
 -- Every change 0034 marks moves it (a session's rollups, events, files, cache misses; its phases
 -- and tracked row, by any tool; fork copies decided by another session's commit, §2.1, and
 -- undated rows, which the window marks of 0038 pass over), and it only goes up.
+--
+-- A table 0034 watches emptied (TRUNCATE: no row to mark) moves every day's count; it now moves
+-- 0038's count of emptyings too, which every kept report (and every kept window) is checked
+-- against, as its figures are read from those tables.
 ALTER TABLE retrod.trend_sessions ADD COLUMN changes BIGINT NOT NULL DEFAULT 0;
 
 CREATE OR REPLACE FUNCTION retrod.settle_trend_sessions() RETURNS TRIGGER LANGUAGE plpgsql
@@ -32,5 +36,12 @@ BEGIN
     ) x
     GROUP BY 1, 2 ORDER BY 1, 2
     ON CONFLICT (db_role, day) DO UPDATE SET changes = d.changes + excluded.changes;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION retrod.trend_rows_truncated() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE retrod.trend_days SET changes = changes + 1;
+    UPDATE retrod.window_marks SET changes = changes + 1 WHERE session_uuid = '' AND db_role = '' AND hour = -1;
     RETURN NULL;
 END $$;

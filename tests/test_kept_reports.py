@@ -136,6 +136,12 @@ class TestChanges:
                      (MADE, DAY_AFTER + timedelta(hours=1)))
         assert self._seen(conn, before)["summary"]["requests"] < json.loads(before)["summary"]["requests"]
 
+    @pytest.mark.parametrize("table", ["session_times", "session_requests", "call_agents", "requests"])
+    def test_a_table_emptied_by_hand(self, session, table: str) -> None:
+        conn, _root, _path, before = session
+        conn.execute(f"TRUNCATE retrod.{table} CASCADE")
+        self._seen(conn, before)
+
     def test_the_transcript_gone(self, session, db_url: str) -> None:
         conn, root, path, before = session
         path.unlink()
