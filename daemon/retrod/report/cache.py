@@ -7,6 +7,7 @@ SQL here."""
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -25,10 +26,10 @@ MISS_MIN_REWRITTEN = 2000  # tokens: a breakpoint moving back by a few hundred i
 COSTLIEST = 10
 _MILLION = Decimal(1_000_000)
 _US = timedelta(microseconds=1)
+_UNSEEN: Any = object()
 
 
-@dataclass(frozen=True, slots=True)
-class Miss:
+class Miss(NamedTuple):  # (a tuple: a long session's report makes hundreds)
     at: datetime
     agent: str
     cause: str
@@ -146,35 +147,21 @@ def _miss(p: Element, e: Element, ttl_after_p: int, boundaries: Sequence[datetim
     return Miss(e.ts, e.agent, cause, e.reason, rewritten, _extra(e, rewritten, prices), pause // _US, p.prefix)
 
 
-class StoredMiss(NamedTuple):
-    """A row of `session_cache_misses`, in its column order."""
-
-    ts: datetime
-    agent: str
-    cause: str
-    reason: str | None
-    model: str
-    fast: bool
-    size: int  # its part's input + cache_read + cache_create: its price tier
-    rewritten: int
-    rewritten_1h: int  # of them, taken from its 1h writes
-    pause_us: int
-    prefix_before: int
-
-
 def priced(rows: Iterable[Sequence], prices: pricing.Prices) -> list[Miss]:
-    """The stored misses (`rows`: StoredMiss's columns, in time order) with their extra cost: the
-    rewritten tokens at the write price less the read price of their 1h / 5m lifetime, at the
-    rates of the element's model, day, speed and size tier (miss_extra)."""
+    """The stored misses (`rows`: report_session_cache_misses' columns, in its order and time
+    order; `size` a miss's part's input + cache read + cache write, its price tier; `rewritten_1h`
+    the rewritten tokens taken from its 1h writes) with their extra cost: the rewritten tokens at
+    the write price less the read price of their 1h / 5m lifetime, at the rates of the element's
+    model, day, speed and size tier (miss_extra)."""
     found = []
     rates: dict[tuple, pricing.Rates | None] = {}  # by price group: a long session has hundreds of misses, few groups
-    for row in rows:
-        m = StoredMiss(*row)
-        group = _group(m.model, m.fast, m.size, m.ts)
-        if group not in rates:
-            rates[group] = pricing.rates(prices, *group)
-        extra = _extra_at(rates[group], m.rewritten, m.rewritten_1h)
-        found.append(Miss(m.ts, m.agent, m.cause, m.reason, m.rewritten, extra, m.pause_us, m.prefix_before))
+    for ts, agent, cause, reason, model, fast, size, rewritten, rewritten_1h, pause_us, prefix_before in rows:
+        group = _group(model, fast, size, ts)
+        found_rates = rates.get(group, _UNSEEN)
+        if found_rates is _UNSEEN:
+            found_rates = rates[group] = pricing.rates(prices, *group)
+        extra = _extra_at(found_rates, rewritten, rewritten_1h)
+        found.append(Miss(ts, agent, cause, reason, rewritten, extra, pause_us, prefix_before))
     return found
 
 
@@ -273,7 +260,7 @@ def of_agent(found: Iterable[Miss], agent: str) -> list[Miss]:
 
 def costliest(found: Iterable[Miss]) -> list[shapes.Miss]:
     """The ten misses with the largest extra cost, the earlier first among equals."""
-    return listed(sorted(found, key=lambda m: (-m.extra, m.at))[:COSTLIEST])
+    return listed(heapq.nsmallest(COSTLIEST, found, key=lambda m: (-m.extra, m.at)))
 
 
 def listed(found: Iterable[Miss]) -> list[shapes.Miss]:
