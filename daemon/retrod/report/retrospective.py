@@ -100,14 +100,15 @@ def produce(conn: Connection, session: str, *, close: bool = False, output: Path
                 give_verdict(cur, user_session["id"], verdict, notes or PhaseNotes())
             if close:
                 cur.execute(q("tracking_close_open_phases"), {"session_id": user_session["id"]})
+        render: Callable[[Any], str] = (
+            (lambda r: html(conn, r)) if html is not None else (lambda r: json_text(r) + "\n") if as_json
+            else markdown.render)
         if html is None and not close:  # (what closing changes, or a page reads, is not kept)
-            built, text = kept_reports.report(
-                conn, session, away_after_s, prices, member, "json" if as_json else "md",
-                lambda r: json_text(r) + "\n" if as_json else markdown.render(r))
+            built, text = kept_reports.report(conn, session, away_after_s, prices, member,
+                                              "json" if as_json else "md", render)
         else:
             built = model.build(conn, session, away_after_s, prices, member)
-            text = html(conn, built) if html is not None else json_text(built) + "\n" if as_json \
-                else markdown.render(built)
+            text = render(built)
         report: shapes.Retrospective = {**built}  # (a kept report is shared: only its top level is added to)
         summary = report["summary"]
         if writable:
