@@ -1,6 +1,6 @@
 """Whole reports kept between asks (issue 32): a report is built once and kept in this process
 (the daemon's, `retrod mcp`'s), with its text, and built again only once something it reads has
-changed. The ~200 MB session's report costs ~20 ms of CPU to build; checking a kept one, ~1 ms.
+changed. The ~200 MB session's report takes 10–15 ms to build; checking a kept one, ~1 ms.
 
 What changed is the store's to tell, in two small reads taken before the report is built (so
 that a report built after a change it did not see yet is built again at the next ask, never
