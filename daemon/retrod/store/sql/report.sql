@@ -505,11 +505,9 @@ SELECT (SELECT t.changes FROM retrod.trend_sessions t
        (SELECT md5(string_agg(row(s.id, s.description, s.started_at, s.ended_at)::text, ',' ORDER BY s.id))
         FROM public.cc_sessions s
         WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s) AS tracked,
-       (SELECT md5(string_agg(p::text, ',' ORDER BY p.id))
-        FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
-        WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s) AS phases,
-       EXISTS (SELECT FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
-               WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s
-                 AND p.ended_at IS NULL) AS phase_open,
+       ph.phases, coalesce(ph.phase_open, false) AS phase_open,
        (SELECT md5(st::text) FROM retrod.session_status st
-        WHERE st.session_uuid = %(session)s AND st.db_role = %(member)s) AS status;
+        WHERE st.session_uuid = %(session)s AND st.db_role = %(member)s) AS status
+FROM (SELECT md5(string_agg(p::text, ',' ORDER BY p.id)) AS phases, bool_or(p.ended_at IS NULL) AS phase_open
+      FROM public.cc_session_phases p JOIN public.cc_sessions s ON s.id = p.session_id
+      WHERE s.session_uuid = %(session)s AND coalesce(to_jsonb(s) ->> 'db_role', %(member)s) = %(member)s) ph;
