@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 
@@ -49,3 +49,13 @@ class KeptValues(Generic[V]):
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
+
+
+def database_key(conn: Any, marks: Mapping[str, Any]) -> tuple:
+    """Which database a kept value was read from, and as whom: the server and database the
+    connection names, and as a statement of marks reads them (`database`: its oid, `started`: the
+    cluster's start — a database made again is another —, `reader`: the role reading,
+    `thresholds`: the member's price tiers, which the figures are summed by)."""
+    info = conn.info
+    return (info.host, info.port, info.dbname, marks["database"], marks["started"], marks["reader"],
+            tuple(marks["thresholds"] or ()))

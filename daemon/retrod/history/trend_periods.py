@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from ..basics.kept import KeptValues
+from ..basics.kept import KeptValues, database_key
 from ..store.queries import one, q
 
 KEPT_ANSWERS = 8  # answers (periods by day, week, month; per project or not; zones) kept, least recent out
@@ -73,9 +73,7 @@ def marks(conn: Connection, member: str) -> Marks | None:
         row = one(cur.execute(q("trends_marks"), {"member": member}))
     if not row["phases_marked"]:
         return None
-    key = (conn.info.host, conn.info.port, conn.info.dbname, row["database"], row["started"], row["reader"],
-           tuple(row["thresholds"] or ()), member)
-    return Marks(key, json.loads(row["days"]))
+    return Marks((*database_key(conn, row), member), json.loads(row["days"]))
 
 
 _kept: KeptValues[Kept] = KeptValues(KEPT_ANSWERS, KEPT_FIGURES, weigh=lambda kept: kept.weight)

@@ -33,11 +33,11 @@ from datetime import UTC, datetime
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from ..basics.kept import KeptValues
+from ..basics.kept import KeptValues, database_key
 from ..store.members import member_of
 from ..store.queries import one, q
 from . import model, shapes
-from .kept_windows import hour_of
+from .kept_windows import at_rest
 from .prices import Prices, store_tiers
 
 KEPT = 8  # reports kept in all (a long session's: its JSON text is ~140 kB), least recently asked out
@@ -64,11 +64,10 @@ def report(conn: Connection, session: str, away_after_s: float, prices: Prices, 
     with conn.cursor(row_factory=dict_row) as cur:
         marks = one(cur.execute(q("report_window_marks"), args))
         found = one(cur.execute(q("report_session_state"), args))
-    info = conn.info
     now = datetime.now(UTC)
-    key = (info.host, info.port, info.dbname, session, member, away_after_s, prices.identity(), now.date())
-    state = (*marks.values(), *found.values())
-    settled = not found["phase_open"] and (not marks["hours"] or max(marks["hours"]) < hour_of(now) - 1)
+    key = (*database_key(conn, marks), session, member, away_after_s, prices.identity(), now.date())
+    state = (marks["emptied"], marks["hours"], marks["changes"], marks["plan_changes"], *found.values())
+    settled = not found["phase_open"] and at_rest(marks["hours"], now)
     kept = _kept.get(key)
     if kept is not None and kept.state == state and text_format in kept.texts:
         return kept.report, kept.texts[text_format]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..basics.kept import KeptValues
+from ..basics.kept import KeptValues, database_key
 from ..store.queries import one, q
 from .plan import Plan, Task
 
@@ -64,6 +64,13 @@ def hour_of(ts: datetime) -> int:
     return (ts - _EPOCH) // _HOUR
 
 
+def at_rest(hours: Sequence[int], now: datetime) -> bool:
+    """Whether a session whose rows' hours (report_window_marks' `hours`) are these holds no row
+    in the last two hours before `now` (the database's clock may be a little off ours): its
+    figures until now are its figures until any time later."""
+    return not hours or max(hours) < hour_of(now) - 1
+
+
 def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Callable[[list[dict]], dict[str, dict]],
             phases: Sequence[dict] = ()) -> tuple[Plan, dict[str, dict], dict[str, dict], dict]:
     """The session's plan; its tasks' figures by number (as text), each its windows' summed
@@ -72,13 +79,10 @@ def figures(cur, args: dict, read_plan: Callable[[], Plan], window_figures: Call
     the plan alone, kept with it. `read_plan()` reads and derives the plan; `window_figures(windows)`
     sums windows `{id, s, e}` by id: called once, for the windows not kept, if any."""
     marks = one(cur.execute(q("report_window_marks"), args))
-    conn = cur.connection
-    key = (conn.info.host, conn.info.port, conn.info.dbname, marks["database"], marks["started"], marks["reader"],
-           args["member"], args["session"], args["away_us"], tuple(marks["thresholds"] or ()), marks["emptied"])
+    key = (*database_key(cur.connection, marks), args["member"], args["session"], args["away_us"], marks["emptied"])
     hours = dict(zip(marks["hours"], marks["changes"], strict=True))
-    # No row of the session in the last two hours (the database's clock may be a little off ours):
-    # an open window's figures, until now, are its figures until any time later, and are kept too.
-    settled = not hours or max(hours) < hour_of(datetime.now(UTC)) - 1
+    # (an open window's figures, until now, are then its figures until any time later: kept too)
+    settled = at_rest(marks["hours"], datetime.now(UTC))
     kept = _kept.get(key)
     windows: dict[Window, dict] = {}
     sums: dict[int, tuple[tuple[Window, ...], dict]] = {}
