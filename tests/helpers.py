@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import psycopg
@@ -11,6 +11,7 @@ from psycopg_pool import ConnectionPool
 
 from retrod.ingest.ingester import Ingester
 from retrod.report import cache, model, prices
+from retrod.store.migrate import load
 from retrod.store.store import Store
 
 HOST = "test-host"
@@ -24,6 +25,16 @@ def ingest(db_url: str, roots: Iterable[Path], batch_bytes: int = 4 << 20, host:
         with pool.connection() as conn:
             prices.store_tiers(conn)
         Ingester(Store(pool, host), roots, batch_bytes).scan()
+
+
+def older_migrations(folder: Path, keep: Callable[[int], bool]) -> Path:
+    """`folder`, made, holding the shipped migrations whose version `keep` keeps: a database
+    migrated from it (migrate(conn, folder)) is one an older retrod made."""
+    folder.mkdir()
+    for migration in load():
+        if keep(migration.version):
+            (folder / f"{migration.version:04d}_{migration.name}.sql").write_text(migration.sql)
+    return folder
 
 
 def output_tokens(db_url: str, session: str | None = None) -> int:

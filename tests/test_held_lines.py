@@ -9,15 +9,12 @@ from pathlib import Path
 import psycopg
 
 from conftest import fresh_database
-from retrod.store.migrate import load, migrate
+from helpers import older_migrations
+from retrod.store.migrate import migrate
 
 
 def test_held_records_move_into_their_lines_rows(pg_cluster, tmp_path: Path) -> None:
-    before = tmp_path / "before"
-    before.mkdir()
-    for migration in load():
-        if migration.version < 30:
-            (before / f"{migration.version:04d}_{migration.name}.sql").write_text(migration.sql)
+    before = older_migrations(tmp_path / "before", lambda version: version < 30)
     with fresh_database(pg_cluster) as url, psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP SCHEMA retrod CASCADE")
         conn.execute("DROP TABLE cc_session_phases, cc_sessions")

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 
 import plan_transcripts
 from conftest import FIXTURES, fresh_database
-from helpers import ingest, window_marks_cover_the_rows
+from helpers import ingest, older_migrations, window_marks_cover_the_rows
 from plan_transcripts import Transcript, at, session_id
 from retrod.report import kept_windows, markdown, model
 from retrod.store.migrate import load, migrate
@@ -219,11 +219,7 @@ class TestChanges:
 
 def test_rows_stored_before_the_migration_are_marked(pg_cluster, tmp_path: Path) -> None:
     """Migration 0038 on a database with rows: each hour holding one is marked, the plan's too."""
-    before = tmp_path / "before"
-    before.mkdir()
-    for migration in load():
-        if migration.version < 38:
-            (before / f"{migration.version:04d}_{migration.name}.sql").write_text(migration.sql)
+    before = older_migrations(tmp_path / "before", lambda version: version < 38)
     root = tmp_path / "projects"
     shutil.copytree(FIXTURES / "-src-deep-manifest", root / "-src-deep-manifest")
     with fresh_database(pg_cluster) as url, psycopg.connect(url, autocommit=True) as conn:

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 from conftest import FIXTURES
-from helpers import ingest, reports, rollups_match_raw
+from helpers import ingest, older_migrations, reports, rollups_match_raw
 from report_checks import utc_ms
-from retrod.store.migrate import load, migrate
+from retrod.store.migrate import migrate
 
 # The per-minute rollups summed per session, by what the per-session ones are keyed by.
 MINUTES_BY_SESSION = """
@@ -106,13 +106,9 @@ def test_a_database_with_rows_from_before_the_migration_gets_them_summed(pg_clus
     stored while 0019's price-group table kept session_figures' tokens, which 0020 drops."""
     from conftest import fresh_database
 
-    before = tmp_path / "before"
-    before.mkdir()
-    for migration in load():
-        # (0023 to 0030 only add columns, tables, functions and triggers, which today's ingest writes and
-        # uses; 0022's, 0027's and 0035's are added by hand below)
-        if migration.version < version or migration.version in (23, 24, 25, 26, 28, 29, 30):
-            (before / f"{migration.version:04d}_{migration.name}.sql").write_text(migration.sql)
+    # (0023 to 0030 only add columns, tables, functions and triggers, which today's ingest writes and
+    # uses; 0022's, 0027's and 0035's are added by hand below)
+    before = older_migrations(tmp_path / "before", lambda v: v < version or v in (23, 24, 25, 26, 28, 29, 30))
     projects = tmp_path / "projects"
     shutil.copytree(FIXTURES, projects)
     table = {18: "retrod.session_times", 20: "retrod.session_prices"}[version]
