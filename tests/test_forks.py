@@ -559,3 +559,77 @@ def test_forks_read_under_rules_7_are_read_again_forgetting_what_their_copies_ga
         links = conn.execute(SESSION_LINKS).fetchall()
     assert {s: [(a, t) for k, a, t in links if k == s] for s in PROJECTS} == LINKS
     rollups_match_raw(db_url)
+
+
+# --- (f) a fork decided by another transaction while a batch of the fork waits for the lock ----
+
+def _read_chain(session: str, second: int, uuid: str, call: str, **extra) -> list[dict]:
+    """A Read of /p: the assistant line calling it, and the user line with its result."""
+    use = [{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": "/p"}}]
+    result = [{"type": "tool_result", "tool_use_id": call, "content": "text"}]
+    return [{**assistant(session, second, f"k-{call}", 5, uuid=f"{uuid}a", **extra),
+             "message": {"id": f"k-{call}", "content": use, "usage": {"input_tokens": 1, "output_tokens": 5}}},
+            {**user(session, second + 1, uuid=f"{uuid}u", **extra), "message": {"content": result}}]
+
+
+@pytest.mark.parametrize("fork_first", [True, False], ids=["fork-waits", "original-waits"])
+def test_a_fork_decided_while_a_batch_of_it_waits_for_the_lock(db_url: str, tmp_path: Path, monkeypatch,
+                                                                fork_first: bool) -> None:
+    """F, a background fork, re-writes ORIG's Read of /p, then reads /p again itself. Read alone,
+    F's copy of the Read counts, and F's own Read is a duplicate of it; once ORIG is read, the
+    copy is none (§2.1) and F's Read is productive (§2.6). F's second half and ORIG are committed
+    at once: the first of the two writes what it writes before the fork-copies lock and waits
+    there until the other's commit is done (or would wait on one of its rows), then takes the
+    lock. Whichever way it ends (the other commit waiting on this one's rows, or a deadlock
+    retried), the figures are those of one pass."""
+    import threading
+
+    import psycopg
+
+    from retrod.store.queries import q
+
+    orig = [user(ORIG, 0, uuid="o1"), *_read_chain(ORIG, 5, "o2", "toolu_r1")]
+    fork = _copy(orig, F, None) + [user(F, 100, uuid="f1", sessionKind="bg"),
+                                   *_read_chain(F, 105, "f2", "toolu_r2", sessionKind="bg")]
+    whole = tmp_path / "whole" / "projects"
+    write(whole / SLUG / f"{ORIG}.jsonl", orig)
+    write(whole / SLUG / f"{F}.jsonl", fork)
+    tools = reference_tools.compute_tool_use(whole)
+    assert {s: (tools[s]["summary"]["calls"], tools[s]["summary"]["productive"]) for s in (ORIG, F)} \
+        == {ORIG: (1, 1), F: (1, 1)}
+
+    fork_root, orig_root = tmp_path / "fork" / "projects", tmp_path / "orig" / "projects"
+    write(fork_root / SLUG / f"{F}.jsonl", fork[:len(orig)])  # the copies alone: F's own, for now
+    ingest(db_url, [fork_root])
+    got = reports(db_url)
+    assert got[F]["summary"]["tool_use"]["calls"] == 1
+    write(fork_root / SLUG / f"{F}.jsonl", fork)
+    write(orig_root / SLUG / f"{ORIG}.jsonl", orig)
+
+    lock, paused, release = q("ingest_lock_fork_copies"), threading.Event(), threading.Event()
+    real = psycopg.Connection.execute
+
+    def execute(conn, query, params=None, **kwargs):  # the first to reach the lock waits there
+        if query == lock and not paused.is_set():
+            paused.set()
+            release.wait(timeout=3)  # (or ORIG's commit waits on a row this one wrote)
+        return real(conn, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    roots = (fork_root, orig_root) if fork_first else (orig_root, fork_root)
+    first = threading.Thread(target=ingest, args=(db_url, [roots[0]]))
+    first.start()
+    assert paused.wait(timeout=30)
+    second = threading.Thread(target=ingest, args=(db_url, [roots[1]]))
+    second.start()
+    second.join(timeout=3)
+    release.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+    assert not first.is_alive() and not second.is_alive()
+    monkeypatch.undo()
+
+    got = reports(db_url)
+    assert {s: (got[s]["summary"]["tool_use"]["calls"], got[s]["summary"]["tool_use"]["productive"])
+            for s in (ORIG, F)} == {ORIG: (1, 1), F: (1, 1)}
+    rollups_match_raw(db_url)
