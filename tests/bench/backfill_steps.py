@@ -5,6 +5,7 @@ backends beside the wall time.
     python tests/bench/backfill_steps.py                       # 100 MB, three rounds
     python tests/bench/backfill_steps.py --mb 10 --rounds 1    # seconds
     python tests/bench/backfill_steps.py --configs incremental,bulk
+    python tests/bench/backfill_steps.py --mb 1000 --configs bulk --rounds 1 --states
 
 Configurations, each run once per round, in turn, so that a noisy machine weighs on all alike:
 - incremental: the path the live tailing keeps (one connection, 4 MB batches);
@@ -15,6 +16,9 @@ Each run gets a fresh cluster and database; the tree is written once. PostgreSQL
 of this run's cluster (its postmaster and backends), so other jobs on the machine are not counted;
 on a shared machine CPU seconds move less than wall time. Another checkout's code, measured with
 this script: `PYTHONPATH=<checkout>/daemon python tests/bench/backfill_steps.py --configs bulk`.
+`--states`: what the run's connections did, sampled every 5 ms from pg_stat_activity (how many,
+on average, were running a statement, waiting for a lock, waiting within a transaction for
+retrod's next statement, or idle), to tell where the committing lanes wait.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import psycopg
@@ -60,21 +66,54 @@ def _own_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(scratch: Path, tree: Path, name: str) -> dict:
+# What a connection is doing, as pg_stat_activity says.
+STATES = ("running", "waiting for a lock", "waiting for retrod in a transaction", "idle")
+_ACTIVITY = """
+SELECT CASE WHEN wait_event_type = 'Lock' THEN 'waiting for a lock'
+            WHEN state = 'active' THEN 'running'
+            WHEN state LIKE 'idle in transaction%%' THEN 'waiting for retrod in a transaction'
+            ELSE 'idle' END
+FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND datname = current_database() AND pid <> pg_backend_pid()
+"""
+
+
+def _sample_states(url: str, stop: threading.Event, seen: Counter) -> None:
+    """Every 5 ms until `stop`, the states of the other connections to the database, counted in
+    `seen` (and the samples, under "samples")."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not stop.is_set():
+            seen.update(row[0] for row in conn.execute(_ACTIVITY))
+            seen["samples"] += 1
+            time.sleep(0.005)
+
+
+def run_once(scratch: Path, tree: Path, name: str, states: bool = False) -> dict:
     bulk, store_class, bulk_batch = CONFIGS[name]
     ingest.BULK_BATCH_BYTES = bulk_batch
+    seen: Counter = Counter()
+    stop = threading.Event()
     with database(scratch, "steps") as url, \
             ConnectionPool(url, min_size=ingest.BULK_LANES + 1, max_size=ingest.BULK_LANES + 2, open=True) as pool:
         ingester = Ingester(store_class(pool, "bench"), [tree], bulk_from=0 if bulk else None)
+        sampler = threading.Thread(target=_sample_states, args=(url, stop, seen), daemon=True)
+        if states:
+            sampler.start()
         cluster = scratch / "steps-pg"  # (this run's cluster only: the machine may be shared)
         own, postgres, start = _own_cpu_s(), postgres_cpu_s(cluster), time.perf_counter()
         stats = ingester.scan()
         seconds = time.perf_counter() - start
         own, postgres = _own_cpu_s() - own, postgres_cpu_s(cluster) - postgres
+        stop.set()
+        if states:
+            sampler.join()
     shutil.rmtree(scratch / "steps-pg")  # (stopped) the next run starts from a fresh cluster
     if stats.failed:
         raise RuntimeError(f"{name}: {stats.failed} files failed")
-    return {"seconds": seconds, "retrod_cpu_s": own, "postgres_cpu_s": postgres}
+    result = {"seconds": seconds, "retrod_cpu_s": own, "postgres_cpu_s": postgres}
+    if states:  # (the sampler's own CPU is counted in retrod's: a few percent)
+        result.update({state: seen[state] / max(seen["samples"], 1) for state in STATES})
+    return result
 
 
 def main() -> None:
@@ -82,6 +121,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--configs", default=",".join(CONFIGS), help="which, comma-separated (default: all)")
+    parser.add_argument("--states", action="store_true", help="also sample what the connections do")
     args = parser.parse_args()
     names = args.configs.split(",")
     with tempfile.TemporaryDirectory(prefix="retrod-steps-", dir="/tmp") as folder:
@@ -92,13 +132,19 @@ def main() -> None:
         runs: dict[str, list[dict]] = {name: [] for name in names}
         for _ in range(args.rounds):
             for name in names:
-                runs[name].append(run_once(scratch, tree, name))
+                runs[name].append(run_once(scratch, tree, name, args.states))
     print(f"| configuration | {args.mb:g} MB, median of {args.rounds} | CPU: retrod + PostgreSQL |")
     print("|---|---:|---:|")
     for name, results in runs.items():
         seconds, own, postgres = (statistics.median(r[key] for r in results)
                                   for key in ("seconds", "retrod_cpu_s", "postgres_cpu_s"))
         print(f"| {name} | {seconds:.2f} s | {own:.2f} + {postgres:.2f} s |")
+    if args.states:
+        print("\nConnections, on average (the pool keeps one more than the lanes, mostly idle):\n")
+        print("| configuration | " + " | ".join(STATES) + " |")
+        print("|---|" + "---:|" * len(STATES))
+        for name, results in runs.items():
+            print(f"| {name} | " + " | ".join(f"{statistics.median(r[s] for r in results):.2f}" for s in STATES) + " |")
 
 
 if __name__ == "__main__":
