@@ -71,7 +71,7 @@ STATES = ("running", "waiting for a lock", "waiting for retrod in a transaction"
 _ACTIVITY = """
 SELECT CASE WHEN wait_event_type = 'Lock' THEN 'waiting for a lock'
             WHEN state = 'active' THEN 'running'
-            WHEN state LIKE 'idle in transaction%%' THEN 'waiting for retrod in a transaction'
+            WHEN state LIKE 'idle in transaction%' THEN 'waiting for retrod in a transaction'
             ELSE 'idle' END
 FROM pg_stat_activity
 WHERE backend_type = 'client backend' AND datname = current_database() AND pid <> pg_backend_pid()
