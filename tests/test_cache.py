@@ -157,6 +157,35 @@ def test_each_cause_by_hand(db_url: str, tmp_path: Path) -> None:
     assert worker["cache"] == _without_sum(want["subagents"]["worker"])
 
 
+def test_streams_walked_together_keep_each_its_own_lifetime(db_url: str, tmp_path: Path) -> None:
+    """Two sessions' streams read in one batch, walked in one transaction, A's with hour-long
+    writes. B's first element writes nothing, so the lifetime in force after it is the default
+    5 minutes; its second, 6 minutes later, re-writes the 10,000 tokens the first had cached,
+    with 5-minute writes, and so does its third 6 minutes after that: both expired (by hand),
+    neither invalidated by a lifetime taken from A's stream (as a walk of several streams at
+    once, windowed across streams, would take it)."""
+    first, second = "a0a0a0a0-0000-4000-8000-000000000001", "b0b0b0b0-0000-4000-8000-000000000002"
+    write(tmp_path / "-p" / f"{first}.jsonl", [
+        user("09:00:00", session=first),
+        request("a1", "09:00:01", 0, 5_000, one_hour=True, session=first),
+        request("a2", "09:30:01", 5_000, 100, one_hour=True, session=first),
+    ])
+    write(tmp_path / "-p" / f"{second}.jsonl", [
+        user("10:00:00", session=second),
+        request("b1", "10:00:01", 10_000, 0, session=second),
+        request("b2", "10:06:01", 0, 10_000, session=second),
+        request("b3", "10:12:01", 0, 10_000, session=second),
+    ])
+    want = reference.compute_cache(tmp_path)
+    ingest(db_url, [tmp_path])  # (one batch: both files are small)
+    with psycopg.connect(db_url) as conn:
+        got = {s: model.build(conn, s)["summary"]["cache"]["misses"] for s in (first, second)}
+    assert {c: (v["count"], v["rewritten"]) for c, v in got[second].items() if v["count"]} == {
+        "expired": (2, 20_000)}
+    assert not any(v["count"] for v in got[first].values())
+    assert got == {s: want[s]["summary"]["misses"] for s in (first, second)}
+
+
 def _without_sum(figures: dict) -> dict:
     return {k: v for k, v in figures.items() if k != "waste"}
 
