@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -582,10 +583,6 @@ def test_a_fork_decided_while_a_batch_of_it_waits_for_the_lock(db_url: str, tmp_
     there until the other's commit is done (or would wait on one of its rows), then takes the
     lock. Whichever way it ends (the other commit waiting on this one's rows, or a deadlock
     retried), the figures are those of one pass."""
-    import threading
-
-    import psycopg
-
     from retrod.store.queries import q
 
     orig = [user(ORIG, 0, uuid="o1"), *_read_chain(ORIG, 5, "o2", "toolu_r1")]
@@ -612,7 +609,7 @@ def test_a_fork_decided_while_a_batch_of_it_waits_for_the_lock(db_url: str, tmp_
     def execute(conn, query, params=None, **kwargs):  # the first to reach the lock waits there
         if query == lock and not paused.is_set():
             paused.set()
-            release.wait(timeout=3)  # (or ORIG's commit waits on a row this one wrote)
+            release.wait(timeout=3)  # (or the other commit waits on a row this one wrote)
         return real(conn, query, params, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", execute)

@@ -96,8 +96,8 @@ def run_once(scratch: Path, tree: Path, name: str, states: bool = False) -> dict
     with database(scratch, "steps") as url, \
             ConnectionPool(url, min_size=ingest.BULK_LANES + 1, max_size=ingest.BULK_LANES + 2, open=True) as pool:
         ingester = Ingester(store_class(pool, "bench"), [tree], bulk_from=0 if bulk else None)
-        sampler = threading.Thread(target=_sample_states, args=(url, stop, seen), daemon=True)
-        if states:
+        sampler = threading.Thread(target=_sample_states, args=(url, stop, seen), daemon=True) if states else None
+        if sampler is not None:
             sampler.start()
         cluster = scratch / "steps-pg"  # (this run's cluster only: the machine may be shared)
         own, postgres, start = _own_cpu_s(), postgres_cpu_s(cluster), time.perf_counter()
@@ -105,7 +105,7 @@ def run_once(scratch: Path, tree: Path, name: str, states: bool = False) -> dict
         seconds = time.perf_counter() - start
         own, postgres = _own_cpu_s() - own, postgres_cpu_s(cluster) - postgres
         stop.set()
-        if states:
+        if sampler is not None:
             sampler.join()
     shutil.rmtree(scratch / "steps-pg")  # (stopped) the next run starts from a fresh cluster
     if stats.failed:
