@@ -21,7 +21,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from conftest import FIXTURES, fresh_database
-from helpers import ingest
+from helpers import ingest, older_migrations
 from retrod.history import trends
 from retrod.report.model import SIGNALS, TOKEN_FIELDS
 from retrod.settings import Settings
@@ -271,13 +271,9 @@ def test_requests_whose_machine_is_not_known_go_with_their_session(pg_cluster, t
     not say which machine read them: split, each goes to its session's machine (the smallest
     host holding its main transcript), and a record read again from a machine takes its place in
     a tie."""
-    from retrod.store.migrate import load, migrate
+    from retrod.store.migrate import migrate
 
-    before = tmp_path / "migrations-0022"
-    before.mkdir()
-    for m in load():
-        if m.version < 23:
-            (before / f"{m.version:04d}_{m.name}.sql").write_text(m.sql)
+    before = older_migrations(tmp_path / "migrations-0022", lambda version: version < 23)
     root = tmp_path / "b" / "projects"
     write(root / "-home-me-proj" / f"{M}.jsonl", M_SHARED)
     with fresh_database(pg_cluster) as url:

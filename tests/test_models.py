@@ -27,7 +27,7 @@ from genai_prices.types import TimeOfDateConstraint
 from psycopg_pool import ConnectionPool
 
 import reference
-from helpers import HOST, ingest, reports, rollups_match_raw, snapshot
+from helpers import HOST, ingest, older_migrations, reports, rollups_match_raw, snapshot
 from retrod.fastpath import client
 from retrod.fastpath.server import ReportServer
 from retrod.history import trends
@@ -518,11 +518,7 @@ def test_a_version_8_database_gets_models_by_reading_its_files_again(pg_cluster,
     # A transcript deleted before the upgrade (a session of one file, its 24 requests its own).
     gone = projects / "-Users-chip-dev-ai-music" / "ba79134d-b6e9-4867-af0c-6941038c9e4b.jsonl"
     gone_session = gone.stem
-    old_migrations = tmp_path / "migrations-v8"
-    old_migrations.mkdir()
-    for m in load():
-        if m.version <= 8:
-            (old_migrations / f"{m.version:04d}_{m.name}.sql").write_text(m.sql)
+    old_migrations = older_migrations(tmp_path / "migrations-v8", lambda version: version <= 8)
     v8 = "t_v8_" + os.urandom(6).hex()
     pg_cluster.create_database(v8)
     with fresh_database(pg_cluster) as now_url:
@@ -871,11 +867,7 @@ def test_rows_stored_before_migration_0036_are_priced_by_the_rule(pg_cluster, tm
     root = tmp_path / "projects"
     write(root / "-p" / f"{A}.jsonl", _split_session(A, 1, (200, 900)))
     write(root / "-p" / f"{C}.jsonl", _split_session(C, 2, (1000, 0)))
-    before = tmp_path / "before"
-    before.mkdir()
-    for m in load():
-        if m.version < 36:
-            (before / f"{m.version:04d}_{m.name}.sql").write_text(m.sql)
+    before = older_migrations(tmp_path / "before", lambda version: version < 36)
     with fresh_database(pg_cluster) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("DROP SCHEMA retrod CASCADE")
