@@ -17,6 +17,7 @@ import pytest
 from conftest import FIXTURES
 from helpers import ingest
 from plan_transcripts import BASE, Transcript, session_id
+from retrod.basics.json_text import json_text
 from retrod.report import kept_reports, kept_windows, markdown, model, retrospective
 from retrod.report.prices import DEFAULT, Prices, load
 from retrod.tracking import PhaseNotes, phase_log, phase_start
@@ -46,7 +47,7 @@ def asked(conn: psycopg.Connection, session: str, as_json: bool = True,
 def afresh(conn: psycopg.Connection, session: str, as_json: bool = True, prices: Prices = DEFAULT) -> str:
     """The report built now, nothing of it kept (the windows' figures are kept_windows', tested there)."""
     report = model.build(conn, session, prices=prices)
-    return retrospective.json_text(report) + "\n" if as_json else markdown.render(report)
+    return json_text(report) + "\n" if as_json else markdown.render(report)
 
 
 def kept(first: dict, again: dict) -> bool:

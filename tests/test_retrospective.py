@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import reference
 import reference_tools
 from helpers import HOST, ingest, reports
-from retrod.report.retrospective import json_text
+from retrod.basics.json_text import json_text
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 SECTIONS = ["## Summary", "## Timeline", "```mermaid", "## Verdict Breakdown", "## Tool Use", "## Waste Signals",
@@ -373,9 +373,14 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4), max_leaves=30)
 
 
+# What json.dumps writes only through `default` (`retrod sessions --json`'s instants).
+NOT_JSON = datetime(2026, 12, 6, 15, 44, tzinfo=UTC)
+
+
 @given(JSON_VALUES)
-def test_the_report_json_is_json_dumps_byte_for_byte(value: object) -> None:
+def test_every_json_answer_is_json_dumps_byte_for_byte(value: object) -> None:
     assert json_text(value) == json.dumps(value, indent=2)
+    assert json_text([value, NOT_JSON], default=str) == json.dumps([value, NOT_JSON], indent=2, default=str)
 
 
 def test_every_fixture_report_json_is_json_dumps_byte_for_byte(db_url: str, projects: Path) -> None:

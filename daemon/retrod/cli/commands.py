@@ -6,7 +6,6 @@ most of a short command's time. The daemon, which serves several of them, has th
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ import structlog  # (log.py's own: loaded with it)
 from ..basics import invocation
 from ..basics import log as logging_setup
 from ..basics.errors import UserError
+from ..basics.json_text import json_text
 from ..settings import Settings
 from . import arguments
 
@@ -312,7 +312,7 @@ def _cmd_trends(settings: Settings, args: argparse.Namespace) -> int:
                                  tz=zone, member=args.member, away_after_s=settings.away_after_s)
     _warn([note] if note else [])
     print(resolve.matched_line(args.project, data.get("projects_matched")), end="", file=sys.stderr)
-    print(json.dumps(data, indent=2) if args.json else trends.render(data), end="\n" if args.json else "")
+    print(json_text(data) if args.json else trends.render(data), end="\n" if args.json else "")
     return EXIT_OK
 
 
@@ -333,7 +333,7 @@ def _cmd_brief(settings: Settings, args: argparse.Namespace) -> int:
                                exclude=brief.excluded_session(), prices=prices, away_after_s=settings.away_after_s)
     _warn([note] if note else [])
     if args.format == "json":
-        print(json.dumps(data, indent=2))
+        print(json_text(data))
     elif data["sessions"]:
         print(brief.render(data), end="")
     else:  # nothing to brief on: nothing on stdout, as the hook prints nothing
@@ -356,7 +356,7 @@ def _cmd_lessons(settings: Settings, args: argparse.Namespace) -> int:
             data = lesson_data.lessons(conn, folder=folder, project=args.project, prices=prices,
                                        away_after_s=settings.away_after_s)
     _warn([note] if note else [])
-    print(json.dumps(data, indent=2) if args.json else lesson_data.render(data), end="\n" if args.json else "")
+    print(json_text(data) if args.json else lesson_data.render(data), end="\n" if args.json else "")
     return EXIT_OK
 
 
@@ -459,14 +459,14 @@ def _json(rows: list[dict] | dict) -> str:
         isoformat = getattr(v, "isoformat", None)
         return isoformat() if isoformat else str(v)
 
-    return json.dumps(rows, indent=2, default=plain)
+    return json_text(rows, default=plain)
 
 
 def _cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     from .. import health
 
     report = health.status(settings)
-    print(json.dumps(report, indent=2) if args.json else health.render_status(report), end="\n" if args.json else "")
+    print(json_text(report) if args.json else health.render_status(report), end="\n" if args.json else "")
     return EXIT_OK
 
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-import msgspec
 from psycopg import Connection
 from psycopg.rows import dict_row
 
 from ..basics.errors import UserError
+from ..basics.json_text import json_text
 from ..store.queries import q
 from ..tracking import PhaseNotes, TrackingError, ensure_session, give_verdict, may_write
 from . import kept_reports, markdown, model, shapes
@@ -41,18 +40,6 @@ def file_name(report: Mapping[str, Any], extension: str = "md") -> str:
     short = slugify(session["uuid"][:8]) or "session"
     name = slugify(session["description"] or "")
     return f"{date}-{name}-{short}.{extension}" if name else f"{date}-{short}.{extension}"
-
-
-def json_text(report: object) -> str:
-    """The report as `json.dumps(report, indent=2)` writes it, byte for byte, in a fraction of the
-    time: the standard library's C encoder writes every string and number (its escapes, its float
-    repr), and msgspec only lays the tokens out (json.dumps with an indent is pure Python: ~10 ms
-    of a large session's report). A value msgspec cannot lay out (NaN, not JSON) takes the slow way."""
-    compact = json.dumps(report)
-    try:
-        return msgspec.json.format(compact, indent=2)
-    except msgspec.DecodeError:
-        return json.dumps(report, indent=2)
 
 
 def check_output(output: Path | None) -> None:
