@@ -367,10 +367,13 @@ def test_the_saved_report_reads_as_a_person_wants_it(db_url: str, projects: Path
 
 
 # Any JSON json.dumps writes: every string (escapes, surrogates), float (NaN and the infinities
-# included, which json_text leaves to json.dumps itself), integer of any size, nesting, empty ones.
+# included, which json_text leaves to json.dumps itself), integer of any size, nesting, empty ones,
+# keys of every kind json.dumps turns into strings.
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4), max_leaves=30)
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.text() | st.integers() | st.floats() | st.booleans() | st.none(), inner, max_size=4),
+    max_leaves=30)
 
 
 # What json.dumps writes only through `default` (`retrod sessions --json`'s instants).
